@@ -1,0 +1,43 @@
+//===- Matmul.h - linear layer GEMMs: forward, dgrad, wgrad -----*- C++ -*-===//
+// defines: MatmulArgs, MatmulDgradArgs, MatmulWgradArgs, matmul,
+//          matmulDgrad, matmulWgrad (cpu::)
+//
+// Weights use the [out, in] layout (y = x W^T), as nn.Linear does.
+//   forward: y[m,n]  = sum_k x[m,k] * w[n,k]
+//   dgrad:   dx[m,k] = sum_n dy[m,n] * w[n,k]
+//   wgrad:   dw[n,k] = sum_m dy[m,n] * x[m,k]
+// fp32 accumulation (double for F64 storage); outputs are overwritten.
+#pragma once
+
+#include "kernels/TensorView.h"
+
+namespace sharc::kernels {
+
+struct MatmulArgs {
+  ConstTensorView x; ///< [m, k]
+  ConstTensorView w; ///< [n, k]
+  TensorView y;      ///< [m, n]
+  int64_t m = 0, n = 0, k = 0;
+};
+
+struct MatmulDgradArgs {
+  ConstTensorView dy; ///< [m, n]
+  ConstTensorView w;  ///< [n, k]
+  TensorView dx;      ///< [m, k]
+  int64_t m = 0, n = 0, k = 0;
+};
+
+struct MatmulWgradArgs {
+  ConstTensorView dy; ///< [m, n]
+  ConstTensorView x;  ///< [m, k]
+  TensorView dw;      ///< [n, k]
+  int64_t m = 0, n = 0, k = 0;
+};
+
+namespace cpu {
+void matmul(const MatmulArgs &args);
+void matmulDgrad(const MatmulDgradArgs &args);
+void matmulWgrad(const MatmulWgradArgs &args);
+} // namespace cpu
+
+} // namespace sharc::kernels

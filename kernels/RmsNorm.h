@@ -1,0 +1,40 @@
+//===- RmsNorm.h - grouped RMSNorm forward and backward ---------*- C++ -*-===//
+// defines: RmsNormArgs, RmsNormGradArgs, rmsNorm, rmsNormGrad (cpu::)
+//
+// x is [rows, cols] with cols = groups * groupSize; each contiguous group of
+// groupSize elements is normalised on its own and scaled by w[groupSize].
+// groupSize == cols is the ordinary layer norm; groupSize == head_dim is the
+// per-head q_norm/k_norm on a [tokens, heads*head_dim] projection.
+//   rstd[r,g] = 1/sqrt(mean_{c in g} x[r,c]^2 + eps)
+//   y[r,c]    = (x[r,c] * rstd[r,g]) * w[c mod groupSize]
+// As in the original, x*rstd is formed in fp32 and multiplied by w after.
+// Backward (rstd recomputed), with xhat = x*rstd and g = dy*w:
+//   dx[r,c] = rstd * (g[c] - xhat[c] * mean_{c' in group} g[c'] xhat[c'])
+//   dw[j]   = sum over rows and groups of dy * xhat   (fp32 accumulation)
+// dw is overwritten, not accumulated.
+#pragma once
+
+#include "kernels/TensorView.h"
+
+namespace sharc::kernels {
+
+struct RmsNormArgs {
+  ConstTensorView x, w;
+  TensorView y;
+  int64_t rows = 0, cols = 0, groupSize = 0;
+  double eps = 1e-6;
+};
+
+struct RmsNormGradArgs {
+  ConstTensorView x, w, dy;
+  TensorView dx, dw;
+  int64_t rows = 0, cols = 0, groupSize = 0;
+  double eps = 1e-6;
+};
+
+namespace cpu {
+void rmsNorm(const RmsNormArgs &args);
+void rmsNormGrad(const RmsNormGradArgs &args);
+} // namespace cpu
+
+} // namespace sharc::kernels

@@ -1,0 +1,31 @@
+//===- Rope.h - rotary position embedding (rotate-half form) ----*- C++ -*-===//
+// defines: RopeArgs, rope (cpu::)
+//
+// x is [seqLen, batch, numHeads * headDim] (sequence first). For position
+// p = s + positionOffset and i < headDim/2, in fp32 as the original computes
+// its tables:
+//   invFreq[i] = 1 / theta^(2i/headDim),  angle = p * invFreq[i]
+//   y[.., i]          = x[i] cos(angle) - x[i + D/2] sin(angle)
+//   y[.., i + D/2]    = x[i + D/2] cos(angle) + x[i] sin(angle)
+// The backward is the same rotation by -angle (inverse = true), since the
+// rotation is orthogonal: dx = R(-angle) dy.
+#pragma once
+
+#include "kernels/TensorView.h"
+
+namespace sharc::kernels {
+
+struct RopeArgs {
+  ConstTensorView x;
+  TensorView y;
+  int64_t seqLen = 0, batch = 0, numHeads = 0, headDim = 0;
+  int64_t positionOffset = 0;
+  double theta = 1e6;
+  bool inverse = false;
+};
+
+namespace cpu {
+void rope(const RopeArgs &args);
+} // namespace cpu
+
+} // namespace sharc::kernels
