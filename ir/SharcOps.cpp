@@ -1,0 +1,276 @@
+//===- SharcOps.cpp - verifiers and costs of the sharc ops ------------------===//
+
+#include "ir/SharcOps.h"
+
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace sharc;
+
+#include "ir/SharcInterfaces.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "ir/SharcOps.cpp.inc"
+
+namespace {
+
+RankedTensorType tensorOf(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Checks that two values have the same shape and element type.
+LogicalResult verifySameType(Operation *op, Value a, StringRef aName, Value b,
+                             StringRef bName) {
+  if (a.getType() != b.getType())
+    return op->emitOpError() << bName << " type " << b.getType()
+                             << " must equal " << aName << " type "
+                             << a.getType();
+  return success();
+}
+
+/// Checks `value` is [S, B, *] against a reference [S, B, ...] tensor.
+LogicalResult verifyTokenMajor(Operation *op, Value value, StringRef name,
+                               int64_t rank) {
+  if (tensorOf(value).getRank() != rank)
+    return op->emitOpError() << name << " must have rank " << rank << ", got "
+                             << value.getType();
+  return success();
+}
+
+LogicalResult verifyHeads(Operation *op, Value value, StringRef name,
+                          int64_t headDim) {
+  if (headDim <= 0)
+    return op->emitOpError() << "head_dim must be positive, got " << headDim;
+  int64_t width = tensorOf(value).getShape().back();
+  if (width % headDim != 0)
+    return op->emitOpError() << name << " width " << width
+                             << " is not a multiple of head_dim " << headDim;
+  return success();
+}
+
+int64_t numElements(Value value) { return tensorOf(value).getNumElements(); }
+
+int64_t gemmFlops(Value outer, Value weight) {
+  auto shape = tensorOf(weight).getShape();
+  return 2 * numElements(outer) / tensorOf(outer).getShape().back() *
+         shape[0] * shape[1];
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  auto table = tensorOf(getTable()), ids = tensorOf(getIds()),
+       out = tensorOf(getOut());
+  if (table.getRank() != 2 || ids.getRank() != 2)
+    return emitOpError("expects a rank-2 table and rank-2 ids, got ")
+           << table << " and " << ids;
+  SmallVector<int64_t> expected{ids.getShape()[0], ids.getShape()[1],
+                                table.getShape()[1]};
+  if (out.getShape() != ArrayRef<int64_t>(expected) ||
+      out.getElementType() != table.getElementType())
+    return emitOpError("result must be [S, B, H] of the table's element "
+                       "type, got ")
+           << out;
+  return success();
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto x = tensorOf(getX()), w = tensorOf(getW());
+  if (w.getRank() != 1)
+    return emitOpError("weight must have rank 1, got ") << w;
+  if (x.getShape().back() % w.getShape()[0] != 0)
+    return emitOpError("last dimension ")
+           << x.getShape().back() << " is not a multiple of the weight size "
+           << w.getShape()[0];
+  if (getEps().convertToDouble() <= 0.0)
+    return emitOpError("eps must be positive");
+  return verifySameType(*this, getX(), "x", getY(), "result");
+}
+
+LogicalResult MatmulOp::verify() {
+  auto x = tensorOf(getX()), w = tensorOf(getW()), y = tensorOf(getY());
+  if (w.getRank() != 2)
+    return emitOpError("weight must have rank 2, got ") << w;
+  if (x.getShape().back() != w.getShape()[1])
+    return emitOpError("contraction mismatch: x has ")
+           << x.getShape().back() << " columns, weight [out, in] has "
+           << w.getShape()[1] << " inputs";
+  SmallVector<int64_t> expected(x.getShape());
+  expected.back() = w.getShape()[0];
+  if (y.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape must be [..., ")
+           << w.getShape()[0] << "], got " << y;
+  return success();
+}
+int64_t MatmulOp::getFlops() { return gemmFlops(getY(), getW()); }
+
+LogicalResult RopeOp::verify() {
+  if (failed(verifyTokenMajor(*this, getX(), "x", 3)) ||
+      failed(verifyHeads(*this, getX(), "x", getHeadDim())))
+    return failure();
+  if (getHeadDim() % 2 != 0)
+    return emitOpError("head_dim must be even, got ") << getHeadDim();
+  return verifySameType(*this, getX(), "x", getY(), "result");
+}
+
+LogicalResult AttentionOp::verify() {
+  int64_t headDim = getHeadDim();
+  for (auto [value, name] : {std::pair{getQ(), "q"}, std::pair{getK(), "k"},
+                             std::pair{getV(), "v"}})
+    if (failed(verifyTokenMajor(*this, value, name, 3)) ||
+        failed(verifyHeads(*this, value, name, headDim)))
+      return failure();
+  if (failed(verifySameType(*this, getK(), "k", getV(), "v")) ||
+      failed(verifySameType(*this, getQ(), "q", getOut(), "out")))
+    return failure();
+  auto q = tensorOf(getQ()), k = tensorOf(getK());
+  if (q.getShape().drop_back() != k.getShape().drop_back())
+    return emitOpError("q and k must share [S, B], got ") << q << " and " << k;
+  int64_t numHeads = q.getShape()[2] / headDim;
+  int64_t numKvHeads = k.getShape()[2] / headDim;
+  if (numHeads % numKvHeads != 0)
+    return emitOpError("query heads (")
+           << numHeads << ") must be a multiple of KV heads (" << numKvHeads
+           << ")";
+  SmallVector<int64_t> lseShape{q.getShape()[1], numHeads, q.getShape()[0]};
+  if (tensorOf(getLse()).getShape() != ArrayRef<int64_t>(lseShape))
+    return emitOpError("lse must be [B, Hq, S] = [")
+           << lseShape[0] << ", " << lseShape[1] << ", " << lseShape[2]
+           << "], got " << getLse().getType();
+  return success();
+}
+int64_t AttentionOp::getFlops() {
+  // QK^T and PV, each 2*S*S*D per head and sample, halved by the mask.
+  auto q = tensorOf(getQ()).getShape();
+  return 2 * q[0] * q[0] * q[1] * q[2];
+}
+
+LogicalResult SwigluOp::verify() {
+  if (failed(verifySameType(*this, getGate(), "gate", getUp(), "up")))
+    return failure();
+  return verifySameType(*this, getGate(), "gate", getY(), "result");
+}
+
+LogicalResult AddOp::verify() {
+  if (failed(verifySameType(*this, getA(), "lhs", getB(), "rhs")))
+    return failure();
+  return verifySameType(*this, getA(), "lhs", getY(), "result");
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  auto logits = tensorOf(getLogits()), labels = tensorOf(getLabels());
+  if (logits.getRank() != 3 || labels.getRank() != 2 ||
+      logits.getShape().drop_back() != labels.getShape())
+    return emitOpError("expects logits [S, B, V] and labels [S, B], got ")
+           << logits << " and " << labels;
+  int64_t validVocab = getValidVocab();
+  if (validVocab <= 0 || validVocab > logits.getShape().back())
+    return emitOpError("valid_vocab ")
+           << validVocab << " must be in [1, "
+           << logits.getShape().back() << "]";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto dout = tensorOf(getDout()), dtable = tensorOf(getDtable());
+  if (dout.getRank() != 3 || dtable.getRank() != 2 ||
+      dout.getShape()[2] != dtable.getShape()[1])
+    return emitOpError("expects dout [S, B, H] and a [V, H] result, got ")
+           << dout << " and " << dtable;
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifySameType(*this, getX(), "x", getDy(), "dy")) ||
+      failed(verifySameType(*this, getX(), "x", getDx(), "dx")))
+    return failure();
+  return verifySameType(*this, getW(), "w", getDw(), "dw");
+}
+
+LogicalResult MatmulDgradOp::verify() {
+  auto dy = tensorOf(getDy()), w = tensorOf(getW()), dx = tensorOf(getDx());
+  if (w.getRank() != 2 || dy.getShape().back() != w.getShape()[0] ||
+      dx.getShape().back() != w.getShape()[1] ||
+      dx.getShape().drop_back() != dy.getShape().drop_back())
+    return emitOpError("expects dy [..., N], w [N, K] and dx [..., K], got ")
+           << dy << ", " << w << " and " << dx;
+  return success();
+}
+int64_t MatmulDgradOp::getFlops() { return gemmFlops(getDy(), getW()); }
+
+LogicalResult MatmulWgradOp::verify() {
+  auto dy = tensorOf(getDy()), x = tensorOf(getX()), dw = tensorOf(getDw());
+  if (dw.getRank() != 2 || dy.getShape().back() != dw.getShape()[0] ||
+      x.getShape().back() != dw.getShape()[1] ||
+      x.getShape().drop_back() != dy.getShape().drop_back())
+    return emitOpError("expects dy [..., N], x [..., K] and dw [N, K], got ")
+           << dy << ", " << x << " and " << dw;
+  return success();
+}
+int64_t MatmulWgradOp::getFlops() { return gemmFlops(getDy(), getDw()); }
+
+LogicalResult RopeGradOp::verify() {
+  if (failed(verifyTokenMajor(*this, getDy(), "dy", 3)) ||
+      failed(verifyHeads(*this, getDy(), "dy", getHeadDim())))
+    return failure();
+  return verifySameType(*this, getDy(), "dy", getDx(), "result");
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifySameType(*this, getQ(), "q", getDq(), "dq")) ||
+      failed(verifySameType(*this, getK(), "k", getDk(), "dk")) ||
+      failed(verifySameType(*this, getV(), "v", getDv(), "dv")) ||
+      failed(verifySameType(*this, getOut(), "out", getDout(), "dout")))
+    return failure();
+  return verifyHeads(*this, getQ(), "q", getHeadDim());
+}
+int64_t AttentionGradOp::getFlops() {
+  // Recomputing QK^T, then dV, dP, dQ and dK: five S*S*D products per head.
+  auto q = tensorOf(getQ()).getShape();
+  return 5 * q[0] * q[0] * q[1] * q[2];
+}
+
+LogicalResult SwigluGradOp::verify() {
+  if (failed(verifySameType(*this, getGate(), "gate", getUp(), "up")) ||
+      failed(verifySameType(*this, getGate(), "gate", getDy(), "dy")) ||
+      failed(verifySameType(*this, getGate(), "gate", getDgate(), "dgate")))
+    return failure();
+  return verifySameType(*this, getGate(), "gate", getDup(), "dup");
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (tensorOf(getLogits()).getRank() != 3)
+    return emitOpError("expects logits [S, B, V], got ") << getLogits().getType();
+  return verifySameType(*this, getLogits(), "logits", getDlogits(), "result");
+}
+
+LogicalResult FillOp::verify() { return success(); }
+
+LogicalResult AdamWOp::verify() {
+  for (auto [value, name] :
+       {std::pair{getGrad(), "grad"}, std::pair{getNewParam(), "new_param"}})
+    if (failed(verifySameType(*this, getParam(), "param", value, name)))
+      return failure();
+  if (tensorOf(getM()).getShape() != tensorOf(getParam()).getShape() ||
+      getM().getType() != getV().getType())
+    return emitOpError("moments must match the parameter's shape and each "
+                       "other, got ")
+           << getM().getType() << " and " << getV().getType();
+  if (getNewM().getType() != getM().getType() ||
+      getNewV().getType() != getV().getType())
+    return emitOpError("updated moments must keep the moments' types");
+  double beta1 = getBeta1().convertToDouble();
+  double beta2 = getBeta2().convertToDouble();
+  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+    return emitOpError("betas must be in [0, 1), got ")
+           << beta1 << " and " << beta2;
+  return success();
+}

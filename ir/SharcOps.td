@@ -1,0 +1,222 @@
+//===- SharcOps.td - operations of the sharc dialect -------*- tablegen -*-===//
+//
+// One def per op. The math of each op is stated once in its kernel header
+// (kernels/<Op>.h); the description here gives the shapes and an example.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARC_OPS_TD
+#define SHARC_OPS_TD
+
+include "ir/SharcDialect.td"
+include "ir/SharcInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Sharc_FloatTensor : RankedTensorOf<[F32, BF16]>;
+def Sharc_IdTensor : RankedTensorOf<[I32]>;
+def Sharc_ScalarF32 : 0DTensorOf<[F32]>;
+
+// `costMethods` lists the CostOpInterface methods an op defines itself; the
+// others keep the interface's elementwise default.
+class Sharc_ComputeOp<string mnemonic, list<Trait> traits = [],
+                      list<string> costMethods = []>
+    : Sharc_Op<mnemonic, !listconcat(traits, [Pure,
+        DeclareOpInterfaceMethods<Sharc_CostOpInterface, costMethods>])> {
+  let assemblyFormat =
+      "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Sharc_DiffOp<string mnemonic, list<Trait> traits = [],
+                   list<string> costMethods = []>
+    : Sharc_ComputeOp<mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<Sharc_VJPOpInterface>]), costMethods>;
+
+//===----------------------------------------------------------------------===//
+// Forward ops
+//===----------------------------------------------------------------------===//
+
+def Sharc_EmbeddingOp : Sharc_DiffOp<"embedding"> {
+  let summary = "token embedding lookup";
+  let description = [{
+    `table` is `[V, H]` (rows `[vocab_start, vocab_start + V)` of the
+    vocabulary), `ids` is `[S, B]`, the result `[S, B, H]`. Ids outside the
+    table's rows give zero rows.
+    ```mlir
+    %h = sharc.embedding %table, %ids
+        : (tensor<128x64xf32>, tensor<16x2xi32>) -> tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$table, Sharc_IdTensor:$ids,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_start);
+  let results = (outs Sharc_FloatTensor:$out);
+}
+
+def Sharc_RmsNormOp : Sharc_DiffOp<"rms_norm"> {
+  let summary = "RMSNorm over contiguous groups of the last dimension";
+  let description = [{
+    `x` is `[.., C]`, `w` is `[G]` with `C % G == 0`; each group of G
+    contiguous elements is normalised on its own (G = C for layer norms,
+    G = head_dim for q_norm/k_norm). Same type as `x`.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, Sharc_FloatTensor:$w,
+                       F64Attr:$eps);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_MatmulOp : Sharc_DiffOp<"matmul", [], ["getFlops"]> {
+  let summary = "linear layer y = x w^T";
+  let description = [{
+    `x` is `[.., K]`, `w` is `[N, K]` (the `[out, in]` layout), the result
+    `[.., N]`.
+    ```mlir
+    %q = sharc.matmul %x, %wq
+        : (tensor<16x2x64xf32>, tensor<64x64xf32>) -> tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, Sharc_FloatTensor:$w);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_RopeOp : Sharc_DiffOp<"rope"> {
+  let summary = "rotary position embedding, rotate-half form";
+  let description = [{
+    `x` is `[S, B, h * head_dim]`; position of row s is
+    `s + position_offset`. Same type as `x`.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, I64Attr:$head_dim, F64Attr:$theta,
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_AttentionOp : Sharc_DiffOp<"attention", [], ["getFlops"]> {
+  let summary = "causal grouped-query attention";
+  let description = [{
+    `q` is `[S, B, Hq * D]`, `k` and `v` are `[S, B, Hkv * D]` with
+    `Hq % Hkv == 0`; `out` is `[S, B, Hq * D]` and `lse`, the log-sum-exp of
+    each softmax row kept for the backward, is `[B, Hq, S]` f32.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,
+                       Sharc_FloatTensor:$v, I64Attr:$head_dim);
+  let results = (outs Sharc_FloatTensor:$out, RankedTensorOf<[F32]>:$lse);
+}
+
+def Sharc_SwigluOp : Sharc_DiffOp<"swiglu"> {
+  let summary = "silu(gate) * up";
+  let arguments = (ins Sharc_FloatTensor:$gate, Sharc_FloatTensor:$up);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_AddOp : Sharc_DiffOp<"add"> {
+  let summary = "elementwise sum of two tensors of one type";
+  let arguments = (ins Sharc_FloatTensor:$a, Sharc_FloatTensor:$b);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_CrossEntropyOp : Sharc_DiffOp<"cross_entropy"> {
+  let summary = "mean token cross entropy over non-ignored labels";
+  let description = [{
+    `logits` is `[S, B, V]`, `labels` `[S, B]` (already shifted; -100 is
+    ignored); the result is the f32 mean loss. Columns at or beyond
+    `valid_vocab` (vocabulary padding) take no part.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$logits, Sharc_IdTensor:$labels,
+                       I64Attr:$valid_vocab);
+  let results = (outs Sharc_ScalarF32:$loss);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+def Sharc_EmbeddingGradOp : Sharc_ComputeOp<"embedding_grad"> {
+  let summary = "gradient of the embedding table";
+  let arguments = (ins Sharc_FloatTensor:$dout, Sharc_IdTensor:$ids,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_start);
+  let results = (outs Sharc_FloatTensor:$dtable);
+}
+
+def Sharc_RmsNormGradOp : Sharc_ComputeOp<"rms_norm_grad"> {
+  let summary = "gradients of rms_norm with respect to x and w";
+  let arguments = (ins Sharc_FloatTensor:$x, Sharc_FloatTensor:$w,
+                       Sharc_FloatTensor:$dy, F64Attr:$eps);
+  let results = (outs Sharc_FloatTensor:$dx, Sharc_FloatTensor:$dw);
+}
+
+def Sharc_MatmulDgradOp : Sharc_ComputeOp<"matmul_dgrad", [], ["getFlops"]> {
+  let summary = "input gradient of a linear layer, dx = dy w";
+  let arguments = (ins Sharc_FloatTensor:$dy, Sharc_FloatTensor:$w);
+  let results = (outs Sharc_FloatTensor:$dx);
+}
+
+def Sharc_MatmulWgradOp : Sharc_ComputeOp<"matmul_wgrad", [], ["getFlops"]> {
+  let summary = "weight gradient of a linear layer, dw = dy^T x";
+  let arguments = (ins Sharc_FloatTensor:$dy, Sharc_FloatTensor:$x);
+  let results = (outs Sharc_FloatTensor:$dw);
+}
+
+def Sharc_RopeGradOp : Sharc_ComputeOp<"rope_grad"> {
+  let summary = "gradient of rope: the rotation by minus the angle";
+  let arguments = (ins Sharc_FloatTensor:$dy, I64Attr:$head_dim,
+                       F64Attr:$theta,
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset);
+  let results = (outs Sharc_FloatTensor:$dx);
+}
+
+def Sharc_AttentionGradOp : Sharc_ComputeOp<"attention_grad", [], ["getFlops"]> {
+  let summary = "gradients of attention with respect to q, k and v";
+  let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,
+                       Sharc_FloatTensor:$v, Sharc_FloatTensor:$out,
+                       RankedTensorOf<[F32]>:$lse, Sharc_FloatTensor:$dout,
+                       I64Attr:$head_dim);
+  let results = (outs Sharc_FloatTensor:$dq, Sharc_FloatTensor:$dk,
+                      Sharc_FloatTensor:$dv);
+}
+
+def Sharc_SwigluGradOp : Sharc_ComputeOp<"swiglu_grad"> {
+  let summary = "gradients of swiglu with respect to gate and up";
+  let arguments = (ins Sharc_FloatTensor:$gate, Sharc_FloatTensor:$up,
+                       Sharc_FloatTensor:$dy);
+  let results = (outs Sharc_FloatTensor:$dgate, Sharc_FloatTensor:$dup);
+}
+
+def Sharc_CrossEntropyGradOp : Sharc_ComputeOp<"cross_entropy_grad"> {
+  let summary = "gradient of cross_entropy with respect to the logits";
+  let arguments = (ins Sharc_FloatTensor:$logits, Sharc_IdTensor:$labels,
+                       Sharc_ScalarF32:$dloss, I64Attr:$valid_vocab);
+  let results = (outs Sharc_FloatTensor:$dlogits);
+}
+
+def Sharc_FillOp : Sharc_ComputeOp<"fill"> {
+  let summary = "a tensor with every element equal to value";
+  let description = [{
+    The seed of the backward: `d loss / d loss = 1`.
+    ```mlir
+    %one = sharc.fill {value = 1.0 : f64} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs RankedTensorOf<[F32, BF16]>:$out);
+  let assemblyFormat = "attr-dict `:` type($out)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Sharc_AdamWOp : Sharc_ComputeOp<"adamw"> {
+  let summary = "one AdamW update of a parameter and its moments";
+  let description = [{
+    Returns the updated parameter and moments (the planner writes them in
+    place); the 1-based step number comes from the runtime. The math is in
+    kernels/AdamW.h, torch.optim.AdamW's order.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$param, Sharc_FloatTensor:$grad,
+                       Sharc_FloatTensor:$m, Sharc_FloatTensor:$v,
+                       F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs Sharc_FloatTensor:$new_param, Sharc_FloatTensor:$new_m,
+                      Sharc_FloatTensor:$new_v);
+}
+
+#endif // SHARC_OPS_TD

@@ -1,0 +1,73 @@
+//===- SharcVJP.cpp - reverse-mode derivatives of the sharc ops -------------===//
+//
+// Each forward op's VJPOpInterface::buildVJP emits its gradient ops. The
+// autodiff pass calls only this interface, so a new op brings its own rule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/SharcOps.h"
+
+using namespace mlir;
+using namespace sharc;
+
+using Grads = FailureOr<SmallVector<Value>>;
+
+Grads EmbeddingOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  Value dtable = builder.create<EmbeddingGradOp>(
+      getLoc(), getTable().getType(), resultGrads[0], getIds(),
+      getVocabStartAttr());
+  return SmallVector<Value>{dtable, Value()};
+}
+
+Grads RmsNormOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  auto grad = builder.create<RmsNormGradOp>(
+      getLoc(), getX().getType(), getW().getType(), getX(), getW(),
+      resultGrads[0], getEpsAttr());
+  return SmallVector<Value>{grad.getDx(), grad.getDw()};
+}
+
+Grads MatmulOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  Value dy = resultGrads[0];
+  Value dx = builder.create<MatmulDgradOp>(getLoc(), getX().getType(), dy,
+                                           getW());
+  Value dw = builder.create<MatmulWgradOp>(getLoc(), getW().getType(), dy,
+                                           getX());
+  return SmallVector<Value>{dx, dw};
+}
+
+Grads RopeOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  Value dx = builder.create<RopeGradOp>(getLoc(), getX().getType(),
+                                        resultGrads[0], getHeadDimAttr(),
+                                        getThetaAttr(), getPositionOffsetAttr());
+  return SmallVector<Value>{dx};
+}
+
+Grads AttentionOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  // lse is an auxiliary result kept for the backward; nothing differentiates
+  // through it.
+  if (resultGrads[1])
+    return emitOpError("the lse result is not differentiable");
+  auto grad = builder.create<AttentionGradOp>(
+      getLoc(), getQ().getType(), getK().getType(), getV().getType(), getQ(),
+      getK(), getV(), getOut(), getLse(), resultGrads[0], getHeadDimAttr());
+  return SmallVector<Value>{grad.getDq(), grad.getDk(), grad.getDv()};
+}
+
+Grads SwigluOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  auto grad = builder.create<SwigluGradOp>(
+      getLoc(), getGate().getType(), getUp().getType(), getGate(), getUp(),
+      resultGrads[0]);
+  return SmallVector<Value>{grad.getDgate(), grad.getDup()};
+}
+
+Grads AddOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  return SmallVector<Value>{resultGrads[0], resultGrads[0]};
+}
+
+Grads CrossEntropyOp::buildVJP(OpBuilder &builder,
+                               ArrayRef<Value> resultGrads) {
+  Value dlogits = builder.create<CrossEntropyGradOp>(
+      getLoc(), getLogits().getType(), getLogits(), getLabels(),
+      resultGrads[0], getValidVocabAttr());
+  return SmallVector<Value>{dlogits, Value()};
+}

@@ -1,0 +1,216 @@
+//===- ModelBuilder.cpp - the forward program of a model config
+//-------------===//
+
+#include "ir/frontend/ModelBuilder.h"
+#include "ir/ArgumentRoles.h"
+#include "ir/SharcOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace sharc;
+using frontend::Config;
+using frontend::SourceLoc;
+
+namespace {
+
+/// Builds @train_step op by op; parameters become function arguments in
+/// the order they are first used.
+class ForwardBuilder {
+public:
+  ForwardBuilder(MLIRContext *context, const Config &config)
+      : context(context), config(config), builder(context),
+        model(config.model) {
+    elementType = config.run.dtype.value == "bfloat16"
+                      ? Type(builder.getBF16Type())
+                      : Type(builder.getF32Type());
+    seqLen = config.run.seqLen.value;
+    batch = config.run.microBatchSize.value * config.run.numMicrobatches.value;
+  }
+
+  OwningOpRef<ModuleOp> build(const BuildOptions &options);
+
+private:
+  Location loc(const SourceLoc &where) {
+    return FileLineColLoc::get(context, where.file, where.line, where.col);
+  }
+  RankedTensorType tensor(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, elementType);
+  }
+  RankedTensorType activation(int64_t width) {
+    return tensor({seqLen, batch, width});
+  }
+
+  /// Declares a parameter argument; `init` is "normal" or "ones".
+  Value param(const std::string &name, ArrayRef<int64_t> shape, StringRef init,
+              Location where);
+  Value linear(Value x, const std::string &name, int64_t out, Location where);
+  Value rmsNorm(Value x, const std::string &name, int64_t size, Location where);
+  Value block(Value h, int64_t layer);
+
+  MLIRContext *context;
+  const Config &config;
+  OpBuilder builder;
+  const frontend::ModelConfig &model;
+  Type elementType;
+  int64_t seqLen, batch;
+  func::FuncOp func;
+  Block *body = nullptr;
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+};
+
+Value ForwardBuilder::param(const std::string &name, ArrayRef<int64_t> shape,
+                            StringRef init, Location where) {
+  SmallVector<NamedAttribute> attrs{
+      builder.getNamedAttr(kParamAttr, builder.getStringAttr(name)),
+      builder.getNamedAttr(kInitAttr, builder.getStringAttr(init))};
+  if (init == "normal")
+    attrs.push_back(builder.getNamedAttr(
+        kInitStdAttr, builder.getF64FloatAttr(model.initStd.value)));
+  argTypes.push_back(tensor(shape));
+  argAttrs.push_back(builder.getDictionaryAttr(attrs));
+  return body->addArgument(argTypes.back(), where);
+}
+
+Value ForwardBuilder::linear(Value x, const std::string &name, int64_t out,
+                             Location where) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t in = xType.getShape().back();
+  Value w = param(name + ".weight", {out, in}, "normal", where);
+  return builder.create<MatmulOp>(where, activation(out), x, w);
+}
+
+Value ForwardBuilder::rmsNorm(Value x, const std::string &name, int64_t size,
+                              Location where) {
+  Value w = param(name + ".weight", {size}, "ones", where);
+  return builder.create<RmsNormOp>(
+      where, x.getType(), x, w,
+      builder.getF64FloatAttr(model.rmsNormEps.value));
+}
+
+Value ForwardBuilder::block(Value h, int64_t layer) {
+  std::string prefix = "layers." + std::to_string(layer);
+  int64_t hidden = model.hiddenSize.value, headDim = model.headDim.value;
+  int64_t qWidth = model.numHeads.value * headDim;
+  int64_t kvWidth = model.numKvHeads.value * headDim;
+  Location attnLoc = loc(model.numHeads.loc);
+  Location mlpLoc = loc(model.intermediateSize.loc);
+  Location hiddenLoc = loc(model.hiddenSize.loc);
+
+  Value x = rmsNorm(h, prefix + ".input_layernorm", hidden, hiddenLoc);
+  std::string attn = prefix + ".self_attn";
+  Value q = linear(x, attn + ".q_proj", qWidth, attnLoc);
+  Value k = linear(x, attn + ".k_proj", kvWidth, loc(model.numKvHeads.loc));
+  Value v = linear(x, attn + ".v_proj", kvWidth, loc(model.numKvHeads.loc));
+  Location headLoc = loc(model.headDim.loc);
+  q = rmsNorm(q, attn + ".q_norm", headDim, headLoc);
+  k = rmsNorm(k, attn + ".k_norm", headDim, headLoc);
+  auto headDimAttr = builder.getI64IntegerAttr(headDim);
+  auto thetaAttr = builder.getF64FloatAttr(model.ropeTheta.value);
+  auto zero = builder.getI64IntegerAttr(0);
+  Location ropeLoc = loc(model.ropeTheta.loc);
+  q = builder.create<RopeOp>(ropeLoc, q.getType(), q, headDimAttr, thetaAttr,
+                             zero);
+  k = builder.create<RopeOp>(ropeLoc, k.getType(), k, headDimAttr, thetaAttr,
+                             zero);
+  auto lseType = RankedTensorType::get({batch, model.numHeads.value, seqLen},
+                                       builder.getF32Type());
+  auto attention = builder.create<AttentionOp>(attnLoc, q.getType(), lseType, q,
+                                               k, v, headDimAttr);
+  Value o = linear(attention.getOut(), attn + ".o_proj", hidden, attnLoc);
+  h = builder.create<AddOp>(hiddenLoc, h.getType(), h, o);
+
+  x = rmsNorm(h, prefix + ".post_attention_layernorm", hidden, hiddenLoc);
+  std::string mlp = prefix + ".mlp";
+  int64_t intermediate = model.intermediateSize.value;
+  Value gate = linear(x, mlp + ".gate_proj", intermediate, mlpLoc);
+  Value up = linear(x, mlp + ".up_proj", intermediate, mlpLoc);
+  Value act = builder.create<SwigluOp>(mlpLoc, gate.getType(), gate, up);
+  Value down = linear(act, mlp + ".down_proj", hidden, mlpLoc);
+  return builder.create<AddOp>(hiddenLoc, h.getType(), h, down);
+}
+
+OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
+  Location modelLoc = loc(model.loc);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(modelLoc);
+  builder.setInsertionPointToEnd(module->getBody());
+  func = builder.create<func::FuncOp>(modelLoc, "train_step",
+                                      builder.getFunctionType({}, {}));
+  body = func.addEntryBlock();
+  builder.setInsertionPointToEnd(body);
+
+  int64_t hidden = model.hiddenSize.value, vocab = model.vocabSize.value;
+  Location vocabLoc = loc(model.vocabSize.loc);
+  Value embed =
+      param("embed_tokens.weight", {vocab, hidden}, "normal", vocabLoc);
+  auto idsType = RankedTensorType::get({seqLen, batch}, builder.getI32Type());
+  Location seqLoc = loc(config.run.seqLen.loc);
+  auto input = [&](StringRef name) {
+    argTypes.push_back(idsType);
+    argAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr(kInputAttr, builder.getStringAttr(name))));
+    return body->addArgument(idsType, seqLoc);
+  };
+  Value tokens = input("tokens");
+  Value labels = input("labels");
+
+  Value h = builder.create<EmbeddingOp>(vocabLoc, activation(hidden), embed,
+                                        tokens, builder.getI64IntegerAttr(0));
+  for (int64_t layer = 0; layer < model.numLayers.value; ++layer)
+    h = block(h, layer);
+  h = rmsNorm(h, "norm", hidden, loc(model.hiddenSize.loc));
+  Value logits;
+  if (model.tieWordEmbeddings.value)
+    logits = builder.create<MatmulOp>(loc(model.tieWordEmbeddings.loc),
+                                      activation(vocab), h, embed);
+  else
+    logits = linear(h, "lm_head", vocab, vocabLoc);
+  Value loss = builder.create<CrossEntropyOp>(
+      vocabLoc, RankedTensorType::get({}, builder.getF32Type()), logits, labels,
+      builder.getI64IntegerAttr(vocab));
+
+  SmallVector<Value> results{loss};
+  SmallVector<DictionaryAttr> resultAttrs{builder.getDictionaryAttr(
+      builder.getNamedAttr(kOutputAttr, builder.getStringAttr("loss")))};
+  if (options.emitLogits) {
+    results.push_back(logits);
+    resultAttrs.push_back(builder.getDictionaryAttr(
+        builder.getNamedAttr(kOutputAttr, builder.getStringAttr("logits"))));
+  }
+  builder.create<func::ReturnOp>(modelLoc, results);
+  func.setType(
+      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func.setAllArgAttrs(argAttrs);
+  func.setAllResultAttrs(resultAttrs);
+
+  const frontend::OptimizerConfig &opt = config.run.optimizer;
+  module->getOperation()->setAttr(
+      kOptimizerAttr,
+      builder.getDictionaryAttr(
+          {builder.getNamedAttr("lr", builder.getF64FloatAttr(opt.lr.value)),
+           builder.getNamedAttr("beta1",
+                                builder.getF64FloatAttr(opt.beta1.value)),
+           builder.getNamedAttr("beta2",
+                                builder.getF64FloatAttr(opt.beta2.value)),
+           builder.getNamedAttr("eps", builder.getF64FloatAttr(opt.eps.value)),
+           builder.getNamedAttr("weight_decay", builder.getF64FloatAttr(
+                                                    opt.weightDecay.value))}));
+  module->getOperation()->setAttr(
+      kModelAttr,
+      builder.getDictionaryAttr(
+          {builder.getNamedAttr("name",
+                                builder.getStringAttr(model.name.value)),
+           builder.getNamedAttr("seq_len", builder.getI64IntegerAttr(seqLen)),
+           builder.getNamedAttr("batch", builder.getI64IntegerAttr(batch)),
+           builder.getNamedAttr("vocab", builder.getI64IntegerAttr(vocab))}));
+  return module;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> sharc::buildModel(MLIRContext *context,
+                                        const Config &config,
+                                        const BuildOptions &options) {
+  return ForwardBuilder(context, config).build(options);
+}

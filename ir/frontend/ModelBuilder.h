@@ -1,0 +1,27 @@
+//===- ModelBuilder.h - the forward program of a model config ---*- C++ -*-===//
+// defines: BuildOptions, buildModel
+//
+// Turns a frontend::Config into a module holding one function, @train_step,
+// that computes the loss of one batch with global shapes: the dense program
+// that every pass starts from. Every op carries the location of the YAML
+// key that made it, so a pass's error points at the user's line.
+#pragma once
+
+#include "ir/frontend/ModelConfig.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace sharc {
+
+struct BuildOptions {
+  bool emitLogits = false; ///< also return the logits (for validation)
+};
+
+/// Builds the forward program. The config is already validated by the
+/// reader, so this cannot fail on user input.
+mlir::OwningOpRef<mlir::ModuleOp> buildModel(mlir::MLIRContext *context,
+                                             const frontend::Config &config,
+                                             const BuildOptions &options);
+
+} // namespace sharc

@@ -1,0 +1,111 @@
+//===- AdamW.cpp - add the optimizer update to a train step -----------------===//
+
+#include "ir/ArgumentRoles.h"
+#include "ir/SharcOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace sharc {
+#define GEN_PASS_DEF_ADAMW
+#include "passes/Passes.h.inc"
+} // namespace sharc
+
+using namespace mlir;
+using namespace sharc;
+
+namespace {
+
+struct Hyperparameters {
+  FloatAttr lr, beta1, beta2, eps, weightDecay;
+};
+
+/// Reads the module's optimizer settings, with the original's defaults.
+Hyperparameters readHyperparameters(ModuleOp module, Builder &builder) {
+  auto dict = module->getAttrOfType<DictionaryAttr>(kOptimizerAttr);
+  auto get = [&](StringRef key, double fallback) {
+    if (dict)
+      if (auto value = dict.getAs<FloatAttr>(key))
+        return value;
+    return builder.getF64FloatAttr(fallback);
+  };
+  return {get("lr", 5e-4), get("beta1", 0.9), get("beta2", 0.999),
+          get("eps", 1e-8), get("weight_decay", 0.01)};
+}
+
+LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp) {
+  auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
+  llvm::StringMap<unsigned> paramIndex;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    StringRef name = getArgString(func, i, kParamAttr);
+    if (!name.empty())
+      paramIndex[name] = i;
+  }
+
+  OpBuilder builder(returnOp);
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  auto outputAttrs = [&](StringRef output, std::optional<unsigned> updateOf) {
+    SmallVector<NamedAttribute> attrs{builder.getNamedAttr(
+        kOutputAttr, builder.getStringAttr(output))};
+    if (updateOf)
+      attrs.push_back(builder.getNamedAttr(
+          kUpdateOfAttr, builder.getI64IntegerAttr(*updateOf)));
+    return builder.getDictionaryAttr(attrs);
+  };
+
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    StringRef output = getResultString(func, i, kOutputAttr);
+    Value value = returnOp.getOperand(i);
+    if (!output.starts_with("grad:")) {
+      results.push_back(value);
+      resultAttrs.push_back(func.getResultAttrDict(i));
+      continue;
+    }
+    StringRef name = output.drop_front(5);
+    auto it = paramIndex.find(name);
+    if (it == paramIndex.end())
+      return func.emitOpError("gradient result '")
+             << output << "' names no parameter argument";
+    unsigned paramArg = it->second;
+    Value param = func.getArgument(paramArg);
+    // Moments keep the parameter's element type: pure bf16 training keeps
+    // bf16 moments, as the original does.
+    auto addState = [&](StringRef prefix) -> unsigned {
+      unsigned index = func.getNumArguments();
+      NamedAttribute attr = builder.getNamedAttr(
+          kStateAttr, builder.getStringAttr(prefix + name));
+      func.insertArgument(index, param.getType(),
+                          builder.getDictionaryAttr(attr), param.getLoc());
+      return index;
+    };
+    unsigned mArg = addState("m:"), vArg = addState("v:");
+    auto adamw = builder.create<AdamWOp>(
+        value.getLoc(), param.getType(), func.getArgument(mArg).getType(), func.getArgument(vArg).getType(),
+        param, value, func.getArgument(mArg), func.getArgument(vArg), hp.lr,
+        hp.beta1, hp.beta2, hp.eps, hp.weightDecay);
+    results.append({adamw.getNewParam(), adamw.getNewM(), adamw.getNewV()});
+    resultAttrs.append({outputAttrs(("param:" + name).str(), paramArg),
+                        outputAttrs(("m:" + name).str(), mArg),
+                        outputAttrs(("v:" + name).str(), vArg)});
+  }
+  builder.create<func::ReturnOp>(returnOp.getLoc(), results);
+  returnOp.erase();
+  func.setType(builder.getFunctionType(func.getArgumentTypes(),
+                                       ValueRange(results).getTypes()));
+  func.setAllResultAttrs(resultAttrs);
+  return success();
+}
+
+struct AdamWPass : sharc::impl::AdamWBase<AdamWPass> {
+  void runOnOperation() override {
+    Builder builder(&getContext());
+    Hyperparameters hp = readHyperparameters(getOperation(), builder);
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (failed(addOptimizer(func, hp)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,273 @@
+//===- PlanEmitter.cpp - from a train-step module to a plan -----------------===//
+
+#include "planner/PlanEmitter.h"
+#include "ir/ArgumentRoles.h"
+#include "ir/SharcOps.h"
+#include "planner/BufferAssignment.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace sharc;
+
+namespace {
+
+int64_t alignTo(int64_t value, int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+FailureOr<DType> dtypeOf(Type type, Location loc) {
+  Type element = cast<RankedTensorType>(type).getElementType();
+  if (element.isF32())
+    return DType::F32;
+  if (element.isBF16())
+    return DType::BF16;
+  if (element.isInteger(32))
+    return DType::I32;
+  return emitError(loc) << "no plan element type for " << type;
+}
+
+std::string locationString(Location loc) {
+  if (auto fileLoc = dyn_cast<FileLineColLoc>(loc))
+    return (fileLoc.getFilename().str() + ":" +
+            std::to_string(fileLoc.getLine()) + ":" +
+            std::to_string(fileLoc.getColumn()));
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string text = locationString(inner); !text.empty())
+        return text;
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return locationString(named.getChildLoc());
+  return "";
+}
+
+/// Converts the op's attributes to plan attributes, adding what a kernel
+/// needs that the IR keeps in types (rms_norm's group size).
+std::map<std::string, plan::AttrValue> instructionAttrs(Operation *op) {
+  std::map<std::string, plan::AttrValue> attrs;
+  for (NamedAttribute attr : op->getAttrs()) {
+    std::string key = attr.getName().str();
+    if (auto value = dyn_cast<IntegerAttr>(attr.getValue()))
+      attrs[key] = value.getValue().getSExtValue();
+    else if (auto value = dyn_cast<FloatAttr>(attr.getValue()))
+      attrs[key] = value.getValueAsDouble();
+    else if (auto value = dyn_cast<StringAttr>(attr.getValue()))
+      attrs[key] = value.getValue().str();
+  }
+  if (isa<RmsNormOp, RmsNormGradOp>(op))
+    attrs["group_size"] =
+        cast<RankedTensorType>(op->getOperand(1).getType()).getShape()[0];
+  return attrs;
+}
+
+class Emitter {
+public:
+  Emitter(func::FuncOp func, const EmitOptions &options)
+      : func(func), options(options) {}
+  FailureOr<plan::Plan> emit();
+
+private:
+  FailureOr<int64_t> addBuffer(Value value, plan::Region region,
+                               std::string name);
+  LogicalResult assignArguments();
+  LogicalResult assignResults();
+  LogicalResult assignActivations();
+  LogicalResult emitInstructions();
+
+  func::FuncOp func;
+  const EmitOptions &options;
+  plan::Plan result;
+  llvm::DenseMap<Value, int64_t> bufferOf;
+  llvm::DenseMap<Operation *, int64_t> stepOf;
+  std::map<plan::Region, int64_t> regionEnd;
+};
+
+FailureOr<int64_t> Emitter::addBuffer(Value value, plan::Region region,
+                                      std::string name) {
+  auto type = cast<RankedTensorType>(value.getType());
+  FailureOr<DType> dtype = dtypeOf(type, value.getLoc());
+  if (failed(dtype))
+    return failure();
+  plan::Buffer buffer;
+  buffer.id = static_cast<int64_t>(result.buffers.size());
+  buffer.name = std::move(name);
+  buffer.region = region;
+  buffer.dtype = *dtype;
+  buffer.shape.assign(type.getShape().begin(), type.getShape().end());
+  buffer.numBytes = type.getNumElements() * dtypeSize(*dtype);
+  if (region != plan::Region::Activation) {
+    buffer.offset = regionEnd[region];
+    regionEnd[region] = alignTo(buffer.offset + buffer.numBytes,
+                                options.alignment);
+  }
+  result.buffers.push_back(buffer);
+  bufferOf[value] = buffer.id;
+  return buffer.id;
+}
+
+LogicalResult Emitter::assignArguments() {
+  llvm::StringMap<size_t> paramIndex;
+  for (BlockArgument arg : func.getArguments()) {
+    unsigned index = arg.getArgNumber();
+    StringRef param = getArgString(func, index, kParamAttr);
+    StringRef input = getArgString(func, index, kInputAttr);
+    StringRef state = getArgString(func, index, kStateAttr);
+    auto shape = cast<RankedTensorType>(arg.getType()).getShape();
+    if (!param.empty()) {
+      FailureOr<int64_t> id = addBuffer(arg, plan::Region::Param, param.str());
+      if (failed(id))
+        return failure();
+      plan::ParamEntry entry;
+      entry.name = param.str();
+      entry.buffer = *id;
+      entry.globalShape.assign(shape.begin(), shape.end());
+      entry.init.kind = getArgString(func, index, kInitAttr).str();
+      if (auto std = func.getArgAttrOfType<FloatAttr>(index, kInitStdAttr))
+        entry.init.stddev = std.getValueAsDouble();
+      paramIndex[param] = result.params.size();
+      result.params.push_back(entry);
+    } else if (!input.empty()) {
+      FailureOr<int64_t> id = addBuffer(arg, plan::Region::Input, input.str());
+      if (failed(id))
+        return failure();
+      result.inputs.push_back(
+          {input.str(), *id, {shape.begin(), shape.end()}, {}});
+    } else if (!state.empty()) {
+      FailureOr<int64_t> id =
+          addBuffer(arg, plan::Region::OptState, state.str());
+      if (failed(id))
+        return failure();
+      auto it = paramIndex.find(state.substr(2));
+      if (it == paramIndex.end())
+        return emitError(arg.getLoc())
+               << "optimizer state '" << state << "' names no parameter";
+      result.params[it->second].state.push_back(*id);
+    } else {
+      return emitError(arg.getLoc())
+             << "argument " << index
+             << " is neither a parameter, an input nor optimizer state";
+    }
+  }
+  return success();
+}
+
+LogicalResult Emitter::assignResults() {
+  auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
+  for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
+    std::string output = getResultString(func, index, kOutputAttr).str();
+    if (auto updateOf =
+            func.getResultAttrOfType<IntegerAttr>(index, kUpdateOfAttr)) {
+      // An in-place update: the op writes the argument's own buffer.
+      Value target = func.getArgument(updateOf.getInt());
+      if (!isa_and_nonnull<AdamWOp>(value.getDefiningOp()))
+        return emitError(value.getLoc())
+               << "result '" << output << "' updates argument "
+               << updateOf.getInt() << " but is not made by sharc.adamw";
+      bufferOf[value] = bufferOf.lookup(target);
+      continue;
+    }
+    if (isa<BlockArgument>(value) || bufferOf.count(value))
+      return emitError(value.getLoc())
+             << "result '" << output
+             << "' is an argument or another result; the plan cannot "
+                "alias outputs";
+    FailureOr<int64_t> id = addBuffer(value, plan::Region::Output, output);
+    if (failed(id))
+      return failure();
+    auto shape = cast<RankedTensorType>(value.getType()).getShape();
+    result.outputs.push_back({output, *id, {shape.begin(), shape.end()}, {}});
+  }
+  return success();
+}
+
+LogicalResult Emitter::assignActivations() {
+  std::vector<BufferRequest> requests;
+  std::vector<int64_t> ids;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    for (Value value : op.getResults()) {
+      if (bufferOf.count(value))
+        continue; // an output or an in-place update
+      int64_t first = stepOf.lookup(&op), last = first;
+      for (Operation *user : value.getUsers())
+        if (!isa<func::ReturnOp>(user))
+          last = std::max(last, stepOf.lookup(user));
+      std::string name = op.getName().stripDialect().str() + "#" +
+                         std::to_string(first);
+      FailureOr<int64_t> id =
+          addBuffer(value, plan::Region::Activation, name);
+      if (failed(id))
+        return failure();
+      requests.push_back({*id, result.buffers[*id].numBytes, first, last});
+      ids.push_back(*id);
+    }
+  }
+  BufferAssignment assignment = assignBuffers(requests, options.alignment);
+  for (auto [index, id] : llvm::enumerate(ids))
+    result.buffers[id].offset = assignment.offsets[index];
+  regionEnd[plan::Region::Activation] = assignment.peakBytes;
+  return success();
+}
+
+LogicalResult Emitter::emitInstructions() {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    plan::Instruction instr;
+    instr.op = op.getName().stripDialect().str();
+    for (Value operand : op.getOperands())
+      instr.operands.push_back(bufferOf.lookup(operand));
+    // adamw updates its operands in place; its results name no new bytes.
+    if (!isa<AdamWOp>(op))
+      for (Value value : op.getResults())
+        instr.results.push_back(bufferOf.lookup(value));
+    instr.attrs = instructionAttrs(&op);
+    instr.loc = locationString(op.getLoc());
+    result.instructions.push_back(std::move(instr));
+  }
+  return success();
+}
+
+FailureOr<plan::Plan> Emitter::emit() {
+  for (auto [step, op] :
+       llvm::enumerate(func.getBody().front().without_terminator()))
+    stepOf[&op] = static_cast<int64_t>(step);
+  for (plan::Region region :
+       {plan::Region::Param, plan::Region::OptState, plan::Region::Input,
+        plan::Region::Output, plan::Region::Activation})
+    regionEnd[region] = 0;
+  if (failed(assignArguments()) || failed(assignResults()) ||
+      failed(assignActivations()) || failed(emitInstructions()))
+    return failure();
+
+  auto module = func->getParentOfType<ModuleOp>();
+  if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr)) {
+    if (auto name = model.getAs<StringAttr>("name"))
+      result.modelName = name.getValue().str();
+    auto getInt = [&](StringRef key) -> int64_t {
+      auto attr = model.getAs<IntegerAttr>(key);
+      return attr ? attr.getInt() : 0;
+    };
+    result.seqLen = getInt("seq_len");
+    result.batchSize = getInt("batch");
+    result.vocabSize = getInt("vocab");
+  }
+  result.mode = options.mode;
+  result.mesh = {{"dp", 1}, {"tp", 1}};
+  result.computeDType = DType::F32;
+  for (const plan::ParamEntry &param : result.params)
+    result.computeDType = result.buffers[param.buffer].dtype;
+  result.numStreams = 1;
+  result.numEvents = 0;
+  result.regionBytes = regionEnd;
+  return result;
+}
+
+} // namespace
+
+FailureOr<plan::Plan> sharc::emitPlan(ModuleOp module,
+                                      const EmitOptions &options) {
+  auto func = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!func)
+    return module.emitError("no @train_step function to plan");
+  return Emitter(func, options).emit();
+}

@@ -1,0 +1,30 @@
+//===- PlanEmitter.h - from a train-step module to a plan -------*- C++ -*-===//
+// defines: EmitOptions, emitPlan
+//
+// The thin layer between the IR and the planner's algorithms: reads the
+// train-step function in schedule order, gives every value a buffer
+// (parameters, optimizer state and inputs in their own regions, results in
+// the output region, everything else in the activation arena by
+// BufferAssignment), and turns each op into a plan instruction.
+#pragma once
+
+#include "planner/plan/Plan.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace sharc {
+
+struct EmitOptions {
+  std::string mode = "dense";
+  int64_t alignment = 256; ///< bytes; cuBLASLt wants 256-byte pointers
+};
+
+/// Emits the plan of @train_step. Fails with a diagnostic on a program the
+/// runtime could not execute (for example an in-place update of a value
+/// that is not a parameter).
+mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
+                                     const EmitOptions &options);
+
+} // namespace sharc

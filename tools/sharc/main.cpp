@@ -1,0 +1,183 @@
+//===- main.cpp - sharc: compile a model into a plan ------------------------===//
+//
+//   sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN] [--dump-ir=after-all]
+//                 [--emit-logits] [--no-optimizer]
+//
+// Exit status: 0 success, 2 bad input (YAML, flags, a layout a pass
+// rejects), 1 a failure inside sharc or while writing the plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/SharcDialect.h"
+#include "ir/frontend/ModelBuilder.h"
+#include "ir/frontend/ModelConfig.h"
+#include "passes/Passes.h"
+#include "planner/PlanEmitter.h"
+#include "planner/plan/PlanIO.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace mlir;
+
+namespace {
+
+constexpr int kExitBadInput = 2;
+constexpr int kExitFailure = 1;
+
+struct CompileFlags {
+  std::string modelPath, runPath, outputPath;
+  std::string dumpIr; ///< "", "after-all" or "final"
+  bool emitLogits = false;
+  bool withOptimizer = true;
+};
+
+void printUsage(FILE *out) {
+  std::fprintf(out,
+               "usage: sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN]\n"
+               "                     [--dump-ir=after-all|final] "
+               "[--emit-logits] [--no-optimizer]\n");
+}
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "sharc: error: %s\n", message.c_str());
+  printUsage(stderr);
+  return kExitBadInput;
+}
+
+/// Parses the flags after `compile`; returns an exit code on error.
+std::optional<int> parseFlags(const std::vector<std::string> &args,
+                              CompileFlags &flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    auto value = [&](const char *name) -> std::optional<std::string> {
+      if (i + 1 >= args.size())
+        return std::nullopt;
+      return args[++i];
+    };
+    if (arg == "-o" || arg == "--run") {
+      std::optional<std::string> v = value(arg.c_str());
+      if (!v)
+        return usageError(arg + " needs a value");
+      (arg == "-o" ? flags.outputPath : flags.runPath) = *v;
+    } else if (arg.rfind("--dump-ir=", 0) == 0) {
+      flags.dumpIr = arg.substr(10);
+      if (flags.dumpIr != "after-all" && flags.dumpIr != "final")
+        return usageError("--dump-ir takes after-all or final, not '" +
+                          flags.dumpIr + "'");
+    } else if (arg == "--emit-logits") {
+      flags.emitLogits = true;
+    } else if (arg == "--no-optimizer") {
+      flags.withOptimizer = false;
+    } else if (!arg.empty() && arg[0] == '-') {
+      return usageError("unknown flag '" + arg + "'");
+    } else if (flags.modelPath.empty()) {
+      flags.modelPath = arg;
+    } else {
+      return usageError("unexpected argument '" + arg + "'");
+    }
+  }
+  if (flags.modelPath.empty())
+    return usageError("no model file given");
+  return std::nullopt;
+}
+
+/// Prints MLIR diagnostics as `sharc: error: FILE:LINE:COL: message`.
+void printDiagnostic(Diagnostic &diag) {
+  const char *severity = "error";
+  if (diag.getSeverity() == DiagnosticSeverity::Warning)
+    severity = "warning";
+  else if (diag.getSeverity() == DiagnosticSeverity::Note)
+    severity = "note";
+  else if (diag.getSeverity() == DiagnosticSeverity::Remark)
+    severity = "remark";
+  std::string where;
+  if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
+    where = loc.getFilename().str() + ":" + std::to_string(loc.getLine()) +
+            ":" + std::to_string(loc.getColumn()) + ": ";
+  std::fprintf(stderr, "sharc: %s: %s%s\n", severity, where.c_str(),
+               diag.str().c_str());
+  for (Diagnostic &note : diag.getNotes())
+    printDiagnostic(note);
+}
+
+int compile(const CompileFlags &flags) {
+  sharc::frontend::ConfigResult config =
+      sharc::frontend::readConfigFile(flags.modelPath, flags.runPath);
+  if (!config.ok()) {
+    std::fprintf(stderr, "sharc: error: %s\n",
+                 config.error->format().c_str());
+    return kExitBadInput;
+  }
+
+  MLIRContext context;
+  context.loadDialect<sharc::SharcDialect, func::FuncDialect>();
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    printDiagnostic(diag);
+    return success();
+  });
+
+  OwningOpRef<ModuleOp> module =
+      sharc::buildModel(&context, *config.config, {flags.emitLogits});
+  if (failed(verify(*module))) {
+    std::fprintf(stderr, "sharc: error: the builder made an invalid program "
+                         "(a bug in sharc)\n");
+    return kExitFailure;
+  }
+
+  PassManager pm(&context);
+  sharc::buildPipeline(pm, {flags.withOptimizer});
+  if (flags.dumpIr == "after-all") {
+    llvm::outs() << "// -----// IR after builder //----- //\n";
+    module->print(llvm::outs());
+    llvm::outs() << "\n";
+    context.disableMultithreading();
+    pm.enableIRPrinting(
+        [](Pass *, Operation *) { return false; },
+        [](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+        /*printAfterOnlyOnFailure=*/false, llvm::outs());
+  }
+  if (failed(pm.run(*module)))
+    return kExitBadInput;
+  if (flags.dumpIr == "final") {
+    module->print(llvm::outs());
+    llvm::outs() << "\n";
+  }
+
+  FailureOr<sharc::plan::Plan> plan = sharc::emitPlan(*module, {});
+  if (failed(plan))
+    return kExitFailure;
+  if (flags.outputPath.empty())
+    return 0;
+  if (sharc::Status status = sharc::plan::writePlanFile(*plan, flags.outputPath);
+      !status.isOk()) {
+    std::fprintf(stderr, "sharc: error: %s\n", status.message().c_str());
+    return kExitFailure;
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    printUsage(args.empty() ? stderr : stdout);
+    return args.empty() ? kExitBadInput : 0;
+  }
+  if (args[0] != "compile")
+    return usageError("unknown command '" + args[0] + "'");
+  CompileFlags flags;
+  if (std::optional<int> exitCode =
+          parseFlags({args.begin() + 1, args.end()}, flags))
+    return *exitCode;
+  return compile(flags);
+}
