@@ -8,18 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ir/SharcDialect.h"
-#include "ir/frontend/ModelBuilder.h"
-#include "ir/frontend/ModelConfig.h"
-#include "passes/Passes.h"
-#include "planner/PlanEmitter.h"
+#include "tools/sharc/CompileDriver.h"
 #include "planner/plan/PlanIO.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Pass/PassManager.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
 #include <string>
@@ -109,55 +103,27 @@ void printDiagnostic(Diagnostic &diag) {
 }
 
 int compile(const CompileFlags &flags) {
-  sharc::frontend::ConfigResult config =
-      sharc::frontend::readConfigFile(flags.modelPath, flags.runPath);
-  if (!config.ok()) {
-    std::fprintf(stderr, "sharc: error: %s\n",
-                 config.error->format().c_str());
-    return kExitBadInput;
-  }
-
   MLIRContext context;
-  context.loadDialect<sharc::SharcDialect, func::FuncDialect>();
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
     printDiagnostic(diag);
     return success();
   });
-
-  OwningOpRef<ModuleOp> module =
-      sharc::buildModel(&context, *config.config, {flags.emitLogits});
-  if (failed(verify(*module))) {
-    std::fprintf(stderr, "sharc: error: the builder made an invalid program "
-                         "(a bug in sharc)\n");
-    return kExitFailure;
+  sharc::CompileOptions options;
+  options.modelPath = flags.modelPath;
+  options.runPath = flags.runPath;
+  options.emitLogits = flags.emitLogits;
+  options.withOptimizer = flags.withOptimizer;
+  options.dumpIr = flags.dumpIr;
+  auto result = sharc::compileModel(context, options);
+  if (auto *error = std::get_if<sharc::CompileError>(&result)) {
+    if (!error->message.empty())
+      std::fprintf(stderr, "sharc: error: %s\n", error->message.c_str());
+    return error->exitCode;
   }
-
-  PassManager pm(&context);
-  sharc::buildPipeline(pm, {flags.withOptimizer});
-  if (flags.dumpIr == "after-all") {
-    llvm::outs() << "// -----// IR after builder //----- //\n";
-    module->print(llvm::outs());
-    llvm::outs() << "\n";
-    context.disableMultithreading();
-    pm.enableIRPrinting(
-        [](Pass *, Operation *) { return false; },
-        [](Pass *, Operation *) { return true; },
-        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
-        /*printAfterOnlyOnFailure=*/false, llvm::outs());
-  }
-  if (failed(pm.run(*module)))
-    return kExitBadInput;
-  if (flags.dumpIr == "final") {
-    module->print(llvm::outs());
-    llvm::outs() << "\n";
-  }
-
-  FailureOr<sharc::plan::Plan> plan = sharc::emitPlan(*module, {});
-  if (failed(plan))
-    return kExitFailure;
   if (flags.outputPath.empty())
     return 0;
-  if (sharc::Status status = sharc::plan::writePlanFile(*plan, flags.outputPath);
+  auto &plan = std::get<sharc::plan::Plan>(result);
+  if (sharc::Status status = sharc::plan::writePlanFile(plan, flags.outputPath);
       !status.isOk()) {
     std::fprintf(stderr, "sharc: error: %s\n", status.message().c_str());
     return kExitFailure;

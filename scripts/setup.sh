@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what sharc needs from Debian 12 packages; does nothing when all is there.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ python3 libmlir-19-dev mlir-19-tools
+          llvm-19-dev llvm-19-tools libyaml-cpp-dev catch2 clang-format-19)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "setup: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,56 @@
+//===- CompileDriver.cpp - model file to plan, as a library -----------------===//
+
+#include "tools/sharc/CompileDriver.h"
+#include "ir/SharcDialect.h"
+#include "ir/frontend/ModelBuilder.h"
+#include "ir/frontend/ModelConfig.h"
+#include "passes/Passes.h"
+#include "planner/PlanEmitter.h"
+
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+using namespace sharc;
+
+std::variant<plan::Plan, CompileError>
+sharc::compileModel(MLIRContext &context, const CompileOptions &options) {
+  frontend::ConfigResult config =
+      frontend::readConfigFile(options.modelPath, options.runPath);
+  if (!config.ok())
+    return CompileError{2, config.error->format()};
+
+  context.loadDialect<SharcDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module =
+      buildModel(&context, *config.config, {options.emitLogits});
+  if (failed(verify(*module)))
+    return CompileError{1, "the builder made an invalid program (a bug in "
+                           "sharc)"};
+
+  llvm::raw_ostream &dump =
+      options.dumpStream ? *options.dumpStream : llvm::outs();
+  PassManager pm(&context);
+  buildPipeline(pm, {options.withOptimizer});
+  if (options.dumpIr == "after-all") {
+    dump << "// -----// IR after builder //----- //\n";
+    module->print(dump);
+    dump << "\n";
+    context.disableMultithreading();
+    pm.enableIRPrinting(
+        [](Pass *, Operation *) { return false; },
+        [](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+        /*printAfterOnlyOnFailure=*/false, dump);
+  }
+  // A pass rejects a layout the user asked for: bad input.
+  if (failed(pm.run(*module)))
+    return CompileError{2, ""};
+  if (options.dumpIr == "final") {
+    module->print(dump);
+    dump << "\n";
+  }
+  FailureOr<plan::Plan> plan = emitPlan(*module, {});
+  if (failed(plan))
+    return CompileError{1, ""};
+  return std::move(*plan);
+}

@@ -1,0 +1,40 @@
+//===- CompileDriver.h - model file to plan, as a library -------*- C++ -*-===//
+// defines: CompileOptions, CompileError, compileModel
+//
+// What `sharc compile` does, callable from tests: read the YAML, build the
+// forward program, run the pass pipeline and emit the plan. Diagnostics go
+// to the caller's handler on the context (the tool prints them as
+// `sharc: error: FILE:LINE:COL: message`).
+#pragma once
+
+#include "planner/plan/Plan.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace sharc {
+
+struct CompileOptions {
+  std::string modelPath, runPath;
+  bool emitLogits = false;
+  bool withOptimizer = true;
+  /// "", "after-all" (IR after the builder and every pass) or "final".
+  std::string dumpIr;
+  llvm::raw_ostream *dumpStream = nullptr; ///< where dumped IR goes
+};
+
+/// Why a compile failed, and the exit status the tool should return.
+struct CompileError {
+  int exitCode = 1;    ///< 2 bad input, 1 a failure inside sharc
+  std::string message; ///< set when no diagnostic was emitted
+};
+
+/// Compiles the model; diagnostics are reported through `context`.
+std::variant<plan::Plan, CompileError>
+compileModel(mlir::MLIRContext &context, const CompileOptions &options);
+
+} // namespace sharc
