@@ -1,0 +1,34 @@
+//===- NumericsSupport.h - helpers for end-to-end numerics tests -*- C++ -*-===//
+// defines: compilePlan, makeRuntime, maxAbsError, maxAbs, relativeL2,
+//          fixturePath
+//
+// The numerics tests compile a model file in-process (the same driver as
+// `sharc compile`), run the plan on the CPU backend and compare tensors
+// against an independent reference.
+#pragma once
+
+#include "executor/Runtime.h"
+#include "planner/plan/SafeTensors.h"
+#include "tools/sharc/CompileDriver.h"
+
+#include <string>
+#include <vector>
+
+namespace sharc::testing {
+
+/// Compiles `models/<name>` (relative to the source tree); fails the
+/// current test on a compile error.
+plan::Plan compilePlan(const std::string &modelFile, bool emitLogits,
+                       bool withOptimizer, const std::string &runFile = "");
+
+std::unique_ptr<exec::Runtime> makeRuntime(const plan::Plan &plan);
+
+std::string fixturePath(const std::string &name);
+
+double maxAbs(const std::vector<double> &values);
+double maxAbsError(const std::vector<double> &actual,
+                   const std::vector<double> &expected);
+double relativeL2(const std::vector<double> &actual,
+                  const std::vector<double> &expected);
+
+} // namespace sharc::testing
