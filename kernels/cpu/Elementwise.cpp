@@ -1,0 +1,77 @@
+//===- Elementwise.cpp - add and SwiGLU on the cpu ------------------------===//
+//
+// Implements the math stated in kernels/Elementwise.h. Every element's
+// inputs are loaded before its outputs are stored, so outputs may alias
+// inputs (in-place gradient accumulation).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Elementwise.h"
+
+#include <cmath>
+
+namespace sharc::kernels::cpu {
+namespace {
+
+template <typename Acc> Acc load(ConstTensorView view, int64_t index) {
+  return static_cast<Acc>(loadElement(view, index));
+}
+
+template <typename Acc> Acc sigmoid(Acc value) {
+  return Acc(1) / (Acc(1) + std::exp(-value));
+}
+
+template <typename Acc> void addImpl(const AddArgs &args) {
+  for (int64_t i = 0; i < args.numel; ++i)
+    storeElement(args.y, i, load<Acc>(args.a, i) + load<Acc>(args.b, i));
+}
+
+template <typename Acc> void swigluImpl(const SwigluArgs &args) {
+  for (int64_t i = 0; i < args.numel; ++i) {
+    Acc gate = load<Acc>(args.gate, i);
+    Acc silu = gate * sigmoid(gate);
+    storeElement(args.y, i, silu * load<Acc>(args.up, i));
+  }
+}
+
+template <typename Acc> void swigluGradImpl(const SwigluGradArgs &args) {
+  for (int64_t i = 0; i < args.numel; ++i) {
+    Acc gate = load<Acc>(args.gate, i);
+    Acc up = load<Acc>(args.up, i);
+    Acc dy = load<Acc>(args.dy, i);
+    Acc sig = sigmoid(gate);
+    Acc dgate = dy * up * sig * (Acc(1) + gate * (Acc(1) - sig));
+    storeElement(args.dup, i, dy * (gate * sig));
+    storeElement(args.dgate, i, dgate);
+  }
+}
+
+bool anyF64(ConstTensorView a, ConstTensorView b, ConstTensorView c) {
+  return a.dtype == DType::F64 || b.dtype == DType::F64 ||
+         c.dtype == DType::F64;
+}
+
+} // namespace
+
+void add(const AddArgs &args) {
+  if (anyF64(args.a, args.b, args.y))
+    addImpl<double>(args);
+  else
+    addImpl<float>(args);
+}
+
+void swiglu(const SwigluArgs &args) {
+  if (anyF64(args.gate, args.up, args.y))
+    swigluImpl<double>(args);
+  else
+    swigluImpl<float>(args);
+}
+
+void swigluGrad(const SwigluGradArgs &args) {
+  if (anyF64(args.gate, args.dy, args.dgate))
+    swigluGradImpl<double>(args);
+  else
+    swigluGradImpl<float>(args);
+}
+
+} // namespace sharc::kernels::cpu

@@ -1,0 +1,199 @@
+//===- KernelsGradTest.cpp - backward kernels vs finite differences -------===//
+//
+// Each backward is checked against central differences of its forward run
+// with F64 storage, on the objective sum(cotangent * output).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Elementwise.h"
+#include "kernels/Embedding.h"
+#include "kernels/Matmul.h"
+#include "kernels/RmsNorm.h"
+#include "kernels/Rope.h"
+#include "tests/unit/kernels/TestTensors.h"
+
+#include <catch2/catch.hpp>
+
+using namespace sharc;
+using namespace sharc::kernels;
+using sharc::kernels::test::maxRelativeError;
+using sharc::kernels::test::numericGradient;
+using sharc::kernels::test::randomValues;
+using sharc::kernels::test::Tensor;
+using sharc::kernels::test::weightedSum;
+
+namespace {
+
+constexpr DType kF64 = DType::F64;
+constexpr double kTolerance = 1e-6;
+
+} // namespace
+
+TEST_CASE("embedding gradient sums cotangent rows of local ids", "[kernels]") {
+  std::mt19937 rng(31);
+  const int64_t numRows = 6, hidden = 4, vocabStart = 3;
+  std::vector<int32_t> ids = {5, 2, 3, 8, 5, 9, 0, 5, 4};
+  const int64_t numTokens = static_cast<int64_t>(ids.size());
+  std::vector<double> tableValues = randomValues(numRows * hidden, rng);
+  std::vector<double> cotangent = randomValues(numTokens * hidden, rng);
+  auto forward = [&](const std::vector<double> &table) {
+    Tensor tableTensor(kF64, table), out(kF64, numTokens * hidden);
+    cpu::embedding({.table = tableTensor.cview(),
+                    .ids = ids.data(),
+                    .out = out.view(),
+                    .numTokens = numTokens,
+                    .numRows = numRows,
+                    .hidden = hidden,
+                    .vocabStart = vocabStart});
+    return weightedSum(cotangent, out.values());
+  };
+  Tensor dout(kF64, cotangent);
+  // Pre-filled with noise: the kernel must overwrite, not accumulate.
+  Tensor dtable(kF64, randomValues(numRows * hidden, rng));
+  cpu::embeddingGrad({.dout = dout.cview(),
+                      .ids = ids.data(),
+                      .dtable = dtable.view(),
+                      .numTokens = numTokens,
+                      .numRows = numRows,
+                      .hidden = hidden,
+                      .vocabStart = vocabStart});
+  std::vector<double> gradient = dtable.values();
+  REQUIRE(maxRelativeError(gradient, numericGradient(tableValues, forward)) <
+          kTolerance);
+  // Rows 3 and 4 (ids 6 and 7) are never looked up.
+  for (int64_t h = 0; h < 2 * hidden; ++h)
+    REQUIRE(gradient[3 * hidden + h] == 0.0);
+}
+
+TEST_CASE("rms norm gradients match finite differences", "[kernels]") {
+  std::mt19937 rng(32);
+  const int64_t rows = 3, cols = 10, groupSize = 5, numel = rows * cols;
+  const double eps = 1e-5;
+  std::vector<double> xValues = randomValues(numel, rng);
+  std::vector<double> wValues = randomValues(groupSize, rng);
+  std::vector<double> cotangent = randomValues(numel, rng);
+  auto forward = [&](const std::vector<double> &x,
+                     const std::vector<double> &w) {
+    Tensor xTensor(kF64, x), wTensor(kF64, w), y(kF64, numel);
+    cpu::rmsNorm({.x = xTensor.cview(),
+                  .w = wTensor.cview(),
+                  .y = y.view(),
+                  .rows = rows,
+                  .cols = cols,
+                  .groupSize = groupSize,
+                  .eps = eps});
+    return weightedSum(cotangent, y.values());
+  };
+  Tensor x(kF64, xValues), w(kF64, wValues), dy(kF64, cotangent);
+  Tensor dx(kF64, numel), dw(kF64, randomValues(groupSize, rng));
+  cpu::rmsNormGrad({.x = x.cview(),
+                    .w = w.cview(),
+                    .dy = dy.cview(),
+                    .dx = dx.view(),
+                    .dw = dw.view(),
+                    .rows = rows,
+                    .cols = cols,
+                    .groupSize = groupSize,
+                    .eps = eps});
+  auto numericDx = numericGradient(
+      xValues, [&](const auto &point) { return forward(point, wValues); });
+  auto numericDw = numericGradient(
+      wValues, [&](const auto &point) { return forward(xValues, point); });
+  CHECK(maxRelativeError(dx.values(), numericDx) < kTolerance);
+  CHECK(maxRelativeError(dw.values(), numericDw) < kTolerance);
+}
+
+TEST_CASE("matmul dgrad and wgrad match finite differences", "[kernels]") {
+  std::mt19937 rng(33);
+  const int64_t m = 5, n = 11, k = 9;
+  std::vector<double> xValues = randomValues(m * k, rng);
+  std::vector<double> wValues = randomValues(n * k, rng);
+  std::vector<double> cotangent = randomValues(m * n, rng);
+  auto forward = [&](const std::vector<double> &x,
+                     const std::vector<double> &w) {
+    Tensor xTensor(kF64, x), wTensor(kF64, w), y(kF64, m * n);
+    cpu::matmul({.x = xTensor.cview(),
+                 .w = wTensor.cview(),
+                 .y = y.view(),
+                 .m = m,
+                 .n = n,
+                 .k = k});
+    return weightedSum(cotangent, y.values());
+  };
+  Tensor x(kF64, xValues), w(kF64, wValues), dy(kF64, cotangent);
+  Tensor dx(kF64, m * k), dw(kF64, n * k);
+  cpu::matmulDgrad({.dy = dy.cview(),
+                    .w = w.cview(),
+                    .dx = dx.view(),
+                    .m = m,
+                    .n = n,
+                    .k = k});
+  cpu::matmulWgrad({.dy = dy.cview(),
+                    .x = x.cview(),
+                    .dw = dw.view(),
+                    .m = m,
+                    .n = n,
+                    .k = k});
+  auto numericDx = numericGradient(
+      xValues, [&](const auto &point) { return forward(point, wValues); });
+  auto numericDw = numericGradient(
+      wValues, [&](const auto &point) { return forward(xValues, point); });
+  CHECK(maxRelativeError(dx.values(), numericDx) < kTolerance);
+  CHECK(maxRelativeError(dw.values(), numericDw) < kTolerance);
+}
+
+TEST_CASE("inverse rope is the gradient of rope", "[kernels]") {
+  std::mt19937 rng(34);
+  const int64_t seqLen = 3, batch = 2, numHeads = 2, headDim = 6;
+  const int64_t offset = 7, numel = seqLen * batch * numHeads * headDim;
+  auto runRope = [&](const std::vector<double> &values, bool inverse) {
+    Tensor x(kF64, values), y(kF64, numel);
+    cpu::rope({.x = x.cview(),
+               .y = y.view(),
+               .seqLen = seqLen,
+               .batch = batch,
+               .numHeads = numHeads,
+               .headDim = headDim,
+               .positionOffset = offset,
+               .theta = 1e4,
+               .inverse = inverse});
+    return y.values();
+  };
+  std::vector<double> xValues = randomValues(numel, rng);
+  std::vector<double> cotangent = randomValues(numel, rng);
+  auto numericDx = numericGradient(xValues, [&](const auto &point) {
+    return weightedSum(cotangent, runRope(point, false));
+  });
+  REQUIRE(maxRelativeError(runRope(cotangent, true), numericDx) < kTolerance);
+}
+
+TEST_CASE("swiglu gradients match finite differences", "[kernels]") {
+  std::mt19937 rng(35);
+  const int64_t numel = 17;
+  std::vector<double> gateValues = randomValues(numel, rng, 4.0);
+  std::vector<double> upValues = randomValues(numel, rng);
+  std::vector<double> cotangent = randomValues(numel, rng);
+  auto forward = [&](const std::vector<double> &gate,
+                     const std::vector<double> &up) {
+    Tensor gateTensor(kF64, gate), upTensor(kF64, up), y(kF64, numel);
+    cpu::swiglu({.gate = gateTensor.cview(),
+                 .up = upTensor.cview(),
+                 .y = y.view(),
+                 .numel = numel});
+    return weightedSum(cotangent, y.values());
+  };
+  Tensor gate(kF64, gateValues), up(kF64, upValues), dy(kF64, cotangent);
+  Tensor dgate(kF64, numel), dup(kF64, numel);
+  cpu::swigluGrad({.gate = gate.cview(),
+                   .up = up.cview(),
+                   .dy = dy.cview(),
+                   .dgate = dgate.view(),
+                   .dup = dup.view(),
+                   .numel = numel});
+  auto numericDgate = numericGradient(
+      gateValues, [&](const auto &point) { return forward(point, upValues); });
+  auto numericDup = numericGradient(
+      upValues, [&](const auto &point) { return forward(gateValues, point); });
+  CHECK(maxRelativeError(dgate.values(), numericDgate) < kTolerance);
+  CHECK(maxRelativeError(dup.values(), numericDup) < kTolerance);
+}
