@@ -1,0 +1,109 @@
+//===- Plan.cpp - out-of-line helpers of the plan structs -----------------===//
+
+#include "planner/plan/Plan.h"
+
+namespace sharc::plan {
+
+const char *regionName(Region region) {
+  switch (region) {
+  case Region::Param:
+    return "param";
+  case Region::OptState:
+    return "opt_state";
+  case Region::Input:
+    return "input";
+  case Region::Output:
+    return "output";
+  case Region::Activation:
+    return "activation";
+  }
+  return "?";
+}
+
+bool Sharding::isReplicated() const {
+  for (const auto &[axis, dim] : dimOfAxis)
+    if (dim >= 0)
+      return false;
+  return true;
+}
+
+int64_t Instruction::getInt(const std::string &key, int64_t fallback) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end())
+    return fallback;
+  if (const auto *value = std::get_if<int64_t>(&it->second))
+    return *value;
+  return fallback;
+}
+
+double Instruction::getFloat(const std::string &key, double fallback) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end())
+    return fallback;
+  if (const auto *value = std::get_if<double>(&it->second))
+    return *value;
+  // A float attribute that happens to be integral (eps: 1) is still a float.
+  if (const auto *value = std::get_if<int64_t>(&it->second))
+    return static_cast<double>(*value);
+  return fallback;
+}
+
+std::string Instruction::getString(const std::string &key,
+                                   const std::string &fallback) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end())
+    return fallback;
+  if (const auto *value = std::get_if<std::string>(&it->second))
+    return *value;
+  return fallback;
+}
+
+std::vector<int64_t> Instruction::getInts(const std::string &key) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end())
+    return {};
+  if (const auto *value = std::get_if<std::vector<int64_t>>(&it->second))
+    return *value;
+  return {};
+}
+
+int64_t Plan::worldSize() const {
+  int64_t size = 1;
+  for (const MeshAxis &axis : mesh)
+    size *= axis.size;
+  return size;
+}
+
+int64_t Plan::axisSize(const std::string &axis) const {
+  // A plan without an axis behaves as if the axis had size 1, so a kernel
+  // may ask for "tp" in a dense plan.
+  for (const MeshAxis &meshAxis : mesh)
+    if (meshAxis.name == axis)
+      return meshAxis.size;
+  return 1;
+}
+
+namespace {
+template <typename Entry>
+const Entry *findByName(const std::vector<Entry> &entries,
+                        const std::string &name) {
+  for (const Entry &entry : entries)
+    if (entry.name == name)
+      return &entry;
+  return nullptr;
+}
+} // namespace
+
+const IoEntry *Plan::findInput(const std::string &name) const {
+  return findByName(inputs, name);
+}
+
+const IoEntry *Plan::findOutput(const std::string &name) const {
+  return findByName(outputs, name);
+}
+
+const ParamEntry *Plan::findParam(const std::string &name) const {
+  return findByName(params, name);
+}
+
+} // namespace sharc::plan

@@ -1,0 +1,799 @@
+//===- PlanIO.cpp - read and write plan files -----------------------------===//
+//
+// The reader walks yaml-cpp nodes with non-throwing accessors and converts
+// every scalar itself, so each message can carry the node's position; the
+// only try blocks catch what yaml-cpp's parser throws. Sections are read in
+// dependency order (mesh, regions, buffers, then the tables that refer to
+// them) whatever order the file lists them in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "planner/plan/PlanIO.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+namespace sharc::plan {
+namespace {
+
+constexpr Region kRegions[] = {Region::Param, Region::OptState, Region::Input,
+                               Region::Output, Region::Activation};
+
+constexpr const char *kRegionNames =
+    "param, opt_state, input, output or activation";
+constexpr const char *kDTypes = "f32, bf16, i32 or f64";
+
+std::optional<Region> parseRegion(std::string_view name) {
+  for (Region region : kRegions)
+    if (name == regionName(region))
+      return region;
+  return std::nullopt;
+}
+
+bool isIntegerSyntax(std::string_view text) {
+  if (!text.empty() && text.front() == '-')
+    text.remove_prefix(1);
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+}
+
+/// Parses a float as YAML writes it (.inf, -.inf, .nan) or as from_chars
+/// reads it; the whole text must be consumed.
+std::optional<double> parseDouble(std::string_view text) {
+  bool negative = false;
+  std::string_view body = text;
+  if (!body.empty() && (body.front() == '+' || body.front() == '-')) {
+    negative = body.front() == '-';
+    body.remove_prefix(1);
+  }
+  if (body == ".inf" || body == ".Inf" || body == ".INF")
+    return negative ? -HUGE_VAL : HUGE_VAL;
+  if (body == ".nan" || body == ".NaN" || body == ".NAN")
+    return std::nan("");
+  if (body.empty() || body.front() == '+' || body.front() == '-')
+    return std::nullopt;
+  double value = 0;
+  auto [end, error] =
+      std::from_chars(body.data(), body.data() + body.size(), value);
+  if (error != std::errc() || end != body.data() + body.size())
+    return std::nullopt;
+  return negative ? -value : value;
+}
+
+/// The shortest text that reads back as the same double, always marked as a
+/// float ('.', 'e', inf or nan) so that it never reads back as an integer.
+std::string formatDouble(double value) {
+  if (std::isnan(value))
+    return ".nan";
+  if (std::isinf(value))
+    return value > 0 ? ".inf" : "-.inf";
+  char text[64];
+  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  std::string result(text, error == std::errc() ? end : text);
+  if (result.find_first_of(".e") == std::string::npos)
+    result += ".0";
+  return result;
+}
+
+std::string quoted(std::string_view text) {
+  std::string result = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      result += '\\';
+      result += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char escape[8];
+      std::snprintf(escape, sizeof(escape), "\\x%02x", c);
+      result += escape;
+    } else {
+      result += static_cast<char>(c);
+    }
+  }
+  return result + "\"";
+}
+
+/// Names the format defines (ops, regions, dtypes, axes, attribute keys) are
+/// written bare when no YAML reader could mistake them for null or a bool.
+std::string identifier(std::string_view text) {
+  static const std::set<std::string> kReserved = {
+      "null", "true", "false", "yes", "no", "on", "off", "y", "n"};
+  bool bare = !text.empty() && !std::isdigit(static_cast<uint8_t>(text[0]));
+  for (char c : text)
+    bare = bare && (std::isalnum(static_cast<uint8_t>(c)) || c == '_');
+  std::string lower(text);
+  for (char &c : lower)
+    c = static_cast<char>(std::tolower(static_cast<uint8_t>(c)));
+  if (bare && !kReserved.count(lower))
+    return std::string(text);
+  return quoted(text);
+}
+
+std::string formatInts(const std::vector<int64_t> &values) {
+  std::string result = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    result += (i ? ", " : "") + std::to_string(values[i]);
+  return result + "]";
+}
+
+std::string formatSharding(const Sharding &sharding) {
+  std::string result = "{";
+  for (const auto &[axis, dim] : sharding.dimOfAxis)
+    result += (result.size() > 1 ? ", " : "") + identifier(axis) + ": " +
+              std::to_string(dim);
+  return result + "}";
+}
+
+std::string formatAttr(const AttrValue &value) {
+  if (const auto *integer = std::get_if<int64_t>(&value))
+    return std::to_string(*integer);
+  if (const auto *real = std::get_if<double>(&value))
+    return formatDouble(*real);
+  if (const auto *text = std::get_if<std::string>(&value))
+    return quoted(*text);
+  return formatInts(std::get<std::vector<int64_t>>(value));
+}
+
+std::optional<int64_t> byteSize(const std::vector<int64_t> &shape,
+                                DType dtype) {
+  int64_t size = dtypeSize(dtype);
+  for (int64_t dim : shape)
+    if (dim < 0 || __builtin_mul_overflow(size, dim, &size))
+      return std::nullopt;
+  return size;
+}
+
+std::string describe(const YAML::Node &node) {
+  switch (node.Type()) {
+  case YAML::NodeType::Scalar:
+    return "'" + node.Scalar() + "'";
+  case YAML::NodeType::Sequence:
+    return "a list";
+  case YAML::NodeType::Map:
+    return "a map";
+  default:
+    return "nothing";
+  }
+}
+
+template <typename Entry>
+bool hasName(const std::vector<Entry> &entries, const std::string &name) {
+  return std::any_of(entries.begin(), entries.end(),
+                     [&](const Entry &entry) { return entry.name == name; });
+}
+
+/// The keys of one YAML map, checked against the keys its table allows.
+struct Fields {
+  YAML::Node map;
+  std::vector<std::pair<std::string, YAML::Node>> entries;
+
+  std::optional<YAML::Node> find(std::string_view key) const {
+    for (const auto &[name, value] : entries)
+      if (name == key)
+        return value;
+    return std::nullopt;
+  }
+};
+
+class Reader {
+public:
+  explicit Reader(const std::string &fileName) : fileName(fileName) {}
+
+  Status fail(const YAML::Node &node, const std::string &message) const {
+    YAML::Mark mark = node.Mark();
+    int line = mark.is_null() ? 1 : mark.line + 1;
+    int column = mark.is_null() ? 1 : mark.column + 1;
+    return Status::invalidInput(fileName + ":" + std::to_string(line) + ":" +
+                                std::to_string(column) + ": " + message);
+  }
+
+  Status readFields(const YAML::Node &node, const std::string &what,
+                    std::initializer_list<std::string_view> keys,
+                    Fields &fields) const {
+    if (!node.IsMap())
+      return fail(node,
+                  "expected a map for " + what + ", got " + describe(node));
+    fields.map.reset(node);
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar())
+        return fail(it->first, "expected a key in " + what + ", got " +
+                                   describe(it->first));
+      std::string key = it->first.Scalar();
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        std::string allowed;
+        for (std::string_view name : keys)
+          allowed += (allowed.empty() ? "" : ", ") + std::string(name);
+        return fail(it->first, "unknown key '" + key + "' in " + what +
+                                   " (expected one of: " + allowed + ")");
+      }
+      if (fields.find(key))
+        return fail(it->first, "duplicate key '" + key + "' in " + what);
+      fields.entries.emplace_back(key, it->second);
+    }
+    return Status::ok();
+  }
+
+  Status require(const Fields &fields, std::string_view key,
+                 const std::string &what, YAML::Node &value) const {
+    std::optional<YAML::Node> found = fields.find(key);
+    if (!found)
+      return fail(fields.map,
+                  "missing key '" + std::string(key) + "' in " + what);
+    // reset, not operator=: assigning to a yaml-cpp Node rewrites the node it
+    // refers to, which would corrupt the tree when value is reused.
+    value.reset(*found);
+    return Status::ok();
+  }
+
+  /// Reads a name of a closed set (region, dtype) through its parser.
+  template <typename T>
+  Status readName(const YAML::Node &node,
+                  std::optional<T> (*parse)(std::string_view), const char *kind,
+                  const char *expected, T &value) const {
+    std::string name;
+    SHARC_TRY(readString(node, name));
+    std::optional<T> parsed = parse(name);
+    if (!parsed)
+      return fail(node, "unknown " + std::string(kind) + " '" + name +
+                            "' (expected " + expected + ")");
+    value = *parsed;
+    return Status::ok();
+  }
+
+  Status readInt(const YAML::Node &node, int64_t &value,
+                 int64_t minimum = INT64_MIN) const {
+    std::string text = node.IsScalar() ? node.Scalar() : "";
+    if (!node.IsScalar() || !isIntegerSyntax(text))
+      return fail(node, "expected an integer, got " + describe(node));
+    auto [end, error] =
+        std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc())
+      return fail(node, "integer " + text + " out of range");
+    if (value < minimum)
+      return fail(node, "expected an integer >= " + std::to_string(minimum) +
+                            ", got " + text);
+    return Status::ok();
+  }
+
+  Status readDouble(const YAML::Node &node, double &value) const {
+    std::optional<double> parsed;
+    if (node.IsScalar())
+      parsed = parseDouble(node.Scalar());
+    if (!parsed)
+      return fail(node, "expected a number, got " + describe(node));
+    value = *parsed;
+    return Status::ok();
+  }
+
+  Status readString(const YAML::Node &node, std::string &value) const {
+    if (!node.IsScalar())
+      return fail(node, "expected a string, got " + describe(node));
+    value = node.Scalar();
+    return Status::ok();
+  }
+
+  Status readInts(const YAML::Node &node, std::vector<int64_t> &values,
+                  int64_t minimum = INT64_MIN) const {
+    if (!node.IsSequence())
+      return fail(node, "expected a list of integers, got " + describe(node));
+    values.clear();
+    for (const YAML::Node &item : node) {
+      int64_t value = 0;
+      SHARC_TRY(readInt(item, value, minimum));
+      values.push_back(value);
+    }
+    return Status::ok();
+  }
+
+  /// Reads an id that indexes a table of `count` entries (buffers, events),
+  /// so that the executor can index without checking.
+  Status readId(const YAML::Node &node, int64_t &id, int64_t count,
+                const char *what) const {
+    SHARC_TRY(readInt(node, id));
+    if (id < 0 || id >= count)
+      return fail(node, std::string(what) + " " + std::to_string(id) +
+                            " out of range (the plan has " +
+                            std::to_string(count) + " " + what + "s)");
+    return Status::ok();
+  }
+
+  Status readIds(const YAML::Node &node, std::vector<int64_t> &ids,
+                 int64_t count, const char *what) const {
+    if (!node.IsSequence())
+      return fail(node, "expected a list of ids, got " + describe(node));
+    ids.clear();
+    for (const YAML::Node &item : node) {
+      int64_t id = 0;
+      SHARC_TRY(readId(item, id, count, what));
+      ids.push_back(id);
+    }
+    return Status::ok();
+  }
+
+  /// Reads each entry of an optional top-level list.
+  template <typename ReadEntry>
+  Status readTable(const Fields &top, std::string_view key,
+                   ReadEntry readEntry) const {
+    std::optional<YAML::Node> found = top.find(key);
+    if (found && !found->IsSequence())
+      return fail(*found, "expected a list for '" + std::string(key) +
+                              "', got " + describe(*found));
+    if (found)
+      for (const YAML::Node &item : *found)
+        SHARC_TRY(readEntry(item));
+    return Status::ok();
+  }
+
+  Status readPlan(const YAML::Node &root, Plan &plan) {
+    if (!root.IsMap() || root.size() == 0 || !root.begin()->first.IsScalar() ||
+        root.begin()->first.Scalar() != "sharc_plan")
+      return fail(root.IsMap() && root.size() ? root.begin()->first : root,
+                  "a plan must start with 'sharc_plan: " +
+                      std::to_string(kPlanVersion) + "'");
+    // The version is checked before any other key, so that a plan from a newer
+    // sharc fails on its version rather than on a key this one does not know.
+    YAML::Node versionNode = root.begin()->second;
+    SHARC_TRY(readInt(versionNode, plan.version));
+    if (plan.version != kPlanVersion)
+      return fail(versionNode, "plan version " + std::to_string(plan.version) +
+                                   " is not supported (expected " +
+                                   std::to_string(kPlanVersion) + ")");
+
+    Fields top;
+    SHARC_TRY(readFields(root, "the plan",
+                         {"sharc_plan", "model", "mode", "mesh", "seq_len",
+                          "batch_size", "vocab_size", "compute_dtype",
+                          "num_streams", "num_events", "regions", "buffers",
+                          "params", "inputs", "outputs", "instructions"},
+                         top));
+    SHARC_TRY(readHeader(top, plan));
+
+    SHARC_TRY(readTable(top, "buffers", [&](const YAML::Node &item) {
+      return readBuffer(item, plan);
+    }));
+    SHARC_TRY(readTable(top, "params", [&](const YAML::Node &item) {
+      return readParam(item, plan);
+    }));
+    // Tied names may point forward, so they are checked once all are read.
+    if (auto params = top.find("params"))
+      for (size_t i = 0; i < plan.params.size(); ++i) {
+        const std::string &tiedTo = plan.params[i].tiedTo;
+        if (!tiedTo.empty() &&
+            (tiedTo == plan.params[i].name || !plan.findParam(tiedTo)))
+          return fail(std::as_const(*params)[i]["tied_to"],
+                      "tied_to '" + tiedTo + "' names no other parameter");
+      }
+    SHARC_TRY(readTable(top, "inputs", [&](const YAML::Node &item) {
+      return readIo(item, plan, plan.inputs, "an input");
+    }));
+    SHARC_TRY(readTable(top, "outputs", [&](const YAML::Node &item) {
+      return readIo(item, plan, plan.outputs, "an output");
+    }));
+    return readTable(top, "instructions", [&](const YAML::Node &item) {
+      return readInstruction(item, plan);
+    });
+  }
+
+  Status readHeader(const Fields &top, Plan &plan) const {
+    YAML::Node node;
+    SHARC_TRY(require(top, "buffers", "the plan", node));
+    SHARC_TRY(require(top, "instructions", "the plan", node));
+    if (auto found = top.find("model"))
+      SHARC_TRY(readString(*found, plan.modelName));
+    if (auto found = top.find("mode"))
+      SHARC_TRY(readString(*found, plan.mode));
+    if (auto found = top.find("mesh"))
+      SHARC_TRY(readMesh(*found, plan));
+    for (auto [key, field, minimum] : {std::tuple{"seq_len", &plan.seqLen, 0},
+                                       {"batch_size", &plan.batchSize, 0},
+                                       {"vocab_size", &plan.vocabSize, 0},
+                                       {"num_streams", &plan.numStreams, 1},
+                                       {"num_events", &plan.numEvents, 0}})
+      if (auto found = top.find(key))
+        SHARC_TRY(readInt(*found, *field, minimum));
+    if (auto found = top.find("compute_dtype"))
+      SHARC_TRY(
+          readName(*found, parseDType, "dtype", kDTypes, plan.computeDType));
+    if (auto found = top.find("regions"))
+      SHARC_TRY(readRegions(*found, plan));
+    return Status::ok();
+  }
+
+  Status readMesh(const YAML::Node &node, Plan &plan) const {
+    if (!node.IsSequence())
+      return fail(node, "expected a list of mesh axes, got " + describe(node));
+    for (const YAML::Node &item : node) {
+      Fields fields;
+      SHARC_TRY(readFields(item, "a mesh axis", {"name", "size"}, fields));
+      MeshAxis axis;
+      YAML::Node value;
+      SHARC_TRY(require(fields, "name", "a mesh axis", value));
+      SHARC_TRY(readString(value, axis.name));
+      if (axis.name.empty() || hasName(plan.mesh, axis.name))
+        return fail(value, "name '" + axis.name +
+                               "' of a mesh axis is empty or repeated");
+      SHARC_TRY(require(fields, "size", "a mesh axis", value));
+      SHARC_TRY(readInt(value, axis.size, 1));
+      plan.mesh.push_back(axis);
+    }
+    return Status::ok();
+  }
+
+  Status readRegions(const YAML::Node &node, Plan &plan) const {
+    Fields fields;
+    SHARC_TRY(readFields(
+        node, "regions",
+        {"param", "opt_state", "input", "output", "activation"}, fields));
+    for (const auto &[name, value] : fields.entries)
+      SHARC_TRY(readInt(value, plan.regionBytes[*parseRegion(name)], 0));
+    return Status::ok();
+  }
+
+  Status readBuffer(const YAML::Node &node, Plan &plan) const {
+    Fields fields;
+    const std::string what = "a buffer";
+    SHARC_TRY(readFields(
+        node, what,
+        {"id", "name", "region", "offset", "bytes", "dtype", "shape"}, fields));
+    Buffer buffer;
+    YAML::Node value, offsetNode;
+    SHARC_TRY(require(fields, "id", what, value));
+    SHARC_TRY(readInt(value, buffer.id));
+    int64_t expected = static_cast<int64_t>(plan.buffers.size());
+    if (buffer.id != expected)
+      return fail(value, "buffer id " + std::to_string(buffer.id) +
+                             " out of order (expected " +
+                             std::to_string(expected) +
+                             ": ids count up from 0)");
+    if (auto found = fields.find("name"))
+      SHARC_TRY(readString(*found, buffer.name));
+    SHARC_TRY(require(fields, "region", what, value));
+    SHARC_TRY(
+        readName(value, parseRegion, "region", kRegionNames, buffer.region));
+    SHARC_TRY(require(fields, "dtype", what, value));
+    SHARC_TRY(readName(value, parseDType, "dtype", kDTypes, buffer.dtype));
+    SHARC_TRY(require(fields, "shape", what, value));
+    SHARC_TRY(readInts(value, buffer.shape, 0));
+    SHARC_TRY(require(fields, "bytes", what, value));
+    SHARC_TRY(readInt(value, buffer.numBytes, 0));
+    std::optional<int64_t> needed = byteSize(buffer.shape, buffer.dtype);
+    if (!needed || *needed > buffer.numBytes)
+      return fail(value, "buffer " + std::to_string(buffer.id) + " holds " +
+                             std::to_string(buffer.numBytes) +
+                             " bytes, too few for shape " +
+                             formatInts(buffer.shape) + " of " +
+                             dtypeName(buffer.dtype));
+    SHARC_TRY(require(fields, "offset", what, offsetNode));
+    SHARC_TRY(readInt(offsetNode, buffer.offset, 0));
+    int64_t regionSize = 0;
+    if (auto it = plan.regionBytes.find(buffer.region);
+        it != plan.regionBytes.end())
+      regionSize = it->second;
+    if (buffer.offset > regionSize ||
+        buffer.numBytes > regionSize - buffer.offset)
+      return fail(offsetNode, "buffer " + std::to_string(buffer.id) + " at [" +
+                                  std::to_string(buffer.offset) + ", +" +
+                                  std::to_string(buffer.numBytes) +
+                                  ") lies outside region " +
+                                  regionName(buffer.region) + " of " +
+                                  std::to_string(regionSize) + " bytes");
+    plan.buffers.push_back(std::move(buffer));
+    return Status::ok();
+  }
+
+  Status readSharding(const YAML::Node &node, const Plan &plan, size_t rank,
+                      Sharding &sharding) const {
+    if (!node.IsMap())
+      return fail(node, "expected a map from mesh axis to dimension, got " +
+                            describe(node));
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      std::string axis;
+      SHARC_TRY(readString(it->first, axis));
+      bool known = false;
+      std::string axes;
+      for (const MeshAxis &meshAxis : plan.mesh) {
+        known = known || meshAxis.name == axis;
+        axes += (axes.empty() ? "" : ", ") + meshAxis.name;
+      }
+      if (!known)
+        return fail(it->first, "unknown mesh axis '" + axis + "' (mesh axes: " +
+                                   (axes.empty() ? "none" : axes) + ")");
+      if (sharding.dimOfAxis.count(axis))
+        return fail(it->first, "duplicate key '" + axis + "' in a sharding");
+      int64_t dim = 0;
+      SHARC_TRY(readInt(it->second, dim, -1));
+      if (dim >= static_cast<int64_t>(rank))
+        return fail(it->second, "dimension " + std::to_string(dim) +
+                                    " out of range for a tensor of rank " +
+                                    std::to_string(rank));
+      sharding.dimOfAxis[axis] = dim;
+    }
+    return Status::ok();
+  }
+
+  Status readParam(const YAML::Node &node, Plan &plan) const {
+    Fields fields;
+    const std::string what = "a parameter";
+    SHARC_TRY(readFields(node, what,
+                         {"name", "buffer", "global_shape", "sharding", "init",
+                          "tied_to", "state"},
+                         fields));
+    ParamEntry param;
+    SHARC_TRY(readTensorKeys(fields, what, plan, plan.params, param));
+    if (auto found = fields.find("init")) {
+      Fields init;
+      SHARC_TRY(readFields(*found, "init", {"kind", "stddev"}, init));
+      if (auto kind = init.find("kind")) {
+        SHARC_TRY(readString(*kind, param.init.kind));
+        if (param.init.kind != "normal" && param.init.kind != "ones" &&
+            param.init.kind != "zeros")
+          return fail(*kind, "unknown init kind '" + param.init.kind +
+                                 "' (expected normal, ones or zeros)");
+      }
+      if (auto stddev = init.find("stddev")) {
+        SHARC_TRY(readDouble(*stddev, param.init.stddev));
+        if (!(param.init.stddev >= 0) || std::isinf(param.init.stddev))
+          return fail(*stddev, "stddev must be finite and >= 0, got " +
+                                   stddev->Scalar());
+      }
+    }
+    if (auto found = fields.find("tied_to"))
+      SHARC_TRY(readString(*found, param.tiedTo));
+    if (auto found = fields.find("state"))
+      SHARC_TRY(readIds(*found, param.state, plan.buffers.size(), "buffer"));
+    plan.params.push_back(std::move(param));
+    return Status::ok();
+  }
+
+  Status readIo(const YAML::Node &node, const Plan &plan,
+                std::vector<IoEntry> &entries, const std::string &what) const {
+    Fields fields;
+    SHARC_TRY(readFields(
+        node, what, {"name", "buffer", "global_shape", "sharding"}, fields));
+    IoEntry entry;
+    SHARC_TRY(readTensorKeys(fields, what, plan, entries, entry));
+    entries.push_back(std::move(entry));
+    return Status::ok();
+  }
+
+  /// The keys that parameters, inputs and outputs share.
+  template <typename Entry>
+  Status readTensorKeys(const Fields &fields, const std::string &what,
+                        const Plan &plan, const std::vector<Entry> &siblings,
+                        Entry &entry) const {
+    YAML::Node value;
+    SHARC_TRY(require(fields, "name", what, value));
+    SHARC_TRY(readString(value, entry.name));
+    if (entry.name.empty() || hasName(siblings, entry.name))
+      return fail(value, "name '" + entry.name + "' of " + what +
+                             " is empty or repeated");
+    SHARC_TRY(require(fields, "buffer", what, value));
+    SHARC_TRY(readId(value, entry.buffer, plan.buffers.size(), "buffer"));
+    SHARC_TRY(require(fields, "global_shape", what, value));
+    SHARC_TRY(readInts(value, entry.globalShape, 0));
+    if (auto found = fields.find("sharding"))
+      SHARC_TRY(
+          readSharding(*found, plan, entry.globalShape.size(), entry.sharding));
+    return Status::ok();
+  }
+
+  Status readInstruction(const YAML::Node &node, Plan &plan) const {
+    Fields fields;
+    const std::string what = "an instruction";
+    SHARC_TRY(readFields(
+        node, what,
+        {"op", "in", "out", "stream", "waits", "signals", "attrs", "loc"},
+        fields));
+    Instruction instruction;
+    YAML::Node value;
+    SHARC_TRY(require(fields, "op", what, value));
+    SHARC_TRY(readString(value, instruction.op));
+    if (instruction.op.empty())
+      return fail(value, "an instruction needs an op name");
+    int64_t numBuffers = static_cast<int64_t>(plan.buffers.size());
+    if (auto found = fields.find("in"))
+      SHARC_TRY(readIds(*found, instruction.operands, numBuffers, "buffer"));
+    if (auto found = fields.find("out"))
+      SHARC_TRY(readIds(*found, instruction.results, numBuffers, "buffer"));
+    if (auto found = fields.find("stream")) {
+      SHARC_TRY(readInt(*found, instruction.stream));
+      if (instruction.stream < 0 || instruction.stream >= plan.numStreams)
+        return fail(*found, "stream " + std::to_string(instruction.stream) +
+                                " out of range (the plan has " +
+                                std::to_string(plan.numStreams) + " streams)");
+    }
+    if (auto found = fields.find("waits"))
+      SHARC_TRY(readIds(*found, instruction.waits, plan.numEvents, "event"));
+    if (auto found = fields.find("signals"))
+      SHARC_TRY(readIds(*found, instruction.signals, plan.numEvents, "event"));
+    if (auto found = fields.find("attrs")) {
+      if (!found->IsMap())
+        return fail(*found,
+                    "expected a map of attributes, got " + describe(*found));
+      for (auto it = found->begin(); it != found->end(); ++it) {
+        std::string key;
+        SHARC_TRY(readString(it->first, key));
+        if (instruction.attrs.count(key))
+          return fail(it->first, "duplicate attribute '" + key + "'");
+        SHARC_TRY(readAttr(it->second, key, instruction.attrs[key]));
+      }
+    }
+    if (auto found = fields.find("loc"))
+      SHARC_TRY(readString(*found, instruction.loc));
+    plan.instructions.push_back(std::move(instruction));
+    return Status::ok();
+  }
+
+  /// Attribute kinds follow the text: a quoted scalar is a string, a plain one
+  /// an integer or else a float, a list a list of integers.
+  Status readAttr(const YAML::Node &node, const std::string &key,
+                  AttrValue &value) const {
+    if (node.IsSequence()) {
+      std::vector<int64_t> values;
+      SHARC_TRY(readInts(node, values));
+      value = std::move(values);
+      return Status::ok();
+    }
+    if (!node.IsScalar())
+      return fail(node, "attribute '" + key +
+                            "' must be an integer, a float, a quoted string or "
+                            "a list of integers, got " +
+                            describe(node));
+    const std::string &text = node.Scalar();
+    if (node.Tag() == "!") {
+      value = text;
+    } else if (isIntegerSyntax(text)) {
+      int64_t integer = 0;
+      SHARC_TRY(readInt(node, integer));
+      value = integer;
+    } else if (std::optional<double> real = parseDouble(text)) {
+      value = *real;
+    } else {
+      return fail(node, "attribute '" + key + "' value '" + text +
+                            "' is not a number (strings are quoted: \"" + text +
+                            "\")");
+    }
+    return Status::ok();
+  }
+
+private:
+  const std::string &fileName;
+};
+
+} // namespace
+
+Result<Plan> parsePlan(const std::string &text, const std::string &fileName) {
+  Plan plan;
+  try {
+    YAML::Node root = YAML::Load(text);
+    SHARC_TRY(Reader(fileName).readPlan(root, plan));
+  } catch (const YAML::Exception &error) {
+    std::string where = fileName;
+    if (!error.mark.is_null())
+      where += ":" + std::to_string(error.mark.line + 1) + ":" +
+               std::to_string(error.mark.column + 1);
+    return Status::invalidInput(where + ": " + error.msg);
+  } catch (const std::exception &error) {
+    return Status::invalidInput(fileName + ": " + error.what());
+  }
+  return plan;
+}
+
+Result<Plan> readPlanFile(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return Status::invalidInput("cannot open plan '" + path +
+                                "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad())
+    return Status::runtimeError("cannot read plan '" + path + "'");
+  return parsePlan(text.str(), path);
+}
+
+std::string writePlan(const Plan &plan) {
+  std::string out = "sharc_plan: " + std::to_string(plan.version) + "\n";
+  out += "model: " + quoted(plan.modelName) + "\n";
+  out += "mode: " + quoted(plan.mode) + "\n";
+  out += "mesh: [";
+  for (size_t i = 0; i < plan.mesh.size(); ++i)
+    out += std::string(i ? ", " : "") +
+           "{name: " + identifier(plan.mesh[i].name) +
+           ", size: " + std::to_string(plan.mesh[i].size) + "}";
+  out += "]\n";
+  out += "seq_len: " + std::to_string(plan.seqLen) + "\n";
+  out += "batch_size: " + std::to_string(plan.batchSize) + "\n";
+  out += "vocab_size: " + std::to_string(plan.vocabSize) + "\n";
+  out += "compute_dtype: " + std::string(dtypeName(plan.computeDType)) + "\n";
+  out += "num_streams: " + std::to_string(plan.numStreams) + "\n";
+  out += "num_events: " + std::to_string(plan.numEvents) + "\n";
+  out += "regions: {";
+  for (const auto &[region, numBytes] : plan.regionBytes)
+    out += std::string(out.back() == '{' ? "" : ", ") + regionName(region) +
+           ": " + std::to_string(numBytes);
+  out += "}\n";
+
+  out += plan.buffers.empty() ? "buffers: []\n" : "buffers:\n";
+  for (const Buffer &buffer : plan.buffers)
+    out += "  - {id: " + std::to_string(buffer.id) +
+           ", name: " + quoted(buffer.name) +
+           ", region: " + regionName(buffer.region) +
+           ", offset: " + std::to_string(buffer.offset) +
+           ", bytes: " + std::to_string(buffer.numBytes) +
+           ", dtype: " + dtypeName(buffer.dtype) +
+           ", shape: " + formatInts(buffer.shape) + "}\n";
+
+  out += plan.params.empty() ? "params: []\n" : "params:\n";
+  for (const ParamEntry &param : plan.params) {
+    out += "  - {name: " + quoted(param.name) +
+           ", buffer: " + std::to_string(param.buffer) +
+           ", global_shape: " + formatInts(param.globalShape) +
+           ", sharding: " + formatSharding(param.sharding) +
+           ", init: {kind: " + identifier(param.init.kind) +
+           ", stddev: " + formatDouble(param.init.stddev) + "}";
+    if (!param.tiedTo.empty())
+      out += ", tied_to: " + quoted(param.tiedTo);
+    if (!param.state.empty())
+      out += ", state: " + formatInts(param.state);
+    out += "}\n";
+  }
+
+  for (const auto *table : {&plan.inputs, &plan.outputs}) {
+    const char *key = table == &plan.inputs ? "inputs" : "outputs";
+    out += std::string(key) + (table->empty() ? ": []\n" : ":\n");
+    for (const IoEntry &entry : *table)
+      out += "  - {name: " + quoted(entry.name) +
+             ", buffer: " + std::to_string(entry.buffer) +
+             ", global_shape: " + formatInts(entry.globalShape) +
+             ", sharding: " + formatSharding(entry.sharding) + "}\n";
+  }
+
+  out += plan.instructions.empty() ? "instructions: []\n" : "instructions:\n";
+  for (const Instruction &instruction : plan.instructions) {
+    out += "  - {op: " + identifier(instruction.op) +
+           ", in: " + formatInts(instruction.operands) +
+           ", out: " + formatInts(instruction.results) +
+           ", stream: " + std::to_string(instruction.stream);
+    if (!instruction.waits.empty())
+      out += ", waits: " + formatInts(instruction.waits);
+    if (!instruction.signals.empty())
+      out += ", signals: " + formatInts(instruction.signals);
+    if (!instruction.attrs.empty()) {
+      out += ", attrs: {";
+      for (const auto &[key, value] : instruction.attrs)
+        out += std::string(out.back() == '{' ? "" : ", ") + identifier(key) +
+               ": " + formatAttr(value);
+      out += "}";
+    }
+    if (!instruction.loc.empty())
+      out += ", loc: " + quoted(instruction.loc);
+    out += "}\n";
+  }
+  return out;
+}
+
+Status writePlanFile(const Plan &plan, const std::string &path) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file)
+    return Status::runtimeError("cannot write plan '" + path +
+                                "': " + std::strerror(errno));
+  file << writePlan(plan);
+  file.close();
+  if (!file)
+    return Status::runtimeError("cannot write plan '" + path + "'");
+  return Status::ok();
+}
+
+} // namespace sharc::plan

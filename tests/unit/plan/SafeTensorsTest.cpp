@@ -1,0 +1,259 @@
+//===- SafeTensorsTest.cpp - safetensors round trip and validation --------===//
+
+#include "planner/plan/SafeTensors.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+using namespace sharc;
+using namespace sharc::plan;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+template <typename T> std::string rawBytes(const std::vector<T> &values) {
+  std::string bytes(values.size() * sizeof(T), '\0');
+  if (!values.empty())
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+template <typename T>
+NamedTensor makeTensor(std::string name, DType dtype,
+                       std::vector<int64_t> shape,
+                       const std::vector<T> &values) {
+  std::string bytes = rawBytes(values);
+  return {std::move(name), dtype, std::move(shape),
+          std::vector<uint8_t>(bytes.begin(), bytes.end())};
+}
+
+/// A whole file: the 8-byte little-endian header length, header, data.
+std::string fileBytes(const std::string &header, const std::string &data) {
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = static_cast<char>((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  return bytes + header + data;
+}
+
+std::string readWholeFile(const std::string &path) {
+  std::ifstream stream(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << stream.rdbuf();
+  return bytes.str();
+}
+
+std::string parseError(const std::string &bytes) {
+  Result<TensorFile> result = parseSafeTensors(bytes, "t.safetensors");
+  REQUIRE_FALSE(result.isOk());
+  REQUIRE(result.status().exitCode() == 2);
+  return result.status().message();
+}
+
+const std::string kTensorPath = SHARC_BINARY_DIR "/SafeTensorsTest.safetensors";
+
+} // namespace
+
+TEST_CASE("tensors of every dtype and the metadata round trip", "[plan]") {
+  std::vector<uint16_t> bf16Bits = {floatToBf16(1.5f), floatToBf16(-2.0f),
+                                    floatToBf16(0.0078125f)};
+  TensorFile file;
+  file.tensors = {
+      makeTensor<float>("w", DType::F32, {2, 3},
+                        {1.0f, -2.5f, 3.25f, 0.0f, 1e-3f, -7.0f}),
+      makeTensor<uint16_t>("b", DType::BF16, {3}, bf16Bits),
+      makeTensor<int32_t>("tokens", DType::I32, {2, 2}, {0, -1, 2147483647, 7}),
+      makeTensor<double>("loss", DType::F64, {}, {0.1}),
+      makeTensor<float>("empty", DType::F32, {0, 3}, {}),
+  };
+  file.metadata = {{"format", "pt"}, {"step", "12"}, {"odd \"key\"", "a\nb"}};
+  REQUIRE(writeSafeTensors(kTensorPath, file).isOk());
+
+  Result<TensorFile> read = readSafeTensors(kTensorPath);
+  INFO(read.status().message());
+  REQUIRE(read.isOk());
+  REQUIRE(read->metadata == file.metadata);
+  std::vector<std::string> names;
+  for (const NamedTensor &tensor : read->tensors)
+    names.push_back(tensor.name);
+  REQUIRE(names ==
+          std::vector<std::string>{"b", "empty", "loss", "tokens", "w"});
+  for (const NamedTensor &original : file.tensors) {
+    const NamedTensor *tensor = read->find(original.name);
+    REQUIRE(tensor != nullptr);
+    REQUIRE(tensor->dtype == original.dtype);
+    REQUIRE(tensor->shape == original.shape);
+    REQUIRE(tensor->bytes == original.bytes);
+  }
+  REQUIRE(read->find("missing") == nullptr);
+  REQUIRE(tensorAsDoubles(*read->find("w")) ==
+          std::vector<double>{1.0, -2.5, 3.25, 0.0, double(1e-3f), -7.0});
+  REQUIRE(tensorAsDoubles(*read->find("b")) ==
+          std::vector<double>{1.5, -2.0, 0.0078125});
+  REQUIRE(tensorAsDoubles(*read->find("tokens")) ==
+          std::vector<double>{0, -1, 2147483647, 7});
+  REQUIRE(tensorAsDoubles(*read->find("loss")) == std::vector<double>{0.1});
+  REQUIRE(tensorAsDoubles(*read->find("empty")).empty());
+  std::remove(kTensorPath.c_str());
+}
+
+TEST_CASE("the writer lays out bytes as the reference writer does", "[plan]") {
+  // What Python's safetensors.numpy.save({"a": arange(2, float32),
+  // "b": arange(1, float32)}, metadata={"format": "pt"}) returns.
+  std::string header =
+      "{\"__metadata__\":{\"format\":\"pt\"},"
+      "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+      "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}     ";
+  REQUIRE(header.size() == 144);
+  std::string expected =
+      fileBytes(header, rawBytes<float>({0.0f, 1.0f}) + rawBytes<float>({0}));
+
+  TensorFile file;
+  file.tensors = {makeTensor<float>("b", DType::F32, {1}, {0.0f}),
+                  makeTensor<float>("a", DType::F32, {2}, {0.0f, 1.0f})};
+  file.metadata = {{"format", "pt"}};
+  REQUIRE(writeSafeTensors(kTensorPath, file).isOk());
+  REQUIRE(readWholeFile(kTensorPath) == expected);
+  std::remove(kTensorPath.c_str());
+}
+
+TEST_CASE("a file in PyTorch's layout reads with its values", "[plan]") {
+  // Python orders tensors by dtype size, then name, and pads the header with
+  // spaces to a multiple of 8: this header is what it wrote for
+  // {"w": arange(4, f32).reshape(2, 2), "b": [1, 2, 3] f64, "a": 5 i32}.
+  std::string header =
+      "{\"__metadata__\":{\"format\":\"pt\"},"
+      "\"b\":{\"dtype\":\"F64\",\"shape\":[3],\"data_offsets\":[0,24]},"
+      "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[24,40]},"
+      "\"a\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[40,44]}}   ";
+  REQUIRE(header.size() % 8 == 0);
+  std::string data = rawBytes<double>({1, 2, 3}) +
+                     rawBytes<float>({0, 1, 2, 3}) + rawBytes<int32_t>({5});
+  Result<TensorFile> file =
+      parseSafeTensors(fileBytes(header, data), "py.safetensors");
+  INFO(file.status().message());
+  REQUIRE(file.isOk());
+  REQUIRE(file->metadata.at("format") == "pt");
+  REQUIRE(file->tensors.size() == 3);
+  REQUIRE(file->tensors[0].name == "a");
+  REQUIRE(file->tensors[0].shape.empty());
+  REQUIRE(tensorAsDoubles(file->tensors[0]) == std::vector<double>{5});
+  REQUIRE(file->tensors[1].name == "b");
+  REQUIRE(file->tensors[1].dtype == DType::F64);
+  REQUIRE(tensorAsDoubles(file->tensors[1]) == std::vector<double>{1, 2, 3});
+  REQUIRE(file->tensors[2].name == "w");
+  REQUIRE(file->tensors[2].shape == std::vector<int64_t>{2, 2});
+  REQUIRE(tensorAsDoubles(file->tensors[2]) == std::vector<double>{0, 1, 2, 3});
+}
+
+TEST_CASE("malformed files are rejected with a clear message", "[plan]") {
+  const std::string tensorA =
+      "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
+  const std::string eightBytes = rawBytes<float>({1, 2});
+  REQUIRE(parseSafeTensors(fileBytes("{" + tensorA + "}", eightBytes), "ok")
+              .isOk());
+
+  SECTION("shorter than the header length") {
+    REQUIRE(parseError("abc") ==
+            "t.safetensors: file is 3 bytes, too short for the 8-byte header "
+            "length");
+  }
+  SECTION("header length beyond the file") {
+    std::string bytes = fileBytes("{" + tensorA + "}", eightBytes);
+    bytes[0] = static_cast<char>(0xf0);
+    REQUIRE(parseError(bytes) == "t.safetensors: header length 240 exceeds "
+                                 "the 62 bytes after it (truncated file?)");
+    bytes[5] = 1;
+    REQUIRE_THAT(parseError(bytes),
+                 StartsWith("t.safetensors: header length 1099511628016 "
+                            "exceeds the limit"));
+  }
+  SECTION("header not JSON") {
+    REQUIRE_THAT(parseError(fileBytes("{\"a\": [1, ", "")),
+                 StartsWith("t.safetensors: header is not valid JSON: "));
+    REQUIRE(parseError(fileBytes("[1, 2]  ", "")) ==
+            "t.safetensors: header must be a JSON object starting with '{'");
+  }
+  SECTION("offsets beyond the data (truncated data)") {
+    REQUIRE(parseError(fileBytes("{" + tensorA + "}", eightBytes.substr(4))) ==
+            "t.safetensors: tensor 'a': data_offsets [0,8] run past the end "
+            "of the data (4 bytes)");
+  }
+  SECTION("overlapping tensors") {
+    std::string header =
+        "{" + tensorA +
+        ",\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+    REQUIRE(parseError(fileBytes(header, eightBytes)) ==
+            "t.safetensors: tensors 'a' [0,8] and 'b' [4,8] overlap");
+  }
+  SECTION("unsupported dtype") {
+    std::string header =
+        "{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]}}";
+    REQUIRE(parseError(fileBytes(header, eightBytes)) ==
+            "t.safetensors: tensor 'h': unsupported dtype 'F16' (sharc reads "
+            "F32, BF16, I32 and F64)");
+  }
+  SECTION("shape does not match the byte count") {
+    std::string header =
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}";
+    REQUIRE(parseError(fileBytes(header, eightBytes)) ==
+            "t.safetensors: tensor 'a': shape [3] of F32 needs 12 bytes, but "
+            "data_offsets [0,8] hold 8");
+  }
+  SECTION("reversed offsets and negative shapes") {
+    std::string reversed =
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}";
+    REQUIRE(parseError(fileBytes(reversed, eightBytes)) ==
+            "t.safetensors: tensor 'a': data_offsets must be [begin, end] "
+            "with begin <= end");
+    std::string negative =
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}";
+    REQUIRE(parseError(fileBytes(negative, eightBytes)) ==
+            "t.safetensors: tensor 'a': shape must be a list of non-negative "
+            "integers");
+  }
+  SECTION("duplicate names and bad metadata") {
+    REQUIRE(parseError(
+                fileBytes("{" + tensorA + "," + tensorA + "}", eightBytes)) ==
+            "t.safetensors: duplicate key 'a' in the header");
+    REQUIRE(parseError(fileBytes("{\"__metadata__\":{\"k\":[1]}}", "")) ==
+            "t.safetensors: __metadata__ must map strings to strings");
+  }
+  SECTION("missing file") {
+    Result<TensorFile> missing = readSafeTensors("/nonexistent/x.safetensors");
+    REQUIRE_FALSE(missing.isOk());
+    REQUIRE_THAT(missing.status().message(),
+                 StartsWith("cannot open '/nonexistent/x.safetensors'"));
+  }
+}
+
+TEST_CASE("every truncation of a file is rejected without a crash", "[plan]") {
+  TensorFile file;
+  file.tensors = {makeTensor<float>("w", DType::F32, {3}, {1, 2, 3}),
+                  makeTensor<int32_t>("i", DType::I32, {1}, {4})};
+  file.metadata = {{"format", "pt"}};
+  REQUIRE(writeSafeTensors(kTensorPath, file).isOk());
+  std::string bytes = readWholeFile(kTensorPath);
+  std::remove(kTensorPath.c_str());
+  REQUIRE(parseSafeTensors(bytes, "whole").isOk());
+  // The data ends exactly at the last tensor, so every shorter prefix loses
+  // bytes that some tensor needs.
+  for (size_t length = 0; length < bytes.size(); ++length)
+    REQUIRE_FALSE(parseSafeTensors(bytes.substr(0, length), "cut").isOk());
+}
+
+TEST_CASE("the writer refuses tensors that do not match their shape",
+          "[plan]") {
+  TensorFile file;
+  file.tensors = {makeTensor<float>("w", DType::F32, {3}, {1, 2})};
+  Status status = writeSafeTensors(kTensorPath, file);
+  REQUIRE_FALSE(status.isOk());
+  REQUIRE(status.message() == "cannot write '" + kTensorPath +
+                                  "': tensor 'w' has 8 bytes for shape [3]");
+  file.tensors = {makeTensor<float>("w", DType::F32, {1}, {1}),
+                  makeTensor<float>("w", DType::F32, {1}, {2})};
+  REQUIRE_FALSE(writeSafeTensors(kTensorPath, file).isOk());
+}
