@@ -1,7 +1,9 @@
-//===- ArgumentRoles.h - names of function arguments and results -*- C++ -*-===//
-// defines: kParamAttr, kInputAttr, kStateAttr, kOutputAttr, kUpdateOfAttr,
-//          kInitAttr, kInitStdAttr, kOptimizerAttr, kModelAttr,
-//          getArgName, getResultName
+//===- ArgumentRoles.h - names of function arguments and results -*- C++
+//-*-===//
+// defines: kParamAttr, kRoleAttr, kRole*, kPlacementAttr, kMeshAttr,
+//          kSequenceParallelAttr, kVocabParallelAttr, kInputAttr, kStateAttr,
+//          kOutputAttr, kUpdateOfAttr, kInitAttr, kInitStdAttr, kOptimizerAttr,
+//          kModelAttr, getArgName, getResultName
 //
 // A train-step function says what each argument and result is through
 // string attributes; passes and the planner look them up here.
@@ -20,6 +22,24 @@ inline constexpr llvm::StringLiteral kInitAttr = "sharc.init";
 inline constexpr llvm::StringLiteral kInitStdAttr = "sharc.init_std";
 inline constexpr llvm::StringLiteral kOptimizerAttr = "sharc.optimizer";
 inline constexpr llvm::StringLiteral kModelAttr = "sharc.model";
+/// What a parameter is to the sharding passes: one of the kRole* values.
+inline constexpr llvm::StringLiteral kRoleAttr = "sharc.role";
+inline constexpr llvm::StringLiteral kRoleColumn = "column"; // q k v gate up
+inline constexpr llvm::StringLiteral kRoleRow = "row";       // o down
+inline constexpr llvm::StringLiteral kRoleNorm = "norm";     // layer norms
+inline constexpr llvm::StringLiteral kRoleHeadNorm = "head_norm"; // q/k norm
+inline constexpr llvm::StringLiteral kRoleEmbedding = "embedding";
+inline constexpr llvm::StringLiteral kRoleLmHead = "lm_head";
+/// A parameter's placement requested by the sharding passes (an
+/// argument attribute, PlacementAttr), materialised by sharc-spmdize.
+inline constexpr llvm::StringLiteral kPlacementAttr = "sharc.placement";
+/// The device mesh, a module attribute {dp = N, tp = M}.
+inline constexpr llvm::StringLiteral kMeshAttr = "sharc.mesh";
+/// Module unit attributes requesting sequence and vocabulary parallelism.
+inline constexpr llvm::StringLiteral kSequenceParallelAttr =
+    "sharc.sequence_parallel";
+inline constexpr llvm::StringLiteral kVocabParallelAttr =
+    "sharc.vocab_parallel";
 
 /// The string value of `attrName` on argument `index`, or "".
 inline llvm::StringRef getArgString(mlir::func::FuncOp func, unsigned index,
@@ -30,11 +50,9 @@ inline llvm::StringRef getArgString(mlir::func::FuncOp func, unsigned index,
 }
 
 /// The string value of `attrName` on result `index`, or "".
-inline llvm::StringRef getResultString(mlir::func::FuncOp func,
-                                       unsigned index,
+inline llvm::StringRef getResultString(mlir::func::FuncOp func, unsigned index,
                                        llvm::StringRef attrName) {
-  if (auto attr =
-          func.getResultAttrOfType<mlir::StringAttr>(index, attrName))
+  if (auto attr = func.getResultAttrOfType<mlir::StringAttr>(index, attrName))
     return attr.getValue();
   return "";
 }

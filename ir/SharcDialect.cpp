@@ -9,6 +9,7 @@ using namespace sharc;
 #include "ir/SharcDialect.cpp.inc"
 
 void SharcDialect::initialize() {
+  registerAttributes();
   addOperations<
 #define GET_OP_LIST
 #include "ir/SharcOps.cpp.inc"

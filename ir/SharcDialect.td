@@ -21,6 +21,10 @@ def Sharc_Dialect : Dialect {
     tensor they hold, results carry `sharc.output`.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
+  let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
 }
 
 class Sharc_Op<string mnemonic, list<Trait> traits = []>

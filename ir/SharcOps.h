@@ -3,6 +3,7 @@
 //          interfaces VJPOpInterface and CostOpInterface
 #pragma once
 
+#include "ir/SharcAttrs.h"
 #include "ir/SharcDialect.h"
 
 #include "mlir/IR/Builders.h"

@@ -9,6 +9,7 @@
 #define SHARC_OPS_TD
 
 include "ir/SharcDialect.td"
+include "ir/SharcAttrs.td"
 include "ir/SharcInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -48,7 +49,8 @@ def Sharc_EmbeddingOp : Sharc_DiffOp<"embedding"> {
     ```
   }];
   let arguments = (ins Sharc_FloatTensor:$table, Sharc_IdTensor:$ids,
-                       DefaultValuedAttr<I64Attr, "0">:$vocab_start);
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_start,
+                       OptionalAttr<StrAttr>:$vocab_axis);
   let results = (outs Sharc_FloatTensor:$out);
 }
 
@@ -132,7 +134,8 @@ def Sharc_CrossEntropyOp : Sharc_DiffOp<"cross_entropy"> {
 def Sharc_EmbeddingGradOp : Sharc_ComputeOp<"embedding_grad"> {
   let summary = "gradient of the embedding table";
   let arguments = (ins Sharc_FloatTensor:$dout, Sharc_IdTensor:$ids,
-                       DefaultValuedAttr<I64Attr, "0">:$vocab_start);
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_start,
+                       OptionalAttr<StrAttr>:$vocab_axis);
   let results = (outs Sharc_FloatTensor:$dtable);
 }
 
@@ -218,5 +221,7 @@ def Sharc_AdamWOp : Sharc_ComputeOp<"adamw"> {
   let results = (outs Sharc_FloatTensor:$new_param, Sharc_FloatTensor:$new_m,
                       Sharc_FloatTensor:$new_v);
 }
+
+include "ir/SharcCollectiveOps.td"
 
 #endif // SHARC_OPS_TD

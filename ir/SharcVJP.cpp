@@ -15,7 +15,7 @@ using Grads = FailureOr<SmallVector<Value>>;
 Grads EmbeddingOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dtable = builder.create<EmbeddingGradOp>(
       getLoc(), getTable().getType(), resultGrads[0], getIds(),
-      getVocabStartAttr());
+      getVocabStartAttr(), getVocabAxisAttr());
   return SmallVector<Value>{dtable, Value()};
 }
 

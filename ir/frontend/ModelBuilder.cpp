@@ -41,11 +41,14 @@ private:
     return tensor({seqLen, batch, width});
   }
 
-  /// Declares a parameter argument; `init` is "normal" or "ones".
+  /// Declares a parameter argument; `init` is "normal" or "ones", `role`
+  /// what the parameter is to the sharding passes (kRoleAttr).
   Value param(const std::string &name, ArrayRef<int64_t> shape, StringRef init,
-              Location where);
-  Value linear(Value x, const std::string &name, int64_t out, Location where);
-  Value rmsNorm(Value x, const std::string &name, int64_t size, Location where);
+              StringRef role, Location where);
+  Value linear(Value x, const std::string &name, int64_t out, StringRef role,
+               Location where);
+  Value rmsNorm(Value x, const std::string &name, int64_t size, StringRef role,
+                Location where);
   Value block(Value h, int64_t layer);
 
   MLIRContext *context;
@@ -61,10 +64,11 @@ private:
 };
 
 Value ForwardBuilder::param(const std::string &name, ArrayRef<int64_t> shape,
-                            StringRef init, Location where) {
+                            StringRef init, StringRef role, Location where) {
   SmallVector<NamedAttribute> attrs{
       builder.getNamedAttr(kParamAttr, builder.getStringAttr(name)),
-      builder.getNamedAttr(kInitAttr, builder.getStringAttr(init))};
+      builder.getNamedAttr(kInitAttr, builder.getStringAttr(init)),
+      builder.getNamedAttr(kRoleAttr, builder.getStringAttr(role))};
   if (init == "normal")
     attrs.push_back(builder.getNamedAttr(
         kInitStdAttr, builder.getF64FloatAttr(model.initStd.value)));
@@ -74,16 +78,16 @@ Value ForwardBuilder::param(const std::string &name, ArrayRef<int64_t> shape,
 }
 
 Value ForwardBuilder::linear(Value x, const std::string &name, int64_t out,
-                             Location where) {
+                             StringRef role, Location where) {
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t in = xType.getShape().back();
-  Value w = param(name + ".weight", {out, in}, "normal", where);
+  Value w = param(name + ".weight", {out, in}, "normal", role, where);
   return builder.create<MatmulOp>(where, activation(out), x, w);
 }
 
 Value ForwardBuilder::rmsNorm(Value x, const std::string &name, int64_t size,
-                              Location where) {
-  Value w = param(name + ".weight", {size}, "ones", where);
+                              StringRef role, Location where) {
+  Value w = param(name + ".weight", {size}, "ones", role, where);
   return builder.create<RmsNormOp>(
       where, x.getType(), x, w,
       builder.getF64FloatAttr(model.rmsNormEps.value));
@@ -98,14 +102,17 @@ Value ForwardBuilder::block(Value h, int64_t layer) {
   Location mlpLoc = loc(model.intermediateSize.loc);
   Location hiddenLoc = loc(model.hiddenSize.loc);
 
-  Value x = rmsNorm(h, prefix + ".input_layernorm", hidden, hiddenLoc);
+  Value x =
+      rmsNorm(h, prefix + ".input_layernorm", hidden, kRoleNorm, hiddenLoc);
   std::string attn = prefix + ".self_attn";
-  Value q = linear(x, attn + ".q_proj", qWidth, attnLoc);
-  Value k = linear(x, attn + ".k_proj", kvWidth, loc(model.numKvHeads.loc));
-  Value v = linear(x, attn + ".v_proj", kvWidth, loc(model.numKvHeads.loc));
+  Value q = linear(x, attn + ".q_proj", qWidth, kRoleColumn, attnLoc);
+  Value k = linear(x, attn + ".k_proj", kvWidth, kRoleColumn,
+                   loc(model.numKvHeads.loc));
+  Value v = linear(x, attn + ".v_proj", kvWidth, kRoleColumn,
+                   loc(model.numKvHeads.loc));
   Location headLoc = loc(model.headDim.loc);
-  q = rmsNorm(q, attn + ".q_norm", headDim, headLoc);
-  k = rmsNorm(k, attn + ".k_norm", headDim, headLoc);
+  q = rmsNorm(q, attn + ".q_norm", headDim, kRoleHeadNorm, headLoc);
+  k = rmsNorm(k, attn + ".k_norm", headDim, kRoleHeadNorm, headLoc);
   auto headDimAttr = builder.getI64IntegerAttr(headDim);
   auto thetaAttr = builder.getF64FloatAttr(model.ropeTheta.value);
   auto zero = builder.getI64IntegerAttr(0);
@@ -118,16 +125,18 @@ Value ForwardBuilder::block(Value h, int64_t layer) {
                                        builder.getF32Type());
   auto attention = builder.create<AttentionOp>(attnLoc, q.getType(), lseType, q,
                                                k, v, headDimAttr);
-  Value o = linear(attention.getOut(), attn + ".o_proj", hidden, attnLoc);
+  Value o =
+      linear(attention.getOut(), attn + ".o_proj", hidden, kRoleRow, attnLoc);
   h = builder.create<AddOp>(hiddenLoc, h.getType(), h, o);
 
-  x = rmsNorm(h, prefix + ".post_attention_layernorm", hidden, hiddenLoc);
+  x = rmsNorm(h, prefix + ".post_attention_layernorm", hidden, kRoleNorm,
+              hiddenLoc);
   std::string mlp = prefix + ".mlp";
   int64_t intermediate = model.intermediateSize.value;
-  Value gate = linear(x, mlp + ".gate_proj", intermediate, mlpLoc);
-  Value up = linear(x, mlp + ".up_proj", intermediate, mlpLoc);
+  Value gate = linear(x, mlp + ".gate_proj", intermediate, kRoleColumn, mlpLoc);
+  Value up = linear(x, mlp + ".up_proj", intermediate, kRoleColumn, mlpLoc);
   Value act = builder.create<SwigluOp>(mlpLoc, gate.getType(), gate, up);
-  Value down = linear(act, mlp + ".down_proj", hidden, mlpLoc);
+  Value down = linear(act, mlp + ".down_proj", hidden, kRoleRow, mlpLoc);
   return builder.create<AddOp>(hiddenLoc, h.getType(), h, down);
 }
 
@@ -142,8 +151,8 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
 
   int64_t hidden = model.hiddenSize.value, vocab = model.vocabSize.value;
   Location vocabLoc = loc(model.vocabSize.loc);
-  Value embed =
-      param("embed_tokens.weight", {vocab, hidden}, "normal", vocabLoc);
+  Value embed = param("embed_tokens.weight", {vocab, hidden}, "normal",
+                      kRoleEmbedding, vocabLoc);
   auto idsType = RankedTensorType::get({seqLen, batch}, builder.getI32Type());
   Location seqLoc = loc(config.run.seqLen.loc);
   auto input = [&](StringRef name) {
@@ -155,17 +164,18 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   Value tokens = input("tokens");
   Value labels = input("labels");
 
-  Value h = builder.create<EmbeddingOp>(vocabLoc, activation(hidden), embed,
-                                        tokens, builder.getI64IntegerAttr(0));
+  Value h =
+      builder.create<EmbeddingOp>(vocabLoc, activation(hidden), embed, tokens,
+                                  builder.getI64IntegerAttr(0), StringAttr());
   for (int64_t layer = 0; layer < model.numLayers.value; ++layer)
     h = block(h, layer);
-  h = rmsNorm(h, "norm", hidden, loc(model.hiddenSize.loc));
+  h = rmsNorm(h, "norm", hidden, kRoleNorm, loc(model.hiddenSize.loc));
   Value logits;
   if (model.tieWordEmbeddings.value)
     logits = builder.create<MatmulOp>(loc(model.tieWordEmbeddings.loc),
                                       activation(vocab), h, embed);
   else
-    logits = linear(h, "lm_head", vocab, vocabLoc);
+    logits = linear(h, "lm_head", vocab, kRoleLmHead, vocabLoc);
   Value loss = builder.create<CrossEntropyOp>(
       vocabLoc, RankedTensorType::get({}, builder.getF32Type()), logits, labels,
       builder.getI64IntegerAttr(vocab));

@@ -1,0 +1,244 @@
+//===- SharcCollectiveOps.cpp - collectives and the sharded loss ------------===//
+//
+// Verifiers check each collective's placement change on its axis (the
+// other axis must pass through unchanged); VJPs emit the transposes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/SharcOps.h"
+
+using namespace mlir;
+using namespace sharc;
+
+namespace {
+
+constexpr int64_t kI = PlacementAttr::kInvariant;
+constexpr int64_t kR = PlacementAttr::kReplicated;
+constexpr int64_t kP = PlacementAttr::kPartial;
+
+RankedTensorType tensorOf(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+std::string placementName(int64_t code) {
+  if (code == kI)
+    return "I";
+  if (code == kR)
+    return "R";
+  if (code == kP)
+    return "P";
+  return "S(" + std::to_string(code) + ")";
+}
+
+/// Checks the placement change `from` -> one of `to` on `axis`, the other
+/// axis unchanged, and the element type kept.
+LogicalResult verifyPlacementChange(Operation *op, StringRef axis, Value x,
+                                    Value y, int64_t from,
+                                    ArrayRef<int64_t> to) {
+  if (axis != "dp" && axis != "tp")
+    return op->emitOpError("axis must be dp or tp, got '") << axis << "'";
+  PlacementAttr in = getPlacement(x.getType());
+  PlacementAttr out = getPlacement(y.getType());
+  StringRef other = axis == "dp" ? "tp" : "dp";
+  if (in.getAxis(other) != out.getAxis(other))
+    return op->emitOpError("must keep the placement on ")
+           << other << ", got " << placementName(in.getAxis(other))
+           << " -> " << placementName(out.getAxis(other));
+  if (in.getAxis(axis) != from || !llvm::is_contained(to, out.getAxis(axis))) {
+    std::string expected;
+    for (int64_t code : to)
+      expected += (expected.empty() ? "" : " or ") + placementName(code);
+    return op->emitOpError("expects ")
+           << placementName(from) << " -> " << expected << " on " << axis
+           << ", got " << placementName(in.getAxis(axis)) << " -> "
+           << placementName(out.getAxis(axis));
+  }
+  if (tensorOf(x).getElementType() != tensorOf(y).getElementType())
+    return op->emitOpError("must keep the element type");
+  return success();
+}
+
+/// Checks that y's shape is x's with dimension `dim` scaled by a whole
+/// factor (gather: y larger; scatter or slice: y smaller).
+LogicalResult verifySplitShape(Operation *op, Value whole, Value block,
+                               int64_t dim) {
+  auto wholeShape = tensorOf(whole).getShape();
+  auto blockShape = tensorOf(block).getShape();
+  if (dim < 0 || dim >= static_cast<int64_t>(wholeShape.size()) ||
+      wholeShape.size() != blockShape.size())
+    return op->emitOpError("dim ") << dim << " out of range";
+  for (size_t d = 0; d < wholeShape.size(); ++d) {
+    bool ok = static_cast<int64_t>(d) == dim
+                  ? blockShape[d] > 0 && wholeShape[d] % blockShape[d] == 0
+                  : wholeShape[d] == blockShape[d];
+    if (!ok)
+      return op->emitOpError("shapes ")
+             << tensorOf(whole) << " and " << tensorOf(block)
+             << " differ other than by a whole factor on dim " << dim;
+  }
+  return success();
+}
+
+int64_t bytesOf(Value value) {
+  auto type = tensorOf(value);
+  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+}
+
+/// `like`'s shape and element type with placement `code` on `axis`.
+RankedTensorType retyped(Type like, StringRef axis, int64_t code,
+                         ArrayRef<int64_t> shape) {
+  PlacementAttr placement = getPlacement(like).withAxis(axis, code);
+  auto tensor = cast<RankedTensorType>(like);
+  return withPlacement(
+      RankedTensorType::get(shape, tensor.getElementType()), placement);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::verify() {
+  if (getReduce() != "sum" && getReduce() != "max")
+    return emitOpError("reduce must be sum or max, got '") << getReduce()
+                                                           << "'";
+  if (tensorOf(getX()).getShape() != tensorOf(getY()).getShape())
+    return emitOpError("must keep the shape");
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), kP,
+                               {kI, kR});
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifySplitShape(*this, getY(), getX(), getDim())))
+    return failure();
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), getDim(),
+                               {kI, kR});
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifySplitShape(*this, getX(), getY(), getDim())))
+    return failure();
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), kP,
+                               {static_cast<int64_t>(getDim())});
+}
+
+LogicalResult SliceToRankOp::verify() {
+  if (failed(verifySplitShape(*this, getX(), getY(), getDim())))
+    return failure();
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), kI,
+                               {static_cast<int64_t>(getDim())});
+}
+
+LogicalResult ReplicateOp::verify() {
+  if (tensorOf(getX()).getShape() != tensorOf(getY()).getShape())
+    return emitOpError("must keep the shape");
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), kI, {kR});
+}
+
+LogicalResult ScaleOp::verify() {
+  if (getX().getType() != getY().getType())
+    return emitOpError("result type must equal the operand type");
+  return success();
+}
+
+LogicalResult VocabMaxOp::verify() { return success(); }
+LogicalResult TargetLogitOp::verify() { return success(); }
+LogicalResult SumExpOp::verify() { return success(); }
+LogicalResult VocabParallelLossOp::verify() { return success(); }
+LogicalResult VocabParallelLossGradOp::verify() {
+  if (tensorOf(getLogits()).getShape() != tensorOf(getDlogits()).getShape())
+    return emitOpError("dlogits must have the logits' shape");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Costs
+//===----------------------------------------------------------------------===//
+
+int64_t AllReduceOp::getFlops() { return 0; }
+int64_t AllGatherOp::getFlops() { return 0; }
+int64_t ReduceScatterOp::getFlops() { return 0; }
+int64_t SliceToRankOp::getFlops() { return 0; }
+int64_t ReplicateOp::getFlops() { return 0; }
+
+int64_t AllReduceOp::getNumBytesSent(int64_t n) {
+  return 2 * (n - 1) * bytesOf(getX()) / n;
+}
+int64_t AllGatherOp::getNumBytesSent(int64_t n) {
+  return (n - 1) * bytesOf(getX());
+}
+int64_t ReduceScatterOp::getNumBytesSent(int64_t n) {
+  return (n - 1) * bytesOf(getY());
+}
+int64_t SliceToRankOp::getNumBytesSent(int64_t) { return 0; }
+int64_t ReplicateOp::getNumBytesSent(int64_t) { return 0; }
+
+//===----------------------------------------------------------------------===//
+// VJPs: each collective's transpose
+//===----------------------------------------------------------------------===//
+
+using Grads = FailureOr<SmallVector<Value>>;
+
+Grads AllReduceOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  if (getReduce() != "sum")
+    return emitOpError("an all_reduce max is not differentiable");
+  // d(sum_r x_r)/d x_r = 1: every rank's summand gets the whole cotangent,
+  // which is invariant (an I result's cotangent is I already).
+  Value dy = resultGrads[0];
+  if (getPlacement(dy.getType()).getAxis(getAxis()) != kI)
+    return emitOpError("expects an invariant cotangent on ") << getAxis();
+  return SmallVector<Value>{dy};
+}
+
+Grads AllGatherOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  Value dy = resultGrads[0];
+  int64_t code = getPlacement(getY().getType()).getAxis(getAxis());
+  Type dxType = retyped(dy.getType(), getAxis(), getDim(),
+                        tensorOf(getX()).getShape());
+  if (code == kR) // per-rank uses: partial cotangents, summed per block
+    return SmallVector<Value>{builder.create<ReduceScatterOp>(
+        getLoc(), dxType, dy, getAxisAttr(), getDimAttr())};
+  // Identical uses: each rank keeps its block of the identical cotangent.
+  return SmallVector<Value>{builder.create<SliceToRankOp>(
+      getLoc(), dxType, dy, getAxisAttr(), getDimAttr())};
+}
+
+Grads ReduceScatterOp::buildVJP(OpBuilder &builder,
+                                ArrayRef<Value> resultGrads) {
+  Value dy = resultGrads[0];
+  Type dxType =
+      retyped(dy.getType(), getAxis(), kI, tensorOf(getX()).getShape());
+  return SmallVector<Value>{builder.create<AllGatherOp>(
+      getLoc(), dxType, dy, getAxisAttr(), getDimAttr())};
+}
+
+Grads SliceToRankOp::buildVJP(OpBuilder &builder,
+                              ArrayRef<Value> resultGrads) {
+  Value dy = resultGrads[0];
+  Type dxType =
+      retyped(dy.getType(), getAxis(), kI, tensorOf(getX()).getShape());
+  return SmallVector<Value>{builder.create<AllGatherOp>(
+      getLoc(), dxType, dy, getAxisAttr(), getDimAttr())};
+}
+
+Grads ReplicateOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  Value dy = resultGrads[0]; // partial: each rank's use contributed a part
+  Type dxType =
+      retyped(dy.getType(), getAxis(), kI, tensorOf(getX()).getShape());
+  return SmallVector<Value>{builder.create<AllReduceOp>(
+      getLoc(), dxType, dy, getAxisAttr(), builder.getStringAttr("sum"))};
+}
+
+Grads ScaleOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  return SmallVector<Value>{builder.create<ScaleOp>(
+      getLoc(), resultGrads[0].getType(), resultGrads[0], getFactorAttr())};
+}
+
+Grads VocabParallelLossOp::buildVJP(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads) {
+  Value dlogits = builder.create<VocabParallelLossGradOp>(
+      getLoc(), getLogits().getType(), getLogits(), getLabels(), getMax(),
+      getSumExp(), resultGrads[0], getValidVocabAttr(), getVocabAxisAttr());
+  return SmallVector<Value>{dlogits, Value(), Value(), Value(), Value()};
+}

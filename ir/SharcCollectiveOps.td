@@ -1,0 +1,125 @@
+//===- SharcCollectiveOps.td - collectives and sharded loss ops -*- tablegen -*-===//
+//
+// Collectives move values between placements over one mesh axis. Each one
+// declares its transpose as its VJP, so autodiff derives the backward
+// collectives mechanically (all_gather <-> reduce_scatter, Megatron's f
+// <-> all_reduce, slice_to_rank <-> all_gather).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARC_COLLECTIVE_OPS_TD
+#define SHARC_COLLECTIVE_OPS_TD
+
+class Sharc_CollectiveOp<string mnemonic>
+    : Sharc_DiffOp<mnemonic, [], ["getFlops"]> {
+  let results = (outs Sharc_FloatTensor:$y);
+  let extraClassDeclaration = [{
+    /// Bytes this rank sends over the axis (ring algorithms).
+    int64_t getNumBytesSent(int64_t axisSize);
+  }];
+}
+
+def Sharc_AllReduceOp : Sharc_CollectiveOp<"all_reduce"> {
+  let summary = "sum (or max) over the ranks of one mesh axis";
+  let description = [{
+    P to I (or to R when the sum feeds per-rank uses, as a replicated
+    parameter's gradient does). The transpose of a sum is the identity.
+    ```mlir
+    %y = sharc.all_reduce %x {axis = "tp", reduce = "sum"}
+        : (tensor<16x2x64xf32, #sharc.place<dp = I, tp = P>>)
+        -> tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis,
+                       DefaultValuedStrAttr<StrAttr, "sum">:$reduce);
+}
+
+def Sharc_AllGatherOp : Sharc_CollectiveOp<"all_gather"> {
+  let summary = "concatenate the per-rank blocks along dim";
+  let description = [{
+    S(dim) to R (its transpose is reduce_scatter) or to I (its transpose is
+    slice_to_rank: every rank already holds the whole cotangent).
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$dim);
+}
+
+def Sharc_ReduceScatterOp : Sharc_CollectiveOp<"reduce_scatter"> {
+  let summary = "sum over the axis, keeping this rank's block along dim";
+  let description = [{ P to S(dim); the transpose is all_gather to I. }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$dim);
+}
+
+def Sharc_SliceToRankOp : Sharc_CollectiveOp<"slice_to_rank"> {
+  let summary = "keep this rank's block along dim (no communication)";
+  let description = [{ I to S(dim); the transpose is all_gather to I. }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$dim);
+}
+
+def Sharc_ReplicateOp : Sharc_CollectiveOp<"replicate"> {
+  let summary = "Megatron's f: an invariant value fed to per-rank uses";
+  let description = [{
+    I to R, the identity in the forward; its transpose sums the partial
+    cotangents with an all_reduce.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis);
+}
+
+def Sharc_ScaleOp : Sharc_DiffOp<"scale"> {
+  let summary = "multiply by a constant";
+  let arguments = (ins Sharc_FloatTensor:$x, F64Attr:$factor);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+//===----------------------------------------------------------------------===//
+// Vocabulary-parallel cross entropy
+//===----------------------------------------------------------------------===//
+
+class Sharc_VocabStatOp<string mnemonic> : Sharc_ComputeOp<mnemonic> {
+  let results = (outs RankedTensorOf<[F32]>:$stat);
+}
+
+def Sharc_VocabMaxOp : Sharc_VocabStatOp<"vocab_max"> {
+  let summary = "row max over this rank's valid vocabulary columns";
+  let arguments = (ins Sharc_FloatTensor:$logits, I64Attr:$valid_vocab,
+                       StrAttr:$vocab_axis);
+}
+
+def Sharc_TargetLogitOp : Sharc_VocabStatOp<"target_logit"> {
+  let summary = "the label's logit where this rank holds it, else 0";
+  let arguments = (ins Sharc_FloatTensor:$logits, Sharc_IdTensor:$labels,
+                       I64Attr:$valid_vocab, StrAttr:$vocab_axis);
+}
+
+def Sharc_SumExpOp : Sharc_VocabStatOp<"sum_exp"> {
+  let summary = "sum of exp(logit - max) over this rank's valid columns";
+  let arguments = (ins Sharc_FloatTensor:$logits, RankedTensorOf<[F32]>:$max,
+                       I64Attr:$valid_vocab, StrAttr:$vocab_axis);
+}
+
+def Sharc_VocabParallelLossOp : Sharc_DiffOp<"vocab_parallel_loss"> {
+  let summary = "mean cross entropy from all-reduced statistics";
+  let description = [{
+    loss = mean over labels != -100 of log(sum_exp) + max - target. The
+    logits operand is not read: it is where the gradient goes, computed
+    from the same statistics without communication (the statistics are
+    treated as constants, which is exact: their contributions cancel).
+  }];
+  let arguments = (ins Sharc_FloatTensor:$logits, Sharc_IdTensor:$labels,
+                       RankedTensorOf<[F32]>:$max,
+                       RankedTensorOf<[F32]>:$target,
+                       RankedTensorOf<[F32]>:$sum_exp,
+                       I64Attr:$valid_vocab, StrAttr:$vocab_axis);
+  let results = (outs Sharc_ScalarF32:$loss);
+}
+
+def Sharc_VocabParallelLossGradOp
+    : Sharc_ComputeOp<"vocab_parallel_loss_grad"> {
+  let summary = "gradient of the vocab-parallel loss for the local logits";
+  let arguments = (ins Sharc_FloatTensor:$logits, Sharc_IdTensor:$labels,
+                       RankedTensorOf<[F32]>:$max,
+                       RankedTensorOf<[F32]>:$sum_exp, Sharc_ScalarF32:$dloss,
+                       I64Attr:$valid_vocab, StrAttr:$vocab_axis);
+  let results = (outs Sharc_FloatTensor:$dlogits);
+}
+
+#endif // SHARC_COLLECTIVE_OPS_TD
