@@ -22,6 +22,8 @@ inline constexpr llvm::StringLiteral kInitAttr = "sharc.init";
 inline constexpr llvm::StringLiteral kInitStdAttr = "sharc.init_std";
 inline constexpr llvm::StringLiteral kOptimizerAttr = "sharc.optimizer";
 inline constexpr llvm::StringLiteral kModelAttr = "sharc.model";
+/// Where each size of kModelAttr was written (a dictionary of locations).
+inline constexpr llvm::StringLiteral kModelLocsAttr = "sharc.model_locs";
 /// What a parameter is to the sharding passes: one of the kRole* values.
 inline constexpr llvm::StringLiteral kRoleAttr = "sharc.role";
 inline constexpr llvm::StringLiteral kRoleColumn = "column"; // q k v gate up

@@ -112,3 +112,17 @@ RankedTensorType sharc::withPlacement(Type type, PlacementAttr placement) {
   return RankedTensorType::get(tensor.getShape(), tensor.getElementType(),
                                invariant ? Attribute() : placement);
 }
+
+RankedTensorType sharc::cotangentType(Type primal) {
+  PlacementAttr placement = getPlacement(primal);
+  auto dual = [](int64_t code) {
+    if (code == PlacementAttr::kReplicated)
+      return PlacementAttr::kPartial;
+    if (code == PlacementAttr::kPartial)
+      return PlacementAttr::kInvariant;
+    return code;
+  };
+  return withPlacement(
+      primal, PlacementAttr::get(primal.getContext(), dual(placement.getDp()),
+                                 dual(placement.getTp())));
+}

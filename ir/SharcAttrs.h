@@ -1,5 +1,5 @@
 //===- SharcAttrs.h - attributes of the sharc dialect -----------*- C++ -*-===//
-// defines: sharc::PlacementAttr, getPlacement, withPlacement
+// defines: sharc::PlacementAttr, getPlacement, withPlacement, cotangentType
 #pragma once
 
 #include "mlir/IR/Attributes.h"
@@ -19,5 +19,11 @@ PlacementAttr getPlacement(mlir::Type type);
 /// `type` with its encoding replaced by `placement` (none when it is all
 /// invariant, so dense programs print without encodings).
 mlir::RankedTensorType withPlacement(mlir::Type type, PlacementAttr placement);
+
+/// The type of a cotangent of a value of `primal` type: on each axis
+/// S(d) stays S(d), a replicated value's cotangent is partial (each rank's
+/// use contributes a part), a partial value's cotangent is invariant (every
+/// summand gets the whole), an invariant value's stays invariant.
+mlir::RankedTensorType cotangentType(mlir::Type primal);
 
 } // namespace sharc

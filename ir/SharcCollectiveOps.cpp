@@ -238,7 +238,8 @@ Grads ScaleOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 Grads VocabParallelLossOp::buildVJP(OpBuilder &builder,
                                     ArrayRef<Value> resultGrads) {
   Value dlogits = builder.create<VocabParallelLossGradOp>(
-      getLoc(), getLogits().getType(), getLogits(), getLabels(), getMax(),
+      getLoc(), cotangentType(getLogits().getType()), getLogits(), getLabels(),
+      getMax(),
       getSumExp(), resultGrads[0], getValidVocabAttr(), getVocabAxisAttr());
   return SmallVector<Value>{dlogits, Value(), Value(), Value(), Value()};
 }

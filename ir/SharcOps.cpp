@@ -28,6 +28,20 @@ LogicalResult verifySameType(Operation *op, Value a, StringRef aName, Value b,
   return success();
 }
 
+/// Checks that a cotangent has its primal's shape and element type; the
+/// placements differ by design (see cotangentType).
+LogicalResult verifySameShape(Operation *op, Value a, StringRef aName,
+                              Value b, StringRef bName) {
+  auto aType = cast<RankedTensorType>(a.getType());
+  auto bType = cast<RankedTensorType>(b.getType());
+  if (aType.getShape() != bType.getShape() ||
+      aType.getElementType() != bType.getElementType())
+    return op->emitOpError() << bName << " type " << b.getType()
+                             << " must have the shape and element type of "
+                             << aName << " type " << a.getType();
+  return success();
+}
+
 /// Checks `value` is [S, B, *] against a reference [S, B, ...] tensor.
 LogicalResult verifyTokenMajor(Operation *op, Value value, StringRef name,
                                int64_t rank) {
@@ -189,10 +203,10 @@ LogicalResult EmbeddingGradOp::verify() {
 }
 
 LogicalResult RmsNormGradOp::verify() {
-  if (failed(verifySameType(*this, getX(), "x", getDy(), "dy")) ||
-      failed(verifySameType(*this, getX(), "x", getDx(), "dx")))
+  if (failed(verifySameShape(*this, getX(), "x", getDy(), "dy")) ||
+      failed(verifySameShape(*this, getX(), "x", getDx(), "dx")))
     return failure();
-  return verifySameType(*this, getW(), "w", getDw(), "dw");
+  return verifySameShape(*this, getW(), "w", getDw(), "dw");
 }
 
 LogicalResult MatmulDgradOp::verify() {
@@ -221,14 +235,14 @@ LogicalResult RopeGradOp::verify() {
   if (failed(verifyTokenMajor(*this, getDy(), "dy", 3)) ||
       failed(verifyHeads(*this, getDy(), "dy", getHeadDim())))
     return failure();
-  return verifySameType(*this, getDy(), "dy", getDx(), "result");
+  return verifySameShape(*this, getDy(), "dy", getDx(), "result");
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifySameType(*this, getQ(), "q", getDq(), "dq")) ||
-      failed(verifySameType(*this, getK(), "k", getDk(), "dk")) ||
-      failed(verifySameType(*this, getV(), "v", getDv(), "dv")) ||
-      failed(verifySameType(*this, getOut(), "out", getDout(), "dout")))
+  if (failed(verifySameShape(*this, getQ(), "q", getDq(), "dq")) ||
+      failed(verifySameShape(*this, getK(), "k", getDk(), "dk")) ||
+      failed(verifySameShape(*this, getV(), "v", getDv(), "dv")) ||
+      failed(verifySameShape(*this, getOut(), "out", getDout(), "dout")))
     return failure();
   return verifyHeads(*this, getQ(), "q", getHeadDim());
 }
@@ -239,17 +253,17 @@ int64_t AttentionGradOp::getFlops() {
 }
 
 LogicalResult SwigluGradOp::verify() {
-  if (failed(verifySameType(*this, getGate(), "gate", getUp(), "up")) ||
-      failed(verifySameType(*this, getGate(), "gate", getDy(), "dy")) ||
-      failed(verifySameType(*this, getGate(), "gate", getDgate(), "dgate")))
+  if (failed(verifySameShape(*this, getGate(), "gate", getUp(), "up")) ||
+      failed(verifySameShape(*this, getGate(), "gate", getDy(), "dy")) ||
+      failed(verifySameShape(*this, getGate(), "gate", getDgate(), "dgate")))
     return failure();
-  return verifySameType(*this, getGate(), "gate", getDup(), "dup");
+  return verifySameShape(*this, getGate(), "gate", getDup(), "dup");
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
   if (tensorOf(getLogits()).getRank() != 3)
     return emitOpError("expects logits [S, B, V], got ") << getLogits().getType();
-  return verifySameType(*this, getLogits(), "logits", getDlogits(), "result");
+  return verifySameShape(*this, getLogits(), "logits", getDlogits(), "result");
 }
 
 LogicalResult FillOp::verify() { return success(); }

@@ -14,29 +14,32 @@ using Grads = FailureOr<SmallVector<Value>>;
 
 Grads EmbeddingOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dtable = builder.create<EmbeddingGradOp>(
-      getLoc(), getTable().getType(), resultGrads[0], getIds(),
+      getLoc(), cotangentType(getTable().getType()), resultGrads[0], getIds(),
       getVocabStartAttr(), getVocabAxisAttr());
   return SmallVector<Value>{dtable, Value()};
 }
 
 Grads RmsNormOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   auto grad = builder.create<RmsNormGradOp>(
-      getLoc(), getX().getType(), getW().getType(), getX(), getW(),
+      getLoc(), cotangentType(getX().getType()),
+      cotangentType(getW().getType()), getX(), getW(),
       resultGrads[0], getEpsAttr());
   return SmallVector<Value>{grad.getDx(), grad.getDw()};
 }
 
 Grads MatmulOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dy = resultGrads[0];
-  Value dx = builder.create<MatmulDgradOp>(getLoc(), getX().getType(), dy,
+  Value dx = builder.create<MatmulDgradOp>(getLoc(),
+                                           cotangentType(getX().getType()), dy,
                                            getW());
-  Value dw = builder.create<MatmulWgradOp>(getLoc(), getW().getType(), dy,
+  Value dw = builder.create<MatmulWgradOp>(getLoc(),
+                                           cotangentType(getW().getType()), dy,
                                            getX());
   return SmallVector<Value>{dx, dw};
 }
 
 Grads RopeOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
-  Value dx = builder.create<RopeGradOp>(getLoc(), getX().getType(),
+  Value dx = builder.create<RopeGradOp>(getLoc(), cotangentType(getX().getType()),
                                         resultGrads[0], getHeadDimAttr(),
                                         getThetaAttr(), getPositionOffsetAttr());
   return SmallVector<Value>{dx};
@@ -48,14 +51,16 @@ Grads AttentionOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   if (resultGrads[1])
     return emitOpError("the lse result is not differentiable");
   auto grad = builder.create<AttentionGradOp>(
-      getLoc(), getQ().getType(), getK().getType(), getV().getType(), getQ(),
+      getLoc(), cotangentType(getQ().getType()),
+      cotangentType(getK().getType()), cotangentType(getV().getType()), getQ(),
       getK(), getV(), getOut(), getLse(), resultGrads[0], getHeadDimAttr());
   return SmallVector<Value>{grad.getDq(), grad.getDk(), grad.getDv()};
 }
 
 Grads SwigluOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   auto grad = builder.create<SwigluGradOp>(
-      getLoc(), getGate().getType(), getUp().getType(), getGate(), getUp(),
+      getLoc(), cotangentType(getGate().getType()),
+      cotangentType(getUp().getType()), getGate(), getUp(),
       resultGrads[0]);
   return SmallVector<Value>{grad.getDgate(), grad.getDup()};
 }
@@ -67,7 +72,7 @@ Grads AddOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 Grads CrossEntropyOp::buildVJP(OpBuilder &builder,
                                ArrayRef<Value> resultGrads) {
   Value dlogits = builder.create<CrossEntropyGradOp>(
-      getLoc(), getLogits().getType(), getLogits(), getLabels(),
+      getLoc(), cotangentType(getLogits().getType()), getLogits(), getLabels(),
       resultGrads[0], getValidVocabAttr());
   return SmallVector<Value>{dlogits, Value()};
 }

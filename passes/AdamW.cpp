@@ -34,7 +34,8 @@ Hyperparameters readHyperparameters(ModuleOp module, Builder &builder) {
           get("eps", 1e-8), get("weight_decay", 0.01)};
 }
 
-LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp) {
+LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
+                           bool keepGradients) {
   auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
   llvm::StringMap<unsigned> paramIndex;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
@@ -64,6 +65,10 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp) {
       continue;
     }
     StringRef name = output.drop_front(5);
+    if (keepGradients) {
+      results.push_back(value);
+      resultAttrs.push_back(func.getResultAttrDict(i));
+    }
     auto it = paramIndex.find(name);
     if (it == paramIndex.end())
       return func.emitOpError("gradient result '")
@@ -99,11 +104,12 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp) {
 }
 
 struct AdamWPass : sharc::impl::AdamWBase<AdamWPass> {
+  using AdamWBase::AdamWBase;
   void runOnOperation() override {
     Builder builder(&getContext());
     Hyperparameters hp = readHyperparameters(getOperation(), builder);
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(addOptimizer(func, hp)))
+      if (failed(addOptimizer(func, hp, keepGradients)))
         return signalPassFailure();
   }
 };

@@ -38,6 +38,27 @@ private:
   llvm::DenseMap<Value, Value> grads;
 };
 
+/// Gradient synchronisation falls out of the placements: a parameter that
+/// every rank holds but uses differently (R on an axis) receives a partial
+/// gradient there, which is summed so the gradient matches the parameter.
+/// Any other mismatch is left for verify-placements to report.
+Value synchronize(OpBuilder &builder, Value grad, Value param) {
+  PlacementAttr want = getPlacement(param.getType());
+  for (StringRef axis : {"dp", "tp"}) {
+    PlacementAttr have = getPlacement(grad.getType());
+    if (want.getAxis(axis) != PlacementAttr::kReplicated ||
+        have.getAxis(axis) != PlacementAttr::kPartial)
+      continue;
+    Type synced =
+        withPlacement(grad.getType(),
+                      have.withAxis(axis, PlacementAttr::kReplicated));
+    grad = builder.create<AllReduceOp>(param.getLoc(), synced, grad,
+                                       builder.getStringAttr(axis),
+                                       builder.getStringAttr("sum"));
+  }
+  return grad;
+}
+
 LogicalResult differentiate(func::FuncOp func) {
   auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
   std::optional<unsigned> lossIndex;
@@ -89,8 +110,9 @@ LogicalResult differentiate(func::FuncOp func) {
       continue;
     Value grad = grads.lookup(arg);
     if (!grad) // a parameter the loss does not depend on: its gradient is 0
-      grad = builder.create<FillOp>(arg.getLoc(), arg.getType(),
+      grad = builder.create<FillOp>(arg.getLoc(), cotangentType(arg.getType()),
                                     builder.getF64FloatAttr(0.0));
+    grad = synchronize(builder, grad, arg);
     results.push_back(grad);
     resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
         kOutputAttr, builder.getStringAttr("grad:" + name.str()))));

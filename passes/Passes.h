@@ -17,10 +17,24 @@ namespace sharc {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// What `sharc compile` asks of the pipeline.
+/// What `sharc compile` asks of the pipeline: a parallel layout and what the
+/// train step returns.
 struct PipelineOptions {
-  bool withOptimizer = true; ///< add the AdamW update (else return grads)
+  int64_t dpSize = 1, tpSize = 1;
+  bool sequenceParallel = false, vocabParallel = false;
+  std::string recompute = "none"; ///< "none" or "sp-allgather"
+  bool withOptimizer = true;      ///< add the AdamW update
+  bool keepGradients = false;     ///< also return every gradient
 };
+
+/// Sets the layout of one of the original's mode names (ddp, tp, tp_sp,
+/// tp_sp_async, tp_vp, tp_sp_async_vp; dense), with `size` ranks on the
+/// mode's axis. Returns false for an unknown name.
+bool applyModePreset(llvm::StringRef mode, int64_t size,
+                     PipelineOptions &options);
+
+/// The mode names applyModePreset accepts, for messages.
+llvm::StringRef modePresetNames();
 
 /// Fills `pm` with the passes from the forward program to the train step.
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);

@@ -23,15 +23,99 @@ def Autodiff : Pass<"sharc-autodiff", "::mlir::ModuleOp"> {
 
 def AdamW : Pass<"sharc-adamw", "::mlir::ModuleOp"> {
   let summary = "add the AdamW update of every parameter";
+  let options = [Option<"keepGradients", "keep-gradients", "bool", "false",
+                        "also return the gradients">];
   let description = [{
     For each `grad:<name>` result, adds two moment arguments
     (`sharc.state = "m:<name>"` and `"v:<name>"`, zero at the start, the
     parameter's element type as the original's pure low-precision training),
     a `sharc.adamw` op, and returns the updated parameter and moments with
     `sharc.update_of = <argument index>` so the planner writes them in place.
-    The gradient results are dropped. Hyperparameters come from the module's
+    The gradient results are dropped unless `keep-gradients` is set (the
+    validation plans compare them). Hyperparameters come from the module's
     `sharc.optimizer` dictionary (written by the builder from the run
     config).
+  }];
+}
+
+def DataParallel : Pass<"sharc-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "request data parallelism: batch split over the dp axis";
+  let description = [{
+    Annotates the program for `dp` data-parallel ranks: tokens and labels
+    `S(1)` (the batch dimension of `[S, B]`), every parameter `R` on dp
+    (held whole, used on different data), and the mesh's dp size.
+    `sharc-spmdize` materialises it; the gradient all_reduce over dp then
+    falls out of the placements in autodiff.
+  }];
+  let options = [Option<"dpSize", "dp", "int64_t", "2",
+                        "data-parallel ranks">];
+}
+
+def TensorParallel : Pass<"sharc-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "request Megatron tensor parallelism over the tp axis";
+  let description = [{
+    Annotates parameters with their tp placement by role: q, k, v, gate and
+    up column parallel (`S(0)` of the `[out, in]` weight), o and down row
+    parallel (`S(1)`), q_norm/k_norm `R` (each rank applies them to its own
+    heads), layer norms, embedding and LM head `I`. Checks that tp divides
+    hidden, intermediate, heads and KV heads, naming the model key.
+  }];
+  let options = [Option<"tpSize", "tp", "int64_t", "2",
+                        "tensor-parallel ranks">];
+}
+
+def SequenceParallel : Pass<"sharc-sequence-parallel", "::mlir::ModuleOp"> {
+  let summary = "request sequence parallelism of the norms and residuals";
+  let description = [{
+    On top of tensor parallelism: the residual stream between blocks is
+    split over the sequence (`S(0)` on tp), so layer-norm weights become `R`
+    (each rank normalises its own tokens). `sharc-spmdize` then turns
+    Megatron's f into an all_gather and the row-parallel all_reduce into a
+    reduce_scatter. Checks that tp divides seq_len.
+  }];
+}
+
+def VocabParallel : Pass<"sharc-vocab-parallel", "::mlir::ModuleOp"> {
+  let summary = "request vocabulary parallelism of embedding, head and loss";
+  let description = [{
+    The embedding table and the LM head are split over the vocabulary
+    (`S(0)` on tp); `sharc-spmdize` makes the lookup a masked local lookup
+    plus an all_reduce (reduce_scatter under SP) and the loss a
+    vocab-parallel cross entropy from all-reduced max, target logit and
+    sum of exponentials. A vocabulary tp does not divide is padded to a
+    multiple of tp; padded columns take no part in the softmax.
+  }];
+}
+
+def Spmdize : Pass<"sharc-spmdize", "::mlir::ModuleOp"> {
+  let summary = "materialise the requested layout as a per-rank program";
+  let description = [{
+    Rewrites the dense forward into the SPMD program of one rank: local
+    shapes, a placement on every value, and the collectives each op's
+    placement rule needs (one per value and target placement, so one
+    all_gather feeds q, k and v). Runs before autodiff, which derives the
+    backward collectives from their transposes.
+  }];
+}
+
+def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {
+  let summary = "rematerialise values in the backward instead of keeping them";
+  let description = [{
+    Policy `sp-allgather` (Megatron SP, the original's SP + Async): the
+    backward re-all-gathers the sequence-sharded input of each
+    column-parallel matmul for its weight gradient, so the gathered tensor
+    dies after the forward and only the local shard is kept.
+  }];
+  let options = [Option<"policy", "policy", "std::string", "\"sp-allgather\"",
+                        "what to recompute: sp-allgather or none">];
+}
+
+def VerifyPlacements : Pass<"sharc-verify-placements", "::mlir::ModuleOp"> {
+  let summary = "check every op's placement rule and every gradient";
+  let description = [{
+    Rejects a program where an op's operand and result placements break its
+    rule, or where a parameter's gradient (or update) does not have the
+    parameter's placement, naming the value.
   }];
 }
 

@@ -3,9 +3,63 @@
 #include "passes/Passes.h"
 
 using namespace mlir;
+using namespace sharc;
 
-void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
+bool sharc::applyModePreset(StringRef mode, int64_t size,
+                            PipelineOptions &options) {
+  // The original benchmark's modes (seed-system.md, section 3.3); "async"
+  // is the SP recompute policy here, the overlap itself is the planner's.
+  if (mode == "dense")
+    return true;
+  if (mode == "ddp") {
+    options.dpSize = size;
+    return true;
+  }
+  if (!mode.starts_with("tp"))
+    return false;
+  options.tpSize = size;
+  if (mode == "tp")
+    return true;
+  if (mode == "tp_sp") {
+    options.sequenceParallel = true;
+    return true;
+  }
+  if (mode == "tp_sp_async" || mode == "tp_sp_async_vp") {
+    options.sequenceParallel = true;
+    options.recompute = "sp-allgather";
+    options.vocabParallel = mode == "tp_sp_async_vp";
+    return true;
+  }
+  if (mode == "tp_vp") {
+    options.vocabParallel = true;
+    return true;
+  }
+  return false;
+}
+
+StringRef sharc::modePresetNames() {
+  return "dense, ddp, tp, tp_sp, tp_sp_async, tp_vp, tp_sp_async_vp";
+}
+
+void sharc::buildPipeline(OpPassManager &pm,
+                          const PipelineOptions &options) {
+  bool sharded = options.dpSize > 1 || options.tpSize > 1;
+  if (options.dpSize > 1)
+    pm.addPass(createDataParallel({options.dpSize}));
+  if (options.tpSize > 1) {
+    pm.addPass(createTensorParallel({options.tpSize}));
+    if (options.sequenceParallel)
+      pm.addPass(createSequenceParallel());
+    if (options.vocabParallel)
+      pm.addPass(createVocabParallel());
+  }
+  if (sharded)
+    pm.addPass(createSpmdize());
   pm.addPass(createAutodiff());
+  if (options.recompute != "none")
+    pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer)
-    pm.addPass(createAdamW());
+    pm.addPass(createAdamW({options.keepGradients}));
+  if (sharded)
+    pm.addPass(createVerifyPlacements());
 }

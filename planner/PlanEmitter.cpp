@@ -29,6 +29,25 @@ FailureOr<DType> dtypeOf(Type type, Location loc) {
   return emitError(loc) << "no plan element type for " << type;
 }
 
+/// The plan's sharding and global shape of a value with local `type`.
+std::pair<plan::Sharding, std::vector<int64_t>>
+globalLayout(Type type, int64_t dpSize, int64_t tpSize) {
+  auto tensor = cast<RankedTensorType>(type);
+  std::vector<int64_t> shape(tensor.getShape().begin(),
+                             tensor.getShape().end());
+  plan::Sharding sharding;
+  PlacementAttr placement = getPlacement(type);
+  for (auto [axis, size] :
+       {std::pair<StringRef, int64_t>{"dp", dpSize}, {"tp", tpSize}}) {
+    int64_t code = placement.getAxis(axis);
+    if (code >= 0 && size > 1) {
+      sharding.dimOfAxis[axis.str()] = code;
+      shape[code] *= size;
+    }
+  }
+  return {sharding, shape};
+}
+
 std::string locationString(Location loc) {
   if (auto fileLoc = dyn_cast<FileLineColLoc>(loc))
     return (fileLoc.getFilename().str() + ":" +
@@ -82,6 +101,7 @@ private:
   llvm::DenseMap<Value, int64_t> bufferOf;
   llvm::DenseMap<Operation *, int64_t> stepOf;
   std::map<plan::Region, int64_t> regionEnd;
+  int64_t dpSize = 1, tpSize = 1;
 };
 
 FailureOr<int64_t> Emitter::addBuffer(Value value, plan::Region region,
@@ -114,7 +134,6 @@ LogicalResult Emitter::assignArguments() {
     StringRef param = getArgString(func, index, kParamAttr);
     StringRef input = getArgString(func, index, kInputAttr);
     StringRef state = getArgString(func, index, kStateAttr);
-    auto shape = cast<RankedTensorType>(arg.getType()).getShape();
     if (!param.empty()) {
       FailureOr<int64_t> id = addBuffer(arg, plan::Region::Param, param.str());
       if (failed(id))
@@ -122,7 +141,8 @@ LogicalResult Emitter::assignArguments() {
       plan::ParamEntry entry;
       entry.name = param.str();
       entry.buffer = *id;
-      entry.globalShape.assign(shape.begin(), shape.end());
+      std::tie(entry.sharding, entry.globalShape) =
+          globalLayout(arg.getType(), dpSize, tpSize);
       entry.init.kind = getArgString(func, index, kInitAttr).str();
       if (auto std = func.getArgAttrOfType<FloatAttr>(index, kInitStdAttr))
         entry.init.stddev = std.getValueAsDouble();
@@ -132,8 +152,9 @@ LogicalResult Emitter::assignArguments() {
       FailureOr<int64_t> id = addBuffer(arg, plan::Region::Input, input.str());
       if (failed(id))
         return failure();
-      result.inputs.push_back(
-          {input.str(), *id, {shape.begin(), shape.end()}, {}});
+      auto [sharding, globalShape] =
+          globalLayout(arg.getType(), dpSize, tpSize);
+      result.inputs.push_back({input.str(), *id, globalShape, sharding});
     } else if (!state.empty()) {
       FailureOr<int64_t> id =
           addBuffer(arg, plan::Region::OptState, state.str());
@@ -176,8 +197,9 @@ LogicalResult Emitter::assignResults() {
     FailureOr<int64_t> id = addBuffer(value, plan::Region::Output, output);
     if (failed(id))
       return failure();
-    auto shape = cast<RankedTensorType>(value.getType()).getShape();
-    result.outputs.push_back({output, *id, {shape.begin(), shape.end()}, {}});
+    auto [sharding, globalShape] =
+        globalLayout(value.getType(), dpSize, tpSize);
+    result.outputs.push_back({output, *id, globalShape, sharding});
   }
   return success();
 }
@@ -228,6 +250,13 @@ LogicalResult Emitter::emitInstructions() {
 }
 
 FailureOr<plan::Plan> Emitter::emit() {
+  auto module = func->getParentOfType<ModuleOp>();
+  if (auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttr)) {
+    if (auto dp = mesh.getAs<IntegerAttr>("dp"))
+      dpSize = dp.getInt();
+    if (auto tp = mesh.getAs<IntegerAttr>("tp"))
+      tpSize = tp.getInt();
+  }
   for (auto [step, op] :
        llvm::enumerate(func.getBody().front().without_terminator()))
     stepOf[&op] = static_cast<int64_t>(step);
@@ -239,7 +268,6 @@ FailureOr<plan::Plan> Emitter::emit() {
       failed(assignActivations()) || failed(emitInstructions()))
     return failure();
 
-  auto module = func->getParentOfType<ModuleOp>();
   if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr)) {
     if (auto name = model.getAs<StringAttr>("name"))
       result.modelName = name.getValue().str();
@@ -249,10 +277,10 @@ FailureOr<plan::Plan> Emitter::emit() {
     };
     result.seqLen = getInt("seq_len");
     result.batchSize = getInt("batch");
-    result.vocabSize = getInt("vocab");
+    result.vocabSize = getInt("vocab_size");
   }
   result.mode = options.mode;
-  result.mesh = {{"dp", 1}, {"tp", 1}};
+  result.mesh = {{"dp", dpSize}, {"tp", tpSize}};
   result.computeDType = DType::F32;
   for (const plan::ParamEntry &param : result.params)
     result.computeDType = result.buffers[param.buffer].dtype;

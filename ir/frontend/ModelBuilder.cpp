@@ -206,14 +206,30 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
            builder.getNamedAttr("eps", builder.getF64FloatAttr(opt.eps.value)),
            builder.getNamedAttr("weight_decay", builder.getF64FloatAttr(
                                                     opt.weightDecay.value))}));
-  module->getOperation()->setAttr(
-      kModelAttr,
-      builder.getDictionaryAttr(
-          {builder.getNamedAttr("name",
-                                builder.getStringAttr(model.name.value)),
-           builder.getNamedAttr("seq_len", builder.getI64IntegerAttr(seqLen)),
-           builder.getNamedAttr("batch", builder.getI64IntegerAttr(batch)),
-           builder.getNamedAttr("vocab", builder.getI64IntegerAttr(vocab))}));
+  // The sizes the sharding passes check, each with the YAML place it came
+  // from, so that "tp (3) must divide num_key_value_heads (4)" points there.
+  SmallVector<NamedAttribute> sizes{
+      builder.getNamedAttr("name", builder.getStringAttr(model.name.value))};
+  SmallVector<NamedAttribute> places;
+  auto record = [&](StringRef key, int64_t value, const SourceLoc &where) {
+    sizes.push_back(
+        builder.getNamedAttr(key, builder.getI64IntegerAttr(value)));
+    places.push_back(builder.getNamedAttr(key, loc(where)));
+  };
+  record("seq_len", seqLen, config.run.seqLen.loc);
+  record("batch", batch, config.run.microBatchSize.loc);
+  record("vocab_size", vocab, model.vocabSize.loc);
+  record("hidden_size", hidden, model.hiddenSize.loc);
+  record("num_attention_heads", model.numHeads.value, model.numHeads.loc);
+  record("num_key_value_heads", model.numKvHeads.value,
+         model.numKvHeads.loc);
+  record("head_dim", model.headDim.value, model.headDim.loc);
+  record("intermediate_size", model.intermediateSize.value,
+         model.intermediateSize.loc);
+  module->getOperation()->setAttr(kModelAttr,
+                                  builder.getDictionaryAttr(sizes));
+  module->getOperation()->setAttr(kModelLocsAttr,
+                                  builder.getDictionaryAttr(places));
   return module;
 }
 

@@ -24,7 +24,7 @@ plan::Plan testing::compilePlan(const std::string &modelFile, bool emitLogits,
   if (!runFile.empty())
     options.runPath = std::string(SHARC_SOURCE_DIR) + "/models/" + runFile;
   options.emitLogits = emitLogits;
-  options.withOptimizer = withOptimizer;
+  options.pipeline.withOptimizer = withOptimizer;
   auto result = compileModel(context, options);
   if (auto *error = std::get_if<CompileError>(&result))
     FAIL("compile failed: " << error->message << diagnostics);

@@ -30,7 +30,7 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options) {
   llvm::raw_ostream &dump =
       options.dumpStream ? *options.dumpStream : llvm::outs();
   PassManager pm(&context);
-  buildPipeline(pm, {options.withOptimizer});
+  buildPipeline(pm, options.pipeline);
   if (options.dumpIr == "after-all") {
     dump << "// -----// IR after builder //----- //\n";
     module->print(dump);
@@ -49,7 +49,9 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options) {
     module->print(dump);
     dump << "\n";
   }
-  FailureOr<plan::Plan> plan = emitPlan(*module, {});
+  EmitOptions emitOptions;
+  emitOptions.mode = options.mode;
+  FailureOr<plan::Plan> plan = emitPlan(*module, emitOptions);
   if (failed(plan))
     return CompileError{1, ""};
   return std::move(*plan);

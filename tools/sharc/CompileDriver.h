@@ -7,6 +7,7 @@
 // `sharc: error: FILE:LINE:COL: message`).
 #pragma once
 
+#include "passes/Passes.h"
 #include "planner/plan/Plan.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -20,8 +21,9 @@ namespace sharc {
 
 struct CompileOptions {
   std::string modelPath, runPath;
+  std::string mode = "dense"; ///< recorded in the plan
+  PipelineOptions pipeline;
   bool emitLogits = false;
-  bool withOptimizer = true;
   /// "", "after-all" (IR after the builder and every pass) or "final".
   std::string dumpIr;
   llvm::raw_ostream *dumpStream = nullptr; ///< where dumped IR goes

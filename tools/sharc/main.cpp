@@ -16,6 +16,7 @@
 #include "mlir/IR/MLIRContext.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,15 +30,24 @@ constexpr int kExitFailure = 1;
 struct CompileFlags {
   std::string modelPath, runPath, outputPath;
   std::string dumpIr; ///< "", "after-all" or "final"
+  std::string mode = "dense";
+  std::optional<int64_t> dpSize, tpSize;
+  bool sequenceParallel = false, vocabParallel = false;
+  std::string recompute;
   bool emitLogits = false;
   bool withOptimizer = true;
+  bool keepGradients = false;
 };
 
 void printUsage(FILE *out) {
   std::fprintf(out,
                "usage: sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN]\n"
-               "                     [--dump-ir=after-all|final] "
-               "[--emit-logits] [--no-optimizer]\n");
+               "         [--mode dense|ddp|tp|tp_sp|tp_sp_async|tp_vp|"
+               "tp_sp_async_vp]\n"
+               "         [--dp N] [--tp N] [--sp] [--vp] "
+               "[--recompute none|sp-allgather]\n"
+               "         [--dump-ir=after-all|final] [--emit-logits] "
+               "[--keep-grads] [--no-optimizer]\n");
 }
 
 int usageError(const std::string &message) {
@@ -56,11 +66,32 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         return std::nullopt;
       return args[++i];
     };
-    if (arg == "-o" || arg == "--run") {
+    if (arg == "-o" || arg == "--run" || arg == "--mode" ||
+        arg == "--recompute") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
-      (arg == "-o" ? flags.outputPath : flags.runPath) = *v;
+      if (arg == "-o")
+        flags.outputPath = *v;
+      else if (arg == "--run")
+        flags.runPath = *v;
+      else if (arg == "--mode")
+        flags.mode = *v;
+      else
+        flags.recompute = *v;
+    } else if (arg == "--dp" || arg == "--tp") {
+      std::optional<std::string> v = value(arg.c_str());
+      char *end = nullptr;
+      long long size = v ? std::strtoll(v->c_str(), &end, 10) : 0;
+      if (!v || v->empty() || *end != '\0' || size < 1 || size > 4096)
+        return usageError(arg + " needs a positive integer");
+      (arg == "--dp" ? flags.dpSize : flags.tpSize) = size;
+    } else if (arg == "--sp") {
+      flags.sequenceParallel = true;
+    } else if (arg == "--vp") {
+      flags.vocabParallel = true;
+    } else if (arg == "--keep-grads") {
+      flags.keepGradients = true;
     } else if (arg.rfind("--dump-ir=", 0) == 0) {
       flags.dumpIr = arg.substr(10);
       if (flags.dumpIr != "after-all" && flags.dumpIr != "final")
@@ -112,7 +143,30 @@ int compile(const CompileFlags &flags) {
   options.modelPath = flags.modelPath;
   options.runPath = flags.runPath;
   options.emitLogits = flags.emitLogits;
-  options.withOptimizer = flags.withOptimizer;
+  sharc::PipelineOptions &pipeline = options.pipeline;
+  int64_t presetSize = flags.mode == "ddp" ? flags.dpSize.value_or(2)
+                                           : flags.tpSize.value_or(2);
+  if (!sharc::applyModePreset(flags.mode, presetSize, pipeline))
+    return usageError("unknown mode '" + flags.mode + "' (expected one of " +
+                      sharc::modePresetNames().str() + ")");
+  if (flags.dpSize)
+    pipeline.dpSize = *flags.dpSize;
+  if (flags.tpSize)
+    pipeline.tpSize = *flags.tpSize;
+  pipeline.sequenceParallel |= flags.sequenceParallel;
+  pipeline.vocabParallel |= flags.vocabParallel;
+  if (!flags.recompute.empty()) {
+    if (flags.recompute != "none" && flags.recompute != "sp-allgather")
+      return usageError("unknown recompute policy '" + flags.recompute +
+                        "' (expected none or sp-allgather)");
+    pipeline.recompute = flags.recompute;
+  }
+  if ((pipeline.sequenceParallel || pipeline.vocabParallel) &&
+      pipeline.tpSize == 1)
+    return usageError("--sp and --vp need tensor parallelism (--tp N, N > 1)");
+  pipeline.withOptimizer = flags.withOptimizer;
+  pipeline.keepGradients = flags.keepGradients;
+  options.mode = flags.mode;
   options.dumpIr = flags.dumpIr;
   auto result = sharc::compileModel(context, options);
   if (auto *error = std::get_if<sharc::CompileError>(&result)) {

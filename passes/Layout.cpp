@@ -1,0 +1,84 @@
+//===- Layout.cpp - the layout a module asks for, read and written ----------===//
+
+#include "passes/Layout.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace sharc;
+
+Layout sharc::readLayout(ModuleOp module) {
+  Layout layout;
+  if (auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttr)) {
+    if (auto dp = mesh.getAs<IntegerAttr>("dp"))
+      layout.dpSize = dp.getInt();
+    if (auto tp = mesh.getAs<IntegerAttr>("tp"))
+      layout.tpSize = tp.getInt();
+  }
+  layout.sequenceParallel = module->hasAttr(kSequenceParallelAttr);
+  layout.vocabParallel = module->hasAttr(kVocabParallelAttr);
+  return layout;
+}
+
+void sharc::setMeshSize(ModuleOp module, StringRef axis, int64_t size) {
+  Layout layout = readLayout(module);
+  (axis == "dp" ? layout.dpSize : layout.tpSize) = size;
+  Builder builder(module.getContext());
+  module->setAttr(
+      kMeshAttr,
+      builder.getDictionaryAttr(
+          {builder.getNamedAttr("dp", builder.getI64IntegerAttr(layout.dpSize)),
+           builder.getNamedAttr("tp",
+                                builder.getI64IntegerAttr(layout.tpSize))}));
+}
+
+ModelSizes::ModelSizes(ModuleOp module) : module(module) {
+  sizes = module->getAttrOfType<DictionaryAttr>(kModelAttr);
+  places = module->getAttrOfType<DictionaryAttr>(kModelLocsAttr);
+}
+
+int64_t ModelSizes::get(StringRef key) const {
+  if (!sizes)
+    return 0;
+  auto value = sizes.getAs<IntegerAttr>(key);
+  return value ? value.getInt() : 0;
+}
+
+Location ModelSizes::loc(StringRef key) const {
+  if (places)
+    if (auto where = places.getAs<LocationAttr>(key))
+      return where;
+  return module.getLoc();
+}
+
+LogicalResult ModelSizes::requireDivides(StringRef axis, int64_t n,
+                                         StringRef key) const {
+  int64_t value = get(key);
+  if (value % n == 0)
+    return success();
+  return emitError(loc(key)) << axis << " (" << n << ") must divide " << key
+                             << " (" << value << ")";
+}
+
+void sharc::forEachParam(
+    ModuleOp module,
+    const std::function<void(func::FuncOp, unsigned, StringRef)> &fn) {
+  for (auto func : module.getOps<func::FuncOp>())
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (!getArgString(func, i, kParamAttr).empty())
+        fn(func, i, getArgString(func, i, kRoleAttr));
+}
+
+PlacementAttr sharc::getParamPlacement(func::FuncOp func, unsigned index) {
+  if (auto placement = func.getArgAttrOfType<PlacementAttr>(index,
+                                                            kPlacementAttr))
+    return placement;
+  return PlacementAttr::get(func.getContext(), PlacementAttr::kInvariant,
+                            PlacementAttr::kInvariant);
+}
+
+void sharc::setParamPlacement(func::FuncOp func, unsigned index,
+                              StringRef axis, int64_t code) {
+  func.setArgAttr(index, kPlacementAttr,
+                  getParamPlacement(func, index).withAxis(axis, code));
+}

@@ -1,0 +1,113 @@
+//===- LayoutPasses.cpp - the passes that request a parallel layout ---------===//
+//
+// data-parallel, tensor-parallel, sequence-parallel and vocab-parallel
+// annotate the dense program with the layout they ask for (mesh sizes and
+// parameter placements) and check that it divides the model; spmdize then
+// rewrites the program once, as MLIR's mesh dialect separates sharding
+// annotation from spmdization.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Layout.h"
+#include "passes/Passes.h"
+
+namespace sharc {
+#define GEN_PASS_DEF_DATAPARALLEL
+#define GEN_PASS_DEF_TENSORPARALLEL
+#define GEN_PASS_DEF_SEQUENCEPARALLEL
+#define GEN_PASS_DEF_VOCABPARALLEL
+#include "passes/Passes.h.inc"
+} // namespace sharc
+
+using namespace mlir;
+using namespace sharc;
+
+namespace {
+
+constexpr int64_t kI = PlacementAttr::kInvariant;
+constexpr int64_t kR = PlacementAttr::kReplicated;
+
+LogicalResult requirePositive(ModuleOp module, StringRef axis, int64_t size) {
+  if (size >= 1)
+    return success();
+  return emitError(module.getLoc())
+         << axis << " must be at least 1, got " << size;
+}
+
+struct DataParallelPass : sharc::impl::DataParallelBase<DataParallelPass> {
+  using DataParallelBase::DataParallelBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    ModelSizes sizes(module);
+    if (failed(requirePositive(module, "dp", dpSize)) ||
+        failed(sizes.requireDivides("dp", dpSize, "batch")))
+      return signalPassFailure();
+    setMeshSize(module, "dp", dpSize);
+    if (dpSize == 1)
+      return;
+    forEachParam(module, [](func::FuncOp func, unsigned i, StringRef) {
+      setParamPlacement(func, i, "dp", kR);
+    });
+  }
+};
+
+struct TensorParallelPass
+    : sharc::impl::TensorParallelBase<TensorParallelPass> {
+  using TensorParallelBase::TensorParallelBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    ModelSizes sizes(module);
+    if (failed(requirePositive(module, "tp", tpSize)))
+      return signalPassFailure();
+    for (StringRef key : {"hidden_size", "intermediate_size",
+                          "num_attention_heads", "num_key_value_heads"})
+      if (failed(sizes.requireDivides("tp", tpSize, key)))
+        return signalPassFailure();
+    setMeshSize(module, "tp", tpSize);
+    if (tpSize == 1)
+      return;
+    forEachParam(module, [](func::FuncOp func, unsigned i, StringRef role) {
+      int64_t code = kI;
+      if (role == kRoleColumn)
+        code = 0;
+      else if (role == kRoleRow)
+        code = 1;
+      else if (role == kRoleHeadNorm)
+        code = kR;
+      setParamPlacement(func, i, "tp", code);
+    });
+  }
+};
+
+struct SequenceParallelPass
+    : sharc::impl::SequenceParallelBase<SequenceParallelPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Layout layout = readLayout(module);
+    if (layout.tpSize == 1)
+      return; // nothing to split the sequence over
+    if (failed(ModelSizes(module).requireDivides("tp", layout.tpSize,
+                                                 "seq_len")))
+      return signalPassFailure();
+    module->setAttr(kSequenceParallelAttr, UnitAttr::get(&getContext()));
+    forEachParam(module, [](func::FuncOp func, unsigned i, StringRef role) {
+      if (role == kRoleNorm)
+        setParamPlacement(func, i, "tp", kR);
+    });
+  }
+};
+
+struct VocabParallelPass : sharc::impl::VocabParallelBase<VocabParallelPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (readLayout(module).tpSize == 1)
+      return;
+    module->setAttr(kVocabParallelAttr, UnitAttr::get(&getContext()));
+    forEachParam(module, [](func::FuncOp func, unsigned i, StringRef role) {
+      if (role == kRoleEmbedding || role == kRoleLmHead)
+        setParamPlacement(func, i, "tp", 0);
+    });
+  }
+};
+
+} // namespace

@@ -1,0 +1,206 @@
+//===- main.cpp - sharc-run: execute a plan and report its steps ----------===//
+//
+// sharc-run PLAN [--backend cpu] [--steps N] [--seed N] [--data FILE |
+//   --synthetic] [--load CKPT] [--save CKPT] [--dump-outputs FILE]
+//   [--poison] [--quiet]
+// stdout: one line per step and a summary. Errors go to stderr as
+// `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
+// checkpoint), 1 for a failure at run time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "executor/Checkpoint.h"
+#include "executor/DataLoader.h"
+#include "executor/Metrics.h"
+#include "executor/Runtime.h"
+#include "planner/plan/PlanIO.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace sharc;
+
+namespace {
+
+struct Options {
+  std::string planPath;
+  std::string backend = "cpu";
+  int64_t steps = 10;
+  uint64_t seed = 42;
+  std::string dataPath; ///< empty: synthetic
+  std::string loadPath, savePath, dumpPath;
+  bool poison = false;
+  bool quiet = false;
+};
+
+const char *kUsage =
+    "usage: sharc-run PLAN [--backend cpu] [--steps N] [--seed N]\n"
+    "                 [--data FILE | --synthetic] [--load CKPT]\n"
+    "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
+    "                 [--poison] [--quiet]\n"
+    "  --data FILE     raw little-endian int32 token ids, read in windows\n"
+    "                  of seq_len tokens (default: --synthetic)\n"
+    "  --poison        fill activations with NaN before every step\n";
+
+int fail(const Status &status) {
+  std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
+  return status.exitCode() == 0 ? 1 : status.exitCode();
+}
+
+std::optional<int64_t> parseCount(const std::string &text) {
+  if (text.empty())
+    return std::nullopt;
+  char *end = nullptr;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (*end != '\0' || text[0] == '-')
+    return std::nullopt;
+  return static_cast<int64_t>(value);
+}
+
+Result<Options> parseFlags(int argc, char **argv) {
+  Options options;
+  auto bad = [](const std::string &message) {
+    return Status::invalidInput(message);
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc)
+        return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    auto needValue = [&](std::string &into) -> Status {
+      auto text = value();
+      if (!text)
+        return bad(flag + " needs a value");
+      into = *text;
+      return Status::ok();
+    };
+    auto needCount = [&](auto &into) -> Status {
+      auto text = value();
+      std::optional<int64_t> count = text ? parseCount(*text) : std::nullopt;
+      if (!count)
+        return bad(flag + " needs a non-negative integer" +
+                   (text ? ", got '" + *text + "'" : std::string()));
+      into = static_cast<std::decay_t<decltype(into)>>(*count);
+      return Status::ok();
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (flag == "--backend") {
+      SHARC_TRY(needValue(options.backend));
+    } else if (flag == "--steps") {
+      SHARC_TRY(needCount(options.steps));
+    } else if (flag == "--seed") {
+      SHARC_TRY(needCount(options.seed));
+    } else if (flag == "--data") {
+      SHARC_TRY(needValue(options.dataPath));
+    } else if (flag == "--synthetic") {
+      options.dataPath.clear();
+    } else if (flag == "--load") {
+      SHARC_TRY(needValue(options.loadPath));
+    } else if (flag == "--save") {
+      SHARC_TRY(needValue(options.savePath));
+    } else if (flag == "--dump-outputs") {
+      SHARC_TRY(needValue(options.dumpPath));
+    } else if (flag == "--poison") {
+      options.poison = true;
+    } else if (flag == "--quiet") {
+      options.quiet = true;
+    } else if (!flag.empty() && flag[0] == '-') {
+      return bad("unknown flag '" + flag + "' (see --help)");
+    } else if (options.planPath.empty()) {
+      options.planPath = flag;
+    } else {
+      return bad("unexpected argument '" + flag + "': one plan per run");
+    }
+  }
+  if (options.planPath.empty())
+    return bad("no plan file given (see --help)");
+  if (options.backend == "cuda")
+    return bad("cuda backend not built yet");
+  if (options.backend != "cpu")
+    return bad("unknown backend '" + options.backend +
+               "' (expected cpu or cuda)");
+  return options;
+}
+
+int run(const Options &options) {
+  auto plan = plan::readPlanFile(options.planPath);
+  if (!plan)
+    return fail(plan.status());
+  exec::RunOptions runOptions;
+  runOptions.backend = options.backend;
+  runOptions.poisonActivations = options.poison;
+  auto runtime = exec::Runtime::create(*plan, runOptions);
+  if (!runtime)
+    return fail(runtime.status().withContext(options.planPath));
+  exec::Runtime &rt = **runtime;
+
+  if (!options.loadPath.empty()) {
+    if (Status status = exec::loadCheckpoint(rt, options.loadPath); !status)
+      return fail(status);
+  } else if (Status status = rt.initParams(options.seed); !status) {
+    return fail(status);
+  }
+
+  int64_t batch = plan->batchSize, seqLen = plan->seqLen;
+  if (plan->vocabSize <= 0 || batch <= 0 || seqLen <= 0)
+    return fail(Status::invalidInput(
+        options.planPath + ": vocab_size, batch_size and seq_len must be "
+                           "positive to feed tokens"));
+  std::optional<exec::DataLoader> loader;
+  if (options.dataPath.empty()) {
+    loader = exec::DataLoader::synthetic(plan->vocabSize, batch, seqLen,
+                                         options.seed);
+  } else {
+    auto fromFile = exec::DataLoader::fromFile(options.dataPath,
+                                               plan->vocabSize, batch, seqLen);
+    if (!fromFile)
+      return fail(fromFile.status());
+    loader = std::move(*fromFile);
+  }
+
+  exec::Metrics metrics(batch * seqLen);
+  for (int64_t i = 0; i < options.steps; ++i) {
+    int64_t step = rt.nextStep();
+    if (Status status = rt.setBatch(loader->batch(step)); !status)
+      return fail(status);
+    auto stats = rt.step();
+    if (!stats)
+      return fail(stats.status());
+    const exec::StepRecord &record = metrics.record(step, *stats);
+    if (!options.quiet)
+      std::printf("%s\n", exec::Metrics::formatStep(record).c_str());
+  }
+  std::printf("%s\n", metrics.summary().c_str());
+  std::fflush(stdout);
+
+  if (!options.dumpPath.empty()) {
+    if (options.steps == 0)
+      return fail(Status::invalidInput("--dump-outputs needs --steps >= 1"));
+    auto outputs = rt.gatherOutputs();
+    if (!outputs)
+      return fail(outputs.status());
+    if (Status status = plan::writeSafeTensors(options.dumpPath, *outputs);
+        !status)
+      return fail(status);
+  }
+  if (!options.savePath.empty())
+    if (Status status = exec::saveCheckpoint(rt, options.savePath); !status)
+      return fail(status);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  auto options = parseFlags(argc, argv);
+  if (!options)
+    return fail(options.status());
+  return run(*options);
+}
