@@ -1,11 +1,20 @@
 # Runs `sharc compile` on every bad-input case and requires exit status 2.
-file(GLOB cases ${CASES}/*.yaml)
+# The flags of a case are those of its RUN line (`compile %s FLAGS -o`).
+foreach(dir ${CASES})
+  file(GLOB dir_cases ${dir}/*.yaml)
+  list(APPEND cases ${dir_cases})
+endforeach()
 list(LENGTH cases count)
-if(count LESS 15)
-  message(FATAL_ERROR "expected at least 15 bad-input cases, found ${count}")
+if(count LESS 20)
+  message(FATAL_ERROR "expected at least 20 bad-input cases, found ${count}")
 endif()
 foreach(case ${cases})
-  execute_process(COMMAND ${SHARC} compile ${case} -o /dev/null
+  file(STRINGS ${case} run_line REGEX "RUN:.*compile %s" LIMIT_COUNT 1)
+  set(flags "")
+  if(run_line MATCHES "compile %s (.*) -o ")
+    separate_arguments(flags UNIX_COMMAND "${CMAKE_MATCH_1}")
+  endif()
+  execute_process(COMMAND ${SHARC} compile ${case} ${flags} -o /dev/null
                   RESULT_VARIABLE status OUTPUT_QUIET ERROR_VARIABLE err)
   if(NOT status EQUAL 2)
     message(FATAL_ERROR "${case}: exit status ${status}, expected 2\n${err}")

@@ -8,7 +8,7 @@ config.suffixes = [".mlir", ".yaml"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(os.path.dirname(config.sharc_tools_dir),
                                      "tests", "lit")
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "Inputs"]
 
 config.environment["PATH"] = os.pathsep.join(
     [config.sharc_tools_dir, config.llvm_tools_dir,
