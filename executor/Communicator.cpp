@@ -1,0 +1,302 @@
+//===- Communicator.cpp - in-process collectives for the cpu backend ------===//
+
+#include "executor/Communicator.h"
+
+#include "executor/ShardLayout.h"
+#include "kernels/TensorView.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+
+namespace sharc::exec {
+
+struct CommWorld::Group {
+  std::string axis;
+  int64_t size = 1;
+  std::mutex mutex;
+  std::condition_variable wakeUp;
+  uint64_t generation = 0;
+  int64_t arrived = 0;
+  std::vector<const void *> sends;
+  std::vector<std::string> signatures;
+};
+
+struct Communicator::Call {
+  const char *name;      ///< "all_reduce", for messages
+  std::string signature; ///< what every member must agree on
+  const void *send;
+  void *recv;
+  int64_t recvBytes;
+  /// Writes this member's result from every member's input.
+  std::function<void(const std::vector<const void *> &sends, int64_t index,
+                     std::byte *out)>
+      compute;
+};
+
+CommWorld::CommWorld(std::vector<plan::MeshAxis> mesh, double timeoutSeconds)
+    : mesh_(std::move(mesh)), timeoutSeconds_(timeoutSeconds) {
+  for (const plan::MeshAxis &axis : mesh_)
+    worldSize_ *= axis.size;
+  membership_.resize(worldSize_);
+  auto addGroup = [&](const std::string &axis,
+                      const std::vector<int64_t> &ranks) {
+    auto group = std::make_unique<Group>();
+    group->axis = axis;
+    group->size = static_cast<int64_t>(ranks.size());
+    group->sends.resize(ranks.size());
+    group->signatures.resize(ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i)
+      membership_[ranks[i]][axis] = {group.get(), static_cast<int64_t>(i)};
+    groups_.push_back(std::move(group));
+  };
+  std::vector<int64_t> everyone(worldSize_);
+  for (int64_t r = 0; r < worldSize_; ++r)
+    everyone[r] = r;
+  addGroup("world", everyone);
+  // The group of axis a: ranks whose coordinates agree except along a,
+  // ordered by their coordinate along a (which is rank order).
+  for (size_t a = 0; a < mesh_.size(); ++a) {
+    int64_t stride = 1;
+    for (size_t b = a + 1; b < mesh_.size(); ++b)
+      stride *= mesh_[b].size;
+    for (int64_t r = 0; r < worldSize_; ++r) {
+      if (meshCoords(mesh_, r)[a] != 0)
+        continue;
+      std::vector<int64_t> ranks;
+      for (int64_t i = 0; i < mesh_[a].size; ++i)
+        ranks.push_back(r + i * stride);
+      addGroup(mesh_[a].name, ranks);
+    }
+  }
+}
+
+CommWorld::~CommWorld() = default;
+
+Communicator CommWorld::communicator(int64_t rank) {
+  return Communicator(this, rank);
+}
+
+void CommWorld::abort() {
+  aborted_.store(true);
+  for (auto &group : groups_) {
+    std::lock_guard<std::mutex> lock(group->mutex);
+    group->wakeUp.notify_all();
+  }
+}
+
+void CommWorld::reset() {
+  for (auto &group : groups_) {
+    std::lock_guard<std::mutex> lock(group->mutex);
+    group->arrived = 0;
+    ++group->generation;
+  }
+  aborted_.store(false);
+}
+
+int64_t Communicator::groupSize(const std::string &axis) const {
+  const auto &groups = world_->membership_[rank_];
+  auto it = groups.find(axis);
+  return it == groups.end() ? 1 : it->second.first->size;
+}
+
+int64_t Communicator::groupIndex(const std::string &axis) const {
+  const auto &groups = world_->membership_[rank_];
+  auto it = groups.find(axis);
+  return it == groups.end() ? 0 : it->second.second;
+}
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+/// Waits until every member of the group has arrived at this barrier.
+Status arriveAndWait(CommWorld::Group &group,
+                     std::unique_lock<std::mutex> &lock,
+                     const std::atomic<bool> &aborted, double timeoutSeconds,
+                     const std::string &what) {
+  uint64_t generation = group.generation;
+  if (++group.arrived == group.size) {
+    group.arrived = 0;
+    ++group.generation;
+    group.wakeUp.notify_all();
+    return Status::ok();
+  }
+  auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(timeoutSeconds));
+  while (group.generation == generation) {
+    if (aborted.load())
+      return Status::runtimeError(what + ": aborted, another rank failed");
+    if (group.wakeUp.wait_until(lock, deadline) == std::cv_status::timeout &&
+        group.generation == generation) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%g", timeoutSeconds);
+      return Status::runtimeError(
+          what + ": timed out after " + seconds + " s waiting for " +
+          std::to_string(group.size - group.arrived) + " of " +
+          std::to_string(group.size) + " ranks");
+    }
+  }
+  return Status::ok();
+}
+
+std::string shapeText(DType dtype, const std::vector<int64_t> &shape) {
+  std::string text = std::string(dtypeName(dtype)) + "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// out[i] = op over members m (in order) of sends[m][offset + i]. Float
+/// types round every partial sum to fp32, as a ring of fp32 adds would.
+void reduceRun(const std::vector<const void *> &sends, DType dtype,
+               int64_t offset, int64_t count, ReduceOp op, void *out) {
+  bool roundToFloat = dtype == DType::F32 || dtype == DType::BF16;
+  kernels::TensorView result{out, dtype};
+  for (int64_t i = 0; i < count; ++i) {
+    double acc = kernels::loadElement({sends[0], dtype}, offset + i);
+    for (size_t m = 1; m < sends.size(); ++m) {
+      double x = kernels::loadElement({sends[m], dtype}, offset + i);
+      acc = op == ReduceOp::Sum ? acc + x : std::max(acc, x);
+      if (roundToFloat)
+        acc = static_cast<float>(acc);
+    }
+    kernels::storeElement(result, i, acc);
+  }
+}
+
+Status checkDim(const char *name, const std::vector<int64_t> &shape,
+                int64_t dim) {
+  if (dim < 0 || dim >= static_cast<int64_t>(shape.size()))
+    return Status::runtimeError(std::string(name) + ": dim " +
+                                std::to_string(dim) + " out of range for " +
+                                std::to_string(shape.size()) + "-d input");
+  return Status::ok();
+}
+} // namespace
+
+Status Communicator::run(const std::string &axis, const Call &call) {
+  std::string what = std::string(call.name) + " over " + axis;
+  auto &groups = world_->membership_[rank_];
+  auto it = groups.find(axis);
+  std::vector<std::byte> result(static_cast<size_t>(call.recvBytes));
+  if (it == groups.end() || it->second.first->size == 1) {
+    call.compute({call.send}, 0, result.data());
+    if (!result.empty())
+      std::memcpy(call.recv, result.data(), result.size());
+    return Status::ok();
+  }
+  if (world_->aborted_.load())
+    return Status::runtimeError(what + ": aborted, another rank failed");
+  CommWorld::Group &group = *it->second.first;
+  int64_t index = it->second.second;
+  std::vector<const void *> sends;
+  {
+    std::unique_lock<std::mutex> lock(group.mutex);
+    group.sends[index] = call.send;
+    group.signatures[index] = call.signature;
+    SHARC_TRY(arriveAndWait(group, lock, world_->aborted_,
+                            world_->timeoutSeconds_, what));
+    for (size_t m = 0; m < group.signatures.size(); ++m)
+      if (group.signatures[m] != call.signature)
+        return Status::runtimeError(what + ": member " + std::to_string(m) +
+                                    " called " + group.signatures[m] +
+                                    " but this rank called " + call.signature);
+    sends = group.sends;
+  }
+  call.compute(sends, index, result.data());
+  {
+    // Nobody overwrites its input (the result may alias it) until every
+    // member has finished reading it.
+    std::unique_lock<std::mutex> lock(group.mutex);
+    SHARC_TRY(arriveAndWait(group, lock, world_->aborted_,
+                            world_->timeoutSeconds_, what));
+  }
+  if (!result.empty())
+    std::memcpy(call.recv, result.data(), result.size());
+  return Status::ok();
+}
+
+Status Communicator::allReduce(const void *send, void *recv, DType dtype,
+                               int64_t numel, ReduceOp op,
+                               const std::string &axis) {
+  Call call{
+      "all_reduce",
+      std::string("all_reduce ") + (op == ReduceOp::Sum ? "sum " : "max ") +
+          shapeText(dtype, {numel}),
+      send,
+      recv,
+      numel * dtypeSize(dtype),
+      [&](const std::vector<const void *> &sends, int64_t, std::byte *out) {
+        reduceRun(sends, dtype, 0, numel, op, out);
+      }};
+  return run(axis, call);
+}
+
+Status Communicator::allGather(const void *send, void *recv, DType dtype,
+                               const std::vector<int64_t> &sendShape,
+                               int64_t dim, const std::string &axis) {
+  SHARC_TRY(checkDim("all_gather", sendShape, dim));
+  int64_t members = groupSize(axis);
+  int64_t outer = 1, chunkBytes = dtypeSize(dtype);
+  for (int64_t d = 0; d < static_cast<int64_t>(sendShape.size()); ++d)
+    (d < dim ? outer : chunkBytes) *= sendShape[d];
+  Call call{
+      "all_gather",
+      "all_gather dim " + std::to_string(dim) + " " +
+          shapeText(dtype, sendShape),
+      send,
+      recv,
+      outer * chunkBytes * members,
+      [&](const std::vector<const void *> &sends, int64_t, std::byte *out) {
+        for (int64_t o = 0; o < outer; ++o)
+          for (size_t m = 0; m < sends.size(); ++m)
+            std::memcpy(
+                out + (o * members + static_cast<int64_t>(m)) * chunkBytes,
+                static_cast<const std::byte *>(sends[m]) + o * chunkBytes,
+                static_cast<size_t>(chunkBytes));
+      }};
+  return run(axis, call);
+}
+
+Status Communicator::reduceScatter(const void *send, void *recv, DType dtype,
+                                   const std::vector<int64_t> &sendShape,
+                                   int64_t dim, const std::string &axis) {
+  SHARC_TRY(checkDim("reduce_scatter", sendShape, dim));
+  int64_t members = groupSize(axis);
+  if (sendShape[dim] % members != 0)
+    return Status::runtimeError(
+        "reduce_scatter over " + axis + ": dim " + std::to_string(dim) +
+        " of extent " + std::to_string(sendShape[dim]) +
+        " does not split over " + std::to_string(members) + " ranks");
+  int64_t outer = 1, inner = 1; // inner: elements of dim and below
+  for (int64_t d = 0; d < static_cast<int64_t>(sendShape.size()); ++d)
+    (d < dim ? outer : inner) *= sendShape[d];
+  int64_t chunk = inner / members, elementBytes = dtypeSize(dtype);
+  Call call{"reduce_scatter",
+            "reduce_scatter dim " + std::to_string(dim) + " " +
+                shapeText(dtype, sendShape),
+            send,
+            recv,
+            outer * chunk * elementBytes,
+            [&](const std::vector<const void *> &sends, int64_t index,
+                std::byte *out) {
+              for (int64_t o = 0; o < outer; ++o)
+                reduceRun(sends, dtype, o * inner + index * chunk, chunk,
+                          ReduceOp::Sum, out + o * chunk * elementBytes);
+            }};
+  return run(axis, call);
+}
+
+Status Communicator::barrier(const std::string &axis) {
+  Call call{"barrier",
+            "barrier",
+            nullptr,
+            nullptr,
+            0,
+            [](const std::vector<const void *> &, int64_t, std::byte *) {}};
+  return run(axis, call);
+}
+
+} // namespace sharc::exec

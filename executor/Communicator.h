@@ -1,0 +1,100 @@
+//===- Communicator.h - in-process collectives ------------------*- C++ -*-===//
+// defines: ReduceOp, CommWorld, Communicator
+//
+// One thread per rank; a CommWorld holds one rendezvous per group of ranks
+// that share every mesh coordinate but one (the sub-communicator of that
+// axis), plus "world" for all ranks. A collective is two generation-counted
+// barriers: members publish their send pointers, each member computes its
+// own result from every member's input in rank order (so sums are
+// reproducible bit for bit), and after the second barrier it writes its
+// result (which may alias its input). Every wait times out into a Status
+// naming the collective; a failing rank calls abort() so the others stop
+// waiting at once.
+//
+//   CommWorld world(plan.mesh, /*timeoutSeconds=*/60);
+//   Communicator comm = world.communicator(rank);      // on rank's thread
+//   SHARC_TRY(comm.allReduce(x, x, DType::F32, n, ReduceOp::Sum, "tp"));
+//   SHARC_TRY(comm.allGather(in, out, DType::BF16, {s, b, h}, 0, "tp"));
+#pragma once
+
+#include "planner/plan/Plan.h"
+#include "planner/plan/Status.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sharc::exec {
+
+enum class ReduceOp { Sum, Max };
+
+class Communicator;
+
+class CommWorld {
+public:
+  CommWorld(std::vector<plan::MeshAxis> mesh, double timeoutSeconds = 60.0);
+  ~CommWorld();
+  CommWorld(const CommWorld &) = delete;
+  CommWorld &operator=(const CommWorld &) = delete;
+
+  int64_t worldSize() const { return worldSize_; }
+  /// The view of one rank; use it only from that rank's thread.
+  Communicator communicator(int64_t rank);
+  /// Wakes every waiting rank with an error; stays aborted until reset().
+  void abort();
+  /// Clears an abort; only while no rank is inside a collective.
+  void reset();
+  bool isAborted() const { return aborted_.load(); }
+
+  struct Group; ///< one rendezvous, opaque outside Communicator.cpp
+
+private:
+  friend class Communicator;
+  std::vector<plan::MeshAxis> mesh_;
+  int64_t worldSize_ = 1;
+  double timeoutSeconds_;
+  std::atomic<bool> aborted_{false};
+  std::vector<std::unique_ptr<Group>> groups_;
+  /// For each rank: axis name -> (group, index of the rank in it).
+  std::vector<std::map<std::string, std::pair<Group *, int64_t>>> membership_;
+};
+
+class Communicator {
+public:
+  int64_t rank() const { return rank_; }
+  /// Number of ranks in the group of `axis` ("world": all ranks); an axis
+  /// the mesh lacks is a group of one, as Plan::axisSize says.
+  int64_t groupSize(const std::string &axis) const;
+  int64_t groupIndex(const std::string &axis) const;
+
+  /// out = elementwise reduction over the group's `numel`-element inputs.
+  Status allReduce(const void *send, void *recv, DType dtype, int64_t numel,
+                   ReduceOp op, const std::string &axis);
+  /// out: sendShape with dim `dim` multiplied by the group size, the
+  /// members' inputs concatenated along it in group order.
+  Status allGather(const void *send, void *recv, DType dtype,
+                   const std::vector<int64_t> &sendShape, int64_t dim,
+                   const std::string &axis);
+  /// out: the summed input's piece `groupIndex` along `dim` (sendShape's
+  /// dim divided by the group size).
+  Status reduceScatter(const void *send, void *recv, DType dtype,
+                       const std::vector<int64_t> &sendShape, int64_t dim,
+                       const std::string &axis);
+  Status barrier(const std::string &axis);
+
+private:
+  friend class CommWorld;
+  Communicator(CommWorld *world, int64_t rank) : world_(world), rank_(rank) {}
+  struct Call;
+  Status run(const std::string &axis, const Call &call);
+
+  CommWorld *world_;
+  int64_t rank_;
+};
+
+} // namespace sharc::exec

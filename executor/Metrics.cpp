@@ -1,0 +1,60 @@
+//===- Metrics.cpp - per-step loss, time and throughput -------------------===//
+
+#include "executor/Metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace sharc::exec {
+
+const StepRecord &Metrics::record(int64_t step, const StepStats &stats) {
+  StepRecord record{.step = step,
+                    .loss = stats.loss,
+                    .seconds = stats.seconds,
+                    .tokensPerSecond = 0.0};
+  if (stats.seconds > 0)
+    record.tokensPerSecond =
+        static_cast<double>(tokensPerStep_) / stats.seconds;
+  records_.push_back(record);
+  return records_.back();
+}
+
+double Metrics::medianSeconds() const {
+  if (records_.empty())
+    return 0.0;
+  std::vector<double> seconds;
+  for (const StepRecord &record : records_)
+    seconds.push_back(record.seconds);
+  std::sort(seconds.begin(), seconds.end());
+  size_t mid = seconds.size() / 2;
+  return seconds.size() % 2 ? seconds[mid]
+                            : 0.5 * (seconds[mid - 1] + seconds[mid]);
+}
+
+double Metrics::medianTokensPerSecond() const {
+  double seconds = medianSeconds();
+  return seconds > 0 ? static_cast<double>(tokensPerStep_) / seconds : 0.0;
+}
+
+std::string Metrics::formatStep(const StepRecord &record) {
+  char line[128];
+  std::snprintf(line, sizeof(line),
+                "step %4lld  loss %.5f  time %.1f ms  tokens/s %.0f",
+                static_cast<long long>(record.step), record.loss,
+                record.seconds * 1e3, record.tokensPerSecond);
+  return line;
+}
+
+std::string Metrics::summary() const {
+  if (records_.empty())
+    return "no steps run";
+  char line[192];
+  std::snprintf(line, sizeof(line),
+                "%zu steps  first loss %.5f  last loss %.5f  median step "
+                "%.1f ms  tokens/s %.0f",
+                records_.size(), records_.front().loss, records_.back().loss,
+                medianSeconds() * 1e3, medianTokensPerSecond());
+  return line;
+}
+
+} // namespace sharc::exec

@@ -1,0 +1,43 @@
+//===- Metrics.h - per-step loss, time and throughput -----------*- C++ -*-===//
+// defines: StepRecord, Metrics
+//
+// tokens/s is global tokens per step (batch * seq over all data-parallel
+// ranks) over the step's wall time; the summary uses the median step time,
+// which a slow first step (page faults, thread start-up) does not skew.
+#pragma once
+
+#include "executor/Runtime.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sharc::exec {
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0.0;
+  double seconds = 0.0;
+  double tokensPerSecond = 0.0;
+};
+
+class Metrics {
+public:
+  explicit Metrics(int64_t tokensPerStep) : tokensPerStep_(tokensPerStep) {}
+
+  const StepRecord &record(int64_t step, const StepStats &stats);
+  const std::vector<StepRecord> &records() const { return records_; }
+  double medianSeconds() const;
+  double medianTokensPerSecond() const;
+
+  /// "step    1  loss 4.85231  time 123.4 ms  tokens/s 1234"
+  static std::string formatStep(const StepRecord &record);
+  /// One line: steps, first and last loss, median time and tokens/s.
+  std::string summary() const;
+
+private:
+  int64_t tokensPerStep_;
+  std::vector<StepRecord> records_;
+};
+
+} // namespace sharc::exec

@@ -1,0 +1,512 @@
+//===- Runtime.cpp - runs a plan: per-rank arenas, threads, steps ---------===//
+
+#include "executor/Runtime.h"
+
+#include "executor/ParamInit.h"
+#include "executor/ShardLayout.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+namespace sharc::exec {
+
+using plan::Buffer;
+using plan::NamedTensor;
+using plan::ParamEntry;
+using plan::TensorFile;
+
+namespace {
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  return opcheck::shapeText(shape);
+}
+
+bool isFloatType(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F64;
+}
+
+std::string instrContext(int64_t rank, size_t index,
+                         const plan::Instruction &instr) {
+  return "rank " + std::to_string(rank) + ", instr " + std::to_string(index) +
+         " (" + instr.op + ")";
+}
+
+/// Plan facts the reader also checks; hand-built plans skip the reader.
+Status checkBuffers(const plan::Plan &plan) {
+  for (const plan::MeshAxis &axis : plan.mesh)
+    if (axis.size <= 0)
+      return Status::invalidInput("mesh axis '" + axis.name + "' has size " +
+                                  std::to_string(axis.size));
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const Buffer &buffer = plan.buffers[i];
+    std::string what = "buffer " + std::to_string(i) + " '" + buffer.name + "'";
+    if (buffer.id != static_cast<int64_t>(i))
+      return Status::invalidInput(what + " has id " +
+                                  std::to_string(buffer.id));
+    int64_t needed = numElements(buffer.shape) * dtypeSize(buffer.dtype);
+    if (buffer.numBytes < needed)
+      return Status::invalidInput(
+          what + " holds " + std::to_string(buffer.numBytes) +
+          " bytes, its shape needs " + std::to_string(needed));
+    auto region = plan.regionBytes.find(buffer.region);
+    int64_t regionSize = region == plan.regionBytes.end() ? 0 : region->second;
+    if (buffer.offset < 0 || buffer.offset + buffer.numBytes > regionSize)
+      return Status::invalidInput(
+          what + " at [" + std::to_string(buffer.offset) + ", +" +
+          std::to_string(buffer.numBytes) + ") lies outside region " +
+          plan::regionName(buffer.region) + " of " +
+          std::to_string(regionSize) + " bytes");
+  }
+  return Status::ok();
+}
+
+Status checkBufferId(const plan::Plan &plan, int64_t id,
+                     const std::string &what) {
+  if (id >= 0 && id < static_cast<int64_t>(plan.buffers.size()))
+    return Status::ok();
+  return Status::invalidInput(what + " refers to buffer " + std::to_string(id) +
+                              " of " + std::to_string(plan.buffers.size()));
+}
+
+/// A global tensor's slice must be exactly its buffer's local shape.
+Status checkSharded(const plan::Plan &plan, const std::string &what,
+                    int64_t bufferId, const std::vector<int64_t> &globalShape,
+                    const plan::Sharding &sharding) {
+  SHARC_TRY(checkBufferId(plan, bufferId, what));
+  for (const auto &[axis, dim] : sharding.dimOfAxis) {
+    bool known = false;
+    for (const plan::MeshAxis &meshAxis : plan.mesh)
+      known |= meshAxis.name == axis;
+    if (!known && dim >= 0)
+      return Status::invalidInput(what + " is sharded over axis '" + axis +
+                                  "', which the mesh lacks");
+  }
+  auto slice =
+      shardSlice(plan.mesh, sharding, globalShape, meshCoords(plan.mesh, 0));
+  if (!slice)
+    return slice.status().withContext(what);
+  const Buffer &buffer = plan.buffers[bufferId];
+  if (slice->localShape != buffer.shape)
+    return Status::invalidInput(
+        what + ": global shape " + shapeText(globalShape) + " shards to " +
+        shapeText(slice->localShape) + " but buffer " +
+        std::to_string(bufferId) + " is " + shapeText(buffer.shape));
+  return Status::ok();
+}
+
+Status checkTables(const plan::Plan &plan) {
+  for (const ParamEntry &param : plan.params) {
+    std::string what = "parameter '" + param.name + "'";
+    SHARC_TRY(checkSharded(plan, what, param.buffer, param.globalShape,
+                           param.sharding));
+    if (!isFloatType(plan.buffers[param.buffer].dtype))
+      return Status::invalidInput(what + " is not a float tensor");
+    if (!param.tiedTo.empty() && !plan.findParam(param.tiedTo))
+      return Status::invalidInput(what + " is tied to unknown parameter '" +
+                                  param.tiedTo + "'");
+    for (int64_t state : param.state) {
+      SHARC_TRY(checkBufferId(plan, state, what + "'s optimizer state"));
+      if (plan.buffers[state].shape != plan.buffers[param.buffer].shape)
+        return Status::invalidInput(what + "'s optimizer state buffer " +
+                                    std::to_string(state) +
+                                    " differs in shape from the parameter");
+    }
+  }
+  for (const auto *table : {&plan.inputs, &plan.outputs})
+    for (const plan::IoEntry &entry : *table)
+      SHARC_TRY(checkSharded(plan, "io entry '" + entry.name + "'",
+                             entry.buffer, entry.globalShape, entry.sharding));
+  for (const char *name : {"tokens", "labels"}) {
+    const plan::IoEntry *entry = plan.findInput(name);
+    if (!entry)
+      continue;
+    std::vector<int64_t> expected{plan.seqLen, plan.batchSize};
+    if (entry->globalShape != expected ||
+        plan.buffers[entry->buffer].dtype != DType::I32)
+      return Status::invalidInput(std::string("input '") + name +
+                                  "' must be i32 of global shape " +
+                                  shapeText(expected) + " ([seq, batch])");
+  }
+  return Status::ok();
+}
+
+Status checkInstruction(const plan::Plan &plan,
+                        const plan::Instruction &instr) {
+  for (const auto *ids : {&instr.operands, &instr.results})
+    for (int64_t id : *ids)
+      SHARC_TRY(checkBufferId(plan, id, "an operand"));
+  if (instr.stream < 0)
+    return Status::invalidInput("negative stream " +
+                                std::to_string(instr.stream));
+  for (const auto *events : {&instr.waits, &instr.signals})
+    for (int64_t event : *events)
+      if (event < 0 || event >= plan.numEvents)
+        return Status::invalidInput("event " + std::to_string(event) +
+                                    " outside [0, " +
+                                    std::to_string(plan.numEvents) + ")");
+  return Status::ok();
+}
+
+} // namespace
+
+Runtime::Runtime(const plan::Plan &plan, const RunOptions &options)
+    : plan_(plan), options_(options) {}
+
+Runtime::~Runtime() = default;
+
+Result<std::unique_ptr<Runtime>> Runtime::create(const plan::Plan &plan,
+                                                 const RunOptions &options) {
+  if (options.backend != "cpu")
+    return Status::invalidInput("unknown backend '" + options.backend +
+                                "' (this build has: cpu)");
+  std::unique_ptr<Runtime> runtime(new Runtime(plan, options));
+  SHARC_TRY(runtime->setUp());
+  return runtime;
+}
+
+Status Runtime::setUp() {
+  SHARC_TRY(checkBuffers(plan_));
+  SHARC_TRY(checkTables(plan_));
+  for (size_t i = 0; i < plan_.instructions.size(); ++i)
+    SHARC_TRY(checkInstruction(plan_, plan_.instructions[i])
+                  .withContext("instr " + std::to_string(i) + " (" +
+                               plan_.instructions[i].op + ")"));
+  int64_t worldSize = plan_.worldSize();
+  world_ = std::make_unique<CommWorld>(plan_.mesh,
+                                       options_.collectiveTimeoutSeconds);
+  for (int64_t r = 0; r < worldSize; ++r) {
+    auto arena = Arena::create(plan_.regionBytes, options_.poisonActivations);
+    if (!arena)
+      return arena.status().withContext("rank " + std::to_string(r));
+    auto state = std::make_unique<RankState>();
+    state->rank = r;
+    state->arena = std::move(*arena);
+    state->comm = std::make_unique<Communicator>(world_->communicator(r));
+    state->env = OpEnv{.mesh = &plan_.mesh,
+                       .coords = meshCoords(plan_.mesh, r),
+                       .comm = state->comm.get(),
+                       .step = 1,
+                       .validateOnly = false};
+    // Shapes are the same on every rank, so a plan error shows on rank 0.
+    SHARC_TRY(bindRank(*state));
+    ranks_.push_back(std::move(state));
+  }
+  return Status::ok();
+}
+
+Status Runtime::bindRank(RankState &rank) {
+  const CpuBackend &backend = CpuBackend::get();
+  OpEnv validateEnv = rank.env;
+  validateEnv.validateOnly = true;
+  rank.program.clear();
+  for (size_t i = 0; i < plan_.instructions.size(); ++i) {
+    const plan::Instruction &instr = plan_.instructions[i];
+    std::string context = instrContext(rank.rank, i, instr);
+    BoundInstr bound;
+    bound.def = backend.find(instr.op);
+    if (!bound.def)
+      return Status::invalidInput(context + ": unknown op '" + instr.op +
+                                  "' for the " + options_.backend + " backend");
+    if (static_cast<int>(instr.operands.size()) != bound.def->numOperands ||
+        static_cast<int>(instr.results.size()) != bound.def->numResults)
+      return Status::invalidInput(
+          context + ": expected " + std::to_string(bound.def->numOperands) +
+          " operands and " + std::to_string(bound.def->numResults) +
+          " results, got " + std::to_string(instr.operands.size()) + " and " +
+          std::to_string(instr.results.size()));
+    bound.call.instr = &instr;
+    for (int64_t id : instr.operands)
+      bound.call.operands.push_back(
+          {&plan_.buffers[id], rank.arena.at(plan_.buffers[id])});
+    for (int64_t id : instr.results)
+      bound.call.results.push_back(
+          {&plan_.buffers[id], rank.arena.at(plan_.buffers[id])});
+    SHARC_TRY(bound.def->fn(bound.call, validateEnv).withContext(context));
+    rank.program.push_back(std::move(bound));
+  }
+  return Status::ok();
+}
+
+void *Runtime::storage(int64_t rank, int64_t bufferId) const {
+  return ranks_[rank]->arena.at(plan_.buffers[bufferId]);
+}
+
+Status Runtime::initParams(uint64_t seed) {
+  for (const ParamEntry &param : plan_.params) {
+    // A tied parameter draws its values under the name it is tied to, so
+    // that it equals that parameter even where it has its own storage.
+    const std::string &source =
+        param.tiedTo.empty() ? param.name : param.tiedTo;
+    const Buffer &buffer = plan_.buffers[param.buffer];
+    for (const auto &rank : ranks_) {
+      auto slice = shardSlice(plan_.mesh, param.sharding, param.globalShape,
+                              rank->env.coords);
+      if (!slice)
+        return slice.status();
+      SHARC_TRY(initShard(param.init, seed, source, *slice,
+                          storage(rank->rank, param.buffer), buffer.dtype));
+      for (int64_t state : param.state)
+        std::memset(storage(rank->rank, state), 0,
+                    static_cast<size_t>(plan_.buffers[state].numBytes));
+    }
+  }
+  nextStep_ = 1;
+  return Status::ok();
+}
+
+Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
+                              const plan::Sharding &sharding) {
+  const Buffer &buffer = plan_.buffers[bufferId];
+  if (isFloatType(tensor.dtype) != isFloatType(buffer.dtype) ||
+      (!isFloatType(buffer.dtype) && tensor.dtype != buffer.dtype))
+    return Status::invalidInput("tensor '" + tensor.name + "' is " +
+                                dtypeName(tensor.dtype) + ", the plan needs " +
+                                dtypeName(buffer.dtype));
+  int64_t needed = numElements(tensor.shape) * dtypeSize(tensor.dtype);
+  if (static_cast<int64_t>(tensor.bytes.size()) != needed)
+    return Status::invalidInput("tensor '" + tensor.name + "' has " +
+                                std::to_string(tensor.bytes.size()) +
+                                " bytes, its shape needs " +
+                                std::to_string(needed));
+  for (const auto &rank : ranks_) {
+    auto slice =
+        shardSlice(plan_.mesh, sharding, tensor.shape, rank->env.coords);
+    if (!slice)
+      return slice.status().withContext("tensor '" + tensor.name + "'");
+    if (slice->localShape != buffer.shape)
+      return Status::invalidInput(
+          "tensor '" + tensor.name + "' of shape " + shapeText(tensor.shape) +
+          " does not shard to buffer shape " + shapeText(buffer.shape));
+    copyGlobalToLocal(tensor.bytes.data(), tensor.dtype, *slice,
+                      storage(rank->rank, bufferId), buffer.dtype);
+  }
+  return Status::ok();
+}
+
+Result<NamedTensor>
+Runtime::gatherTensor(const std::string &name, int64_t bufferId,
+                      const std::vector<int64_t> &globalShape,
+                      const plan::Sharding &sharding, DType dtype) const {
+  const Buffer &buffer = plan_.buffers[bufferId];
+  NamedTensor tensor{
+      .name = name, .dtype = dtype, .shape = globalShape, .bytes = {}};
+  tensor.bytes.resize(
+      static_cast<size_t>(numElements(globalShape) * dtypeSize(dtype)));
+  for (const auto &rank : ranks_) {
+    if (!isShardOwner(plan_.mesh, sharding, rank->env.coords))
+      continue;
+    auto slice =
+        shardSlice(plan_.mesh, sharding, globalShape, rank->env.coords);
+    if (!slice)
+      return slice.status().withContext("tensor '" + name + "'");
+    copyLocalToGlobal(storage(rank->rank, bufferId), buffer.dtype, *slice,
+                      tensor.bytes.data(), dtype);
+  }
+  return tensor;
+}
+
+Status Runtime::loadParams(const TensorFile &file) {
+  for (const ParamEntry &param : plan_.params) {
+    const std::string &source =
+        param.tiedTo.empty() ? param.name : param.tiedTo;
+    const NamedTensor *tensor = file.find(source);
+    if (!tensor)
+      return Status::invalidInput("no tensor '" + source + "' for parameter '" +
+                                  param.name + "'");
+    const ParamEntry *owner = plan_.findParam(source);
+    if (tensor->shape != owner->globalShape)
+      return Status::invalidInput(
+          "tensor '" + source + "' has shape " + shapeText(tensor->shape) +
+          ", the plan expects " + shapeText(owner->globalShape));
+    SHARC_TRY(scatterTensor(*tensor, param.buffer, param.sharding));
+    for (const auto &rank : ranks_)
+      for (int64_t state : param.state)
+        std::memset(storage(rank->rank, state), 0,
+                    static_cast<size_t>(plan_.buffers[state].numBytes));
+  }
+  nextStep_ = 1;
+  return Status::ok();
+}
+
+Result<TensorFile> Runtime::gatherParams() const {
+  TensorFile file;
+  for (const ParamEntry &param : plan_.params) {
+    if (!param.tiedTo.empty())
+      continue;
+    auto tensor =
+        gatherTensor(param.name, param.buffer, param.globalShape,
+                     param.sharding, plan_.buffers[param.buffer].dtype);
+    if (!tensor)
+      return tensor.status();
+    file.tensors.push_back(std::move(*tensor));
+  }
+  return file;
+}
+
+std::string Runtime::stateTensorName(const std::string &param, size_t index) {
+  // torch.optim.AdamW's names for the two moments.
+  if (index == 0)
+    return param + ".exp_avg";
+  if (index == 1)
+    return param + ".exp_avg_sq";
+  return param + ".state" + std::to_string(index);
+}
+
+Result<TensorFile> Runtime::gatherOptimizerState() const {
+  TensorFile file;
+  for (const ParamEntry &param : plan_.params) {
+    if (!param.tiedTo.empty())
+      continue;
+    for (size_t i = 0; i < param.state.size(); ++i) {
+      auto tensor = gatherTensor(stateTensorName(param.name, i), param.state[i],
+                                 param.globalShape, param.sharding,
+                                 plan_.buffers[param.state[i]].dtype);
+      if (!tensor)
+        return tensor.status();
+      file.tensors.push_back(std::move(*tensor));
+    }
+  }
+  return file;
+}
+
+Status Runtime::loadOptimizerState(const TensorFile &file) {
+  for (const ParamEntry &param : plan_.params) {
+    const std::string &source =
+        param.tiedTo.empty() ? param.name : param.tiedTo;
+    const ParamEntry *owner = plan_.findParam(source);
+    for (size_t i = 0; i < param.state.size(); ++i) {
+      std::string name = stateTensorName(source, i);
+      const NamedTensor *tensor = file.find(name);
+      if (!tensor)
+        return Status::invalidInput("no optimizer state tensor '" + name + "'");
+      if (tensor->shape != owner->globalShape)
+        return Status::invalidInput(
+            "tensor '" + name + "' has shape " + shapeText(tensor->shape) +
+            ", the plan expects " + shapeText(owner->globalShape));
+      SHARC_TRY(scatterTensor(*tensor, param.state[i], param.sharding));
+    }
+  }
+  return Status::ok();
+}
+
+Status Runtime::setBatch(const std::vector<int32_t> &tokens) {
+  const plan::IoEntry *tokensIn = plan_.findInput("tokens");
+  if (!tokensIn)
+    return Status::invalidInput("the plan has no 'tokens' input");
+  int64_t batch = plan_.batchSize, seqLen = plan_.seqLen;
+  if (static_cast<int64_t>(tokens.size()) != batch * seqLen)
+    return Status::invalidInput("a batch needs " + std::to_string(batch) +
+                                " x " + std::to_string(seqLen) +
+                                " tokens, got " +
+                                std::to_string(tokens.size()));
+  // Sequence-first global tensors, then every rank takes its slice.
+  NamedTensor tokensSB{"tokens", DType::I32, {seqLen, batch}, {}};
+  NamedTensor labelsSB{"labels", DType::I32, {seqLen, batch}, {}};
+  std::vector<int32_t> ids(tokens.size()), labels(tokens.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seqLen; ++s) {
+      int32_t id = tokens[b * seqLen + s];
+      if (id < 0 || (plan_.vocabSize > 0 && id >= plan_.vocabSize))
+        return Status::invalidInput(
+            "token " + std::to_string(id) + " at [" + std::to_string(b) + ", " +
+            std::to_string(s) + "] outside the vocabulary [0, " +
+            std::to_string(plan_.vocabSize) + ")");
+      ids[s * batch + b] = id;
+      labels[s * batch + b] =
+          s + 1 < seqLen ? tokens[b * seqLen + s + 1] : -100;
+    }
+  auto asBytes = [](const std::vector<int32_t> &values) {
+    const auto *begin = reinterpret_cast<const uint8_t *>(values.data());
+    return std::vector<uint8_t>(begin, begin + values.size() * 4);
+  };
+  tokensSB.bytes = asBytes(ids);
+  labelsSB.bytes = asBytes(labels);
+  SHARC_TRY(scatterTensor(tokensSB, tokensIn->buffer, tokensIn->sharding));
+  if (const plan::IoEntry *labelsIn = plan_.findInput("labels"))
+    SHARC_TRY(scatterTensor(labelsSB, labelsIn->buffer, labelsIn->sharding));
+  return Status::ok();
+}
+
+Status Runtime::runRank(RankState &rank) {
+  if (options_.poisonActivations)
+    rank.arena.poisonActivations();
+  rank.env.step = nextStep_;
+  for (size_t i = 0; i < rank.program.size(); ++i) {
+    const BoundInstr &bound = rank.program[i];
+    Status status = bound.def->fn(bound.call, rank.env);
+    if (!status)
+      return status.withContext(instrContext(rank.rank, i, *bound.call.instr));
+  }
+  return Status::ok();
+}
+
+Result<StepStats> Runtime::step() {
+  auto start = std::chrono::steady_clock::now();
+  int64_t worldSize = this->worldSize();
+  std::vector<Status> statuses(worldSize);
+  // The first rank to fail holds the cause; it aborts the collectives the
+  // others are waiting in, whose errors only say they were aborted.
+  std::atomic<int64_t> firstFailure{-1};
+  auto runOne = [&](int64_t r) {
+    statuses[r] = runRank(*ranks_[r]);
+    if (!statuses[r]) {
+      int64_t none = -1;
+      firstFailure.compare_exchange_strong(none, r);
+      world_->abort();
+    }
+  };
+  if (worldSize == 1) {
+    runOne(0);
+  } else {
+    std::vector<std::thread> threads;
+    threads.reserve(worldSize);
+    for (int64_t r = 0; r < worldSize; ++r)
+      threads.emplace_back(runOne, r);
+    for (std::thread &thread : threads)
+      thread.join();
+  }
+  if (firstFailure.load() >= 0) {
+    world_->reset();
+    return statuses[firstFailure.load()];
+  }
+  StepStats stats;
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  stats.loss = std::numeric_limits<double>::quiet_NaN();
+  if (const plan::IoEntry *loss = plan_.findOutput("loss")) {
+    const Buffer &buffer = plan_.buffers[loss->buffer];
+    stats.loss =
+        kernels::loadElement({storage(0, loss->buffer), buffer.dtype}, 0);
+  }
+  ++nextStep_;
+  return stats;
+}
+
+Result<NamedTensor> Runtime::gatherOutput(const std::string &name) const {
+  const plan::IoEntry *entry = plan_.findOutput(name);
+  if (!entry)
+    entry = plan_.findInput(name);
+  if (!entry)
+    return Status::invalidInput("the plan has no output '" + name + "'");
+  DType dtype = plan_.buffers[entry->buffer].dtype;
+  return gatherTensor(name, entry->buffer, entry->globalShape, entry->sharding,
+                      isFloatType(dtype) ? DType::F32 : dtype);
+}
+
+Result<TensorFile> Runtime::gatherOutputs() const {
+  TensorFile file;
+  for (const plan::IoEntry &entry : plan_.outputs) {
+    auto tensor = gatherOutput(entry.name);
+    if (!tensor)
+      return tensor.status();
+    file.tensors.push_back(std::move(*tensor));
+  }
+  return file;
+}
+
+} // namespace sharc::exec

@@ -1,0 +1,120 @@
+//===- Runtime.h - runs a plan: per-rank arenas, threads, steps -*- C++ -*-===//
+// defines: RunOptions, StepStats, Runtime
+//
+// Set-up validates the plan against the backend (every op known, every
+// buffer inside its region, every operand shape what its op expects) and
+// allocates each rank's regions once. A step runs every rank's instruction
+// list in order, one std::thread per rank when the mesh has more than one;
+// collectives meet in an in-process CommWorld. Stream and event fields are
+// accepted but not yet used for overlap: instructions of every stream run in
+// list order, which is a valid serialisation of the planned schedule.
+//
+//   auto runtime = Runtime::create(plan, RunOptions{});
+//   SHARC_TRY((*runtime)->initParams(/*seed=*/42));
+//   SHARC_TRY((*runtime)->setBatch(tokens)); // [B, S] row-major
+//   auto stats = (*runtime)->step();         // stats->loss, stats->seconds
+#pragma once
+
+#include "executor/Arena.h"
+#include "executor/Communicator.h"
+#include "executor/CpuBackend.h"
+#include "planner/plan/Plan.h"
+#include "planner/plan/SafeTensors.h"
+#include "planner/plan/Status.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sharc::exec {
+
+struct RunOptions {
+  std::string backend = "cpu";
+  /// Fill the activation region with NaN before every step, so a read of a
+  /// temporary nobody wrote shows up in the loss.
+  bool poisonActivations = false;
+  double collectiveTimeoutSeconds = 60.0;
+};
+
+struct StepStats {
+  double loss = 0.0;    ///< rank 0's `loss` output
+  double seconds = 0.0; ///< wall time of the step
+};
+
+class Runtime {
+public:
+  static Result<std::unique_ptr<Runtime>> create(const plan::Plan &plan,
+                                                 const RunOptions &options);
+  ~Runtime();
+
+  const plan::Plan &plan() const { return plan_; }
+  int64_t worldSize() const { return static_cast<int64_t>(ranks_.size()); }
+  /// The optimizer step the next step() runs (1-based).
+  int64_t nextStep() const { return nextStep_; }
+  void setNextStep(int64_t step) { nextStep_ = step; }
+
+  /// Draws every parameter from (seed, name, global index) on every rank,
+  /// zeroes optimizer state and restarts the step counter at 1.
+  Status initParams(uint64_t seed);
+  /// Global tensors by parameter name; each rank takes its slice, converting
+  /// f32/bf16 as needed. A missing or mis-shaped tensor is invalid input.
+  /// Tied parameters (ParamEntry::tiedTo) are neither needed nor read.
+  Status loadParams(const plan::TensorFile &file);
+  /// Every untied parameter as a global tensor in its storage type.
+  Result<plan::TensorFile> gatherParams() const;
+  /// Optimizer state as global tensors named "<param>.<i>" for the i-th
+  /// state buffer (0: adam m, 1: adam v).
+  Result<plan::TensorFile> gatherOptimizerState() const;
+  Status loadOptimizerState(const plan::TensorFile &file);
+  static std::string stateTensorName(const std::string &param, size_t index);
+
+  /// tokens: the global batch, batch-first [B, S] row-major, B*S ids in
+  /// [0, vocab). Writes each rank's `tokens` input ([S, B], sequence first)
+  /// and the shifted `labels` (labels[s,b] = tokens[s+1,b], last row -100),
+  /// each rank its slice by the input's sharding.
+  Status setBatch(const std::vector<int32_t> &tokens);
+  /// Runs every rank's instruction list once; the step counter advances
+  /// only on success.
+  Result<StepStats> step();
+  /// The global tensor of an output (or input) of the last step, gathered
+  /// over shards; float outputs come back as f32, i32 as i32.
+  Result<plan::NamedTensor> gatherOutput(const std::string &name) const;
+  /// Every output of the last step, as gatherOutput returns them.
+  Result<plan::TensorFile> gatherOutputs() const;
+
+private:
+  /// One instruction bound to one rank's storage.
+  struct BoundInstr {
+    const OpDef *def = nullptr;
+    OpCall call;
+  };
+  struct RankState {
+    int64_t rank = 0;
+    Arena arena;
+    std::unique_ptr<Communicator> comm;
+    OpEnv env;
+    std::vector<BoundInstr> program;
+  };
+
+  Runtime(const plan::Plan &plan, const RunOptions &options);
+  Status setUp();
+  Status bindRank(RankState &rank);
+  Status runRank(RankState &rank);
+  void *storage(int64_t rank, int64_t bufferId) const;
+  /// Gathers a global tensor whose shards live in buffer `bufferId`.
+  Result<plan::NamedTensor>
+  gatherTensor(const std::string &name, int64_t bufferId,
+               const std::vector<int64_t> &globalShape,
+               const plan::Sharding &sharding, DType dtype) const;
+  /// Writes every rank's slice of a global tensor into buffer `bufferId`.
+  Status scatterTensor(const plan::NamedTensor &tensor, int64_t bufferId,
+                       const plan::Sharding &sharding);
+
+  plan::Plan plan_;
+  RunOptions options_;
+  std::unique_ptr<CommWorld> world_;
+  std::vector<std::unique_ptr<RankState>> ranks_;
+  int64_t nextStep_ = 1;
+};
+
+} // namespace sharc::exec

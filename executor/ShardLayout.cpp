@@ -1,0 +1,156 @@
+//===- ShardLayout.cpp - mesh coordinates and tensor shard slices ---------===//
+
+#include "executor/ShardLayout.h"
+
+#include "kernels/TensorView.h"
+
+#include <cstring>
+
+namespace sharc::exec {
+
+std::vector<int64_t> meshCoords(const std::vector<plan::MeshAxis> &mesh,
+                                int64_t rank) {
+  std::vector<int64_t> coords(mesh.size(), 0);
+  for (size_t i = mesh.size(); i-- > 0;) {
+    int64_t size = mesh[i].size > 0 ? mesh[i].size : 1;
+    coords[i] = rank % size;
+    rank /= size;
+  }
+  return coords;
+}
+
+int64_t numElements(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  return count;
+}
+
+int64_t ShardSlice::globalIndex(int64_t local) const {
+  int64_t global = 0, globalStride = 1;
+  for (size_t d = localShape.size(); d-- > 0;) {
+    int64_t localCoord = local % localShape[d];
+    local /= localShape[d];
+    global += (start[d] + localCoord) * globalStride;
+    globalStride *= globalShape[d];
+  }
+  return global;
+}
+
+Result<ShardSlice> shardSlice(const std::vector<plan::MeshAxis> &mesh,
+                              const plan::Sharding &sharding,
+                              const std::vector<int64_t> &globalShape,
+                              const std::vector<int64_t> &coords) {
+  ShardSlice slice;
+  slice.globalShape = globalShape;
+  slice.localShape = globalShape;
+  slice.start.assign(globalShape.size(), 0);
+  int64_t rank = static_cast<int64_t>(globalShape.size());
+  for (const auto &[axisName, dim] : sharding.dimOfAxis)
+    if (dim >= rank)
+      return Status::invalidInput("sharding of axis '" + axisName +
+                                  "' names dim " + std::to_string(dim) +
+                                  " of a rank-" + std::to_string(rank) +
+                                  " tensor");
+  // Axes in mesh order, outer first, so a dim split over [dp, tp] puts the
+  // tp pieces inside each dp piece, like the rank layout.
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t pieces = 1, piece = 0;
+    for (size_t a = 0; a < mesh.size(); ++a) {
+      auto it = sharding.dimOfAxis.find(mesh[a].name);
+      if (it == sharding.dimOfAxis.end() || it->second != d)
+        continue;
+      pieces *= mesh[a].size;
+      piece = piece * mesh[a].size + coords[a];
+    }
+    if (globalShape[d] % pieces != 0)
+      return Status::invalidInput("dim " + std::to_string(d) + " of extent " +
+                                  std::to_string(globalShape[d]) +
+                                  " does not split into " +
+                                  std::to_string(pieces) + " shards");
+    slice.localShape[d] = globalShape[d] / pieces;
+    slice.start[d] = piece * slice.localShape[d];
+  }
+  return slice;
+}
+
+bool isShardOwner(const std::vector<plan::MeshAxis> &mesh,
+                  const plan::Sharding &sharding,
+                  const std::vector<int64_t> &coords) {
+  for (size_t a = 0; a < mesh.size(); ++a) {
+    auto it = sharding.dimOfAxis.find(mesh[a].name);
+    bool isSharded = it != sharding.dimOfAxis.end() && it->second >= 0;
+    if (!isSharded && coords[a] != 0)
+      return false;
+  }
+  return true;
+}
+
+void convertElements(const void *src, DType srcType, void *dst, DType dstType,
+                     int64_t count) {
+  if (srcType == dstType) {
+    std::memcpy(dst, src, static_cast<size_t>(count * dtypeSize(srcType)));
+    return;
+  }
+  kernels::ConstTensorView from{src, srcType};
+  kernels::TensorView to{dst, dstType};
+  for (int64_t i = 0; i < count; ++i)
+    kernels::storeElement(to, i, kernels::loadElement(from, i));
+}
+
+namespace {
+/// Visits the slice one contiguous innermost run at a time, handing the
+/// local and global element offsets of the run's first element.
+template <typename Fn> void forEachRun(const ShardSlice &slice, Fn &&visit) {
+  size_t rank = slice.localShape.size();
+  if (rank == 0) {
+    visit(int64_t{0}, int64_t{0}, int64_t{1});
+    return;
+  }
+  int64_t runLength = slice.localShape.back();
+  int64_t numRuns =
+      numElements(slice.localShape) / std::max<int64_t>(runLength, 1);
+  if (runLength == 0)
+    return;
+  std::vector<int64_t> globalStride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;)
+    globalStride[d] = globalStride[d + 1] * slice.globalShape[d + 1];
+  std::vector<int64_t> index(rank, 0); // local index of the run's start
+  for (int64_t run = 0; run < numRuns; ++run) {
+    int64_t global = 0;
+    for (size_t d = 0; d < rank; ++d)
+      global += (slice.start[d] + index[d]) * globalStride[d];
+    visit(run * runLength, global, runLength);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++index[d] < slice.localShape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+} // namespace
+
+void copyGlobalToLocal(const void *global, DType globalType,
+                       const ShardSlice &slice, void *local, DType localType) {
+  auto *from = static_cast<const std::byte *>(global);
+  auto *to = static_cast<std::byte *>(local);
+  int64_t fromSize = dtypeSize(globalType), toSize = dtypeSize(localType);
+  forEachRun(slice, [&](int64_t localAt, int64_t globalAt, int64_t count) {
+    convertElements(from + globalAt * fromSize, globalType,
+                    to + localAt * toSize, localType, count);
+  });
+}
+
+void copyLocalToGlobal(const void *local, DType localType,
+                       const ShardSlice &slice, void *global,
+                       DType globalType) {
+  auto *from = static_cast<const std::byte *>(local);
+  auto *to = static_cast<std::byte *>(global);
+  int64_t fromSize = dtypeSize(localType), toSize = dtypeSize(globalType);
+  forEachRun(slice, [&](int64_t localAt, int64_t globalAt, int64_t count) {
+    convertElements(from + localAt * fromSize, localType,
+                    to + globalAt * toSize, globalType, count);
+  });
+}
+
+} // namespace sharc::exec

@@ -1,0 +1,69 @@
+//===- ShardLayout.h - mesh coordinates and tensor shard slices -*- C++ -*-===//
+// defines: meshCoords, ShardSlice, shardSlice, isShardOwner, numElements,
+//          convertElements, copyGlobalToLocal, copyLocalToGlobal
+//
+// A rank's place in the mesh and the part of a global tensor it holds. The
+// plan is SPMD, so everything rank-dependent (parameter init, checkpoint
+// slices, token windows, gathered outputs) goes through these functions:
+//
+//   auto coords = meshCoords(plan.mesh, rank);          // [dp, tp]
+//   auto slice = shardSlice(plan.mesh, entry.sharding, entry.globalShape,
+//                           coords);                    // local view
+//   copyGlobalToLocal(globalBytes, DType::F32, *slice, localPtr, DType::BF16);
+#pragma once
+
+#include "planner/plan/Plan.h"
+#include "planner/plan/Status.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace sharc::exec {
+
+/// Coordinates of `rank` along each mesh axis, the last axis fastest
+/// (tp innermost): in a [dp, tp] mesh, tp = rank % tpSize, dp = rank / tpSize.
+std::vector<int64_t> meshCoords(const std::vector<plan::MeshAxis> &mesh,
+                                int64_t rank);
+
+/// The hyper-rectangle of a global tensor one rank holds: a global dim split
+/// over one or more mesh axes is cut into contiguous equal pieces, the outer
+/// mesh axis varying slowest.
+struct ShardSlice {
+  std::vector<int64_t> globalShape;
+  std::vector<int64_t> localShape;
+  std::vector<int64_t> start; ///< first global index along each dim
+
+  /// Global row-major element index of local row-major element `local`.
+  int64_t globalIndex(int64_t local) const;
+};
+
+/// Fails (invalidInput) when the sharding names a dim out of range or a
+/// split that does not divide the dimension.
+Result<ShardSlice> shardSlice(const std::vector<plan::MeshAxis> &mesh,
+                              const plan::Sharding &sharding,
+                              const std::vector<int64_t> &globalShape,
+                              const std::vector<int64_t> &coords);
+
+/// True when this rank's slice is the canonical copy of its data: its
+/// coordinate is 0 on every axis the tensor is replicated on. Gathering
+/// a global tensor reads from owners only.
+bool isShardOwner(const std::vector<plan::MeshAxis> &mesh,
+                  const plan::Sharding &sharding,
+                  const std::vector<int64_t> &coords);
+
+int64_t numElements(const std::vector<int64_t> &shape);
+
+/// Converts `count` elements between storage types (float types round to
+/// nearest even on the way down; a plain copy when the types agree).
+void convertElements(const void *src, DType srcType, void *dst, DType dstType,
+                     int64_t count);
+
+/// Copies this slice out of a whole global tensor into local storage.
+void copyGlobalToLocal(const void *global, DType globalType,
+                       const ShardSlice &slice, void *local, DType localType);
+
+/// Copies local storage into its place in a whole global tensor.
+void copyLocalToGlobal(const void *local, DType localType,
+                       const ShardSlice &slice, void *global, DType globalType);
+
+} // namespace sharc::exec

@@ -1,0 +1,217 @@
+//===- Validation.cpp - a sharded plan against the dense plan ---------------===//
+
+#include "executor/Validation.h"
+
+#include "executor/Runtime.h"
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+using namespace sharc;
+using namespace sharc::exec;
+
+namespace {
+
+/// The elements of `actual` (possibly padded on some dimensions) that
+/// correspond to the dense `expected`, in expected's row-major order.
+Result<std::vector<double>> cropTo(const plan::NamedTensor &actual,
+                                   const plan::NamedTensor &expected) {
+  if (actual.shape.size() != expected.shape.size())
+    return Status::runtimeError(actual.name + ": rank " +
+                                std::to_string(actual.shape.size()) +
+                                " differs from the dense rank " +
+                                std::to_string(expected.shape.size()));
+  for (size_t d = 0; d < actual.shape.size(); ++d)
+    if (actual.shape[d] < expected.shape[d])
+      return Status::runtimeError(actual.name + ": dimension " +
+                                  std::to_string(d) +
+                                  " is smaller than the dense one");
+  std::vector<double> values = plan::tensorAsDoubles(actual);
+  std::vector<double> cropped;
+  int64_t count = 1;
+  for (int64_t extent : expected.shape)
+    count *= extent;
+  cropped.reserve(count);
+  std::vector<int64_t> index(expected.shape.size(), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < index.size(); ++d)
+      offset = offset * actual.shape[d] + index[d];
+    cropped.push_back(values[offset]);
+    for (int64_t d = static_cast<int64_t>(index.size()) - 1; d >= 0; --d) {
+      if (++index[d] < expected.shape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return cropped;
+}
+
+enum class Criterion { MaxAbs, MeanAbs };
+
+TensorComparison compare(const std::string &name,
+                         const std::vector<double> &actual,
+                         const std::vector<double> &expected,
+                         double tolerance, Criterion criterion) {
+  TensorComparison result;
+  result.name = name;
+  double errorSquares = 0, referenceSquares = 0, errorSum = 0,
+         referenceSum = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    double error = std::fabs(actual[i] - expected[i]);
+    result.maxAbsError = std::max(result.maxAbsError, error);
+    result.referenceMaxAbs =
+        std::max(result.referenceMaxAbs, std::fabs(expected[i]));
+    errorSum += error;
+    referenceSum += std::fabs(expected[i]);
+    errorSquares += error * error;
+    referenceSquares += expected[i] * expected[i];
+  }
+  if (!expected.empty()) {
+    result.meanAbsError = errorSum / static_cast<double>(expected.size());
+    result.referenceMeanAbs =
+        referenceSum / static_cast<double>(expected.size());
+  }
+  result.relativeL2 =
+      std::sqrt(errorSquares) / (std::sqrt(referenceSquares) + 1e-12);
+  // A tensor that is exactly zero in the dense run must be zero here too.
+  result.passed =
+      std::isfinite(result.maxAbsError) &&
+      (criterion == Criterion::MaxAbs
+           ? result.maxAbsError <= tolerance * result.referenceMaxAbs
+           : result.meanAbsError <= tolerance * result.referenceMeanAbs);
+  return result;
+}
+
+Result<TensorComparison> compareOutputs(const Runtime &sharded,
+                                        const Runtime &dense,
+                                        const std::string &name,
+                                        double tolerance) {
+  auto actual = sharded.gatherOutput(name);
+  if (!actual.isOk())
+    return actual.status();
+  auto expected = dense.gatherOutput(name);
+  if (!expected.isOk())
+    return expected.status();
+  auto cropped = cropTo(*actual, *expected);
+  if (!cropped.isOk())
+    return cropped.status();
+  return compare(name, *cropped, plan::tensorAsDoubles(*expected),
+                 tolerance, Criterion::MaxAbs);
+}
+
+Result<std::unique_ptr<Runtime>> startRuntime(const plan::Plan &plan,
+                                              uint64_t seed,
+                                              const std::vector<int32_t> &tokens) {
+  RunOptions options;
+  options.poisonActivations = true;
+  auto runtime = Runtime::create(plan, options);
+  if (!runtime.isOk())
+    return runtime.status();
+  SHARC_TRY((*runtime)->initParams(seed));
+  SHARC_TRY((*runtime)->setBatch(tokens));
+  return std::move(runtime.value());
+}
+
+} // namespace
+
+Result<ValidationReport>
+sharc::exec::validateAgainstDense(const plan::Plan &plan,
+                                  const plan::Plan &densePlan,
+                                  const ValidationOptions &options) {
+  if (plan.seqLen != densePlan.seqLen || plan.batchSize != densePlan.batchSize)
+    return Status::invalidInput(
+        "the plans differ in sequence length or batch size");
+  for (const char *name : {"logits"})
+    if (!plan.findOutput(name) || !densePlan.findOutput(name))
+      return Status::invalidInput(
+          "both plans need the logits and gradient outputs: compile them "
+          "with --emit-logits --keep-grads");
+
+  std::mt19937_64 rng(options.seed + 1);
+  std::vector<int32_t> tokens(plan.batchSize * plan.seqLen);
+  for (int32_t &id : tokens)
+    id = static_cast<int32_t>(rng() % static_cast<uint64_t>(plan.vocabSize));
+
+  auto sharded = startRuntime(plan, options.seed, tokens);
+  if (!sharded.isOk())
+    return sharded.status().withContext("sharded plan");
+  auto dense = startRuntime(densePlan, options.seed, tokens);
+  if (!dense.isOk())
+    return dense.status().withContext("dense plan");
+
+  ValidationReport report;
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    auto shardedStep = (*sharded)->step();
+    if (!shardedStep.isOk())
+      return shardedStep.status().withContext("sharded plan");
+    auto denseStep = (*dense)->step();
+    if (!denseStep.isOk())
+      return denseStep.status().withContext("dense plan");
+    if (step != 1)
+      continue;
+    std::vector<std::string> names{"loss", "logits"};
+    for (const plan::ParamEntry &param : densePlan.params)
+      if (param.tiedTo.empty())
+        names.push_back("grad:" + param.name);
+    for (const std::string &name : names) {
+      auto comparison = compareOutputs(**sharded, **dense, name,
+                                       options.gradientTolerance);
+      if (!comparison.isOk())
+        return comparison.status();
+      report.firstStep.push_back(*comparison);
+    }
+  }
+
+  auto shardedParams = (*sharded)->gatherParams();
+  if (!shardedParams.isOk())
+    return shardedParams.status();
+  auto denseParams = (*dense)->gatherParams();
+  if (!denseParams.isOk())
+    return denseParams.status();
+  for (const plan::NamedTensor &expected : denseParams->tensors) {
+    const plan::NamedTensor *actual = shardedParams->find(expected.name);
+    if (!actual)
+      return Status::runtimeError("the sharded plan has no parameter '" +
+                                  expected.name + "'");
+    auto cropped = cropTo(*actual, expected);
+    if (!cropped.isOk())
+      return cropped.status();
+    report.afterSteps.push_back(compare("param:" + expected.name, *cropped,
+                                        plan::tensorAsDoubles(expected),
+                                        options.parameterTolerance,
+                                        Criterion::MeanAbs));
+  }
+
+  report.passed = true;
+  for (const auto *group : {&report.firstStep, &report.afterSteps})
+    for (const TensorComparison &comparison : *group)
+      report.passed &= comparison.passed;
+  return report;
+}
+
+std::string sharc::exec::formatReport(const ValidationReport &report) {
+  std::string text;
+  char line[256];
+  auto section = [&](const char *title,
+                     const std::vector<TensorComparison> &rows) {
+    text += title;
+    std::snprintf(line, sizeof(line), "  %-44s %10s %10s %10s %10s %10s\n",
+                  "tensor", "max|err|", "mean|err|", "rel L2", "max|ref|",
+                  "mean|ref|");
+    text += line;
+    for (const TensorComparison &row : rows) {
+      std::snprintf(line, sizeof(line),
+                    "  %-44s %10.3e %10.3e %10.3e %10.3e %10.3e%s\n",
+                    row.name.c_str(), row.maxAbsError, row.meanAbsError,
+                    row.relativeL2, row.referenceMaxAbs, row.referenceMeanAbs,
+                    row.passed ? "" : "  FAIL");
+      text += line;
+    }
+  };
+  section("after step 1 (loss, logits, gradients):\n", report.firstStep);
+  section("after the AdamW steps (parameters):\n", report.afterSteps);
+  text += report.passed ? "validation passed\n" : "validation FAILED\n";
+  return text;
+}

@@ -1,0 +1,148 @@
+//===- DataLoaderTest.cpp - token batches, checkpoints, metrics -----------===//
+
+#include "executor/DataLoader.h"
+#include "executor/Checkpoint.h"
+#include "executor/Metrics.h"
+
+#include "TestPlans.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <unistd.h>
+
+using namespace sharc;
+using namespace sharc::exec;
+using namespace sharc::exec::test;
+
+namespace {
+/// A file path in the temporary directory, removed at scope exit.
+struct TempPath {
+  std::string path;
+  explicit TempPath(const std::string &stem)
+      : path("/tmp/sharc-executor-test-" + std::to_string(::getpid()) + "-" +
+             stem) {}
+  ~TempPath() { std::remove(path.c_str()); }
+};
+
+void writeInts(const std::string &path, const std::vector<int32_t> &ids) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(ids.data()),
+            static_cast<std::streamsize>(ids.size() * 4));
+}
+} // namespace
+
+TEST_CASE("synthetic batches are reproducible and differ per step",
+          "[executor]") {
+  DataLoader loader = DataLoader::synthetic(50, 3, 4, 42);
+  std::vector<int32_t> first = loader.batch(1);
+  REQUIRE(first.size() == 12);
+  REQUIRE(first == DataLoader::synthetic(50, 3, 4, 42).batch(1));
+  REQUIRE(first != loader.batch(2));
+  REQUIRE(first != DataLoader::synthetic(50, 3, 4, 43).batch(1));
+  std::set<int32_t> seen;
+  for (int64_t step = 1; step <= 100; ++step)
+    for (int32_t id : loader.batch(step)) {
+      REQUIRE(id >= 0);
+      REQUIRE(id < 50);
+      seen.insert(id);
+    }
+  REQUIRE(seen.size() == 50); // 1200 draws cover all 50 ids
+}
+
+TEST_CASE("a token file is read in windows of S tokens, wrapping",
+          "[executor]") {
+  TempPath file("tokens.bin");
+  writeInts(file.path, {0, 1, 2, 3, 4, 5, 6});
+  auto loader = DataLoader::fromFile(file.path, 10, 2, 3);
+  INFO(loader.status().message());
+  REQUIRE(loader);
+  // Step 1: windows 0 and 1 = tokens [0,3) and [3,6).
+  REQUIRE(loader->batch(1) == std::vector<int32_t>{0, 1, 2, 3, 4, 5});
+  // Step 2: windows 2 and 3 start at 6 and 9 mod 7 = 2.
+  REQUIRE(loader->batch(2) == std::vector<int32_t>{6, 0, 1, 2, 3, 4});
+
+  writeInts(file.path, {0, 1, 12, 3});
+  auto outOfVocab = DataLoader::fromFile(file.path, 10, 2, 3);
+  REQUIRE(outOfVocab.status().code() == Status::Code::InvalidInput);
+  REQUIRE(outOfVocab.status().message().find("token 2 is 12") !=
+          std::string::npos);
+
+  std::ofstream(file.path, std::ios::binary) << "abcdef";
+  auto ragged = DataLoader::fromFile(file.path, 10, 2, 3);
+  REQUIRE(ragged.status().code() == Status::Code::InvalidInput);
+  auto missing = DataLoader::fromFile(file.path + ".none", 10, 2, 3);
+  REQUIRE(missing.status().code() == Status::Code::InvalidInput);
+}
+
+TEST_CASE("a checkpoint resumes params, optimizer state and step count",
+          "[executor]") {
+  LinearModel model;
+  TempPath checkpoint("ckpt.safetensors");
+  DataLoader data =
+      DataLoader::synthetic(model.vocab, model.batch, model.seqLen, 5);
+  // Reference: 4 uninterrupted steps of the dense plan.
+  auto straight = Runtime::create(makeLinearPlan(model, 1, 1), {});
+  REQUIRE(straight);
+  REQUIRE((*straight)->initParams(9));
+  double straightLoss = 0;
+  for (int64_t step = 1; step <= 4; ++step) {
+    REQUIRE((*straight)->setBatch(data.batch(step)));
+    auto stats = (*straight)->step();
+    REQUIRE(stats);
+    straightLoss = stats->loss;
+  }
+
+  // 2 steps on tp=2, saved; then 2 more on a fresh dense runtime.
+  auto first = Runtime::create(makeLinearPlan(model, 1, 2), {});
+  REQUIRE(first);
+  REQUIRE((*first)->initParams(9));
+  for (int64_t step = 1; step <= 2; ++step) {
+    REQUIRE((*first)->setBatch(data.batch(step)));
+    REQUIRE((*first)->step());
+  }
+  REQUIRE(saveCheckpoint(**first, checkpoint.path));
+  auto file = plan::readSafeTensors(checkpoint.path);
+  REQUIRE(file);
+  REQUIRE(file->find("head.weight.exp_avg_sq"));
+  REQUIRE(file->metadata.at("step") == "2");
+
+  auto second = Runtime::create(makeLinearPlan(model, 1, 1), {});
+  REQUIRE(second);
+  Status loaded = loadCheckpoint(**second, checkpoint.path);
+  INFO(loaded.message());
+  REQUIRE(loaded);
+  REQUIRE((*second)->nextStep() == 3);
+  double resumedLoss = 0;
+  for (int64_t step = 3; step <= 4; ++step) {
+    REQUIRE((*second)->setBatch(data.batch(step)));
+    auto stats = (*second)->step();
+    REQUIRE(stats);
+    resumedLoss = stats->loss;
+  }
+  REQUIRE(resumedLoss == Approx(straightLoss).epsilon(1e-6));
+
+  // A checkpoint of another model is invalid input naming the tensor.
+  plan::TensorFile other;
+  other.tensors.push_back(
+      {"embed.weight", DType::F32, {2, 2}, std::vector<uint8_t>(16)});
+  REQUIRE(plan::writeSafeTensors(checkpoint.path, other));
+  Status mismatch = loadCheckpoint(**second, checkpoint.path);
+  REQUIRE(mismatch.code() == Status::Code::InvalidInput);
+  REQUIRE(mismatch.message().find("embed.weight") != std::string::npos);
+}
+
+TEST_CASE("metrics report tokens per second and the median step",
+          "[executor]") {
+  Metrics metrics(1000);
+  metrics.record(1, {.loss = 5.0, .seconds = 0.5});
+  metrics.record(2, {.loss = 4.0, .seconds = 0.1});
+  const StepRecord &last = metrics.record(3, {.loss = 3.5, .seconds = 0.2});
+  REQUIRE(last.tokensPerSecond == Approx(5000));
+  REQUIRE(metrics.medianSeconds() == Approx(0.2));
+  REQUIRE(metrics.medianTokensPerSecond() == Approx(5000));
+  REQUIRE(Metrics::formatStep(last) ==
+          "step    3  loss 3.50000  time 200.0 ms  tokens/s 5000");
+}

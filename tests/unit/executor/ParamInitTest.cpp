@@ -1,0 +1,136 @@
+//===- ParamInitTest.cpp - mesh coordinates, shard slices, param init -----===//
+
+#include "executor/ParamInit.h"
+#include "executor/ShardLayout.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace sharc;
+using namespace sharc::exec;
+
+namespace {
+std::vector<plan::MeshAxis> mesh(int64_t dp, int64_t tp) {
+  return {{"dp", dp}, {"tp", tp}};
+}
+
+/// The dense [rows, cols] tensor, drawn element by element.
+std::vector<double> dense(const plan::InitSpec &spec, uint64_t seed,
+                          const std::string &name, int64_t rows, int64_t cols) {
+  std::vector<double> values(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      values[r * cols + c] = initValue(spec, seed, name, r * cols + c);
+  return values;
+}
+} // namespace
+
+TEST_CASE("mesh coordinates put the last axis innermost", "[executor]") {
+  REQUIRE(meshCoords(mesh(2, 2), 0) == std::vector<int64_t>{0, 0});
+  REQUIRE(meshCoords(mesh(2, 2), 1) == std::vector<int64_t>{0, 1});
+  REQUIRE(meshCoords(mesh(2, 2), 2) == std::vector<int64_t>{1, 0});
+  REQUIRE(meshCoords(mesh(2, 2), 3) == std::vector<int64_t>{1, 1});
+  REQUIRE(meshCoords(mesh(2, 3), 4) == std::vector<int64_t>{1, 1});
+  REQUIRE(meshCoords(mesh(2, 3), 5) == std::vector<int64_t>{1, 2});
+  std::vector<plan::MeshAxis> three{{"a", 2}, {"b", 3}, {"c", 2}};
+  REQUIRE(meshCoords(three, 11) == std::vector<int64_t>{1, 2, 1});
+  REQUIRE(meshCoords({}, 0).empty());
+}
+
+TEST_CASE("shard slices are contiguous pieces in rank order", "[executor]") {
+  plan::Sharding byRows{{{"tp", 0}}};
+  auto slice = shardSlice(mesh(1, 2), byRows, {8, 6}, {0, 1});
+  REQUIRE(slice);
+  REQUIRE(slice->localShape == std::vector<int64_t>{4, 6});
+  REQUIRE(slice->start == std::vector<int64_t>{4, 0});
+  // Local element (1, 2) of tp rank 1 is global (5, 2).
+  REQUIRE(slice->globalIndex(1 * 6 + 2) == 5 * 6 + 2);
+
+  // A dim split over dp and tp: tp pieces inside each dp piece.
+  plan::Sharding both{{{"dp", 0}, {"tp", 0}}};
+  auto quarter = shardSlice(mesh(2, 2), both, {8, 6}, {1, 0});
+  REQUIRE(quarter);
+  REQUIRE(quarter->localShape == std::vector<int64_t>{2, 6});
+  REQUIRE(quarter->start == std::vector<int64_t>{4, 0});
+
+  REQUIRE(isShardOwner(mesh(2, 2), byRows, {0, 1}));
+  REQUIRE_FALSE(isShardOwner(mesh(2, 2), byRows, {1, 1}));
+
+  auto uneven = shardSlice(mesh(1, 4), byRows, {6, 6}, {0, 0});
+  REQUIRE_FALSE(uneven);
+  REQUIRE(uneven.status().code() == Status::Code::InvalidInput);
+  auto badDim =
+      shardSlice(mesh(1, 2), plan::Sharding{{{"tp", 2}}}, {8, 6}, {0, 0});
+  REQUIRE_FALSE(badDim);
+}
+
+TEST_CASE("a tp shard of a parameter equals the slice of the dense one",
+          "[executor]") {
+  plan::InitSpec spec{"normal", 0.02};
+  const std::string name = "layers.0.attn.q_proj.weight";
+  std::vector<double> full = dense(spec, 42, name, 8, 6);
+  for (int64_t dim : {0, 1}) {
+    plan::Sharding sharding{{{"tp", dim}}};
+    for (int64_t tp = 0; tp < 2; ++tp) {
+      auto slice = shardSlice(mesh(1, 2), sharding, {8, 6}, {0, tp});
+      REQUIRE(slice);
+      std::vector<float> local(24);
+      REQUIRE(initShard(spec, 42, name, *slice, local.data(), DType::F32));
+      int64_t rows = dim == 0 ? 4 : 8, cols = dim == 0 ? 6 : 3;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          int64_t globalRow = dim == 0 ? tp * 4 + r : r;
+          int64_t globalCol = dim == 1 ? tp * 3 + c : c;
+          INFO("dim " << dim << " tp " << tp << " at " << r << "," << c);
+          REQUIRE(local[r * cols + c] ==
+                  static_cast<float>(full[globalRow * 6 + globalCol]));
+        }
+    }
+  }
+}
+
+TEST_CASE("init depends on seed and name, bf16 storage rounds", "[executor]") {
+  plan::InitSpec spec{"normal", 0.02};
+  REQUIRE(initValue(spec, 1, "a", 0) != initValue(spec, 2, "a", 0));
+  REQUIRE(initValue(spec, 1, "a", 0) != initValue(spec, 1, "b", 0));
+  REQUIRE(initValue(spec, 1, "a", 3) == initValue(spec, 1, "a", 3));
+
+  ShardSlice whole{{3, 2}, {3, 2}, {0, 0}};
+  std::vector<uint16_t> bf16(6);
+  REQUIRE(initShard(spec, 7, "w", whole, bf16.data(), DType::BF16));
+  for (int64_t i = 0; i < 6; ++i)
+    REQUIRE(bf16[i] ==
+            floatToBf16(static_cast<float>(initValue(spec, 7, "w", i))));
+
+  std::vector<float> ones(6, 0.f), zeros(6, 5.f);
+  REQUIRE(initShard({"ones", 0}, 7, "n", whole, ones.data(), DType::F32));
+  REQUIRE(initShard({"zeros", 0}, 7, "n", whole, zeros.data(), DType::F32));
+  REQUIRE(ones == std::vector<float>(6, 1.f));
+  REQUIRE(zeros == std::vector<float>(6, 0.f));
+
+  Status bad = initShard({"xavier", 0}, 7, "n", whole, ones.data(), DType::F32);
+  REQUIRE(bad.code() == Status::Code::InvalidInput);
+  REQUIRE(bad.message().find("xavier") != std::string::npos);
+}
+
+TEST_CASE("normal init has mean 0 and the requested deviation", "[executor]") {
+  plan::InitSpec spec{"normal", 0.02};
+  const int64_t count = 100000;
+  double sum = 0, sumSquares = 0;
+  int64_t beyondTwoSigma = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    double value = initValue(spec, 42, "embed_tokens.weight", i);
+    sum += value;
+    sumSquares += value * value;
+    beyondTwoSigma += std::abs(value) > 0.04;
+  }
+  double mean = sum / count;
+  double stddev = std::sqrt(sumSquares / count - mean * mean);
+  // The standard error of the mean is 0.02 / sqrt(1e5) = 6.3e-5.
+  REQUIRE(std::abs(mean) < 4e-4);
+  REQUIRE(stddev == Approx(0.02).epsilon(0.02));
+  // A normal puts 4.55% of its mass beyond two sigma.
+  REQUIRE(static_cast<double>(beyondTwoSigma) / count ==
+          Approx(0.0455).margin(0.004));
+}

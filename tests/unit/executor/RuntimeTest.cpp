@@ -1,0 +1,352 @@
+//===- RuntimeTest.cpp - the runtime on hand-built plans ------------------===//
+
+#include "executor/Runtime.h"
+
+#include "TestPlans.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+using namespace sharc;
+using namespace sharc::exec;
+using namespace sharc::exec::test;
+
+namespace {
+
+std::unique_ptr<Runtime> makeRuntime(const plan::Plan &plan,
+                                     RunOptions options = {}) {
+  auto runtime = Runtime::create(plan, options);
+  INFO(runtime.status().message());
+  REQUIRE(runtime);
+  return std::move(*runtime);
+}
+
+std::vector<double> asDoubles(const plan::NamedTensor &tensor) {
+  return plan::tensorAsDoubles(tensor);
+}
+
+/// A fixed batch-first [B, S] batch: ids cycle through the vocabulary.
+std::vector<int32_t> fixedBatch(const LinearModel &model) {
+  std::vector<int32_t> tokens(model.batch * model.seqLen);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((i * 3 + i / 7) % model.validVocab);
+  return tokens;
+}
+
+/// The linear model's step computed with double loops from the weights:
+/// x = E[token], logits = x W^T, mean cross entropy over the shifted labels.
+struct Reference {
+  double loss = 0;
+  std::vector<double> logits, gradEmbed, gradHead;
+};
+
+Reference reference(const LinearModel &m, const std::vector<double> &embed,
+                    const std::vector<double> &head,
+                    const std::vector<int32_t> &tokens) {
+  int64_t V = m.vocab, H = m.hidden, S = m.seqLen, B = m.batch;
+  Reference ref;
+  ref.logits.assign(S * B * V, 0);
+  ref.gradEmbed.assign(V * H, 0);
+  ref.gradHead.assign(V * H, 0);
+  double numValid = (S - 1) * B;
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t b = 0; b < B; ++b) {
+      int32_t token = tokens[b * S + s];
+      double *logit = &ref.logits[(s * B + b) * V];
+      for (int64_t v = 0; v < V; ++v)
+        for (int64_t h = 0; h < H; ++h)
+          logit[v] += embed[token * H + h] * head[v * H + h];
+      if (s == S - 1)
+        continue; // label -100
+      int32_t label = tokens[b * S + s + 1];
+      // Columns from validVocab on are padding: no part in the softmax.
+      int64_t validV = m.validVocab;
+      double maxLogit = logit[0];
+      for (int64_t v = 1; v < validV; ++v)
+        maxLogit = std::max(maxLogit, logit[v]);
+      double sumExp = 0;
+      for (int64_t v = 0; v < validV; ++v)
+        sumExp += std::exp(logit[v] - maxLogit);
+      double lse = maxLogit + std::log(sumExp);
+      ref.loss += (lse - logit[label]) / numValid;
+      for (int64_t v = 0; v < validV; ++v) {
+        double dlogit =
+            (std::exp(logit[v] - lse) - (v == label ? 1.0 : 0.0)) / numValid;
+        for (int64_t h = 0; h < H; ++h) {
+          ref.gradHead[v * H + h] += dlogit * embed[token * H + h];
+          ref.gradEmbed[token * H + h] += dlogit * head[v * H + h];
+        }
+      }
+    }
+  return ref;
+}
+
+void requireClose(const std::vector<double> &actual,
+                  const std::vector<double> &expected, double tolerance) {
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(actual[i] == Approx(expected[i]).margin(tolerance));
+  }
+}
+
+std::vector<double> gathered(const Runtime &runtime, const std::string &name) {
+  auto tensor = runtime.gatherOutput(name);
+  INFO(tensor.status().message());
+  REQUIRE(tensor);
+  REQUIRE(tensor->dtype == DType::F32);
+  return asDoubles(*tensor);
+}
+
+} // namespace
+
+TEST_CASE("step 1 of the linear model matches a double-loop reference",
+          "[executor]") {
+  LinearModel model;
+  SECTION("every column valid") {}
+  SECTION("one padded vocabulary column") { model.validVocab = 7; }
+  auto runtime = makeRuntime(makeLinearPlan(model, 1, 1),
+                             RunOptions{.poisonActivations = true});
+  REQUIRE(runtime->initParams(42));
+  auto params = runtime->gatherParams();
+  REQUIRE(params);
+  std::vector<double> embed = asDoubles(*params->find("embed.weight"));
+  std::vector<double> head = asDoubles(*params->find("head.weight"));
+  std::vector<int32_t> tokens = fixedBatch(model);
+  REQUIRE(runtime->setBatch(tokens));
+  REQUIRE(runtime->nextStep() == 1);
+  auto stats = runtime->step();
+  INFO(stats.status().message());
+  REQUIRE(stats);
+  REQUIRE(runtime->nextStep() == 2);
+
+  Reference ref = reference(model, embed, head, tokens);
+  REQUIRE(stats->loss == Approx(ref.loss).epsilon(1e-5));
+  requireClose(gathered(*runtime, "logits"), ref.logits, 1e-5);
+  requireClose(gathered(*runtime, "grad:embed.weight"), ref.gradEmbed, 1e-6);
+  requireClose(gathered(*runtime, "grad:head.weight"), ref.gradHead, 1e-6);
+
+  // AdamW's first step from zero moments: m/sqrt(v) with bias correction
+  // is g/|g|, so p' = p (1 - lr wd) - lr g / (|g| + eps).
+  auto updated = runtime->gatherParams();
+  REQUIRE(updated);
+  std::vector<double> newHead = asDoubles(*updated->find("head.weight"));
+  std::vector<double> expectHead(head.size());
+  for (size_t i = 0; i < head.size(); ++i)
+    expectHead[i] =
+        head[i] * (1 - model.lr * 0.01) -
+        model.lr * ref.gradHead[i] / (std::abs(ref.gradHead[i]) + 1e-8);
+  requireClose(newHead, expectHead, 1e-5);
+}
+
+TEST_CASE("training the linear model on a fixed batch lowers the loss",
+          "[executor]") {
+  LinearModel model;
+  auto runtime = makeRuntime(makeLinearPlan(model, 1, 1));
+  REQUIRE(runtime->initParams(7));
+  REQUIRE(runtime->setBatch(fixedBatch(model)));
+  std::vector<double> losses;
+  for (int i = 0; i < 30; ++i) {
+    auto stats = runtime->step();
+    REQUIRE(stats);
+    REQUIRE(std::isfinite(stats->loss));
+    losses.push_back(stats->loss);
+  }
+  INFO("first " << losses.front() << " last " << losses.back());
+  REQUIRE(losses.back() < 0.5 * losses.front());
+  REQUIRE(runtime->nextStep() == 31);
+}
+
+TEST_CASE("dp and tp plans start from the dense weights and agree with it",
+          "[executor]") {
+  LinearModel model;
+  SECTION("every column valid") {}
+  SECTION("one padded vocabulary column") { model.validVocab = 7; }
+  std::vector<int32_t> tokens = fixedBatch(model);
+  auto dense = makeRuntime(makeLinearPlan(model, 1, 1));
+  REQUIRE(dense->initParams(42));
+  REQUIRE(dense->setBatch(tokens));
+  auto denseStats = dense->step();
+  REQUIRE(denseStats);
+
+  for (auto [dp, tp, vocabParallel] :
+       {std::tuple<int64_t, int64_t, bool>{2, 1, false},
+        {1, 2, false},
+        {2, 2, false},
+        {1, 2, true},
+        {2, 2, true}}) {
+    INFO("dp " << dp << " tp " << tp << " vocab parallel " << vocabParallel);
+    LinearModel shardedModel = model;
+    shardedModel.vocabParallel = vocabParallel;
+    auto sharded = makeRuntime(makeLinearPlan(shardedModel, dp, tp));
+    REQUIRE(sharded->worldSize() == dp * tp);
+    REQUIRE(sharded->initParams(42));
+    auto before = sharded->gatherParams();
+    REQUIRE(before);
+    REQUIRE(sharded->setBatch(tokens));
+    auto stats = sharded->step();
+    INFO(stats.status().message());
+    REQUIRE(stats);
+    // Every dp rank reports its own mean, and the plan sums them.
+    REQUIRE(stats->loss == Approx(dp * denseStats->loss).epsilon(1e-6));
+    for (const char *name : {"logits", "grad:embed.weight", "grad:head.weight"})
+      requireClose(gathered(*sharded, name), gathered(*dense, name), 1e-6);
+    auto after = sharded->gatherParams();
+    auto denseAfter = dense->gatherParams();
+    REQUIRE(after);
+    for (const char *name : {"embed.weight", "head.weight"})
+      requireClose(asDoubles(*after->find(name)),
+                   asDoubles(*denseAfter->find(name)), 1e-6);
+  }
+}
+
+TEST_CASE("setBatch writes sequence-first tokens and shifted labels",
+          "[executor]") {
+  LinearModel model;
+  for (int64_t dp : {1, 2}) {
+    auto runtime = makeRuntime(makeLinearPlan(model, dp, 1));
+    std::vector<int32_t> tokens = fixedBatch(model);
+    REQUIRE(runtime->setBatch(tokens));
+    auto tokensSB = runtime->gatherOutput("tokens");
+    auto labelsSB = runtime->gatherOutput("labels");
+    REQUIRE(tokensSB);
+    REQUIRE(labelsSB);
+    REQUIRE(labelsSB->dtype == DType::I32);
+    REQUIRE(labelsSB->shape == std::vector<int64_t>{5, 4});
+    std::vector<int32_t> ids(20), labels(20);
+    std::memcpy(ids.data(), tokensSB->bytes.data(), 80);
+    std::memcpy(labels.data(), labelsSB->bytes.data(), 80);
+    for (int64_t s = 0; s < 5; ++s)
+      for (int64_t b = 0; b < 4; ++b) {
+        REQUIRE(ids[s * 4 + b] == tokens[b * 5 + s]);
+        REQUIRE(labels[s * 4 + b] == (s < 4 ? tokens[b * 5 + s + 1] : -100));
+      }
+  }
+  auto runtime = makeRuntime(makeLinearPlan(model, 1, 1));
+  std::vector<int32_t> tooShort(7, 0);
+  REQUIRE(runtime->setBatch(tooShort).code() == Status::Code::InvalidInput);
+  std::vector<int32_t> outOfVocab = fixedBatch(model);
+  outOfVocab[3] = 8;
+  Status status = runtime->setBatch(outOfVocab);
+  REQUIRE(status.code() == Status::Code::InvalidInput);
+  REQUIRE(status.message().find("token 8") != std::string::npos);
+}
+
+TEST_CASE("loadParams and gatherParams round-trip global tensors",
+          "[executor]") {
+  LinearModel model;
+  // tp shards the head; bf16 storage rounds on load.
+  auto runtime = makeRuntime(makeLinearPlan(model, 1, 2, DType::BF16));
+  plan::TensorFile file;
+  for (const char *name : {"embed.weight", "head.weight"}) {
+    std::vector<float> values(32);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = 0.1f * static_cast<float>(i) - 1.3f + (name[0] == 'h');
+    plan::NamedTensor tensor{name, DType::F32, {8, 4}, {}};
+    tensor.bytes.resize(128);
+    std::memcpy(tensor.bytes.data(), values.data(), 128);
+    file.tensors.push_back(tensor);
+  }
+  REQUIRE(runtime->loadParams(file));
+  auto params = runtime->gatherParams();
+  REQUIRE(params);
+  REQUIRE(params->tensors.size() == 2);
+  for (const plan::NamedTensor &original : file.tensors) {
+    const plan::NamedTensor *back = params->find(original.name);
+    REQUIRE(back);
+    REQUIRE(back->dtype == DType::BF16);
+    REQUIRE(back->shape == original.shape);
+    std::vector<double> expected = asDoubles(original);
+    std::vector<double> actual = asDoubles(*back);
+    for (size_t i = 0; i < expected.size(); ++i)
+      REQUIRE(actual[i] ==
+              bf16ToFloat(floatToBf16(static_cast<float>(expected[i]))));
+  }
+
+  plan::TensorFile missing = file;
+  missing.tensors.pop_back();
+  Status status = runtime->loadParams(missing);
+  REQUIRE(status.code() == Status::Code::InvalidInput);
+  REQUIRE(status.message().find("head.weight") != std::string::npos);
+
+  plan::TensorFile misShaped = file;
+  misShaped.tensors[0].shape = {4, 8};
+  status = runtime->loadParams(misShaped);
+  REQUIRE(status.code() == Status::Code::InvalidInput);
+  REQUIRE(status.message().find("embed.weight") != std::string::npos);
+  REQUIRE(status.message().find("[4,8]") != std::string::npos);
+}
+
+TEST_CASE("plan errors name the rank, the instruction and the op",
+          "[executor]") {
+  LinearModel model;
+  plan::Plan plan = makeLinearPlan(model, 1, 1);
+  plan.instructions[1].op = "frobnicate";
+  auto runtime = Runtime::create(plan, {});
+  REQUIRE_FALSE(runtime);
+  REQUIRE(runtime.status().code() == Status::Code::InvalidInput);
+  REQUIRE(runtime.status().message().rfind("rank 0, instr 1 (frobnicate): "
+                                           "unknown op",
+                                           0) == 0);
+
+  plan = makeLinearPlan(model, 1, 1);
+  plan.instructions[1].operands = {plan.instructions[1].operands[0]};
+  auto wrongArity = Runtime::create(plan, {});
+  REQUIRE_FALSE(wrongArity);
+  REQUIRE(wrongArity.status().message().find("instr 1 (matmul)") !=
+          std::string::npos);
+
+  // Swapped operands: the weight slot gets the rank-3 activation.
+  plan = makeLinearPlan(model, 1, 1);
+  std::swap(plan.instructions[1].operands[0], plan.instructions[1].operands[1]);
+  auto badShape = Runtime::create(plan, {});
+  REQUIRE_FALSE(badShape);
+  REQUIRE(badShape.status().message().find("rank 0, instr 1 (matmul)") !=
+          std::string::npos);
+
+  auto cuda = Runtime::create(makeLinearPlan(model, 1, 1),
+                              RunOptions{.backend = "cuda"});
+  REQUIRE(cuda.status().code() == Status::Code::InvalidInput);
+}
+
+TEST_CASE("poisoned activations expose a read of an unwritten buffer",
+          "[executor]") {
+  LinearModel model;
+  plan::Plan plan = makeLinearPlan(model, 1, 1);
+  // Without the embedding, the matmul reads x that nobody wrote.
+  plan.instructions.erase(plan.instructions.begin());
+  for (bool poison : {false, true}) {
+    auto runtime = makeRuntime(plan, RunOptions{.poisonActivations = poison});
+    REQUIRE(runtime->initParams(1));
+    REQUIRE(runtime->setBatch(fixedBatch(model)));
+    auto stats = runtime->step();
+    REQUIRE(stats);
+    REQUIRE(std::isnan(stats->loss) == poison);
+  }
+}
+
+TEST_CASE("stream-1 instructions run in list order", "[executor]") {
+  LinearModel model;
+  plan::Plan plan = makeLinearPlan(model, 2, 2);
+  plan.numStreams = 2;
+  plan.numEvents = 1;
+  for (plan::Instruction &instr : plan.instructions)
+    if (instr.op == "all_reduce" || instr.op == "all_gather")
+      instr.stream = 1;
+  plan.instructions[0].signals = {0};
+  plan.instructions[1].waits = {0};
+  auto runtime = makeRuntime(plan);
+  REQUIRE(runtime->initParams(3));
+  REQUIRE(runtime->setBatch(fixedBatch(model)));
+  auto stats = runtime->step();
+  INFO(stats.status().message());
+  REQUIRE(stats);
+  REQUIRE(std::isfinite(stats->loss));
+
+  plan.instructions[1].waits = {5};
+  auto badEvent = Runtime::create(plan, {});
+  REQUIRE_FALSE(badEvent);
+  REQUIRE(badEvent.status().message().find("event 5") != std::string::npos);
+}
