@@ -10,25 +10,47 @@
 
 using namespace sharc;
 
-plan::Plan testing::compilePlan(const std::string &modelFile, bool emitLogits,
-                                bool withOptimizer,
-                                const std::string &runFile) {
+namespace {
+
+plan::Plan compileWith(CompileOptions options) {
   mlir::MLIRContext context;
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
     diagnostics += d.str() + "\n";
     return mlir::success();
   });
-  CompileOptions options;
-  options.modelPath = std::string(SHARC_SOURCE_DIR) + "/models/" + modelFile;
-  if (!runFile.empty())
-    options.runPath = std::string(SHARC_SOURCE_DIR) + "/models/" + runFile;
-  options.emitLogits = emitLogits;
-  options.pipeline.withOptimizer = withOptimizer;
   auto result = compileModel(context, options);
   if (auto *error = std::get_if<CompileError>(&result))
     FAIL("compile failed: " << error->message << diagnostics);
   return std::get<plan::Plan>(std::move(result));
+}
+
+std::string modelPath(const std::string &file) {
+  return std::string(SHARC_SOURCE_DIR) + "/models/" + file;
+}
+
+} // namespace
+
+plan::Plan testing::compilePlan(const std::string &modelFile, bool emitLogits,
+                                bool withOptimizer,
+                                const std::string &runFile) {
+  CompileOptions options;
+  options.modelPath = modelPath(modelFile);
+  if (!runFile.empty())
+    options.runPath = modelPath(runFile);
+  options.emitLogits = emitLogits;
+  options.pipeline.withOptimizer = withOptimizer;
+  return compileWith(options);
+}
+
+plan::Plan testing::compilePlan(const std::string &modelFile,
+                                const PipelineOptions &pipeline,
+                                bool emitLogits) {
+  CompileOptions options;
+  options.modelPath = modelPath(modelFile);
+  options.pipeline = pipeline;
+  options.emitLogits = emitLogits;
+  return compileWith(options);
 }
 
 std::unique_ptr<exec::Runtime> testing::makeRuntime(const plan::Plan &plan) {

@@ -21,6 +21,10 @@ namespace sharc::testing {
 plan::Plan compilePlan(const std::string &modelFile, bool emitLogits,
                        bool withOptimizer, const std::string &runFile = "");
 
+/// Compiles with a parallel layout (and whatever else `pipeline` asks).
+plan::Plan compilePlan(const std::string &modelFile,
+                       const PipelineOptions &pipeline, bool emitLogits);
+
 std::unique_ptr<exec::Runtime> makeRuntime(const plan::Plan &plan);
 
 std::string fixturePath(const std::string &name);
