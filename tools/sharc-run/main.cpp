@@ -2,7 +2,7 @@
 //
 // sharc-run PLAN [--backend cpu] [--steps N] [--seed N] [--data FILE |
 //   --synthetic] [--load CKPT] [--save CKPT] [--dump-outputs FILE]
-//   [--poison] [--quiet]
+//   [--poison] [--quiet] [--validate DENSE_PLAN]
 // stdout: one line per step and a summary. Errors go to stderr as
 // `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
 // checkpoint), 1 for a failure at run time.
@@ -13,6 +13,7 @@
 #include "executor/DataLoader.h"
 #include "executor/Metrics.h"
 #include "executor/Runtime.h"
+#include "executor/Validation.h"
 #include "planner/plan/PlanIO.h"
 
 #include <cstdio>
@@ -32,6 +33,7 @@ struct Options {
   uint64_t seed = 42;
   std::string dataPath; ///< empty: synthetic
   std::string loadPath, savePath, dumpPath;
+  std::string validatePath; ///< the dense plan to validate against
   bool poison = false;
   bool quiet = false;
 };
@@ -40,10 +42,16 @@ const char *kUsage =
     "usage: sharc-run PLAN [--backend cpu] [--steps N] [--seed N]\n"
     "                 [--data FILE | --synthetic] [--load CKPT]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
-    "                 [--poison] [--quiet]\n"
+    "                 [--poison] [--quiet] [--validate DENSE_PLAN]\n"
     "  --data FILE     raw little-endian int32 token ids, read in windows\n"
     "                  of seq_len tokens (default: --synthetic)\n"
-    "  --poison        fill activations with NaN before every step\n";
+    "  --poison        fill activations with NaN before every step\n"
+    "  --validate DENSE_PLAN\n"
+    "                  run PLAN and the dense plan from the same weights and\n"
+    "                  tokens; compare loss, logits and every gradient after\n"
+    "                  one step and the parameters after --steps (default 5)\n"
+    "                  AdamW steps; both compiled with --emit-logits\n"
+    "                  --keep-grads. Exit 1 when they differ.\n";
 
 int fail(const Status &status) {
   std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
@@ -107,6 +115,8 @@ Result<Options> parseFlags(int argc, char **argv) {
       SHARC_TRY(needValue(options.savePath));
     } else if (flag == "--dump-outputs") {
       SHARC_TRY(needValue(options.dumpPath));
+    } else if (flag == "--validate") {
+      SHARC_TRY(needValue(options.validatePath));
     } else if (flag == "--poison") {
       options.poison = true;
     } else if (flag == "--quiet") {
@@ -129,10 +139,33 @@ Result<Options> parseFlags(int argc, char **argv) {
   return options;
 }
 
-int run(const Options &options) {
+int validate(const Options &options, const plan::Plan &plan,
+             bool stepsGiven) {
+  auto densePlan = plan::readPlanFile(options.validatePath);
+  if (!densePlan)
+    return fail(densePlan.status());
+  exec::ValidationOptions validation;
+  validation.seed = options.seed;
+  validation.steps = stepsGiven ? options.steps : 5;
+  if (validation.steps < 1)
+    return fail(Status::invalidInput("--validate needs --steps >= 1"));
+  auto report = exec::validateAgainstDense(plan, *densePlan, validation);
+  if (!report)
+    return fail(report.status());
+  std::printf("validating %s (%s) against %s (%s), %lld AdamW steps\n",
+              options.planPath.c_str(), plan.mode.c_str(),
+              options.validatePath.c_str(), densePlan->mode.c_str(),
+              static_cast<long long>(validation.steps));
+  std::printf("%s", exec::formatReport(*report).c_str());
+  return report->passed ? 0 : 1;
+}
+
+int run(const Options &options, bool stepsGiven) {
   auto plan = plan::readPlanFile(options.planPath);
   if (!plan)
     return fail(plan.status());
+  if (!options.validatePath.empty())
+    return validate(options, *plan, stepsGiven);
   exec::RunOptions runOptions;
   runOptions.backend = options.backend;
   runOptions.poisonActivations = options.poison;
@@ -202,5 +235,8 @@ int main(int argc, char **argv) {
   auto options = parseFlags(argc, argv);
   if (!options)
     return fail(options.status());
-  return run(*options);
+  bool stepsGiven = false;
+  for (int i = 1; i < argc; ++i)
+    stepsGiven |= std::string(argv[i]) == "--steps";
+  return run(*options, stepsGiven);
 }
