@@ -1,4 +1,4 @@
-//===- DataLoader.h - token batches: synthetic or from a file ---*- C++ -*-===//
+//===- DataLoader.h - token batches, synthetic or read ----------*- C++ -*-===//
 // defines: DataLoader
 //
 // A batch is B*S token ids, batch-first [B, S] row-major, as

@@ -1,4 +1,4 @@
-//===- Runtime.h - runs a plan: per-rank arenas, threads, steps -*- C++ -*-===//
+//===- Runtime.h - runs a plan: arenas, threads, steps ----------*- C++ -*-===//
 // defines: RunOptions, StepStats, Runtime
 //
 // Set-up validates the plan against the backend (every op known, every

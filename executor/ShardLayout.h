@@ -1,4 +1,4 @@
-//===- ShardLayout.h - mesh coordinates and tensor shard slices -*- C++ -*-===//
+//===- ShardLayout.h - the part of a tensor a rank holds --------*- C++ -*-===//
 // defines: meshCoords, ShardSlice, shardSlice, isShardOwner, numElements,
 //          convertElements, copyGlobalToLocal, copyLocalToGlobal
 //

@@ -1,4 +1,4 @@
-//===- Validation.cpp - a sharded plan against the dense plan ---------------===//
+//===- Validation.cpp - a sharded plan against the dense plan -------------===//
 
 #include "executor/Validation.h"
 
@@ -52,12 +52,11 @@ enum class Criterion { MaxAbs, MeanAbs };
 
 TensorComparison compare(const std::string &name,
                          const std::vector<double> &actual,
-                         const std::vector<double> &expected,
-                         double tolerance, Criterion criterion) {
+                         const std::vector<double> &expected, double tolerance,
+                         Criterion criterion) {
   TensorComparison result;
   result.name = name;
-  double errorSquares = 0, referenceSquares = 0, errorSum = 0,
-         referenceSum = 0;
+  double errorSquares = 0, referenceSquares = 0, errorSum = 0, referenceSum = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
     double error = std::fabs(actual[i] - expected[i]);
     result.maxAbsError = std::max(result.maxAbsError, error);
@@ -97,13 +96,13 @@ Result<TensorComparison> compareOutputs(const Runtime &sharded,
   auto cropped = cropTo(*actual, *expected);
   if (!cropped.isOk())
     return cropped.status();
-  return compare(name, *cropped, plan::tensorAsDoubles(*expected),
-                 tolerance, Criterion::MaxAbs);
+  return compare(name, *cropped, plan::tensorAsDoubles(*expected), tolerance,
+                 Criterion::MaxAbs);
 }
 
-Result<std::unique_ptr<Runtime>> startRuntime(const plan::Plan &plan,
-                                              uint64_t seed,
-                                              const std::vector<int32_t> &tokens) {
+Result<std::unique_ptr<Runtime>>
+startRuntime(const plan::Plan &plan, uint64_t seed,
+             const std::vector<int32_t> &tokens) {
   RunOptions options;
   options.poisonActivations = true;
   auto runtime = Runtime::create(plan, options);
@@ -156,8 +155,8 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
       if (param.tiedTo.empty())
         names.push_back("grad:" + param.name);
     for (const std::string &name : names) {
-      auto comparison = compareOutputs(**sharded, **dense, name,
-                                       options.gradientTolerance);
+      auto comparison =
+          compareOutputs(**sharded, **dense, name, options.gradientTolerance);
       if (!comparison.isOk())
         return comparison.status();
       report.firstStep.push_back(*comparison);
@@ -178,10 +177,9 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
     auto cropped = cropTo(*actual, expected);
     if (!cropped.isOk())
       return cropped.status();
-    report.afterSteps.push_back(compare("param:" + expected.name, *cropped,
-                                        plan::tensorAsDoubles(expected),
-                                        options.parameterTolerance,
-                                        Criterion::MeanAbs));
+    report.afterSteps.push_back(compare(
+        "param:" + expected.name, *cropped, plan::tensorAsDoubles(expected),
+        options.parameterTolerance, Criterion::MeanAbs));
   }
 
   report.passed = true;

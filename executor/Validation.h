@@ -45,7 +45,7 @@ struct TensorComparison {
 };
 
 struct ValidationReport {
-  std::vector<TensorComparison> firstStep; ///< loss, logits, grad:<param>
+  std::vector<TensorComparison> firstStep;  ///< loss, logits, grad:<param>
   std::vector<TensorComparison> afterSteps; ///< param:<param>
   bool passed = false;
 };

@@ -1,4 +1,4 @@
-//===- ArgumentRoles.h - names of function arguments and results -*- C++
+//===- ArgumentRoles.h - roles of arguments, results ------------*- C++ -*-===//
 //-*-===//
 // defines: kParamAttr, kRoleAttr, kRole*, kPlacementAttr, kMeshAttr,
 //          kSequenceParallelAttr, kVocabParallelAttr, kInputAttr, kStateAttr,

@@ -1,4 +1,4 @@
-//===- SharcAttrs.cpp - attributes of the sharc dialect ---------------------===//
+//===- SharcAttrs.cpp - attributes of the sharc dialect -------------------===//
 
 #include "ir/SharcAttrs.h"
 #include "ir/SharcDialect.h"
@@ -122,7 +122,7 @@ RankedTensorType sharc::cotangentType(Type primal) {
       return PlacementAttr::kInvariant;
     return code;
   };
-  return withPlacement(
-      primal, PlacementAttr::get(primal.getContext(), dual(placement.getDp()),
-                                 dual(placement.getTp())));
+  return withPlacement(primal, PlacementAttr::get(primal.getContext(),
+                                                  dual(placement.getDp()),
+                                                  dual(placement.getTp())));
 }

@@ -1,4 +1,4 @@
-//===- SharcCollectiveOps.cpp - collectives and the sharded loss ------------===//
+//===- SharcCollectiveOps.cpp - collectives and the sharded loss ----------===//
 //
 // Verifiers check each collective's placement change on its axis (the
 // other axis must pass through unchanged); VJPs emit the transposes.
@@ -42,8 +42,8 @@ LogicalResult verifyPlacementChange(Operation *op, StringRef axis, Value x,
   StringRef other = axis == "dp" ? "tp" : "dp";
   if (in.getAxis(other) != out.getAxis(other))
     return op->emitOpError("must keep the placement on ")
-           << other << ", got " << placementName(in.getAxis(other))
-           << " -> " << placementName(out.getAxis(other));
+           << other << ", got " << placementName(in.getAxis(other)) << " -> "
+           << placementName(out.getAxis(other));
   if (in.getAxis(axis) != from || !llvm::is_contained(to, out.getAxis(axis))) {
     std::string expected;
     for (int64_t code : to)
@@ -89,8 +89,8 @@ RankedTensorType retyped(Type like, StringRef axis, int64_t code,
                          ArrayRef<int64_t> shape) {
   PlacementAttr placement = getPlacement(like).withAxis(axis, code);
   auto tensor = cast<RankedTensorType>(like);
-  return withPlacement(
-      RankedTensorType::get(shape, tensor.getElementType()), placement);
+  return withPlacement(RankedTensorType::get(shape, tensor.getElementType()),
+                       placement);
 }
 
 } // namespace
@@ -101,12 +101,11 @@ RankedTensorType retyped(Type like, StringRef axis, int64_t code,
 
 LogicalResult AllReduceOp::verify() {
   if (getReduce() != "sum" && getReduce() != "max")
-    return emitOpError("reduce must be sum or max, got '") << getReduce()
-                                                           << "'";
+    return emitOpError("reduce must be sum or max, got '")
+           << getReduce() << "'";
   if (tensorOf(getX()).getShape() != tensorOf(getY()).getShape())
     return emitOpError("must keep the shape");
-  return verifyPlacementChange(*this, getAxis(), getX(), getY(), kP,
-                               {kI, kR});
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), kP, {kI, kR});
 }
 
 LogicalResult AllGatherOp::verify() {
@@ -194,8 +193,8 @@ Grads AllReduceOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 Grads AllGatherOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dy = resultGrads[0];
   int64_t code = getPlacement(getY().getType()).getAxis(getAxis());
-  Type dxType = retyped(dy.getType(), getAxis(), getDim(),
-                        tensorOf(getX()).getShape());
+  Type dxType =
+      retyped(dy.getType(), getAxis(), getDim(), tensorOf(getX()).getShape());
   if (code == kR) // per-rank uses: partial cotangents, summed per block
     return SmallVector<Value>{builder.create<ReduceScatterOp>(
         getLoc(), dxType, dy, getAxisAttr(), getDimAttr())};
@@ -213,8 +212,7 @@ Grads ReduceScatterOp::buildVJP(OpBuilder &builder,
       getLoc(), dxType, dy, getAxisAttr(), getDimAttr())};
 }
 
-Grads SliceToRankOp::buildVJP(OpBuilder &builder,
-                              ArrayRef<Value> resultGrads) {
+Grads SliceToRankOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dy = resultGrads[0];
   Type dxType =
       retyped(dy.getType(), getAxis(), kI, tensorOf(getX()).getShape());
@@ -239,7 +237,7 @@ Grads VocabParallelLossOp::buildVJP(OpBuilder &builder,
                                     ArrayRef<Value> resultGrads) {
   Value dlogits = builder.create<VocabParallelLossGradOp>(
       getLoc(), cotangentType(getLogits().getType()), getLogits(), getLabels(),
-      getMax(),
-      getSumExp(), resultGrads[0], getValidVocabAttr(), getVocabAxisAttr());
+      getMax(), getSumExp(), resultGrads[0], getValidVocabAttr(),
+      getVocabAxisAttr());
   return SmallVector<Value>{dlogits, Value(), Value(), Value(), Value()};
 }

@@ -1,4 +1,4 @@
-//===- SharcCollectiveOps.td - collectives and sharded loss ops -*- tablegen -*-===//
+//===- SharcCollectiveOps.td - collectives -----------------*- tablegen -*-===//
 //
 // Collectives move values between placements over one mesh axis. Each one
 // declares its transpose as its VJP, so autodiff derives the backward

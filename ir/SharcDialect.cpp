@@ -1,4 +1,4 @@
-//===- SharcDialect.cpp - the sharc dialect ---------------------------------===//
+//===- SharcDialect.cpp - the sharc dialect -------------------------------===//
 
 #include "ir/SharcDialect.h"
 #include "ir/SharcOps.h"

@@ -1,4 +1,4 @@
-//===- SharcInterfaces.td - op interfaces of the sharc dialect -*- tablegen -*-===//
+//===- SharcInterfaces.td - sharc op interfaces ------------*- tablegen -*-===//
 //
 // Behaviour that generic passes call: the VJP (autodiff) and the cost
 // (planner). A new op implements these instead of touching the passes.

@@ -1,4 +1,4 @@
-//===- SharcOps.cpp - verifiers and costs of the sharc ops ------------------===//
+//===- SharcOps.cpp - verifiers and costs of the sharc ops ----------------===//
 
 #include "ir/SharcOps.h"
 
@@ -22,16 +22,16 @@ RankedTensorType tensorOf(Value value) {
 LogicalResult verifySameType(Operation *op, Value a, StringRef aName, Value b,
                              StringRef bName) {
   if (a.getType() != b.getType())
-    return op->emitOpError() << bName << " type " << b.getType()
-                             << " must equal " << aName << " type "
-                             << a.getType();
+    return op->emitOpError()
+           << bName << " type " << b.getType() << " must equal " << aName
+           << " type " << a.getType();
   return success();
 }
 
 /// Checks that a cotangent has its primal's shape and element type; the
 /// placements differ by design (see cotangentType).
-LogicalResult verifySameShape(Operation *op, Value a, StringRef aName,
-                              Value b, StringRef bName) {
+LogicalResult verifySameShape(Operation *op, Value a, StringRef aName, Value b,
+                              StringRef bName) {
   auto aType = cast<RankedTensorType>(a.getType());
   auto bType = cast<RankedTensorType>(b.getType());
   if (aType.getShape() != bType.getShape() ||
@@ -46,8 +46,8 @@ LogicalResult verifySameShape(Operation *op, Value a, StringRef aName,
 LogicalResult verifyTokenMajor(Operation *op, Value value, StringRef name,
                                int64_t rank) {
   if (tensorOf(value).getRank() != rank)
-    return op->emitOpError() << name << " must have rank " << rank << ", got "
-                             << value.getType();
+    return op->emitOpError()
+           << name << " must have rank " << rank << ", got " << value.getType();
   return success();
 }
 
@@ -66,8 +66,8 @@ int64_t numElements(Value value) { return tensorOf(value).getNumElements(); }
 
 int64_t gemmFlops(Value outer, Value weight) {
   auto shape = tensorOf(weight).getShape();
-  return 2 * numElements(outer) / tensorOf(outer).getShape().back() *
-         shape[0] * shape[1];
+  return 2 * numElements(outer) / tensorOf(outer).getShape().back() * shape[0] *
+         shape[1];
 }
 
 } // namespace
@@ -133,8 +133,8 @@ LogicalResult RopeOp::verify() {
 
 LogicalResult AttentionOp::verify() {
   int64_t headDim = getHeadDim();
-  for (auto [value, name] : {std::pair{getQ(), "q"}, std::pair{getK(), "k"},
-                             std::pair{getV(), "v"}})
+  for (auto [value, name] :
+       {std::pair{getQ(), "q"}, std::pair{getK(), "k"}, std::pair{getV(), "v"}})
     if (failed(verifyTokenMajor(*this, value, name, 3)) ||
         failed(verifyHeads(*this, value, name, headDim)))
       return failure();
@@ -183,9 +183,8 @@ LogicalResult CrossEntropyOp::verify() {
            << logits << " and " << labels;
   int64_t validVocab = getValidVocab();
   if (validVocab <= 0 || validVocab > logits.getShape().back())
-    return emitOpError("valid_vocab ")
-           << validVocab << " must be in [1, "
-           << logits.getShape().back() << "]";
+    return emitOpError("valid_vocab ") << validVocab << " must be in [1, "
+                                       << logits.getShape().back() << "]";
   return success();
 }
 
@@ -262,7 +261,8 @@ LogicalResult SwigluGradOp::verify() {
 
 LogicalResult CrossEntropyGradOp::verify() {
   if (tensorOf(getLogits()).getRank() != 3)
-    return emitOpError("expects logits [S, B, V], got ") << getLogits().getType();
+    return emitOpError("expects logits [S, B, V], got ")
+           << getLogits().getType();
   return verifySameShape(*this, getLogits(), "logits", getDlogits(), "result");
 }
 

@@ -1,4 +1,4 @@
-//===- SharcVJP.cpp - reverse-mode derivatives of the sharc ops -------------===//
+//===- SharcVJP.cpp - reverse-mode derivatives of the sharc ops -----------===//
 //
 // Each forward op's VJPOpInterface::buildVJP emits its gradient ops. The
 // autodiff pass calls only this interface, so a new op brings its own rule.
@@ -20,28 +20,26 @@ Grads EmbeddingOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 }
 
 Grads RmsNormOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
-  auto grad = builder.create<RmsNormGradOp>(
-      getLoc(), cotangentType(getX().getType()),
-      cotangentType(getW().getType()), getX(), getW(),
-      resultGrads[0], getEpsAttr());
+  auto grad =
+      builder.create<RmsNormGradOp>(getLoc(), cotangentType(getX().getType()),
+                                    cotangentType(getW().getType()), getX(),
+                                    getW(), resultGrads[0], getEpsAttr());
   return SmallVector<Value>{grad.getDx(), grad.getDw()};
 }
 
 Grads MatmulOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dy = resultGrads[0];
-  Value dx = builder.create<MatmulDgradOp>(getLoc(),
-                                           cotangentType(getX().getType()), dy,
-                                           getW());
-  Value dw = builder.create<MatmulWgradOp>(getLoc(),
-                                           cotangentType(getW().getType()), dy,
-                                           getX());
+  Value dx = builder.create<MatmulDgradOp>(
+      getLoc(), cotangentType(getX().getType()), dy, getW());
+  Value dw = builder.create<MatmulWgradOp>(
+      getLoc(), cotangentType(getW().getType()), dy, getX());
   return SmallVector<Value>{dx, dw};
 }
 
 Grads RopeOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
-  Value dx = builder.create<RopeGradOp>(getLoc(), cotangentType(getX().getType()),
-                                        resultGrads[0], getHeadDimAttr(),
-                                        getThetaAttr(), getPositionOffsetAttr());
+  Value dx = builder.create<RopeGradOp>(
+      getLoc(), cotangentType(getX().getType()), resultGrads[0],
+      getHeadDimAttr(), getThetaAttr(), getPositionOffsetAttr());
   return SmallVector<Value>{dx};
 }
 
@@ -60,8 +58,7 @@ Grads AttentionOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 Grads SwigluOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   auto grad = builder.create<SwigluGradOp>(
       getLoc(), cotangentType(getGate().getType()),
-      cotangentType(getUp().getType()), getGate(), getUp(),
-      resultGrads[0]);
+      cotangentType(getUp().getType()), getGate(), getUp(), resultGrads[0]);
   return SmallVector<Value>{grad.getDgate(), grad.getDup()};
 }
 

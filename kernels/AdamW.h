@@ -20,8 +20,7 @@ struct AdamWArgs {
   ConstTensorView grad;
   int64_t numel = 0;
   int64_t step = 1;
-  double lr = 5e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
-         weightDecay = 0.01;
+  double lr = 5e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
 };
 
 namespace cpu {

@@ -13,7 +13,8 @@
 //   dv[j,kv] += sum_{h in group(kv), i>=j} p[i,j] dout[i,h]
 //   dp[i,j]   = sum_d dout[i,h,d] v[j,kv,d];  delta[i] = sum_d dout[i] out[i]
 //   ds[i,j]   = p[i,j] (dp[i,j] - delta[i])
-//   dq[i,h]   = scale sum_j ds[i,j] k[j,kv];  dk[j,kv] += scale sum ds[i,j] q[i,h]
+//   dq[i,h]   = scale sum_j ds[i,j] k[j,kv];  dk[j,kv] += scale sum ds[i,j]
+//   q[i,h]
 // All sums in fp32; dq, dk, dv are overwritten.
 #pragma once
 

@@ -17,9 +17,9 @@
 namespace sharc::kernels {
 
 struct EmbeddingArgs {
-  ConstTensorView table; ///< [numRows, hidden]
+  ConstTensorView table;        ///< [numRows, hidden]
   const int32_t *ids = nullptr; ///< [numTokens]
-  TensorView out;        ///< [numTokens, hidden]
+  TensorView out;               ///< [numTokens, hidden]
   int64_t numTokens = 0, numRows = 0, hidden = 0;
   int64_t vocabStart = 0;
 };
@@ -27,7 +27,7 @@ struct EmbeddingArgs {
 struct EmbeddingGradArgs {
   ConstTensorView dout; ///< [numTokens, hidden]
   const int32_t *ids = nullptr;
-  TensorView dtable;    ///< [numRows, hidden]
+  TensorView dtable; ///< [numRows, hidden]
   int64_t numTokens = 0, numRows = 0, hidden = 0;
   int64_t vocabStart = 0;
 };

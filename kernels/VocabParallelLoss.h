@@ -1,4 +1,4 @@
-//===- VocabParallelLoss.h - cross entropy over a sharded vocab -*- C++ -*-===//
+//===- VocabParallelLoss.h - vocab-parallel loss ----------------*- C++ -*-===//
 // defines: VocabMaxArgs, TargetLogitArgs, SumExpArgs, VocabParallelLossArgs,
 //          VocabParallelLossGradArgs, vocabMax, targetLogit, sumExp,
 //          vocabParallelLoss, vocabParallelLossGrad (cpu::)

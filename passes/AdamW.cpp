@@ -1,4 +1,4 @@
-//===- AdamW.cpp - add the optimizer update to a train step -----------------===//
+//===- AdamW.cpp - add the optimizer update to a train step ---------------===//
 
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
@@ -48,8 +48,8 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
   auto outputAttrs = [&](StringRef output, std::optional<unsigned> updateOf) {
-    SmallVector<NamedAttribute> attrs{builder.getNamedAttr(
-        kOutputAttr, builder.getStringAttr(output))};
+    SmallVector<NamedAttribute> attrs{
+        builder.getNamedAttr(kOutputAttr, builder.getStringAttr(output))};
     if (updateOf)
       attrs.push_back(builder.getNamedAttr(
           kUpdateOfAttr, builder.getI64IntegerAttr(*updateOf)));
@@ -87,9 +87,10 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     };
     unsigned mArg = addState("m:"), vArg = addState("v:");
     auto adamw = builder.create<AdamWOp>(
-        value.getLoc(), param.getType(), func.getArgument(mArg).getType(), func.getArgument(vArg).getType(),
-        param, value, func.getArgument(mArg), func.getArgument(vArg), hp.lr,
-        hp.beta1, hp.beta2, hp.eps, hp.weightDecay);
+        value.getLoc(), param.getType(), func.getArgument(mArg).getType(),
+        func.getArgument(vArg).getType(), param, value, func.getArgument(mArg),
+        func.getArgument(vArg), hp.lr, hp.beta1, hp.beta2, hp.eps,
+        hp.weightDecay);
     results.append({adamw.getNewParam(), adamw.getNewM(), adamw.getNewV()});
     resultAttrs.append({outputAttrs(("param:" + name).str(), paramArg),
                         outputAttrs(("m:" + name).str(), mArg),

@@ -1,4 +1,4 @@
-//===- Autodiff.cpp - reverse-mode differentiation of a train step ----------===//
+//===- Autodiff.cpp - reverse-mode differentiation of a train step --------===//
 
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
@@ -28,9 +28,10 @@ public:
   /// residual stream, a tied embedding) receives the sum of both uses.
   void accumulate(Value value, Value grad, Location loc) {
     Value &slot = grads[value];
-    slot = slot ? builder.create<AddOp>(loc, slot.getType(), slot, grad)
-                      .getResult()
-                : grad;
+    slot =
+        slot
+            ? builder.create<AddOp>(loc, slot.getType(), slot, grad).getResult()
+            : grad;
   }
 
 private:
@@ -49,9 +50,8 @@ Value synchronize(OpBuilder &builder, Value grad, Value param) {
     if (want.getAxis(axis) != PlacementAttr::kReplicated ||
         have.getAxis(axis) != PlacementAttr::kPartial)
       continue;
-    Type synced =
-        withPlacement(grad.getType(),
-                      have.withAxis(axis, PlacementAttr::kReplicated));
+    Type synced = withPlacement(
+        grad.getType(), have.withAxis(axis, PlacementAttr::kReplicated));
     grad = builder.create<AllReduceOp>(param.getLoc(), synced, grad,
                                        builder.getStringAttr(axis),
                                        builder.getStringAttr("sum"));

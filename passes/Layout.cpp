@@ -1,4 +1,4 @@
-//===- Layout.cpp - the layout a module asks for, read and written ----------===//
+//===- Layout.cpp - the layout a module asks for, read and written --------===//
 
 #include "passes/Layout.h"
 
@@ -70,15 +70,15 @@ void sharc::forEachParam(
 }
 
 PlacementAttr sharc::getParamPlacement(func::FuncOp func, unsigned index) {
-  if (auto placement = func.getArgAttrOfType<PlacementAttr>(index,
-                                                            kPlacementAttr))
+  if (auto placement =
+          func.getArgAttrOfType<PlacementAttr>(index, kPlacementAttr))
     return placement;
   return PlacementAttr::get(func.getContext(), PlacementAttr::kInvariant,
                             PlacementAttr::kInvariant);
 }
 
-void sharc::setParamPlacement(func::FuncOp func, unsigned index,
-                              StringRef axis, int64_t code) {
+void sharc::setParamPlacement(func::FuncOp func, unsigned index, StringRef axis,
+                              int64_t code) {
   func.setArgAttr(index, kPlacementAttr,
                   getParamPlacement(func, index).withAxis(axis, code));
 }

@@ -1,4 +1,4 @@
-//===- Layout.h - the layout a module asks for, read and written -*- C++ -*-===//
+//===- Layout.h - the layout a module asks for ------------------*- C++ -*-===//
 // defines: Layout, readLayout, setMeshSize, ModelSizes, setParamPlacement,
 //          forEachParam
 //
@@ -42,10 +42,9 @@ private:
 };
 
 /// Calls `fn(func, argIndex, role)` for every parameter argument.
-void forEachParam(
-    mlir::ModuleOp module,
-    const std::function<void(mlir::func::FuncOp, unsigned, llvm::StringRef)>
-        &fn);
+void forEachParam(mlir::ModuleOp module,
+                  const std::function<void(mlir::func::FuncOp, unsigned,
+                                           llvm::StringRef)> &fn);
 
 /// The requested placement of a parameter argument (all I when none).
 PlacementAttr getParamPlacement(mlir::func::FuncOp func, unsigned index);

@@ -1,4 +1,4 @@
-//===- LayoutPasses.cpp - the passes that request a parallel layout ---------===//
+//===- LayoutPasses.cpp - the passes that request a parallel layout -------===//
 //
 // data-parallel, tensor-parallel, sequence-parallel and vocab-parallel
 // annotate the dense program with the layout they ask for (mesh sizes and
@@ -86,8 +86,8 @@ struct SequenceParallelPass
     Layout layout = readLayout(module);
     if (layout.tpSize == 1)
       return; // nothing to split the sequence over
-    if (failed(ModelSizes(module).requireDivides("tp", layout.tpSize,
-                                                 "seq_len")))
+    if (failed(
+            ModelSizes(module).requireDivides("tp", layout.tpSize, "seq_len")))
       return signalPassFailure();
     module->setAttr(kSequenceParallelAttr, UnitAttr::get(&getContext()));
     forEachParam(module, [](func::FuncOp func, unsigned i, StringRef role) {

@@ -1,4 +1,4 @@
-//===- Pipelines.cpp - the pass pipelines of sharc compile ------------------===//
+//===- Pipelines.cpp - the pass pipelines of sharc compile ----------------===//
 
 #include "passes/Passes.h"
 
@@ -41,8 +41,7 @@ StringRef sharc::modePresetNames() {
   return "dense, ddp, tp, tp_sp, tp_sp_async, tp_vp, tp_sp_async_vp";
 }
 
-void sharc::buildPipeline(OpPassManager &pm,
-                          const PipelineOptions &options) {
+void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   bool sharded = options.dpSize > 1 || options.tpSize > 1;
   if (options.dpSize > 1)
     pm.addPass(createDataParallel({options.dpSize}));

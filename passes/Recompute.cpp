@@ -1,4 +1,4 @@
-//===- Recompute.cpp - rematerialise values in the backward -----------------===//
+//===- Recompute.cpp - rematerialise values in the backward ---------------===//
 
 #include "ir/SharcOps.h"
 #include "passes/Passes.h"

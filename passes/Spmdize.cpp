@@ -1,4 +1,4 @@
-//===- Spmdize.cpp - materialise a requested layout as a per-rank program ---===//
+//===- Spmdize.cpp - a layout as a per-rank program -----------------------===//
 //
 // Walks the dense forward once, in order. Arguments get their local types
 // from the placements the layout passes requested; each op is rebuilt on
@@ -42,13 +42,12 @@ Type elementOf(Value value) {
 class Spmdizer {
 public:
   Spmdizer(func::FuncOp func, const Layout &layout, const ModelSizes &sizes)
-      : func(func), layout(layout), sizes(sizes), builder(func.getContext()) {
-  }
+      : func(func), layout(layout), sizes(sizes), builder(func.getContext()) {}
   LogicalResult run();
 
 private:
-  RankedTensorType makeType(ArrayRef<int64_t> shape, Type element,
-                            int64_t dp, int64_t tp) {
+  RankedTensorType makeType(ArrayRef<int64_t> shape, Type element, int64_t dp,
+                            int64_t tp) {
     return withPlacement(RankedTensorType::get(shape, element),
                          PlacementAttr::get(func.getContext(), dp, tp));
   }
@@ -92,9 +91,9 @@ LogicalResult Spmdizer::retypeArguments() {
     } else {
       placement = PlacementAttr::get(func.getContext(), batchSharded(1), kI);
     }
-    for (auto [axis, size] : {std::pair<StringRef, int64_t>{"dp",
-                                                            layout.dpSize},
-                              {"tp", layout.tpSize}}) {
+    for (auto [axis, size] :
+         {std::pair<StringRef, int64_t>{"dp", layout.dpSize},
+          {"tp", layout.tpSize}}) {
       int64_t code = placement.getAxis(axis);
       if (code < 0)
         continue;
@@ -104,8 +103,8 @@ LogicalResult Spmdizer::retypeArguments() {
                << " (" << shape[code] << ") of argument " << index;
       shape[code] /= size;
     }
-    arg.setType(makeType(shape, elementOf(arg), placement.getDp(),
-                         placement.getTp()));
+    arg.setType(
+        makeType(shape, elementOf(arg), placement.getDp(), placement.getTp()));
     localOf[arg] = arg;
   }
   return success();
@@ -136,8 +135,8 @@ Value Spmdizer::convert(Value value, int64_t target, Location loc) {
                                          builder.getStringAttr("sum"));
   } else if (current == kP && target >= 0) {
     shape[target] /= layout.tpSize;
-    result = builder.create<ReduceScatterOp>(
-        loc, typeWith(target), value, axis, builder.getI64IntegerAttr(target));
+    result = builder.create<ReduceScatterOp>(loc, typeWith(target), value, axis,
+                                             builder.getI64IntegerAttr(target));
   } else if (current == kI && target >= 0) {
     shape[target] /= layout.tpSize;
     result = builder.create<SliceToRankOp>(loc, typeWith(target), value, axis,
@@ -154,9 +153,9 @@ Value Spmdizer::convert(Value value, int64_t target, Location loc) {
 Value Spmdizer::rewriteEmbedding(EmbeddingOp op) {
   Value table = local(op.getTable()), ids = local(op.getIds());
   bool vocabSharded = tpOf(table) == 0;
-  auto type = makeType({shapeOf(ids)[0], shapeOf(ids)[1], shapeOf(table)[1]},
-                       elementOf(table), batchSharded(1),
-                       vocabSharded ? kP : kI);
+  auto type =
+      makeType({shapeOf(ids)[0], shapeOf(ids)[1], shapeOf(table)[1]},
+               elementOf(table), batchSharded(1), vocabSharded ? kP : kI);
   Value out = builder.create<EmbeddingOp>(
       op.getLoc(), type, table, ids, op.getVocabStartAttr(),
       vocabSharded ? builder.getStringAttr("tp") : StringAttr());
@@ -213,17 +212,17 @@ Value Spmdizer::rewriteLoss(CrossEntropyOp op) {
                                          builder.getStringAttr(kind));
     };
     IntegerAttr valid = op.getValidVocabAttr();
-    Value max = reduce(
-        builder.create<VocabMaxOp>(loc, statType(kP), logits, valid, tp),
-        "max");
+    Value max =
+        reduce(builder.create<VocabMaxOp>(loc, statType(kP), logits, valid, tp),
+               "max");
     Value target = reduce(builder.create<TargetLogitOp>(
                               loc, statType(kP), logits, labels, valid, tp),
                           "sum");
-    Value sumExp = reduce(builder.create<SumExpOp>(loc, statType(kP), logits,
-                                                   max, valid, tp),
-                          "sum");
-    loss = builder.create<VocabParallelLossOp>(
-        loc, lossType, logits, labels, max, target, sumExp, valid, tp);
+    Value sumExp = reduce(
+        builder.create<SumExpOp>(loc, statType(kP), logits, max, valid, tp),
+        "sum");
+    loss = builder.create<VocabParallelLossOp>(loc, lossType, logits, labels,
+                                               max, target, sumExp, valid, tp);
   } else {
     logits = convert(logits, kI, loc);
     loss = builder.create<CrossEntropyOp>(loc, lossType, logits, labels,
@@ -256,8 +255,8 @@ LogicalResult Spmdizer::rewrite(Operation *op) {
     if (tpOf(w) != weightCode)
       return norm.emitOpError("weight placement on tp does not fit its "
                               "input's (the layout passes disagree)");
-    results.push_back(builder.create<RmsNormOp>(norm.getLoc(), x.getType(),
-                                                x, w, norm.getEpsAttr()));
+    results.push_back(builder.create<RmsNormOp>(norm.getLoc(), x.getType(), x,
+                                                w, norm.getEpsAttr()));
   } else if (auto rope = dyn_cast<RopeOp>(op)) {
     Value x = local(rope.getX());
     results.push_back(builder.create<RopeOp>(
@@ -268,12 +267,11 @@ LogicalResult Spmdizer::rewrite(Operation *op) {
           v = local(attention.getV());
     auto qShape = shapeOf(q);
     int64_t heads = qShape[2] / attention.getHeadDim();
-    auto lseType = makeType({qShape[1], heads, qShape[0]},
-                            builder.getF32Type(), batchSharded(0),
-                            tpOf(q) == 2 ? 1 : kI);
-    auto rebuilt = builder.create<AttentionOp>(attention.getLoc(),
-                                               q.getType(), lseType, q, k, v,
-                                               attention.getHeadDimAttr());
+    auto lseType = makeType({qShape[1], heads, qShape[0]}, builder.getF32Type(),
+                            batchSharded(0), tpOf(q) == 2 ? 1 : kI);
+    auto rebuilt =
+        builder.create<AttentionOp>(attention.getLoc(), q.getType(), lseType, q,
+                                    k, v, attention.getHeadDimAttr());
     results.append({rebuilt.getOut(), rebuilt.getLse()});
   } else if (isa<AddOp, SwigluOp>(op)) {
     Value a = local(op->getOperand(0)), b = local(op->getOperand(1));
@@ -310,9 +308,9 @@ LogicalResult Spmdizer::run() {
     operand.set(local(operand.get()));
   for (Operation *op : llvm::reverse(denseOps))
     op->erase();
-  func.setType(builder.getFunctionType(
-      func.getBody().front().getArgumentTypes(),
-      TypeRange(returnOp->getOperandTypes())));
+  func.setType(
+      builder.getFunctionType(func.getBody().front().getArgumentTypes(),
+                              TypeRange(returnOp->getOperandTypes())));
   return success();
 }
 

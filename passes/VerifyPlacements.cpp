@@ -1,4 +1,4 @@
-//===- VerifyPlacements.cpp - check placement rules and gradients -----------===//
+//===- VerifyPlacements.cpp - check placement rules and gradients ---------===//
 
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
@@ -46,8 +46,7 @@ std::optional<int64_t> matmulRule(int64_t x, int64_t w, int64_t lastDim) {
 }
 
 LogicalResult checkMatmul(MatmulOp op) {
-  int64_t lastDim =
-      cast<RankedTensorType>(op.getX().getType()).getRank() - 1;
+  int64_t lastDim = cast<RankedTensorType>(op.getX().getType()).getRank() - 1;
   PlacementAttr x = getPlacement(op.getX().getType());
   PlacementAttr w = getPlacement(op.getW().getType());
   PlacementAttr y = getPlacement(op.getY().getType());
@@ -56,8 +55,8 @@ LogicalResult checkMatmul(MatmulOp op) {
         matmulRule(x.getAxis(axis), w.getAxis(axis), lastDim);
     if (!expected)
       return op.emitOpError("has no placement rule for input ")
-             << name(x.getAxis(axis)) << " and weight "
-             << name(w.getAxis(axis)) << " on " << axis;
+             << name(x.getAxis(axis)) << " and weight " << name(w.getAxis(axis))
+             << " on " << axis;
     if (*expected != y.getAxis(axis))
       return op.emitOpError("result placement on ")
              << axis << " must be " << name(*expected) << ", got "
@@ -81,8 +80,7 @@ LogicalResult checkGradients(func::FuncOp func) {
     auto it = paramIndex.find(param);
     if (it == paramIndex.end())
       continue;
-    PlacementAttr want =
-        getPlacement(func.getArgument(it->second).getType());
+    PlacementAttr want = getPlacement(func.getArgument(it->second).getType());
     PlacementAttr have = getPlacement(returnOp->getOperand(i).getType());
     for (StringRef axis : {"dp", "tp"})
       if (want.getAxis(axis) != have.getAxis(axis))

@@ -1,4 +1,4 @@
-//===- PlanEmitter.cpp - from a train-step module to a plan -----------------===//
+//===- PlanEmitter.cpp - from a train-step module to a plan ---------------===//
 
 #include "planner/PlanEmitter.h"
 #include "ir/ArgumentRoles.h"
@@ -119,8 +119,8 @@ FailureOr<int64_t> Emitter::addBuffer(Value value, plan::Region region,
   buffer.numBytes = type.getNumElements() * dtypeSize(*dtype);
   if (region != plan::Region::Activation) {
     buffer.offset = regionEnd[region];
-    regionEnd[region] = alignTo(buffer.offset + buffer.numBytes,
-                                options.alignment);
+    regionEnd[region] =
+        alignTo(buffer.offset + buffer.numBytes, options.alignment);
   }
   result.buffers.push_back(buffer);
   bufferOf[value] = buffer.id;
@@ -215,10 +215,9 @@ LogicalResult Emitter::assignActivations() {
       for (Operation *user : value.getUsers())
         if (!isa<func::ReturnOp>(user))
           last = std::max(last, stepOf.lookup(user));
-      std::string name = op.getName().stripDialect().str() + "#" +
-                         std::to_string(first);
-      FailureOr<int64_t> id =
-          addBuffer(value, plan::Region::Activation, name);
+      std::string name =
+          op.getName().stripDialect().str() + "#" + std::to_string(first);
+      FailureOr<int64_t> id = addBuffer(value, plan::Region::Activation, name);
       if (failed(id))
         return failure();
       requests.push_back({*id, result.buffers[*id].numBytes, first, last});

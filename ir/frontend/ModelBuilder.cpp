@@ -1,4 +1,4 @@
-//===- ModelBuilder.cpp - the forward program of a model config
+//===- ModelBuilder.cpp - the forward program -----------------------------===//
 //-------------===//
 
 #include "ir/frontend/ModelBuilder.h"
@@ -221,13 +221,11 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   record("vocab_size", vocab, model.vocabSize.loc);
   record("hidden_size", hidden, model.hiddenSize.loc);
   record("num_attention_heads", model.numHeads.value, model.numHeads.loc);
-  record("num_key_value_heads", model.numKvHeads.value,
-         model.numKvHeads.loc);
+  record("num_key_value_heads", model.numKvHeads.value, model.numKvHeads.loc);
   record("head_dim", model.headDim.value, model.headDim.loc);
   record("intermediate_size", model.intermediateSize.value,
          model.intermediateSize.loc);
-  module->getOperation()->setAttr(kModelAttr,
-                                  builder.getDictionaryAttr(sizes));
+  module->getOperation()->setAttr(kModelAttr, builder.getDictionaryAttr(sizes));
   module->getOperation()->setAttr(kModelLocsAttr,
                                   builder.getDictionaryAttr(places));
   return module;

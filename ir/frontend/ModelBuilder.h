@@ -1,4 +1,4 @@
-//===- ModelBuilder.h - the forward program of a model config ---*- C++ -*-===//
+//===- ModelBuilder.h - the forward program ---------------------*- C++ -*-===//
 // defines: BuildOptions, buildModel
 //
 // Turns a frontend::Config into a module holding one function, @train_step,

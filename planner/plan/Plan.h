@@ -1,4 +1,4 @@
-//===- Plan.h - the plan: the contract between compiler and runtime -*- C++ -*-===//
+//===- Plan.h - the compiler/runtime contract -------------------*- C++ -*-===//
 // defines: Plan, Buffer, Instruction, AttrValue, ParamEntry, IoEntry,
 //          Sharding, MeshAxis, Region, kPlanVersion
 //

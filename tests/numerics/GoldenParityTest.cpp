@@ -1,4 +1,4 @@
-//===- GoldenParityTest.cpp - the CPU backend against PyTorch ---------------===//
+//===- GoldenParityTest.cpp - the CPU backend against PyTorch -------------===//
 //
 // tests/golden/make_golden.py computed, with PyTorch in fp32, the loss,
 // logits and every gradient of the tiny model at fixed weights and tokens,
@@ -109,8 +109,7 @@ void checkAdamWSteps(const std::string &modelFile,
   auto runtime = makeRuntime(plan);
   REQUIRE(runtime->loadParams(withPrefix(fixture, "param:")).isOk());
   REQUIRE(runtime->setBatch(tokensOf(fixture)).isOk());
-  std::vector<double> losses =
-      plan::tensorAsDoubles(*fixture.find("losses"));
+  std::vector<double> losses = plan::tensorAsDoubles(*fixture.find("losses"));
   for (int step = 0; step < 3; ++step) {
     auto stats = runtime->step();
     REQUIRE(stats.isOk());
@@ -122,14 +121,13 @@ void checkAdamWSteps(const std::string &modelFile,
   auto params = runtime->gatherParams();
   REQUIRE(params.isOk());
   plan::TensorFile grads = withPrefix(fixture, "grad:");
-  for (const plan::NamedTensor &expected : withPrefix(fixture, "step3:")
-                                               .tensors) {
+  for (const plan::NamedTensor &expected :
+       withPrefix(fixture, "step3:").tensors) {
     const plan::NamedTensor *actual = params->find(expected.name);
     REQUIRE(actual != nullptr);
     std::vector<double> a = plan::tensorAsDoubles(*actual);
     std::vector<double> b = plan::tensorAsDoubles(expected);
-    std::vector<double> g =
-        plan::tensorAsDoubles(*grads.find(expected.name));
+    std::vector<double> g = plan::tensorAsDoubles(*grads.find(expected.name));
     // Adam's first update is lr * g / (|g| + eps): where 0 < |g| < 1e-6 it
     // is nearly a sign, and fp32 noise in g moves it by up to 6.4e-5
     // (measured against float64 by make_golden.py), so those few elements
@@ -139,8 +137,8 @@ void checkAdamWSteps(const std::string &modelFile,
       bool tiny = g[i] != 0.0 && std::fabs(g[i]) < 1e-6;
       tinyGradients += tiny;
       double bound = tiny ? 3e-3 : 5e-6 + 1e-6 * std::fabs(b[i]);
-      INFO(expected.name << "[" << i << "]: " << a[i] << " vs PyTorch "
-                         << b[i] << " (grad " << g[i] << ")");
+      INFO(expected.name << "[" << i << "]: " << a[i] << " vs PyTorch " << b[i]
+                         << " (grad " << g[i] << ")");
       REQUIRE(std::fabs(a[i] - b[i]) <= bound);
     }
     // The slack must stay an exception (45 elements in the whole model).

@@ -1,4 +1,4 @@
-//===- NumericsSupport.cpp - helpers for end-to-end numerics tests ----------===//
+//===- NumericsSupport.cpp - helpers for end-to-end numerics tests --------===//
 
 #include "tests/numerics/NumericsSupport.h"
 

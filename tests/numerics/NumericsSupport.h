@@ -1,4 +1,4 @@
-//===- NumericsSupport.h - helpers for end-to-end numerics tests -*- C++ -*-===//
+//===- NumericsSupport.h - numerics test helpers ----------------*- C++ -*-===//
 // defines: compilePlan, makeRuntime, maxAbsError, maxAbs, relativeL2,
 //          fixturePath
 //

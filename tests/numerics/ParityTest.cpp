@@ -1,4 +1,4 @@
-//===- ParityTest.cpp - every parallel mode computes the dense model --------===//
+//===- ParityTest.cpp - every parallel mode computes the dense model ------===//
 //
 // Each mode's plan and the dense plan run from the same initial weights on
 // the same tokens (executor/Validation): the loss, logits and every

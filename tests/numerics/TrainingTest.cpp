@@ -1,4 +1,4 @@
-//===- TrainingTest.cpp - the tiny model learns a fixed batch ---------------===//
+//===- TrainingTest.cpp - the tiny model learns a fixed batch -------------===//
 
 #include "tests/numerics/NumericsSupport.h"
 

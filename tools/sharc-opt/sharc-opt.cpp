@@ -1,4 +1,4 @@
-//===- sharc-opt.cpp - run sharc passes on .mlir files ----------------------===//
+//===- sharc-opt.cpp - run sharc passes on .mlir files --------------------===//
 //
 // mlir-opt with the sharc dialect and passes registered: how passes are
 // tested (lit + FileCheck) and how a developer replays part of a pipeline.

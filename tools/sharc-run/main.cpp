@@ -139,8 +139,7 @@ Result<Options> parseFlags(int argc, char **argv) {
   return options;
 }
 
-int validate(const Options &options, const plan::Plan &plan,
-             bool stepsGiven) {
+int validate(const Options &options, const plan::Plan &plan, bool stepsGiven) {
   auto densePlan = plan::readPlanFile(options.validatePath);
   if (!densePlan)
     return fail(densePlan.status());

@@ -1,4 +1,4 @@
-//===- CompileDriver.cpp - model file to plan, as a library -----------------===//
+//===- CompileDriver.cpp - model file to plan, as a library ---------------===//
 
 #include "tools/sharc/CompileDriver.h"
 #include "ir/SharcDialect.h"
@@ -36,11 +36,11 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options) {
     module->print(dump);
     dump << "\n";
     context.disableMultithreading();
-    pm.enableIRPrinting(
-        [](Pass *, Operation *) { return false; },
-        [](Pass *, Operation *) { return true; },
-        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
-        /*printAfterOnlyOnFailure=*/false, dump);
+    pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                        [](Pass *, Operation *) { return true; },
+                        /*printModuleScope=*/true,
+                        /*printAfterOnlyOnChange=*/false,
+                        /*printAfterOnlyOnFailure=*/false, dump);
   }
   // A pass rejects a layout the user asked for: bad input.
   if (failed(pm.run(*module)))

@@ -1,4 +1,4 @@
-//===- main.cpp - sharc: compile a model into a plan ------------------------===//
+//===- main.cpp - sharc: compile a model into a plan ----------------------===//
 //
 //   sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN] [--dump-ir=after-all]
 //                 [--emit-logits] [--no-optimizer]
@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tools/sharc/CompileDriver.h"
 #include "planner/plan/PlanIO.h"
+#include "tools/sharc/CompileDriver.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -144,8 +144,8 @@ int compile(const CompileFlags &flags) {
   options.runPath = flags.runPath;
   options.emitLogits = flags.emitLogits;
   sharc::PipelineOptions &pipeline = options.pipeline;
-  int64_t presetSize = flags.mode == "ddp" ? flags.dpSize.value_or(2)
-                                           : flags.tpSize.value_or(2);
+  int64_t presetSize =
+      flags.mode == "ddp" ? flags.dpSize.value_or(2) : flags.tpSize.value_or(2);
   if (!sharc::applyModePreset(flags.mode, presetSize, pipeline))
     return usageError("unknown mode '" + flags.mode + "' (expected one of " +
                       sharc::modePresetNames().str() + ")");

@@ -1,4 +1,4 @@
-//===- TestTensors.h - tensors and references for kernel tests --*- C++ -*-===//
+//===- TestTensors.h - kernel test tensors ----------------------*- C++ -*-===//
 // defines: Tensor, randomValues, maxRelativeError, numericGradient,
 //          weightedSum
 //
