@@ -1,5 +1,4 @@
 //===- ArgumentRoles.h - roles of arguments, results ------------*- C++ -*-===//
-//-*-===//
 // defines: kParamAttr, kRoleAttr, kRole*, kPlacementAttr, kMeshAttr,
 //          kSequenceParallelAttr, kVocabParallelAttr, kInputAttr, kStateAttr,
 //          kOutputAttr, kUpdateOfAttr, kInitAttr, kInitStdAttr, kOptimizerAttr,

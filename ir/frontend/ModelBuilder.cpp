@@ -1,5 +1,4 @@
 //===- ModelBuilder.cpp - the forward program -----------------------------===//
-//-------------===//
 
 #include "ir/frontend/ModelBuilder.h"
 #include "ir/ArgumentRoles.h"
