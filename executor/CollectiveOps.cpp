@@ -111,6 +111,27 @@ Status runSliceToRank(const OpCall &c, const OpEnv &env) {
   return Status::ok();
 }
 
+/// A data-parallel gradient bucket: one all_reduce per operand, issued
+/// together (operand i is summed into result i).
+Status runAllReduceCoalesced(const OpCall &c, const OpEnv &env) {
+  auto axis = axisAttr(c);
+  if (!axis)
+    return axis.status();
+  for (size_t i = 0; i < c.operands.size(); ++i) {
+    const TensorRef &in = c.operands[i], &out = c.results[i];
+    SHARC_TRY(dtypeIs(out, in.dtype(), "out"));
+    SHARC_TRY(numelIs(out, in.numel(), "out"));
+  }
+  if (env.validateOnly)
+    return Status::ok();
+  for (size_t i = 0; i < c.operands.size(); ++i)
+    SHARC_TRY(env.comm->allReduce(c.operands[i].data, c.results[i].data,
+                                  c.operands[i].dtype(),
+                                  c.operands[i].numel(), ReduceOp::Sum,
+                                  *axis));
+  return Status::ok();
+}
+
 /// Megatron's f: the identity forward (its transpose is an all_reduce).
 Status runReplicate(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
@@ -130,6 +151,8 @@ Status runReplicate(const OpCall &c, const OpEnv &env) {
 
 void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
   table["all_reduce"] = {runAllReduce, 1, 1};
+  table["all_reduce_coalesced"] = {runAllReduceCoalesced, OpDef::kVariadic,
+                                    OpDef::kVariadic};
   table["all_gather"] = {runAllGather, 1, 1};
   table["reduce_scatter"] = {runReduceScatter, 1, 1};
   table["slice_to_rank"] = {runSliceToRank, 1, 1};

@@ -57,8 +57,9 @@ using OpFn = Status (*)(const OpCall &call, const OpEnv &env);
 
 struct OpDef {
   OpFn fn = nullptr;
-  int numOperands = 0;
+  int numOperands = 0; ///< kVariadic: any number, equal to the results'
   int numResults = 0;
+  static constexpr int kVariadic = -1;
 };
 
 class CpuBackend {

@@ -211,8 +211,13 @@ Status Runtime::bindRank(RankState &rank) {
     if (!bound.def)
       return Status::invalidInput(context + ": unknown op '" + instr.op +
                                   "' for the " + options_.backend + " backend");
-    if (static_cast<int>(instr.operands.size()) != bound.def->numOperands ||
-        static_cast<int>(instr.results.size()) != bound.def->numResults)
+    bool variadic = bound.def->numOperands == OpDef::kVariadic;
+    if (variadic ? instr.operands.size() != instr.results.size() ||
+                       instr.operands.empty()
+                 : static_cast<int>(instr.operands.size()) !=
+                           bound.def->numOperands ||
+                       static_cast<int>(instr.results.size()) !=
+                           bound.def->numResults)
       return Status::invalidInput(
           context + ": expected " + std::to_string(bound.def->numOperands) +
           " operands and " + std::to_string(bound.def->numResults) +

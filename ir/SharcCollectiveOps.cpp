@@ -108,6 +108,18 @@ LogicalResult AllReduceOp::verify() {
   return verifyPlacementChange(*this, getAxis(), getX(), getY(), kP, {kI, kR});
 }
 
+LogicalResult AllReduceCoalescedOp::verify() {
+  if (getXs().size() != getYs().size() || getXs().empty())
+    return emitOpError("needs as many results as operands, at least one");
+  for (auto [x, y] : llvm::zip(getXs(), getYs())) {
+    if (tensorOf(x).getShape() != tensorOf(y).getShape())
+      return emitOpError("must keep every shape");
+    if (failed(verifyPlacementChange(*this, getAxis(), x, y, kP, {kI, kR})))
+      return failure();
+  }
+  return success();
+}
+
 LogicalResult AllGatherOp::verify() {
   if (failed(verifySplitShape(*this, getY(), getX(), getDim())))
     return failure();

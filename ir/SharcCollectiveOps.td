@@ -34,6 +34,21 @@ def Sharc_AllReduceOp : Sharc_CollectiveOp<"all_reduce"> {
                        DefaultValuedStrAttr<StrAttr, "sum">:$reduce);
 }
 
+def Sharc_AllReduceCoalescedOp
+    : Sharc_Op<"all_reduce_coalesced", [Pure, SameVariadicOperandSize]> {
+  let summary = "one bucket of sums over a mesh axis, issued together";
+  let description = [{
+    Data-parallel gradient synchronisation in buckets (DDP's 25 MB): operand
+    i, partial on `axis`, is summed into result i. Made after autodiff by
+    sharc-bucket-gradients, so it has no VJP.
+  }];
+  let arguments = (ins Variadic<Sharc_FloatTensor>:$xs, StrAttr:$axis);
+  let results = (outs Variadic<Sharc_FloatTensor>:$ys);
+  let assemblyFormat =
+      "$xs attr-dict `:` functional-type($xs, $ys)";
+  let hasVerifier = 1;
+}
+
 def Sharc_AllGatherOp : Sharc_CollectiveOp<"all_gather"> {
   let summary = "concatenate the per-rank blocks along dim";
   let description = [{

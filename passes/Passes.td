@@ -98,6 +98,20 @@ def Spmdize : Pass<"sharc-spmdize", "::mlir::ModuleOp"> {
   }];
 }
 
+def BucketGradients : Pass<"sharc-bucket-gradients", "::mlir::ModuleOp"> {
+  let summary = "gather data-parallel gradient all_reduces into buckets";
+  let description = [{
+    After autodiff, the gradient of every data-parallel parameter ends in
+    its own all_reduce over dp. This pass groups them, in the order the
+    backward produces the gradients (last layer first), into buckets of at
+    most `bucket-bytes` (DDP's default 25 MiB), each one all_reduce_coalesced
+    placed right after its last gradient is ready, so that a bucket can
+    run while the backward of earlier layers continues.
+  }];
+  let options = [Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+                        "bucket size in bytes">];
+}
+
 def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {
   let summary = "rematerialise values in the backward instead of keeping them";
   let description = [{

@@ -55,6 +55,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (sharded)
     pm.addPass(createSpmdize());
   pm.addPass(createAutodiff());
+  if (options.dpSize > 1)
+    pm.addPass(createBucketGradients());
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer)
