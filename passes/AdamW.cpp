@@ -34,6 +34,18 @@ Hyperparameters readHyperparameters(ModuleOp module, Builder &builder) {
           get("eps", 1e-8), get("weight_decay", 0.01)};
 }
 
+/// The op after which both the gradient is ready and every other reader of
+/// the parameter has run (the block start when there is none).
+Operation *lastOf(Value grad, Value param, Operation *returnOp) {
+  Operation *last = grad.getDefiningOp();
+  for (Operation *user : param.getUsers())
+    if (user != returnOp && (!last || last->isBeforeInBlock(user)))
+      last = user;
+  if (!last) // a gradient that is an argument: update at the start
+    return &returnOp->getBlock()->front();
+  return last;
+}
+
 LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
                            bool keepGradients) {
   auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
@@ -86,6 +98,11 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
       return index;
     };
     unsigned mArg = addState("m:"), vArg = addState("v:");
+    // Update as soon as the gradient is final and nothing else reads the
+    // parameter: the gradient dies at once instead of living until the end
+    // of the backward (the in-place write needs no later reader).
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointAfter(lastOf(value, param, returnOp));
     auto adamw = builder.create<AdamWOp>(
         value.getLoc(), param.getType(), func.getArgument(mArg).getType(),
         func.getArgument(vArg).getType(), param, value, func.getArgument(mArg),

@@ -93,6 +93,7 @@ private:
   LogicalResult assignArguments();
   LogicalResult assignResults();
   LogicalResult assignActivations();
+  int64_t lastUse(mlir::Value value, int64_t first);
   LogicalResult emitInstructions();
 
   func::FuncOp func;
@@ -204,23 +205,45 @@ LogicalResult Emitter::assignResults() {
   return success();
 }
 
+/// The last step that reads `value` (its own step when nothing does).
+int64_t Emitter::lastUse(Value value, int64_t first) {
+  int64_t last = first;
+  for (Operation *user : value.getUsers())
+    if (!isa<func::ReturnOp>(user))
+      last = std::max(last, stepOf.lookup(user));
+  return last;
+}
+
 LogicalResult Emitter::assignActivations() {
   std::vector<BufferRequest> requests;
   std::vector<int64_t> ids;
+  llvm::DenseMap<int64_t, size_t> requestOf; // buffer id -> request index
   for (Operation &op : func.getBody().front().without_terminator()) {
+    int64_t first = stepOf.lookup(&op);
+    // Megatron's f is the identity: its result shares its operand's bytes,
+    // which then live until the result's last reader.
+    if (auto replicate = dyn_cast<ReplicateOp>(op)) {
+      int64_t id = bufferOf.lookup(replicate.getX());
+      auto it = requestOf.find(id);
+      if (it != requestOf.end() && !bufferOf.count(replicate.getY())) {
+        bufferOf[replicate.getY()] = id;
+        BufferRequest &request = requests[it->second];
+        request.lastStep =
+            std::max(request.lastStep, lastUse(replicate.getY(), first));
+        continue;
+      }
+    }
     for (Value value : op.getResults()) {
       if (bufferOf.count(value))
         continue; // an output or an in-place update
-      int64_t first = stepOf.lookup(&op), last = first;
-      for (Operation *user : value.getUsers())
-        if (!isa<func::ReturnOp>(user))
-          last = std::max(last, stepOf.lookup(user));
       std::string name =
           op.getName().stripDialect().str() + "#" + std::to_string(first);
       FailureOr<int64_t> id = addBuffer(value, plan::Region::Activation, name);
       if (failed(id))
         return failure();
-      requests.push_back({*id, result.buffers[*id].numBytes, first, last});
+      requestOf[*id] = requests.size();
+      requests.push_back(
+          {*id, result.buffers[*id].numBytes, first, lastUse(value, first)});
       ids.push_back(*id);
     }
   }

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "planner/MemoryReport.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc/CompileDriver.h"
 
@@ -37,6 +38,7 @@ struct CompileFlags {
   bool emitLogits = false;
   bool withOptimizer = true;
   bool keepGradients = false;
+  std::string report; ///< "", "text" or "json"
 };
 
 void printUsage(FILE *out) {
@@ -47,7 +49,8 @@ void printUsage(FILE *out) {
                "         [--dp N] [--tp N] [--sp] [--vp] "
                "[--recompute none|sp-allgather]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
-               "[--keep-grads] [--no-optimizer]\n");
+               "[--keep-grads] [--no-optimizer]\n"
+               "         [--report[=text|json]]\n");
 }
 
 int usageError(const std::string &message) {
@@ -90,6 +93,10 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       flags.sequenceParallel = true;
     } else if (arg == "--vp") {
       flags.vocabParallel = true;
+    } else if (arg == "--report" || arg == "--report=text") {
+      flags.report = "text";
+    } else if (arg == "--report=json") {
+      flags.report = "json";
     } else if (arg == "--keep-grads") {
       flags.keepGradients = true;
     } else if (arg.rfind("--dump-ir=", 0) == 0) {
@@ -174,9 +181,16 @@ int compile(const CompileFlags &flags) {
       std::fprintf(stderr, "sharc: error: %s\n", error->message.c_str());
     return error->exitCode;
   }
+  auto &plan = std::get<sharc::plan::Plan>(result);
+  if (!flags.report.empty()) {
+    sharc::MemoryReport report = sharc::buildMemoryReport(plan);
+    std::string text = flags.report == "json"
+                           ? sharc::reportJson(plan, report)
+                           : sharc::formatReport(plan, report);
+    std::fputs(text.c_str(), stdout);
+  }
   if (flags.outputPath.empty())
     return 0;
-  auto &plan = std::get<sharc::plan::Plan>(result);
   if (sharc::Status status = sharc::plan::writePlanFile(plan, flags.outputPath);
       !status.isOk()) {
     std::fprintf(stderr, "sharc: error: %s\n", status.message().c_str());

@@ -1,0 +1,43 @@
+//===- MemoryReport.h - what a plan holds per rank, before running -*- C++ -*-===//
+// defines: MemoryReport, CommVolume, buildMemoryReport, formatReport,
+//          reportJson
+//
+// Everything here is read off the plan, so the memory of a run is known
+// before launch: each region is allocated once and never grows. Gradients
+// live in the activation arena (they exist only from the backward onward,
+// like the original's set-to-none gradients), so the arena's size already
+// includes them; `gradientBytes` shows how much of it they are.
+#pragma once
+
+#include "planner/plan/Plan.h"
+
+#include <map>
+#include <string>
+
+namespace sharc {
+
+struct MemoryReport {
+  int64_t worldSize = 1;
+  int64_t parameterBytes = 0, optimizerBytes = 0, gradientBytes = 0;
+  int64_t activationPeakBytes = 0; ///< the arena
+  int64_t ioBytes = 0;             ///< inputs and outputs
+  int64_t workspaceBytes = 0;      ///< library scratch (none on the CPU)
+  int64_t totalBytes = 0;
+  /// The instruction at which the live activation bytes peak.
+  int64_t peakInstruction = -1;
+  std::string peakOp, peakLoc;
+  int64_t peakLiveBytes = 0;
+  /// Bytes one rank sends per step, by mesh axis (ring algorithms).
+  std::map<std::string, int64_t> commBytesByAxis;
+  std::map<std::string, int64_t> collectivesByAxis;
+  double predictedStepSeconds = 0; ///< 0 when no cost model was given
+};
+
+MemoryReport buildMemoryReport(const plan::Plan &plan);
+
+/// A human-readable table (MiB).
+std::string formatReport(const plan::Plan &plan, const MemoryReport &report);
+/// The same as one JSON object, for tools.
+std::string reportJson(const plan::Plan &plan, const MemoryReport &report);
+
+} // namespace sharc
