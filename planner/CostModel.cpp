@@ -1,0 +1,229 @@
+//===- CostModel.cpp - seconds per node on a described machine ------------===//
+//
+// The reader validates as it goes and reports the first problem at the YAML
+// node that caused it. yaml-cpp throws on malformed text; the one try block
+// in parseMachine converts that on the spot.
+//
+//===----------------------------------------------------------------------===//
+
+#include "planner/CostModel.h"
+
+#include "planner/plan/DType.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <string_view>
+
+namespace sharc {
+namespace {
+
+class MachineReader {
+public:
+  explicit MachineReader(const std::string &fileName) : fileName(fileName) {}
+
+  Status fail(const YAML::Node &node, const std::string &message) const {
+    YAML::Mark mark = node.Mark();
+    int line = mark.is_null() ? 1 : mark.line + 1;
+    int column = mark.is_null() ? 1 : mark.column + 1;
+    return Status::invalidInput(fileName + ":" + std::to_string(line) + ":" +
+                                std::to_string(column) + ": " + message);
+  }
+
+  /// Fails unless `node` is a map whose keys are all in `allowed` (when
+  /// given) and unique.
+  Status checkMap(const YAML::Node &node, const std::string &what,
+                  std::initializer_list<std::string_view> allowed) const {
+    if (!node.IsMap())
+      return fail(node, "expected a map for " + what);
+    std::vector<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar())
+        return fail(it->first, "expected a name as key in " + what);
+      const std::string &key = it->first.Scalar();
+      if (allowed.size() != 0 &&
+          std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string names;
+        for (std::string_view name : allowed)
+          names += (names.empty() ? "" : ", ") + std::string(name);
+        return fail(it->first, "unknown key '" + key + "' in " + what +
+                                   " (expected one of: " + names + ")");
+      }
+      if (std::find(seen.begin(), seen.end(), key) != seen.end())
+        return fail(it->first, "duplicate key '" + key + "' in " + what);
+      seen.push_back(key);
+    }
+    return Status::ok();
+  }
+
+  Status require(const YAML::Node &map, const std::string &key,
+                 const std::string &what, YAML::Node &value) const {
+    for (auto it = map.begin(); it != map.end(); ++it)
+      if (it->first.Scalar() == key) {
+        value.reset(it->second);
+        return Status::ok();
+      }
+    return fail(map, "missing key '" + key + "' in " + what);
+  }
+
+  /// A finite number, > 0 or (with allowZero) >= 0.
+  Status readNumber(const YAML::Node &node, const std::string &what,
+                    bool allowZero, double &value) const {
+    std::string text = node.IsScalar() ? node.Scalar() : "";
+    char *end = nullptr;
+    errno = 0;
+    value = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(value))
+      return fail(node,
+                  "expected a number for " + what + ", got '" + text + "'");
+    if (value < 0.0 || (!allowZero && value == 0.0))
+      return fail(node, what + " must be " +
+                            (allowZero ? "non-negative" : "positive") +
+                            ", got " + text);
+    return Status::ok();
+  }
+
+  Status readRequiredNumber(const YAML::Node &map, const std::string &key,
+                            const std::string &what, bool allowZero,
+                            double &value) const {
+    YAML::Node node;
+    SHARC_TRY(require(map, key, what, node));
+    return readNumber(node, key, allowZero, value);
+  }
+
+  Status readPeakFlops(const YAML::Node &node, Machine &machine) const {
+    SHARC_TRY(checkMap(node, "peak_flops", {}));
+    if (node.size() == 0)
+      return fail(node, "peak_flops lists no dtype");
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string &dtype = it->first.Scalar();
+      if (!parseDType(dtype))
+        return fail(it->first, "unknown dtype '" + dtype +
+                                   "' in peak_flops (expected f32, bf16, "
+                                   "i32 or f64)");
+      SHARC_TRY(readNumber(it->second, "peak_flops." + dtype,
+                           /*allowZero=*/false, machine.peakFlops[dtype]));
+    }
+    return Status::ok();
+  }
+
+  Status readLinks(const YAML::Node &node, Machine &machine) const {
+    SHARC_TRY(checkMap(node, "links", {}));
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string axis = it->first.Scalar();
+      const std::string what = "link '" + axis + "'";
+      SHARC_TRY(checkMap(it->second, what, {"alpha", "beta"}));
+      Link &link = machine.links[axis];
+      SHARC_TRY(readRequiredNumber(it->second, "alpha", what,
+                                   /*allowZero=*/true, link.alpha));
+      SHARC_TRY(readRequiredNumber(it->second, "beta", what,
+                                   /*allowZero=*/false, link.beta));
+    }
+    return Status::ok();
+  }
+
+  Status readMachine(const YAML::Node &root, Machine &machine) const {
+    const std::string what = "the machine";
+    SHARC_TRY(checkMap(root, what,
+                       {"name", "peak_flops", "memory_bandwidth",
+                        "launch_overhead", "links"}));
+    YAML::Node node;
+    SHARC_TRY(require(root, "name", what, node));
+    if (!node.IsScalar() || node.Scalar().empty())
+      return fail(node, "expected a non-empty string for name");
+    machine.name = node.Scalar();
+    SHARC_TRY(require(root, "peak_flops", what, node));
+    SHARC_TRY(readPeakFlops(node, machine));
+    SHARC_TRY(readRequiredNumber(root, "memory_bandwidth", what,
+                                 /*allowZero=*/false, machine.memoryBandwidth));
+    SHARC_TRY(readRequiredNumber(root, "launch_overhead", what,
+                                 /*allowZero=*/true, machine.launchOverhead));
+    SHARC_TRY(require(root, "links", what, node));
+    return readLinks(node, machine);
+  }
+
+private:
+  const std::string &fileName;
+};
+
+double peakRate(const Machine &machine, const std::string &dtype) {
+  if (auto it = machine.peakFlops.find(dtype); it != machine.peakFlops.end())
+    return it->second;
+  double slowest = 0.0;
+  for (const auto &[name, rate] : machine.peakFlops)
+    slowest = slowest == 0.0 ? rate : std::min(slowest, rate);
+  return slowest > 0.0 ? slowest : 1.0;
+}
+
+double computeSeconds(const Machine &machine, const ScheduleNode &node) {
+  double mathSeconds =
+      static_cast<double>(node.flops) / peakRate(machine, node.dtype);
+  double memorySeconds =
+      static_cast<double>(node.memBytes) / machine.memoryBandwidth;
+  return machine.launchOverhead + std::max(mathSeconds, memorySeconds);
+}
+
+} // namespace
+
+Result<Machine> parseMachine(const std::string &text,
+                             const std::string &fileName) {
+  Machine machine;
+  try {
+    YAML::Node root = YAML::Load(text);
+    SHARC_TRY(MachineReader(fileName).readMachine(root, machine));
+  } catch (const YAML::Exception &error) {
+    std::string where = fileName;
+    if (!error.mark.is_null())
+      where += ":" + std::to_string(error.mark.line + 1) + ":" +
+               std::to_string(error.mark.column + 1);
+    return Status::invalidInput(where + ": " + error.msg);
+  } catch (const std::exception &error) {
+    return Status::invalidInput(fileName + ": " + error.what());
+  }
+  return machine;
+}
+
+Result<Machine> readMachineFile(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    return Status::invalidInput("cannot open machine file '" + path +
+                                "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << file.rdbuf();
+  return parseMachine(text.str(), path);
+}
+
+double nodeSeconds(const Machine &machine, const ScheduleNode &node) {
+  if (node.kind == NodeKind::Collective) {
+    if (auto it = machine.links.find(node.axis); it != machine.links.end())
+      return it->second.alpha +
+             static_cast<double>(node.commBytes) / it->second.beta;
+  }
+  return computeSeconds(machine, node);
+}
+
+Status checkMachineCovers(const Machine &machine, const ScheduleGraph &graph) {
+  for (size_t index = 0; index < graph.size(); ++index) {
+    const ScheduleNode &node = graph[index];
+    std::string where = "node " + std::to_string(index) + " (" + node.op + ")";
+    if (node.kind == NodeKind::Collective && node.commBytes > 0 &&
+        !machine.links.count(node.axis))
+      return Status::invalidInput(where + ": machine '" + machine.name +
+                                  "' has no link for axis '" + node.axis + "'");
+    if (node.kind == NodeKind::Compute && node.flops > 0 &&
+        !machine.peakFlops.count(node.dtype))
+      return Status::invalidInput(where + ": machine '" + machine.name +
+                                  "' has no peak_flops for dtype '" +
+                                  node.dtype + "'");
+  }
+  return Status::ok();
+}
+
+} // namespace sharc

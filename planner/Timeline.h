@@ -1,0 +1,49 @@
+//===- Timeline.h - a step simulated on two streams -------------*- C++ -*-===//
+// defines: Timeline, simulate, chromeTrace
+//
+// Predicts one rank's step: each stream runs its nodes in schedule order, a
+// node starting when its stream is free and every event it waits for has
+// been signalled (at the end of the signalling node), lasting nodeSeconds.
+// Kernels are assumed not to slow each other down, so overlapSeconds is an
+// upper bound on what two streams gain.
+//
+//   Timeline timeline = simulate(graph, streams, order, machine);
+//   // timeline.stepSeconds vs timeline.serialSeconds: what overlap saved
+//   std::string json = chromeTrace({timeline}, graph); // chrome://tracing
+#pragma once
+
+#include "planner/CostModel.h"
+#include "planner/ScheduleGraph.h"
+#include "planner/Streams.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sharc {
+
+struct Timeline {
+  std::vector<double> start;       ///< per node, seconds from the step's start
+  std::vector<double> end;         ///< per node; start + its duration
+  std::vector<int64_t> stream;     ///< per node, the stream it ran on
+  std::vector<double> busySeconds; ///< per stream, total node time
+  double stepSeconds = 0.0;        ///< the makespan: the last node's end
+  double overlapSeconds = 0.0;     ///< time at least two streams are busy
+  double serialSeconds = 0.0;      ///< the sum of all node times
+  /// Some node waits for an event no runnable node signals; the nodes that
+  /// never ran have NaN times and are left out of every total.
+  bool deadlocked = false;
+};
+
+/// `streams` was made for `order` (position -> node index) of `graph`.
+Timeline simulate(const ScheduleGraph &graph, const StreamAssignment &streams,
+                  const std::vector<int64_t> &order, const Machine &machine);
+
+/// Chrome trace JSON (chrome://tracing, Perfetto): one complete ("X") event
+/// per node that ran, pid = rank, tid = stream, name = op, ts and dur in
+/// microseconds, plus metadata naming each rank ("rank R") and stream
+/// ("compute", "communication", "stream S" beyond).
+std::string chromeTrace(const std::vector<Timeline> &perRank,
+                        const ScheduleGraph &graph);
+
+} // namespace sharc
