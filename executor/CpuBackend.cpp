@@ -554,7 +554,7 @@ CpuBackend::CpuBackend() {
       {"cross_entropy_grad", {runCrossEntropyGrad, 3, 1}},
       {"fill", {runFill, 0, 1}},
       {"scale", {runScale, 1, 1}},
-      {"adamw", {runAdamW, 4, 0}},
+      {"adamw", {runAdamW, 4, 0, /*param, m, v*/ 0b1101}},
   };
   addCollectiveOps(table_);
   addVocabParallelOps(table_);

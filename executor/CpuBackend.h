@@ -15,6 +15,7 @@
 #include "planner/plan/Plan.h"
 #include "planner/plan/Status.h"
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -59,6 +60,9 @@ struct OpDef {
   OpFn fn = nullptr;
   int numOperands = 0; ///< kVariadic: any number, equal to the results'
   int numResults = 0;
+  /// Bit k set: operand k is updated in place (adamw's param, m and v), so
+  /// the hazard check counts it as written.
+  uint32_t updatedOperands = 0;
   static constexpr int kVariadic = -1;
 };
 

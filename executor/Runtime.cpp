@@ -175,9 +175,14 @@ Status Runtime::setUp() {
     SHARC_TRY(checkInstruction(plan_, plan_.instructions[i])
                   .withContext("instr " + std::to_string(i) + " (" +
                                plan_.instructions[i].op + ")"));
+  auto order = analyzeStreams(plan_);
+  if (!order)
+    return order.status();
+  order_ = std::move(*order);
   int64_t worldSize = plan_.worldSize();
-  world_ = std::make_unique<CommWorld>(plan_.mesh,
-                                       options_.collectiveTimeoutSeconds);
+  for (int64_t s = 0; s < plan_.numStreams; ++s)
+    worlds_.push_back(std::make_unique<CommWorld>(
+        plan_.mesh, options_.collectiveTimeoutSeconds));
   for (int64_t r = 0; r < worldSize; ++r) {
     auto arena = Arena::create(plan_.regionBytes, options_.poisonActivations);
     if (!arena)
@@ -185,15 +190,27 @@ Status Runtime::setUp() {
     auto state = std::make_unique<RankState>();
     state->rank = r;
     state->arena = std::move(*arena);
-    state->comm = std::make_unique<Communicator>(world_->communicator(r));
-    state->env = OpEnv{.mesh = &plan_.mesh,
-                       .coords = meshCoords(plan_.mesh, r),
-                       .comm = state->comm.get(),
-                       .step = 1,
-                       .validateOnly = false};
+    state->events = std::make_unique<EventBoard>(plan_.numEvents);
+    for (int64_t s = 0; s < plan_.numStreams; ++s) {
+      state->comms.push_back(
+          std::make_unique<Communicator>(worlds_[s]->communicator(r)));
+      state->streamEnvs.push_back(OpEnv{.mesh = &plan_.mesh,
+                                        .coords = meshCoords(plan_.mesh, r),
+                                        .comm = state->comms.back().get(),
+                                        .step = 1,
+                                        .validateOnly = false});
+    }
+    state->env = state->streamEnvs[0];
     // Shapes are the same on every rank, so a plan error shows on rank 0.
     SHARC_TRY(bindRank(*state));
     ranks_.push_back(std::move(state));
+  }
+  if (options_.checkHazards) {
+    std::vector<uint32_t> updatedOperands;
+    for (const BoundInstr &bound : ranks_[0]->program)
+      updatedOperands.push_back(bound.def->updatedOperands);
+    SHARC_TRY(findHazard(plan_, order_, updatedOperands));
+    poisonAfter_ = lastUses(plan_, order_);
   }
   return Status::ok();
 }
@@ -436,46 +453,77 @@ Status Runtime::setBatch(const std::vector<int32_t> &tokens) {
   return Status::ok();
 }
 
-Status Runtime::runRank(RankState &rank) {
-  if (options_.poisonActivations)
-    rank.arena.poisonActivations();
-  rank.env.step = nextStep_;
-  for (size_t i = 0; i < rank.program.size(); ++i) {
-    const BoundInstr &bound = rank.program[i];
-    Status status = bound.def->fn(bound.call, rank.env);
-    if (!status)
-      return status.withContext(instrContext(rank.rank, i, *bound.call.instr));
+Status Runtime::runStream(RankState &rank, int64_t stream) {
+  const OpEnv &env = rank.streamEnvs[stream];
+  for (int64_t index : order_.streamInstrs[stream]) {
+    const BoundInstr &bound = rank.program[index];
+    const plan::Instruction &instr = *bound.call.instr;
+    for (int64_t event : instr.waits)
+      if (Status status =
+              rank.events->wait(event, options_.collectiveTimeoutSeconds);
+          !status)
+        return status.withContext(instrContext(rank.rank, index, instr));
+    if (Status status = bound.def->fn(bound.call, env); !status)
+      return status.withContext(instrContext(rank.rank, index, instr));
+    if (!poisonAfter_.empty())
+      for (int64_t id : poisonAfter_[index])
+        std::memset(storage(rank.rank, id), 0xff,
+                    static_cast<size_t>(plan_.buffers[id].numBytes));
+    for (int64_t event : instr.signals)
+      rank.events->signal(event);
   }
   return Status::ok();
 }
 
+void Runtime::abortAll() {
+  for (auto &world : worlds_)
+    world->abort();
+  for (auto &rank : ranks_)
+    rank->events->abort();
+}
+
 Result<StepStats> Runtime::step() {
   auto start = std::chrono::steady_clock::now();
-  int64_t worldSize = this->worldSize();
-  std::vector<Status> statuses(worldSize);
-  // The first rank to fail holds the cause; it aborts the collectives the
-  // others are waiting in, whose errors only say they were aborted.
+  for (auto &rank : ranks_) {
+    if (options_.poisonActivations)
+      rank->arena.poisonActivations();
+    for (OpEnv &env : rank->streamEnvs)
+      env.step = nextStep_;
+    rank->env.step = nextStep_;
+    rank->events->reset();
+  }
+  // One task per (rank, stream) that has work.
+  std::vector<std::pair<int64_t, int64_t>> tasks;
+  for (int64_t r = 0; r < worldSize(); ++r)
+    for (int64_t s = 0; s < order_.numStreams; ++s)
+      if (!order_.streamInstrs[s].empty())
+        tasks.push_back({r, s});
+  std::vector<Status> statuses(tasks.size());
+  // The first task to fail holds the cause; it aborts the collectives and
+  // event waits the others are in, whose errors only say they were aborted.
   std::atomic<int64_t> firstFailure{-1};
-  auto runOne = [&](int64_t r) {
-    statuses[r] = runRank(*ranks_[r]);
-    if (!statuses[r]) {
+  auto runOne = [&](size_t t) {
+    auto [r, s] = tasks[t];
+    statuses[t] = runStream(*ranks_[r], s);
+    if (!statuses[t]) {
       int64_t none = -1;
-      firstFailure.compare_exchange_strong(none, r);
-      world_->abort();
+      firstFailure.compare_exchange_strong(none, static_cast<int64_t>(t));
+      abortAll();
     }
   };
-  if (worldSize == 1) {
+  if (tasks.size() == 1) {
     runOne(0);
   } else {
     std::vector<std::thread> threads;
-    threads.reserve(worldSize);
-    for (int64_t r = 0; r < worldSize; ++r)
-      threads.emplace_back(runOne, r);
+    threads.reserve(tasks.size());
+    for (size_t t = 0; t < tasks.size(); ++t)
+      threads.emplace_back(runOne, t);
     for (std::thread &thread : threads)
       thread.join();
   }
   if (firstFailure.load() >= 0) {
-    world_->reset();
+    for (auto &world : worlds_)
+      world->reset();
     return statuses[firstFailure.load()];
   }
   StepStats stats;

@@ -2,12 +2,22 @@
 // defines: RunOptions, StepStats, Runtime
 //
 // Set-up validates the plan against the backend (every op known, every
-// buffer inside its region, every operand shape what its op expects) and
-// allocates each rank's regions once. A step runs every rank's instruction
-// list in order, one std::thread per rank when the mesh has more than one;
-// collectives meet in an in-process CommWorld. Stream and event fields are
-// accepted but not yet used for overlap: instructions of every stream run in
-// list order, which is a valid serialisation of the planned schedule.
+// buffer inside its region, every operand shape what its op expects, every
+// wait satisfiable: StreamOrder.h) and allocates each rank's regions once.
+//
+// A step runs one std::thread per stream of every rank (inline when there is
+// only one of them). A stream runs the instructions carrying its id in list
+// order; before one starts, the stream waits until every event in `waits`
+// has been signalled in this step, and after it finishes it signals every
+// event in `signals`. Events reset every step, and a step ends when every
+// stream of every rank has finished, so steps never overlap. An event wait
+// times out after RunOptions::collectiveTimeoutSeconds into "rank R, instr I
+// (op): waited N s for event E". Collectives meet in an in-process CommWorld
+// per stream, so collectives of two streams of a rank never share a
+// rendezvous. With checkHazards, set-up also rejects a plan in which two
+// instructions on different streams touch overlapping bytes (one writing)
+// without an event ordering them, and each step fills an activation buffer
+// with NaN right after its last use.
 //
 //   auto runtime = Runtime::create(plan, RunOptions{});
 //   SHARC_TRY((*runtime)->initParams(/*seed=*/42));
@@ -18,6 +28,8 @@
 #include "executor/Arena.h"
 #include "executor/Communicator.h"
 #include "executor/CpuBackend.h"
+#include "executor/EventBoard.h"
+#include "executor/StreamOrder.h"
 #include "planner/plan/Plan.h"
 #include "planner/plan/SafeTensors.h"
 #include "planner/plan/Status.h"
@@ -33,7 +45,12 @@ struct RunOptions {
   /// Fill the activation region with NaN before every step, so a read of a
   /// temporary nobody wrote shows up in the loss.
   bool poisonActivations = false;
+  /// Also the deadline of every event wait.
   double collectiveTimeoutSeconds = 60.0;
+  /// Checking mode: reject a plan with an ordering hazard between streams
+  /// at create (a runtimeError naming both instructions) and poison every
+  /// activation buffer right after its last use.
+  bool checkHazards = false;
 };
 
 struct StepStats {
@@ -91,15 +108,20 @@ private:
   struct RankState {
     int64_t rank = 0;
     Arena arena;
-    std::unique_ptr<Communicator> comm;
+    /// One communicator and one environment per stream; env is stream 0's.
+    std::vector<std::unique_ptr<Communicator>> comms;
+    std::vector<OpEnv> streamEnvs;
     OpEnv env;
+    std::unique_ptr<EventBoard> events;
     std::vector<BoundInstr> program;
   };
 
   Runtime(const plan::Plan &plan, const RunOptions &options);
   Status setUp();
   Status bindRank(RankState &rank);
-  Status runRank(RankState &rank);
+  Status runStream(RankState &rank, int64_t stream);
+  /// Wakes every collective and event wait after a failure.
+  void abortAll();
   void *storage(int64_t rank, int64_t bufferId) const;
   /// Gathers a global tensor whose shards live in buffer `bufferId`.
   Result<plan::NamedTensor>
@@ -112,7 +134,11 @@ private:
 
   plan::Plan plan_;
   RunOptions options_;
-  std::unique_ptr<CommWorld> world_;
+  std::vector<std::unique_ptr<CommWorld>> worlds_; ///< one per stream
+  StreamOrder order_;
+  /// Checking mode: per instruction, the activation buffers to poison
+  /// after it; empty otherwise.
+  std::vector<std::vector<int64_t>> poisonAfter_;
   std::vector<std::unique_ptr<RankState>> ranks_;
   int64_t nextStep_ = 1;
 };

@@ -2,7 +2,7 @@
 //
 // sharc-run PLAN [--backend cpu] [--steps N] [--seed N] [--data FILE |
 //   --synthetic] [--load CKPT] [--save CKPT] [--dump-outputs FILE]
-//   [--poison] [--quiet] [--validate DENSE_PLAN]
+//   [--poison] [--check] [--quiet] [--validate DENSE_PLAN]
 // stdout: one line per step and a summary. Errors go to stderr as
 // `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
 // checkpoint), 1 for a failure at run time.
@@ -35,6 +35,7 @@ struct Options {
   std::string loadPath, savePath, dumpPath;
   std::string validatePath; ///< the dense plan to validate against
   bool poison = false;
+  bool check = false;
   bool quiet = false;
 };
 
@@ -42,10 +43,14 @@ const char *kUsage =
     "usage: sharc-run PLAN [--backend cpu] [--steps N] [--seed N]\n"
     "                 [--data FILE | --synthetic] [--load CKPT]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
-    "                 [--poison] [--quiet] [--validate DENSE_PLAN]\n"
+    "                 [--poison] [--check] [--quiet]\n"
+    "                 [--validate DENSE_PLAN]\n"
     "  --data FILE     raw little-endian int32 token ids, read in windows\n"
     "                  of seq_len tokens (default: --synthetic)\n"
     "  --poison        fill activations with NaN before every step\n"
+    "  --check         reject a plan whose streams may touch the same\n"
+    "                  bytes without an event ordering them (exit 1),\n"
+    "                  and fill each activation with NaN after its last use\n"
     "  --validate DENSE_PLAN\n"
     "                  run PLAN and the dense plan from the same weights and\n"
     "                  tokens; compare loss, logits and every gradient after\n"
@@ -119,6 +124,8 @@ Result<Options> parseFlags(int argc, char **argv) {
       SHARC_TRY(needValue(options.validatePath));
     } else if (flag == "--poison") {
       options.poison = true;
+    } else if (flag == "--check") {
+      options.check = true;
     } else if (flag == "--quiet") {
       options.quiet = true;
     } else if (!flag.empty() && flag[0] == '-') {
@@ -168,9 +175,16 @@ int run(const Options &options, bool stepsGiven) {
   exec::RunOptions runOptions;
   runOptions.backend = options.backend;
   runOptions.poisonActivations = options.poison;
+  runOptions.checkHazards = options.check;
   auto runtime = exec::Runtime::create(*plan, runOptions);
   if (!runtime)
     return fail(runtime.status().withContext(options.planPath));
+  if (options.check)
+    std::printf("check: %zu instructions on %lld stream%s, no ordering "
+                "hazards\n",
+                plan->instructions.size(),
+                static_cast<long long>(plan->numStreams),
+                plan->numStreams == 1 ? "" : "s");
   exec::Runtime &rt = **runtime;
 
   if (!options.loadPath.empty()) {

@@ -104,3 +104,55 @@ TEST_CASE("sharc-run rejects bad input with exit status 2", "[executor]") {
   REQUIRE(noCheckpoint.exitCode == 2);
   std::remove(planPath.c_str());
 }
+
+TEST_CASE("sharc-run --check runs an ordered two-stream plan and rejects "
+          "a racy one",
+          "[executor][streams]") {
+  LinearModel model;
+  plan::Plan async = withAsyncCollectives(makeLinearPlan(model, 2, 2));
+  std::string planPath = tempPath("async.yaml");
+  REQUIRE(plan::writePlanFile(async, planPath));
+  ToolRun ordered = runTool(planPath + " --check --steps 2 --quiet");
+  INFO(ordered.out);
+  REQUIRE(ordered.exitCode == 0);
+  REQUIRE(
+      ordered.out.find("check: " + std::to_string(async.instructions.size()) +
+                       " instructions on 2 streams, no ordering "
+                       "hazards\n") != std::string::npos);
+  REQUIRE(ordered.out.find("2 steps") != std::string::npos);
+
+  // The embedding gradient no longer waits for the tp all_reduce of dx.
+  plan::Plan racy = async;
+  int64_t consumer = -1;
+  for (size_t i = 0; i < racy.instructions.size(); ++i)
+    if (racy.instructions[i].op == "embedding_grad")
+      consumer = static_cast<int64_t>(i);
+  REQUIRE(consumer >= 0);
+  REQUIRE(racy.instructions[consumer].waits.size() == 1);
+  racy.instructions[consumer].waits.clear();
+  REQUIRE(plan::writePlanFile(racy, planPath));
+  ToolRun hazard = runTool(planPath + " --check");
+  INFO(hazard.out);
+  REQUIRE(hazard.exitCode == 1);
+  REQUIRE(hazard.out.rfind("sharc-run: error: " + planPath + ": hazard: ", 0) ==
+          0);
+  REQUIRE(hazard.out.find("(all_reduce) on stream 1 writes 'dx'") !=
+          std::string::npos);
+  REQUIRE(hazard.out.find("instr " + std::to_string(consumer) +
+                          " (embedding_grad) on stream 0 reads 'dx'") !=
+          std::string::npos);
+  // Without --check the racy plan is accepted.
+  REQUIRE(runTool(planPath + " --steps 1 --quiet").exitCode == 0);
+
+  plan::Plan stuck = async;
+  stuck.numEvents += 1;
+  stuck.instructions[consumer].waits = {stuck.numEvents - 1};
+  REQUIRE(plan::writePlanFile(stuck, planPath));
+  ToolRun never = runTool(planPath);
+  INFO(never.out);
+  REQUIRE(never.exitCode == 2);
+  REQUIRE(
+      never.out.find("waits for event " + std::to_string(stuck.numEvents - 1) +
+                     ", which no instruction signals") != std::string::npos);
+  std::remove(planPath.c_str());
+}

@@ -1,5 +1,5 @@
 //===- TestPlans.h - hand-built plans for the executor tests ----*- C++ -*-===//
-// defines: PlanBuilder, LinearModel, makeLinearPlan
+// defines: PlanBuilder, LinearModel, makeLinearPlan, withAsyncCollectives
 //
 // The compiler is not needed to test the runtime: these build small plans by
 // hand, placing buffers one after another in their regions.
@@ -205,6 +205,62 @@ inline plan::Plan makeLinearPlan(const LinearModel &model, int64_t dp,
     b.instr("adamw",
             {param[0], param == embed ? gEmbed : gHead, param[1], param[2]}, {},
             {{"lr", model.lr}});
+  return p;
+}
+
+inline bool isCollective(const std::string &op) {
+  return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" ||
+         op == "all_reduce_coalesced";
+}
+
+inline bool sharesBytes(const plan::Plan &p, const plan::Instruction &x,
+                        const plan::Instruction &y) {
+  for (const auto *xs : {&x.operands, &x.results})
+    for (int64_t i : *xs)
+      for (const auto *ys : {&y.operands, &y.results})
+        for (int64_t j : *ys) {
+          const plan::Buffer &bx = p.buffers[i], &by = p.buffers[j];
+          if (bx.region == by.region && bx.offset < by.offset + by.numBytes &&
+              by.offset < bx.offset + bx.numBytes)
+            return true;
+        }
+  return false;
+}
+
+/// Moves every collective of a one-stream plan to stream 1, as the
+/// compiler's overlap schedule will: a collective waits for the compute
+/// instruction before it, and the first later compute instruction sharing
+/// bytes with it waits for the collective; everything else overlaps.
+inline plan::Plan withAsyncCollectives(plan::Plan p) {
+  p.numStreams = 2;
+  p.numEvents = 0;
+  int64_t lastCompute = -1;
+  std::map<int64_t, int64_t> readyEvent; // compute instr -> its event
+  std::vector<std::pair<int64_t, int64_t>> pending; // collective, its event
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    plan::Instruction &instr = p.instructions[i];
+    if (isCollective(instr.op)) {
+      instr.stream = 1;
+      if (lastCompute >= 0) {
+        auto [it, isNew] = readyEvent.try_emplace(lastCompute, p.numEvents);
+        if (isNew)
+          p.instructions[lastCompute].signals.push_back(p.numEvents++);
+        instr.waits.push_back(it->second);
+      }
+      instr.signals.push_back(p.numEvents);
+      pending.push_back({static_cast<int64_t>(i), p.numEvents++});
+      continue;
+    }
+    lastCompute = static_cast<int64_t>(i);
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (sharesBytes(p, p.instructions[it->first], instr)) {
+        instr.waits.push_back(it->second);
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   return p;
 }
 
