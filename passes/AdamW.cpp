@@ -35,14 +35,12 @@ Hyperparameters readHyperparameters(ModuleOp module, Builder &builder) {
 }
 
 /// The op after which both the gradient is ready and every other reader of
-/// the parameter has run (the block start when there is none).
+/// the parameter has run; null when none (update at the block start).
 Operation *lastOf(Value grad, Value param, Operation *returnOp) {
   Operation *last = grad.getDefiningOp();
   for (Operation *user : param.getUsers())
     if (user != returnOp && (!last || last->isBeforeInBlock(user)))
       last = user;
-  if (!last) // a gradient that is an argument: update at the start
-    return &returnOp->getBlock()->front();
   return last;
 }
 
@@ -102,7 +100,10 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     // parameter: the gradient dies at once instead of living until the end
     // of the backward (the in-place write needs no later reader).
     OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointAfter(lastOf(value, param, returnOp));
+    if (Operation *last = lastOf(value, param, returnOp))
+      builder.setInsertionPointAfter(last);
+    else
+      builder.setInsertionPointToStart(returnOp->getBlock());
     auto adamw = builder.create<AdamWOp>(
         value.getLoc(), param.getType(), func.getArgument(mArg).getType(),
         func.getArgument(vArg).getType(), param, value, func.getArgument(mArg),

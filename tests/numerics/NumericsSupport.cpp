@@ -43,6 +43,14 @@ plan::Plan testing::compilePlan(const std::string &modelFile, bool emitLogits,
   return compileWith(options);
 }
 
+plan::Plan testing::compilePlanFile(const std::string &path,
+                                    const PipelineOptions &pipeline) {
+  CompileOptions options;
+  options.modelPath = path;
+  options.pipeline = pipeline;
+  return compileWith(options);
+}
+
 plan::Plan testing::compilePlan(const std::string &modelFile,
                                 const PipelineOptions &pipeline,
                                 bool emitLogits) {

@@ -21,6 +21,10 @@ namespace sharc::testing {
 plan::Plan compilePlan(const std::string &modelFile, bool emitLogits,
                        bool withOptimizer, const std::string &runFile = "");
 
+/// Compiles a model file given by its path.
+plan::Plan compilePlanFile(const std::string &path,
+                           const PipelineOptions &pipeline);
+
 /// Compiles with a parallel layout (and whatever else `pipeline` asks).
 plan::Plan compilePlan(const std::string &modelFile,
                        const PipelineOptions &pipeline, bool emitLogits);
