@@ -105,6 +105,7 @@ startRuntime(const plan::Plan &plan, uint64_t seed,
              const std::vector<int32_t> &tokens) {
   RunOptions options;
   options.poisonActivations = true;
+  options.checkHazards = true;
   auto runtime = Runtime::create(plan, options);
   if (!runtime.isOk())
     return runtime.status();

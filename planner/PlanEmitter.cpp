@@ -4,6 +4,8 @@
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 #include "planner/BufferAssignment.h"
+#include "planner/Schedule.h"
+#include "planner/ScheduleBuilder.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -92,17 +94,21 @@ private:
                                std::string name);
   LogicalResult assignArguments();
   LogicalResult assignResults();
-  LogicalResult assignActivations();
-  int64_t lastUse(mlir::Value value, int64_t first);
-  LogicalResult emitInstructions();
+  LogicalResult createActivationBuffers();
+  LogicalResult planSchedule();
+  void emitInstructions();
 
   func::FuncOp func;
   const EmitOptions &options;
   plan::Plan result;
   llvm::DenseMap<Value, int64_t> bufferOf;
-  llvm::DenseMap<Operation *, int64_t> stepOf;
+  SmallVector<Operation *> ops; ///< program order
+  std::vector<int64_t> activationIds;
   std::map<plan::Region, int64_t> regionEnd;
   int64_t dpSize = 1, tpSize = 1;
+
+public:
+  PlanSchedule schedule;
 };
 
 FailureOr<int64_t> Emitter::addBuffer(Value value, plan::Region region,
@@ -205,70 +211,104 @@ LogicalResult Emitter::assignResults() {
   return success();
 }
 
-/// The last step that reads `value` (its own step when nothing does).
-int64_t Emitter::lastUse(Value value, int64_t first) {
-  int64_t last = first;
-  for (Operation *user : value.getUsers())
-    if (!isa<func::ReturnOp>(user))
-      last = std::max(last, stepOf.lookup(user));
-  return last;
-}
-
-LogicalResult Emitter::assignActivations() {
-  std::vector<BufferRequest> requests;
-  std::vector<int64_t> ids;
-  llvm::DenseMap<int64_t, size_t> requestOf; // buffer id -> request index
-  for (Operation &op : func.getBody().front().without_terminator()) {
-    int64_t first = stepOf.lookup(&op);
-    // Megatron's f is the identity: its result shares its operand's bytes,
-    // which then live until the result's last reader.
-    if (auto replicate = dyn_cast<ReplicateOp>(op)) {
-      int64_t id = bufferOf.lookup(replicate.getX());
-      auto it = requestOf.find(id);
-      if (it != requestOf.end() && !bufferOf.count(replicate.getY())) {
-        bufferOf[replicate.getY()] = id;
-        BufferRequest &request = requests[it->second];
-        request.lastStep =
-            std::max(request.lastStep, lastUse(replicate.getY(), first));
+/// Gives every value an op defines a buffer: outputs and in-place updates
+/// have theirs already; Megatron's f (replicate) is the identity and shares
+/// its operand's; everything else gets an activation buffer, placed later.
+LogicalResult Emitter::createActivationBuffers() {
+  for (Operation *op : ops) {
+    if (auto replicate = dyn_cast<ReplicateOp>(op))
+      if (!bufferOf.count(replicate.getY()) &&
+          result.buffers[bufferOf.lookup(replicate.getX())].region ==
+              plan::Region::Activation) {
+        bufferOf[replicate.getY()] = bufferOf.lookup(replicate.getX());
         continue;
       }
-    }
-    for (Value value : op.getResults()) {
+    for (Value value : op->getResults()) {
       if (bufferOf.count(value))
-        continue; // an output or an in-place update
-      std::string name =
-          op.getName().stripDialect().str() + "#" + std::to_string(first);
+        continue;
+      std::string name = op->getName().stripDialect().str() + "#" +
+                         std::to_string(activationIds.size());
       FailureOr<int64_t> id = addBuffer(value, plan::Region::Activation, name);
       if (failed(id))
         return failure();
-      requestOf[*id] = requests.size();
-      requests.push_back(
-          {*id, result.buffers[*id].numBytes, first, lastUse(value, first)});
-      ids.push_back(*id);
+      activationIds.push_back(*id);
     }
   }
-  BufferAssignment assignment = assignBuffers(requests, options.alignment);
-  for (auto [index, id] : llvm::enumerate(ids))
-    result.buffers[id].offset = assignment.offsets[index];
-  regionEnd[plan::Region::Activation] = assignment.peakBytes;
   return success();
 }
 
-LogicalResult Emitter::emitInstructions() {
-  for (Operation &op : func.getBody().front().without_terminator()) {
+/// Orders the ops (deferring weight gradients past the next collective),
+/// puts collectives on their own stream with events, and places the
+/// activation buffers with lifetimes that respect both streams.
+LogicalResult Emitter::planSchedule() {
+  schedule.graph = buildScheduleGraph(ops, bufferOf, dpSize, tpSize);
+  bool async = options.asyncCollectives &&
+               llvm::any_of(schedule.graph, [](const ScheduleNode &node) {
+                 return node.kind == NodeKind::Collective;
+               });
+  if (async) {
+    schedule.order = scheduleOrder(schedule.graph);
+    schedule.streams = assignStreams(schedule.graph, schedule.order);
+  } else {
+    size_t n = schedule.graph.size();
+    schedule.order.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      schedule.order[i] = static_cast<int64_t>(i);
+    schedule.streams.stream.assign(n, kComputeStream);
+    schedule.streams.waits.assign(n, {});
+    schedule.streams.signals.assign(n, {});
+    schedule.streams.position = schedule.order;
+  }
+
+  // Each activation buffer lives from the first to the last position of a
+  // node that touches it.
+  llvm::DenseMap<int64_t, size_t> requestOf;
+  std::vector<BufferRequest> requests;
+  for (int64_t id : activationIds) {
+    requestOf[id] = requests.size();
+    requests.push_back({id, result.buffers[id].numBytes, -1, -1});
+  }
+  for (size_t position = 0; position < schedule.order.size(); ++position) {
+    const ScheduleNode &node = schedule.graph[schedule.order[position]];
+    for (const auto *ids : {&node.reads, &node.writes})
+      for (int64_t id : *ids)
+        if (auto it = requestOf.find(id); it != requestOf.end()) {
+          BufferRequest &request = requests[it->second];
+          int64_t step = static_cast<int64_t>(position);
+          request.firstStep =
+              request.firstStep < 0 ? step : std::min(request.firstStep, step);
+          request.lastStep = std::max(request.lastStep, step);
+        }
+  }
+  if (async)
+    extendLifetimes(schedule.graph, schedule.streams, requests);
+  BufferAssignment assignment = assignBuffers(requests, options.alignment);
+  for (auto [index, request] : llvm::enumerate(requests))
+    result.buffers[request.id].offset = assignment.offsets[index];
+  regionEnd[plan::Region::Activation] = assignment.peakBytes;
+  result.numStreams = async ? 2 : 1;
+  result.numEvents = schedule.streams.numEvents;
+  return success();
+}
+
+void Emitter::emitInstructions() {
+  for (int64_t index : schedule.order) {
+    Operation *op = ops[index];
     plan::Instruction instr;
-    instr.op = op.getName().stripDialect().str();
-    for (Value operand : op.getOperands())
+    instr.op = op->getName().stripDialect().str();
+    for (Value operand : op->getOperands())
       instr.operands.push_back(bufferOf.lookup(operand));
     // adamw updates its operands in place; its results name no new bytes.
     if (!isa<AdamWOp>(op))
-      for (Value value : op.getResults())
+      for (Value value : op->getResults())
         instr.results.push_back(bufferOf.lookup(value));
-    instr.attrs = instructionAttrs(&op);
-    instr.loc = locationString(op.getLoc());
+    instr.attrs = instructionAttrs(op);
+    instr.loc = locationString(op->getLoc());
+    instr.stream = schedule.streams.stream[index];
+    instr.waits = schedule.streams.waits[index];
+    instr.signals = schedule.streams.signals[index];
     result.instructions.push_back(std::move(instr));
   }
-  return success();
 }
 
 FailureOr<plan::Plan> Emitter::emit() {
@@ -279,16 +319,16 @@ FailureOr<plan::Plan> Emitter::emit() {
     if (auto tp = mesh.getAs<IntegerAttr>("tp"))
       tpSize = tp.getInt();
   }
-  for (auto [step, op] :
-       llvm::enumerate(func.getBody().front().without_terminator()))
-    stepOf[&op] = static_cast<int64_t>(step);
+  for (Operation &op : func.getBody().front().without_terminator())
+    ops.push_back(&op);
   for (plan::Region region :
        {plan::Region::Param, plan::Region::OptState, plan::Region::Input,
         plan::Region::Output, plan::Region::Activation})
     regionEnd[region] = 0;
   if (failed(assignArguments()) || failed(assignResults()) ||
-      failed(assignActivations()) || failed(emitInstructions()))
+      failed(createActivationBuffers()) || failed(planSchedule()))
     return failure();
+  emitInstructions();
 
   if (auto model = module->getAttrOfType<DictionaryAttr>(kModelAttr)) {
     if (auto name = model.getAs<StringAttr>("name"))
@@ -306,8 +346,6 @@ FailureOr<plan::Plan> Emitter::emit() {
   result.computeDType = DType::F32;
   for (const plan::ParamEntry &param : result.params)
     result.computeDType = result.buffers[param.buffer].dtype;
-  result.numStreams = 1;
-  result.numEvents = 0;
   result.regionBytes = regionEnd;
   return result;
 }
@@ -315,9 +353,14 @@ FailureOr<plan::Plan> Emitter::emit() {
 } // namespace
 
 FailureOr<plan::Plan> sharc::emitPlan(ModuleOp module,
-                                      const EmitOptions &options) {
+                                      const EmitOptions &options,
+                                      PlanSchedule *schedule) {
   auto func = module.lookupSymbol<func::FuncOp>("train_step");
   if (!func)
     return module.emitError("no @train_step function to plan");
-  return Emitter(func, options).emit();
+  Emitter emitter(func, options);
+  FailureOr<plan::Plan> plan = emitter.emit();
+  if (succeeded(plan) && schedule)
+    *schedule = std::move(emitter.schedule);
+  return plan;
 }

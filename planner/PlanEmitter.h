@@ -1,5 +1,5 @@
 //===- PlanEmitter.h - from a train-step module to a plan -------*- C++ -*-===//
-// defines: EmitOptions, emitPlan
+// defines: EmitOptions, PlanSchedule, emitPlan
 //
 // The thin layer between the IR and the planner's algorithms: reads the
 // train-step function in schedule order, gives every value a buffer
@@ -8,6 +8,8 @@
 // BufferAssignment), and turns each op into a plan instruction.
 #pragma once
 
+#include "planner/ScheduleGraph.h"
+#include "planner/Streams.h"
 #include "planner/plan/Plan.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -19,12 +21,24 @@ namespace sharc {
 struct EmitOptions {
   std::string mode = "dense";
   int64_t alignment = 256; ///< bytes; cuBLASLt wants 256-byte pointers
+  /// Run collectives on their own stream, started early and waited for
+  /// late; off, everything runs on one stream in program order.
+  bool asyncCollectives = true;
+};
+
+/// The schedule behind a plan, for the cost model and the timeline:
+/// instruction i of the plan is node order[i] of the graph.
+struct PlanSchedule {
+  ScheduleGraph graph;
+  std::vector<int64_t> order;
+  StreamAssignment streams;
 };
 
 /// Emits the plan of @train_step. Fails with a diagnostic on a program the
 /// runtime could not execute (for example an in-place update of a value
 /// that is not a parameter).
 mlir::FailureOr<plan::Plan> emitPlan(mlir::ModuleOp module,
-                                     const EmitOptions &options);
+                                     const EmitOptions &options,
+                                     PlanSchedule *schedule = nullptr);
 
 } // namespace sharc

@@ -64,6 +64,7 @@ plan::Plan testing::compilePlan(const std::string &modelFile,
 std::unique_ptr<exec::Runtime> testing::makeRuntime(const plan::Plan &plan) {
   exec::RunOptions options;
   options.poisonActivations = true;
+  options.checkHazards = true;
   auto runtime = exec::Runtime::create(plan, options);
   if (!runtime.isOk())
     FAIL("runtime set-up failed: " << runtime.status().message());

@@ -1,0 +1,90 @@
+//===- ScheduleBuilder.cpp - schedule records of a train step -------------===//
+
+#include "planner/ScheduleBuilder.h"
+#include "ir/SharcOps.h"
+
+using namespace mlir;
+using namespace sharc;
+
+namespace {
+
+int64_t numBytes(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+}
+
+std::string dtypeOf(Operation *op) {
+  for (Value value : op->getOperands())
+    if (auto type = dyn_cast<RankedTensorType>(value.getType())) {
+      if (type.getElementType().isBF16())
+        return "bf16";
+      if (type.getElementType().isF32())
+        return "f32";
+    }
+  return "f32";
+}
+
+/// Bytes one rank sends and the axis, for a collective; {0, ""} otherwise.
+std::pair<int64_t, std::string> communication(Operation *op, int64_t dpSize,
+                                              int64_t tpSize) {
+  auto sizeOf = [&](StringRef axis) { return axis == "dp" ? dpSize : tpSize; };
+  if (auto coalesced = dyn_cast<AllReduceCoalescedOp>(op)) {
+    int64_t n = sizeOf(coalesced.getAxis()), bytes = 0;
+    for (Value x : coalesced.getXs())
+      bytes += 2 * (n - 1) * numBytes(x) / n;
+    return {bytes, coalesced.getAxis().str()};
+  }
+  auto axis = op->getAttrOfType<StringAttr>("axis");
+  if (!axis)
+    return {0, ""};
+  int64_t n = sizeOf(axis.getValue());
+  if (auto reduce = dyn_cast<AllReduceOp>(op))
+    return {reduce.getNumBytesSent(n), axis.str()};
+  if (auto gather = dyn_cast<AllGatherOp>(op))
+    return {gather.getNumBytesSent(n), axis.str()};
+  if (auto scatter = dyn_cast<ReduceScatterOp>(op))
+    return {scatter.getNumBytesSent(n), axis.str()};
+  return {0, ""}; // slice_to_rank and replicate move nothing between ranks
+}
+
+} // namespace
+
+ScheduleGraph
+sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
+                          const llvm::DenseMap<Value, int64_t> &bufferOf,
+                          int64_t dpSize, int64_t tpSize) {
+  llvm::DenseMap<Operation *, int64_t> indexOf;
+  ScheduleGraph graph;
+  for (Operation *op : ops) {
+    ScheduleNode node;
+    node.op = op->getName().stripDialect().str();
+    node.dtype = dtypeOf(op);
+    node.deferrable = isa<MatmulWgradOp>(op);
+    auto [commBytes, axis] = communication(op, dpSize, tpSize);
+    node.kind = axis.empty() ? NodeKind::Compute : NodeKind::Collective;
+    node.commBytes = commBytes;
+    node.axis = axis;
+    for (Value operand : op->getOperands()) {
+      if (Operation *producer = operand.getDefiningOp())
+        if (auto it = indexOf.find(producer); it != indexOf.end())
+          node.inputs.push_back(it->second);
+      node.reads.push_back(bufferOf.lookup(operand));
+      node.memBytes += numBytes(operand);
+    }
+    // adamw writes its parameter and moments in place.
+    if (isa<AdamWOp>(op))
+      node.writes = {bufferOf.lookup(op->getOperand(0)),
+                     bufferOf.lookup(op->getOperand(2)),
+                     bufferOf.lookup(op->getOperand(3))};
+    else
+      for (Value result : op->getResults()) {
+        node.writes.push_back(bufferOf.lookup(result));
+        node.memBytes += numBytes(result);
+      }
+    if (auto cost = dyn_cast<CostOpInterface>(op))
+      node.flops = cost.getFlops();
+    indexOf[op] = static_cast<int64_t>(graph.size());
+    graph.push_back(std::move(node));
+  }
+  return graph;
+}
