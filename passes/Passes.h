@@ -23,6 +23,7 @@ struct PipelineOptions {
   int64_t dpSize = 1, tpSize = 1;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute = "none"; ///< "none" or "sp-allgather"
+  int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
   bool withOptimizer = true;      ///< add the AdamW update
   bool keepGradients = false;     ///< also return every gradient
 };

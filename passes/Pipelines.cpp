@@ -56,7 +56,7 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createSpmdize());
   pm.addPass(createAutodiff());
   if (options.dpSize > 1)
-    pm.addPass(createBucketGradients());
+    pm.addPass(createBucketGradients({options.bucketBytes}));
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer)

@@ -38,6 +38,12 @@ void regatherForWeightGradients(func::FuncOp func) {
     for (OpOperand *use : backwardUses)
       if (use->getOwner()->isBeforeInBlock(first))
         first = use->getOwner();
+    // Start the gather before the input-gradient GEMM of the same output
+    // gradient, so that it runs while that GEMM does (Megatron's order).
+    Value dy = cast<MatmulWgradOp>(first).getDy();
+    for (Operation *user : dy.getUsers())
+      if (isa<MatmulDgradOp>(user) && user->isBeforeInBlock(first))
+        first = user;
     OpBuilder builder(first);
     Operation *regather = builder.clone(*gather.getOperation());
     for (OpOperand *use : backwardUses)

@@ -31,17 +31,24 @@ bool mustFollow(const ScheduleNode &later, const ScheduleNode &node,
          buffersConflict(node, later);
 }
 
-/// The doubled-axis key of the deferrable node at `index`.
-int64_t deferredKey(const ScheduleGraph &graph, int64_t index) {
+/// The doubled-axis key of the deferrable node at `index`; `keys` holds the
+/// keys of every later node already. A blocker that is itself deferred to
+/// the same place does not block: the two keep their program order there
+/// (a weight gradient and the optimizer update that reads it move as one).
+int64_t deferredKey(const ScheduleGraph &graph, int64_t index,
+                    const std::vector<int64_t> &keys) {
   const int64_t count = static_cast<int64_t>(graph.size());
-  int64_t firstBlocker = -1;
-  for (int64_t later = index + 1; later < count; ++later) {
-    if (firstBlocker < 0 && mustFollow(graph[later], graph[index], index))
-      firstBlocker = later;
+  int64_t collective = -1;
+  for (int64_t later = index + 1; later < count && collective < 0; ++later)
     if (graph[later].kind == NodeKind::Collective)
-      return firstBlocker >= 0 ? 2 * firstBlocker - 1 : 2 * later + 1;
-  }
-  return 2 * index; // no collective to run beside: stay put
+      collective = later;
+  if (collective < 0)
+    return 2 * index; // no collective to run beside: stay put
+  for (int64_t later = index + 1; later <= collective; ++later)
+    if (mustFollow(graph[later], graph[index], index) &&
+        (later == collective || keys[later] != 2 * collective + 1))
+      return 2 * later - 1;
+  return 2 * collective + 1;
 }
 
 } // namespace
@@ -49,9 +56,10 @@ int64_t deferredKey(const ScheduleGraph &graph, int64_t index) {
 std::vector<int64_t> scheduleOrder(const ScheduleGraph &graph) {
   const int64_t count = static_cast<int64_t>(graph.size());
   std::vector<int64_t> keys(count);
-  for (int64_t index = 0; index < count; ++index)
+  // Last to first, so that a node sees where its deferred readers go.
+  for (int64_t index = count - 1; index >= 0; --index)
     keys[index] =
-        graph[index].deferrable ? deferredKey(graph, index) : 2 * index;
+        graph[index].deferrable ? deferredKey(graph, index, keys) : 2 * index;
 
   std::vector<int64_t> order(count);
   std::iota(order.begin(), order.end(), 0);

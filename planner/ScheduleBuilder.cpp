@@ -59,7 +59,9 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     ScheduleNode node;
     node.op = op->getName().stripDialect().str();
     node.dtype = dtypeOf(op);
-    node.deferrable = isa<MatmulWgradOp>(op);
+    // Weight gradients and the optimizer updates that consume them are
+    // needed by nothing nearby: they can run beside a collective.
+    node.deferrable = isa<MatmulWgradOp, AdamWOp>(op);
     auto [commBytes, axis] = communication(op, dpSize, tpSize);
     node.kind = axis.empty() ? NodeKind::Compute : NodeKind::Collective;
     node.commBytes = commBytes;

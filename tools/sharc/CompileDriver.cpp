@@ -14,7 +14,8 @@ using namespace mlir;
 using namespace sharc;
 
 std::variant<plan::Plan, CompileError>
-sharc::compileModel(MLIRContext &context, const CompileOptions &options) {
+sharc::compileModel(MLIRContext &context, const CompileOptions &options,
+                    PlanSchedule *schedule) {
   frontend::ConfigResult config =
       frontend::readConfigFile(options.modelPath, options.runPath);
   if (!config.ok())
@@ -51,7 +52,7 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options) {
   }
   EmitOptions emitOptions;
   emitOptions.mode = options.mode;
-  FailureOr<plan::Plan> plan = emitPlan(*module, emitOptions);
+  FailureOr<plan::Plan> plan = emitPlan(*module, emitOptions, schedule);
   if (failed(plan))
     return CompileError{1, ""};
   return std::move(*plan);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "passes/Passes.h"
+#include "planner/PlanEmitter.h"
 #include "planner/plan/Plan.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -35,8 +36,10 @@ struct CompileError {
   std::string message; ///< set when no diagnostic was emitted
 };
 
-/// Compiles the model; diagnostics are reported through `context`.
+/// Compiles the model; diagnostics are reported through `context`. The
+/// schedule behind the plan goes to `schedule` when given.
 std::variant<plan::Plan, CompileError>
-compileModel(mlir::MLIRContext &context, const CompileOptions &options);
+compileModel(mlir::MLIRContext &context, const CompileOptions &options,
+             PlanSchedule *schedule = nullptr);
 
 } // namespace sharc

@@ -8,7 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "planner/CostModel.h"
 #include "planner/MemoryReport.h"
+#include "planner/Timeline.h"
+#include "tools/sharc/DefaultMachine.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc/CompileDriver.h"
 
@@ -32,13 +35,14 @@ struct CompileFlags {
   std::string modelPath, runPath, outputPath;
   std::string dumpIr; ///< "", "after-all" or "final"
   std::string mode = "dense";
-  std::optional<int64_t> dpSize, tpSize;
+  std::optional<int64_t> dpSize, tpSize, bucketBytes;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
   bool emitLogits = false;
   bool withOptimizer = true;
   bool keepGradients = false;
   std::string report; ///< "", "text" or "json"
+  std::string machinePath, traceSimPath;
 };
 
 void printUsage(FILE *out) {
@@ -48,9 +52,12 @@ void printUsage(FILE *out) {
                "tp_sp_async_vp]\n"
                "         [--dp N] [--tp N] [--sp] [--vp] "
                "[--recompute none|sp-allgather]\n"
+               "         [--bucket-bytes N (data-parallel gradient buckets, "
+               "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
                "[--keep-grads] [--no-optimizer]\n"
-               "         [--report[=text|json]]\n");
+               "         [--report[=text|json]] [--machine MACHINE.yaml] "
+               "[--trace-sim TRACE.json]\n");
 }
 
 int usageError(const std::string &message) {
@@ -70,7 +77,7 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       return args[++i];
     };
     if (arg == "-o" || arg == "--run" || arg == "--mode" ||
-        arg == "--recompute") {
+        arg == "--recompute" || arg == "--machine" || arg == "--trace-sim") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
@@ -80,15 +87,22 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.runPath = *v;
       else if (arg == "--mode")
         flags.mode = *v;
+      else if (arg == "--machine")
+        flags.machinePath = *v;
+      else if (arg == "--trace-sim")
+        flags.traceSimPath = *v;
       else
         flags.recompute = *v;
-    } else if (arg == "--dp" || arg == "--tp") {
+    } else if (arg == "--dp" || arg == "--tp" || arg == "--bucket-bytes") {
       std::optional<std::string> v = value(arg.c_str());
       char *end = nullptr;
       long long size = v ? std::strtoll(v->c_str(), &end, 10) : 0;
-      if (!v || v->empty() || *end != '\0' || size < 1 || size > 4096)
+      long long limit = arg == "--bucket-bytes" ? (1LL << 40) : 4096;
+      if (!v || v->empty() || *end != '\0' || size < 1 || size > limit)
         return usageError(arg + " needs a positive integer");
-      (arg == "--dp" ? flags.dpSize : flags.tpSize) = size;
+      (arg == "--dp"   ? flags.dpSize
+       : arg == "--tp" ? flags.tpSize
+                       : flags.bucketBytes) = size;
     } else if (arg == "--sp") {
       flags.sequenceParallel = true;
     } else if (arg == "--vp") {
@@ -160,6 +174,8 @@ int compile(const CompileFlags &flags) {
     pipeline.dpSize = *flags.dpSize;
   if (flags.tpSize)
     pipeline.tpSize = *flags.tpSize;
+  if (flags.bucketBytes)
+    pipeline.bucketBytes = *flags.bucketBytes;
   pipeline.sequenceParallel |= flags.sequenceParallel;
   pipeline.vocabParallel |= flags.vocabParallel;
   if (!flags.recompute.empty()) {
@@ -175,15 +191,48 @@ int compile(const CompileFlags &flags) {
   pipeline.keepGradients = flags.keepGradients;
   options.mode = flags.mode;
   options.dumpIr = flags.dumpIr;
-  auto result = sharc::compileModel(context, options);
+  sharc::PlanSchedule schedule;
+  auto result = sharc::compileModel(context, options, &schedule);
   if (auto *error = std::get_if<sharc::CompileError>(&result)) {
     if (!error->message.empty())
       std::fprintf(stderr, "sharc: error: %s\n", error->message.c_str());
     return error->exitCode;
   }
   auto &plan = std::get<sharc::plan::Plan>(result);
+  double predictedSeconds = 0;
+  if (!flags.report.empty() || !flags.traceSimPath.empty()) {
+    auto machine =
+        flags.machinePath.empty()
+            ? sharc::parseMachine(sharc::kDefaultMachineYaml,
+                                  sharc::kDefaultMachineName)
+            : sharc::readMachineFile(flags.machinePath);
+    if (!machine.isOk()) {
+      std::fprintf(stderr, "sharc: error: %s\n",
+                   machine.status().message().c_str());
+      return kExitBadInput;
+    }
+    sharc::Timeline timeline = sharc::simulate(
+        schedule.graph, schedule.streams, schedule.order, *machine);
+    predictedSeconds = timeline.stepSeconds;
+    if (!flags.traceSimPath.empty()) {
+      // Every rank runs the same program: one timeline per rank.
+      std::vector<sharc::Timeline> perRank(plan.worldSize(), timeline);
+      std::FILE *file = std::fopen(flags.traceSimPath.c_str(), "w");
+      std::string trace = sharc::chromeTrace(perRank, schedule.graph);
+      if (!file || std::fwrite(trace.data(), 1, trace.size(), file) !=
+                       trace.size()) {
+        std::fprintf(stderr, "sharc: error: cannot write %s\n",
+                     flags.traceSimPath.c_str());
+        if (file)
+          std::fclose(file);
+        return kExitFailure;
+      }
+      std::fclose(file);
+    }
+  }
   if (!flags.report.empty()) {
     sharc::MemoryReport report = sharc::buildMemoryReport(plan);
+    report.predictedStepSeconds = predictedSeconds;
     std::string text = flags.report == "json"
                            ? sharc::reportJson(plan, report)
                            : sharc::formatReport(plan, report);

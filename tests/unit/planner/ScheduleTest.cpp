@@ -171,16 +171,22 @@ bool mustKeepOrder(const ScheduleGraph &graph, int64_t before, int64_t after) {
 
 /// The rule, restated per deferrable node: it passes only non-blockers and
 /// at most one collective, and passes the first collective after it unless
-/// a blocker comes first.
+/// a blocker comes first. A deferrable blocker that itself passes that
+/// collective does not block: the two move together.
 void checkDeferral(const ScheduleGraph &graph,
                    const std::vector<int64_t> &position, int64_t node) {
   const int64_t count = static_cast<int64_t>(graph.size());
   int64_t firstCollective = -1, firstBlocker = -1;
-  for (int64_t later = node + 1; later < count; ++later) {
-    if (firstBlocker < 0 && mustKeepOrder(graph, node, later))
-      firstBlocker = later;
+  for (int64_t later = node + 1; later < count; ++later)
     if (firstCollective < 0 && graph[later].kind == NodeKind::Collective)
       firstCollective = later;
+  for (int64_t later = node + 1; later < count; ++later) {
+    bool movesAlong = later != firstCollective && graph[later].deferrable &&
+                      firstCollective >= 0 &&
+                      position[firstCollective] < position[later] &&
+                      later < firstCollective;
+    if (firstBlocker < 0 && mustKeepOrder(graph, node, later) && !movesAlong)
+      firstBlocker = later;
   }
   int passedCollectives = 0;
   for (int64_t later = node + 1; later < count; ++later) {
@@ -229,4 +235,21 @@ TEST_CASE("random DAGs get a topological permutation following the rule",
       if (graph[node].deferrable)
         checkDeferral(graph, position, node);
   }
+}
+
+TEST_CASE("a weight gradient and the update that reads it move together",
+          "[planner]") {
+  // 0 dgrad, 1 wgrad*, 2 adamw* (reads 1), 3 add, 4 reduce_scatter,
+  // 5 norm_grad   (* deferrable): the update would block the gradient if it
+  // stayed, but it moves past the collective too.
+  ScheduleGraph graph(6);
+  for (int64_t i = 0; i < 6; ++i)
+    graph[i].op = "n" + std::to_string(i);
+  graph[1].deferrable = graph[2].deferrable = true;
+  graph[2].inputs = {1};
+  graph[3].inputs = {0};
+  graph[4].kind = NodeKind::Collective;
+  graph[4].inputs = {3};
+  graph[5].inputs = {4};
+  REQUIRE(scheduleOrder(graph) == std::vector<int64_t>{0, 3, 4, 1, 2, 5});
 }
