@@ -62,9 +62,9 @@ TEST_CASE("the default machine file reads back its numbers", "[planner]") {
   INFO(machine.status().message());
   REQUIRE(machine.isOk());
   REQUIRE(machine->name == "h200-nvlink");
-  REQUIRE(machine->peakFlops.at("bf16") == 7.9e14);
-  REQUIRE(machine->peakFlops.at("f32") == 6.0e13);
-  REQUIRE(machine->memoryBandwidth == 4.0e12);
+  REQUIRE(machine->peakFlops.at("bf16") == 7.5e14);
+  REQUIRE(machine->peakFlops.at("f32") == 5.07e13);
+  REQUIRE(machine->memoryBandwidth == 4.19e12);
   REQUIRE(machine->launchOverhead == 4.0e-6);
   REQUIRE(machine->links.size() == 2);
   REQUIRE(machine->links.at("tp").alpha == 1.0e-5);
