@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: set up, build, compile the bundled MiniMind model into a plan
-# and train it for a few steps (CPU backend; on GPUs once the CUDA backend lands).
+# and train it for a few steps on the CPU backend (the CUDA backend is next).
+# The tokens are the bytes of this repository's documentation, a small real
+# text, so the loss visibly falls; pass --synthetic for uniform random ids.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -9,6 +11,14 @@ steps=${STEPS:-5}
 "$root/scripts/build.sh"
 mkdir -p "$root/out"
 plan="$root/out/$(basename "$model" .yaml).plan"
-"$build/bin/sharc" compile "$model" -o "$plan"
-echo "compiled $model -> $plan"
-"$build/bin/sharc-run" "$plan" --steps "$steps" "$@"
+tokens="$root/out/docs.tokens"
+python3 - "$tokens" "$root"/README.md "$root"/docs/*.md <<'PY'
+import struct, sys
+data = b"".join(open(path, "rb").read() for path in sys.argv[2:])
+with open(sys.argv[1], "wb") as out:
+    out.write(struct.pack("<%di" % len(data), *data))
+PY
+"$build/bin/sharc" compile "$model" -o "$plan" ${SHARC_FLAGS:-}
+"$build/bin/sharc" compile "$model" --report ${SHARC_FLAGS:-}
+echo "compiled $model -> $plan; training $steps steps on $tokens"
+"$build/bin/sharc-run" "$plan" --steps "$steps" --data "$tokens" "$@"
