@@ -8,6 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 model=${MODEL:-$root/models/minimind.yaml}
 steps=${STEPS:-5}
+# Two simulated ranks with every tensor-parallel optimisation by default.
+flags=${SHARC_FLAGS---mode tp_sp_async_vp --tp 2}
 "$root/scripts/build.sh"
 mkdir -p "$root/out"
 plan="$root/out/$(basename "$model" .yaml).plan"
@@ -18,7 +20,7 @@ data = b"".join(open(path, "rb").read() for path in sys.argv[2:])
 with open(sys.argv[1], "wb") as out:
     out.write(struct.pack("<%di" % len(data), *data))
 PY
-"$build/bin/sharc" compile "$model" -o "$plan" ${SHARC_FLAGS:-}
-"$build/bin/sharc" compile "$model" --report ${SHARC_FLAGS:-}
+"$build/bin/sharc" compile "$model" -o "$plan" $flags
+"$build/bin/sharc" compile "$model" --report $flags
 echo "compiled $model -> $plan; training $steps steps on $tokens"
 "$build/bin/sharc-run" "$plan" --steps "$steps" --data "$tokens" "$@"
