@@ -126,9 +126,8 @@ Status runAllReduceCoalesced(const OpCall &c, const OpEnv &env) {
     return Status::ok();
   for (size_t i = 0; i < c.operands.size(); ++i)
     SHARC_TRY(env.comm->allReduce(c.operands[i].data, c.results[i].data,
-                                  c.operands[i].dtype(),
-                                  c.operands[i].numel(), ReduceOp::Sum,
-                                  *axis));
+                                  c.operands[i].dtype(), c.operands[i].numel(),
+                                  ReduceOp::Sum, *axis));
   return Status::ok();
 }
 
@@ -152,7 +151,7 @@ Status runReplicate(const OpCall &c, const OpEnv &env) {
 void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
   table["all_reduce"] = {runAllReduce, 1, 1};
   table["all_reduce_coalesced"] = {runAllReduceCoalesced, OpDef::kVariadic,
-                                    OpDef::kVariadic};
+                                   OpDef::kVariadic};
   table["all_gather"] = {runAllGather, 1, 1};
   table["reduce_scatter"] = {runReduceScatter, 1, 1};
   table["slice_to_rank"] = {runSliceToRank, 1, 1};

@@ -57,8 +57,7 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
     OpBuilder builder(func.getContext());
     builder.setInsertionPointAfter(readyAfter(members.back().getX()));
     auto coalesced = builder.create<AllReduceCoalescedOp>(
-        members.back().getLoc(), types, operands,
-        builder.getStringAttr("dp"));
+        members.back().getLoc(), types, operands, builder.getStringAttr("dp"));
     for (auto [sync, result] : llvm::zip(members, coalesced.getYs())) {
       sync.getY().replaceAllUsesWith(result);
       sync.erase();

@@ -10,8 +10,8 @@ using namespace sharc;
 namespace {
 
 bool isCollective(const std::string &op) {
-  return op == "all_reduce" || op == "all_gather" ||
-         op == "reduce_scatter" || op == "all_reduce_coalesced";
+  return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" ||
+         op == "all_reduce_coalesced";
 }
 
 /// Bytes one rank sends for a collective over `n` ranks (ring algorithms:
@@ -87,8 +87,7 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
     if (!isCollective(instr.op))
       continue;
     std::string axis = instr.getString("axis");
-    report.commBytesByAxis[axis] +=
-        bytesSent(plan, instr, plan.axisSize(axis));
+    report.commBytesByAxis[axis] += bytesSent(plan, instr, plan.axisSize(axis));
     report.collectivesByAxis[axis] += 1;
   }
   return report;
@@ -105,12 +104,10 @@ std::string sharc::formatReport(const plan::Plan &plan,
   std::string text;
   char line[256];
   auto row = [&](const char *name, int64_t bytes) {
-    std::snprintf(line, sizeof(line), "  %-22s %12.2f MiB\n", name,
-                  mib(bytes));
+    std::snprintf(line, sizeof(line), "  %-22s %12.2f MiB\n", name, mib(bytes));
     text += line;
   };
-  std::snprintf(line, sizeof(line),
-                "plan %s (%s), %lld ranks, per rank:\n",
+  std::snprintf(line, sizeof(line), "plan %s (%s), %lld ranks, per rank:\n",
                 plan.modelName.c_str(), plan.mode.c_str(),
                 static_cast<long long>(report.worldSize));
   text += line;
@@ -172,9 +169,8 @@ std::string sharc::reportJson(const plan::Plan &plan,
   json += "\"comm_bytes_by_axis\": {";
   bool firstAxis = true;
   for (const auto &[axis, bytes] : report.commBytesByAxis) {
-    std::snprintf(field, sizeof(field), "%s\"%s\": %lld",
-                  firstAxis ? "" : ", ", axis.c_str(),
-                  static_cast<long long>(bytes));
+    std::snprintf(field, sizeof(field), "%s\"%s\": %lld", firstAxis ? "" : ", ",
+                  axis.c_str(), static_cast<long long>(bytes));
     json += field;
     firstAxis = false;
   }

@@ -1,4 +1,5 @@
-//===- MemoryReport.h - what a plan holds per rank, before running -*- C++ -*-===//
+//===- MemoryReport.h - what a plan holds per rank, before running -*- C++
+//-*-===//
 // defines: MemoryReport, CommVolume, buildMemoryReport, formatReport,
 //          reportJson
 //

@@ -66,8 +66,8 @@ double analyticLayerBytes(int64_t t, bool sequenceParallel, bool recompute) {
 void check(const std::string &mode, int64_t t, bool sp, bool recompute) {
   PipelineOptions layout;
   REQUIRE(applyModePreset(mode, t, layout));
-  double measured = static_cast<double>(arenaBytes(3, layout) -
-                                        arenaBytes(2, layout));
+  double measured =
+      static_cast<double>(arenaBytes(3, layout) - arenaBytes(2, layout));
   double expected = analyticLayerBytes(t, sp, recompute);
   INFO(mode << ": one layer adds " << measured << " bytes to the arena, "
             << "the analytic count is " << expected);

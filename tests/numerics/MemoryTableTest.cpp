@@ -54,7 +54,7 @@ void check(int64_t layers, int64_t seqLen, const double (&measured)[6]) {
                    << " MiB measured by the original");
     REQUIRE(predicted[i] < measured[i]);
   }
-  auto ranking = [](const double (&values)[6]) {
+  auto ranking = [](const double(&values)[6]) {
     std::vector<int> order(6);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),

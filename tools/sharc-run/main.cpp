@@ -51,7 +51,7 @@ const char *kUsage =
     "  --check         reject a plan whose streams may touch the same\n"
     "                  bytes without an event ordering them (exit 1),\n"
     "                  and fill each activation with NaN after its last use\n"
-    "  --validate DENSE_PLAN\n"
+    "  --validate [DENSE_PLAN]  (default: PLAN.dense)\n"
     "                  run PLAN and the dense plan from the same weights and\n"
     "                  tokens; compare loss, logits and every gradient after\n"
     "                  one step and the parameters after --steps (default 5)\n"
@@ -121,7 +121,12 @@ Result<Options> parseFlags(int argc, char **argv) {
     } else if (flag == "--dump-outputs") {
       SHARC_TRY(needValue(options.dumpPath));
     } else if (flag == "--validate") {
-      SHARC_TRY(needValue(options.validatePath));
+      // The dense plan may follow; without it, PLAN.dense (what `sharc
+      // compile --with-dense-reference` writes beside the plan).
+      if (i + 1 < argc && argv[i + 1][0] != '-')
+        options.validatePath = argv[++i];
+      else
+        options.validatePath = "<plan>.dense";
     } else if (flag == "--poison") {
       options.poison = true;
     } else if (flag == "--check") {
@@ -138,6 +143,8 @@ Result<Options> parseFlags(int argc, char **argv) {
   }
   if (options.planPath.empty())
     return bad("no plan file given (see --help)");
+  if (options.validatePath == "<plan>.dense")
+    options.validatePath = options.planPath + ".dense";
   if (options.backend == "cuda")
     return bad("cuda backend not built yet");
   if (options.backend != "cpu")

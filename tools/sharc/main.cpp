@@ -11,9 +11,9 @@
 #include "planner/CostModel.h"
 #include "planner/MemoryReport.h"
 #include "planner/Timeline.h"
-#include "tools/sharc/DefaultMachine.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc/CompileDriver.h"
+#include "tools/sharc/DefaultMachine.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -41,6 +41,7 @@ struct CompileFlags {
   bool emitLogits = false;
   bool withOptimizer = true;
   bool keepGradients = false;
+  bool withDenseReference = false;
   std::string report; ///< "", "text" or "json"
   std::string machinePath, traceSimPath;
 };
@@ -56,6 +57,8 @@ void printUsage(FILE *out) {
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
                "[--keep-grads] [--no-optimizer]\n"
+               "         [--with-dense-reference (also write PLAN.dense for "
+               "sharc-run --validate)]\n"
                "         [--report[=text|json]] [--machine MACHINE.yaml] "
                "[--trace-sim TRACE.json]\n");
 }
@@ -111,6 +114,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       flags.report = "text";
     } else if (arg == "--report=json") {
       flags.report = "json";
+    } else if (arg == "--with-dense-reference") {
+      flags.withDenseReference = true;
     } else if (arg == "--keep-grads") {
       flags.keepGradients = true;
     } else if (arg.rfind("--dump-ir=", 0) == 0) {
@@ -154,6 +159,28 @@ void printDiagnostic(Diagnostic &diag) {
     printDiagnostic(note);
 }
 
+/// Compiles `options` and writes the plan to `path`; an exit code on error.
+int compileTo(const sharc::CompileOptions &options, const std::string &path) {
+  MLIRContext context;
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    printDiagnostic(diag);
+    return success();
+  });
+  auto result = sharc::compileModel(context, options);
+  if (auto *error = std::get_if<sharc::CompileError>(&result)) {
+    if (!error->message.empty())
+      std::fprintf(stderr, "sharc: error: %s\n", error->message.c_str());
+    return error->exitCode;
+  }
+  if (sharc::Status status =
+          sharc::plan::writePlanFile(std::get<sharc::plan::Plan>(result), path);
+      !status.isOk()) {
+    std::fprintf(stderr, "sharc: error: %s\n", status.message().c_str());
+    return kExitFailure;
+  }
+  return 0;
+}
+
 int compile(const CompileFlags &flags) {
   MLIRContext context;
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
@@ -189,6 +216,20 @@ int compile(const CompileFlags &flags) {
     return usageError("--sp and --vp need tensor parallelism (--tp N, N > 1)");
   pipeline.withOptimizer = flags.withOptimizer;
   pipeline.keepGradients = flags.keepGradients;
+  if (flags.withDenseReference) {
+    if (flags.outputPath.empty())
+      return usageError("--with-dense-reference needs -o PLAN");
+    // Validation compares logits and gradients: both plans return them.
+    options.emitLogits = pipeline.keepGradients = true;
+    sharc::CompileOptions dense = options;
+    dense.mode = "dense";
+    dense.dumpIr.clear();
+    dense.pipeline = sharc::PipelineOptions();
+    dense.pipeline.keepGradients = true;
+    dense.pipeline.withOptimizer = flags.withOptimizer;
+    if (int exitCode = compileTo(dense, flags.outputPath + ".dense"))
+      return exitCode;
+  }
   options.mode = flags.mode;
   options.dumpIr = flags.dumpIr;
   sharc::PlanSchedule schedule;
@@ -201,26 +242,25 @@ int compile(const CompileFlags &flags) {
   auto &plan = std::get<sharc::plan::Plan>(result);
   double predictedSeconds = 0;
   if (!flags.report.empty() || !flags.traceSimPath.empty()) {
-    auto machine =
-        flags.machinePath.empty()
-            ? sharc::parseMachine(sharc::kDefaultMachineYaml,
-                                  sharc::kDefaultMachineName)
-            : sharc::readMachineFile(flags.machinePath);
+    auto machine = flags.machinePath.empty()
+                       ? sharc::parseMachine(sharc::kDefaultMachineYaml,
+                                             sharc::kDefaultMachineName)
+                       : sharc::readMachineFile(flags.machinePath);
     if (!machine.isOk()) {
       std::fprintf(stderr, "sharc: error: %s\n",
                    machine.status().message().c_str());
       return kExitBadInput;
     }
-    sharc::Timeline timeline = sharc::simulate(
-        schedule.graph, schedule.streams, schedule.order, *machine);
+    sharc::Timeline timeline = sharc::simulate(schedule.graph, schedule.streams,
+                                               schedule.order, *machine);
     predictedSeconds = timeline.stepSeconds;
     if (!flags.traceSimPath.empty()) {
       // Every rank runs the same program: one timeline per rank.
       std::vector<sharc::Timeline> perRank(plan.worldSize(), timeline);
       std::FILE *file = std::fopen(flags.traceSimPath.c_str(), "w");
       std::string trace = sharc::chromeTrace(perRank, schedule.graph);
-      if (!file || std::fwrite(trace.data(), 1, trace.size(), file) !=
-                       trace.size()) {
+      if (!file ||
+          std::fwrite(trace.data(), 1, trace.size(), file) != trace.size()) {
         std::fprintf(stderr, "sharc: error: cannot write %s\n",
                      flags.traceSimPath.c_str());
         if (file)
