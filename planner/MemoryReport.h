@@ -1,5 +1,4 @@
-//===- MemoryReport.h - what a plan holds per rank, before running -*- C++
-//-*-===//
+//===- MemoryReport.h - what a plan holds per rank --------------*- C++ -*-===//
 // defines: MemoryReport, CommVolume, buildMemoryReport, formatReport,
 //          reportJson
 //
