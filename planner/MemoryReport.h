@@ -1,5 +1,5 @@
 //===- MemoryReport.h - what a plan holds per rank --------------*- C++ -*-===//
-// defines: MemoryReport, CommVolume, buildMemoryReport, formatReport,
+// defines: MemoryReport, buildMemoryReport, formatReport,
 //          reportJson
 //
 // Everything here is read off the plan, so the memory of a run is known
