@@ -50,10 +50,13 @@ int64_t Arena::numBytes(plan::Region region) const {
 
 void Arena::poisonActivations() {
   // All-ones bytes are a NaN in f32 and bf16 alike (and -1 in i32).
-  auto it = blocks_.find(plan::Region::Activation);
-  if (it != blocks_.end() && it->second.memory)
-    std::memset(it->second.memory.get(), 0xff,
-                static_cast<size_t>(it->second.numBytes));
+  for (plan::Region region :
+       {plan::Region::Activation, plan::Region::Gradient}) {
+    auto it = blocks_.find(region);
+    if (it != blocks_.end() && it->second.memory)
+      std::memset(it->second.memory.get(), 0xff,
+                  static_cast<size_t>(it->second.numBytes));
+  }
 }
 
 void Arena::zero(plan::Region region) {

@@ -234,7 +234,9 @@ std::vector<std::vector<int64_t>> lastUses(const plan::Plan &plan,
   };
   std::vector<std::vector<int64_t>> result(numInstrs);
   for (const plan::Buffer &buffer : plan.buffers) {
-    if (buffer.region != plan::Region::Activation || buffer.numBytes == 0)
+    if ((buffer.region != plan::Region::Activation &&
+         buffer.region != plan::Region::Gradient) ||
+        buffer.numBytes == 0)
       continue;
     const std::vector<int64_t> &uses = users[buffer.id];
     for (int64_t last : uses) {

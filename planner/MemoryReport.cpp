@@ -43,10 +43,11 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
   report.parameterBytes = region(plan::Region::Param);
   report.optimizerBytes = region(plan::Region::OptState);
   report.activationPeakBytes = region(plan::Region::Activation);
+  report.gradientBytes = region(plan::Region::Gradient);
   report.ioBytes = region(plan::Region::Input) + region(plan::Region::Output);
   report.totalBytes = report.parameterBytes + report.optimizerBytes +
-                      report.activationPeakBytes + report.ioBytes +
-                      report.workspaceBytes;
+                      report.gradientBytes + report.activationPeakBytes +
+                      report.ioBytes + report.workspaceBytes;
 
   // Live activation bytes per instruction, from first to last reference.
   size_t numBuffers = plan.buffers.size();
@@ -59,8 +60,6 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
           first[id] = static_cast<int64_t>(i);
         last[id] = static_cast<int64_t>(i);
       }
-    if (instr.op == "adamw" && instr.operands.size() > 1)
-      report.gradientBytes += plan.buffers[instr.operands[1]].numBytes;
   }
   std::vector<int64_t> delta(plan.instructions.size() + 1, 0);
   for (size_t id = 0; id < numBuffers; ++id) {
@@ -113,8 +112,8 @@ std::string sharc::formatReport(const plan::Plan &plan,
   text += line;
   row("parameters", report.parameterBytes);
   row("optimizer state", report.optimizerBytes);
+  row("gradient arena", report.gradientBytes);
   row("activation arena", report.activationPeakBytes);
-  row("  of it gradients", report.gradientBytes);
   row("inputs and outputs", report.ioBytes);
   row("workspace", report.workspaceBytes);
   row("total", report.totalBytes);

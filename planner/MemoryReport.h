@@ -3,10 +3,10 @@
 //          reportJson
 //
 // Everything here is read off the plan, so the memory of a run is known
-// before launch: each region is allocated once and never grows. Gradients
-// live in the activation arena (they exist only from the backward onward,
-// like the original's set-to-none gradients), so the arena's size already
-// includes them; `gradientBytes` shows how much of it they are.
+// before launch: each region is allocated once and never grows. Parameter
+// gradients have an arena of their own, placed by liveness like the
+// activations': a gradient exists from its backward op until its AdamW
+// update has run (the original frees them between steps, set-to-none).
 #pragma once
 
 #include "planner/plan/Plan.h"
@@ -18,7 +18,8 @@ namespace sharc {
 
 struct MemoryReport {
   int64_t worldSize = 1;
-  int64_t parameterBytes = 0, optimizerBytes = 0, gradientBytes = 0;
+  int64_t parameterBytes = 0, optimizerBytes = 0;
+  int64_t gradientBytes = 0;       ///< the gradient arena
   int64_t activationPeakBytes = 0; ///< the arena
   int64_t ioBytes = 0;             ///< inputs and outputs
   int64_t workspaceBytes = 0;      ///< library scratch (none on the CPU)

@@ -9,6 +9,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
@@ -124,7 +125,7 @@ FailureOr<int64_t> Emitter::addBuffer(Value value, plan::Region region,
   buffer.dtype = *dtype;
   buffer.shape.assign(type.getShape().begin(), type.getShape().end());
   buffer.numBytes = type.getNumElements() * dtypeSize(*dtype);
-  if (region != plan::Region::Activation) {
+  if (region != plan::Region::Activation && region != plan::Region::Gradient) {
     buffer.offset = regionEnd[region];
     regionEnd[region] =
         alignTo(buffer.offset + buffer.numBytes, options.alignment);
@@ -211,10 +212,34 @@ LogicalResult Emitter::assignResults() {
   return success();
 }
 
+/// The parameter gradients: what each adamw reads, and the partial
+/// gradients its synchronisation (all_reduce, a dp bucket) or accumulation
+/// (a tied table's two uses) is made from.
+llvm::DenseSet<Value> parameterGradients(ArrayRef<Operation *> ops) {
+  llvm::DenseSet<Value> gradients;
+  SmallVector<Value> work;
+  for (Operation *op : ops)
+    if (auto adamw = dyn_cast<AdamWOp>(op))
+      work.push_back(adamw.getGrad());
+  while (!work.empty()) {
+    Value grad = work.pop_back_val();
+    if (!gradients.insert(grad).second)
+      continue;
+    Operation *producer = grad.getDefiningOp();
+    if (isa_and_nonnull<AllReduceOp, AddOp>(producer))
+      llvm::append_range(work, producer->getOperands());
+    else if (auto bucket = dyn_cast_or_null<AllReduceCoalescedOp>(producer))
+      work.push_back(bucket.getXs()[cast<OpResult>(grad).getResultNumber()]);
+  }
+  return gradients;
+}
+
 /// Gives every value an op defines a buffer: outputs and in-place updates
 /// have theirs already; Megatron's f (replicate) is the identity and shares
-/// its operand's; everything else gets an activation buffer, placed later.
+/// its operand's; parameter gradients go to the gradient region and all
+/// else to the activation arena, both placed later.
 LogicalResult Emitter::createActivationBuffers() {
+  llvm::DenseSet<Value> gradients = parameterGradients(ops);
   for (Operation *op : ops) {
     if (auto replicate = dyn_cast<ReplicateOp>(op))
       if (!bufferOf.count(replicate.getY()) &&
@@ -228,7 +253,11 @@ LogicalResult Emitter::createActivationBuffers() {
         continue;
       std::string name = op->getName().stripDialect().str() + "#" +
                          std::to_string(activationIds.size());
-      FailureOr<int64_t> id = addBuffer(value, plan::Region::Activation, name);
+      FailureOr<int64_t> id =
+          addBuffer(value,
+                    gradients.contains(value) ? plan::Region::Gradient
+                                              : plan::Region::Activation,
+                    name);
       if (failed(id))
         return failure();
       activationIds.push_back(*id);
@@ -282,10 +311,18 @@ LogicalResult Emitter::planSchedule() {
   }
   if (async)
     extendLifetimes(schedule.graph, schedule.streams, requests);
-  BufferAssignment assignment = assignBuffers(requests, options.alignment);
-  for (auto [index, request] : llvm::enumerate(requests))
-    result.buffers[request.id].offset = assignment.offsets[index];
-  regionEnd[plan::Region::Activation] = assignment.peakBytes;
+  // Activations and gradients each get an arena of their own.
+  for (plan::Region region :
+       {plan::Region::Activation, plan::Region::Gradient}) {
+    std::vector<BufferRequest> inRegion;
+    for (const BufferRequest &request : requests)
+      if (result.buffers[request.id].region == region)
+        inRegion.push_back(request);
+    BufferAssignment assignment = assignBuffers(inRegion, options.alignment);
+    for (auto [index, request] : llvm::enumerate(inRegion))
+      result.buffers[request.id].offset = assignment.offsets[index];
+    regionEnd[region] = assignment.peakBytes;
+  }
   result.numStreams = async ? 2 : 1;
   result.numEvents = schedule.streams.numEvents;
   return success();
@@ -323,7 +360,7 @@ FailureOr<plan::Plan> Emitter::emit() {
     ops.push_back(&op);
   for (plan::Region region :
        {plan::Region::Param, plan::Region::OptState, plan::Region::Input,
-        plan::Region::Output, plan::Region::Activation})
+        plan::Region::Output, plan::Region::Activation, plan::Region::Gradient})
     regionEnd[region] = 0;
   if (failed(assignArguments()) || failed(assignResults()) ||
       failed(createActivationBuffers()) || failed(planSchedule()))

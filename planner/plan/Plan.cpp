@@ -16,6 +16,8 @@ const char *regionName(Region region) {
     return "output";
   case Region::Activation:
     return "activation";
+  case Region::Gradient:
+    return "gradient";
   }
   return "?";
 }

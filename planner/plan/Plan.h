@@ -32,6 +32,8 @@ enum class Region : uint8_t {
   Input,      ///< per-step inputs written by the runtime (tokens, labels)
   Output,     ///< results read by the runtime after a step (loss, grads)
   Activation, ///< the arena: every temporary of a step, offsets reused
+  Gradient,   ///< parameter gradients of a step, offsets reused like the
+              ///< activations' (each dies once its update has run)
 };
 
 const char *regionName(Region region);

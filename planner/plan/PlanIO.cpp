@@ -28,8 +28,9 @@
 namespace sharc::plan {
 namespace {
 
-constexpr Region kRegions[] = {Region::Param, Region::OptState, Region::Input,
-                               Region::Output, Region::Activation};
+constexpr Region kRegions[] = {Region::Param,      Region::OptState,
+                               Region::Input,      Region::Output,
+                               Region::Activation, Region::Gradient};
 
 constexpr const char *kRegionNames =
     "param, opt_state, input, output or activation";
@@ -435,7 +436,8 @@ public:
     Fields fields;
     SHARC_TRY(readFields(
         node, "regions",
-        {"param", "opt_state", "input", "output", "activation"}, fields));
+        {"param", "opt_state", "input", "output", "activation", "gradient"},
+        fields));
     for (const auto &[name, value] : fields.entries)
       SHARC_TRY(readInt(value, plan.regionBytes[*parseRegion(name)], 0));
     return Status::ok();
