@@ -9,6 +9,7 @@
 #pragma once
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 
 namespace sharc {
 
@@ -56,6 +57,21 @@ inline llvm::StringRef getResultString(mlir::func::FuncOp func, unsigned index,
   if (auto attr = func.getResultAttrOfType<mlir::StringAttr>(index, attrName))
     return attr.getValue();
   return "";
+}
+
+/// Replaces the function's results: a new return of `results`, the result
+/// attributes `attrs`, and the function type from the entry block's
+/// arguments (which passes may have retyped or extended).
+inline void setResults(mlir::func::FuncOp func, mlir::ValueRange results,
+                       llvm::ArrayRef<mlir::DictionaryAttr> attrs) {
+  mlir::Block &body = func.getBody().front();
+  mlir::Operation *oldReturn = body.getTerminator();
+  mlir::OpBuilder builder(oldReturn);
+  builder.create<mlir::func::ReturnOp>(oldReturn->getLoc(), results);
+  oldReturn->erase();
+  func.setType(
+      builder.getFunctionType(body.getArgumentTypes(), results.getTypes()));
+  func.setAllResultAttrs(attrs);
 }
 
 } // namespace sharc

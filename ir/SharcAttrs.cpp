@@ -126,3 +126,26 @@ RankedTensorType sharc::cotangentType(Type primal) {
                                                   dual(placement.getDp()),
                                                   dual(placement.getTp())));
 }
+
+std::string sharc::placement::name(int64_t code) {
+  if (code == kI)
+    return "I";
+  if (code == kR)
+    return "R";
+  if (code == kP)
+    return "P";
+  return "S(" + std::to_string(code) + ")";
+}
+
+std::optional<int64_t> sharc::placement::matmulRule(int64_t x, int64_t w,
+                                                    int64_t lastDim) {
+  if (x == kR && w == 0)
+    return lastDim;
+  if (x == lastDim && w == 1)
+    return kP;
+  if (x == kI && w == kI)
+    return kI;
+  if (x >= 0 && x != lastDim && (w == kR || w == kI))
+    return x;
+  return std::nullopt;
+}

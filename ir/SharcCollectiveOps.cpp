@@ -10,24 +10,12 @@
 using namespace mlir;
 using namespace sharc;
 
-namespace {
+using namespace sharc::placement;
 
-constexpr int64_t kI = PlacementAttr::kInvariant;
-constexpr int64_t kR = PlacementAttr::kReplicated;
-constexpr int64_t kP = PlacementAttr::kPartial;
+namespace {
 
 RankedTensorType tensorOf(Value value) {
   return cast<RankedTensorType>(value.getType());
-}
-
-std::string placementName(int64_t code) {
-  if (code == kI)
-    return "I";
-  if (code == kR)
-    return "R";
-  if (code == kP)
-    return "P";
-  return "S(" + std::to_string(code) + ")";
 }
 
 /// Checks the placement change `from` -> one of `to` on `axis`, the other
@@ -42,16 +30,15 @@ LogicalResult verifyPlacementChange(Operation *op, StringRef axis, Value x,
   StringRef other = axis == "dp" ? "tp" : "dp";
   if (in.getAxis(other) != out.getAxis(other))
     return op->emitOpError("must keep the placement on ")
-           << other << ", got " << placementName(in.getAxis(other)) << " -> "
-           << placementName(out.getAxis(other));
+           << other << ", got " << name(in.getAxis(other)) << " -> "
+           << name(out.getAxis(other));
   if (in.getAxis(axis) != from || !llvm::is_contained(to, out.getAxis(axis))) {
     std::string expected;
     for (int64_t code : to)
-      expected += (expected.empty() ? "" : " or ") + placementName(code);
+      expected += (expected.empty() ? "" : " or ") + name(code);
     return op->emitOpError("expects ")
-           << placementName(from) << " -> " << expected << " on " << axis
-           << ", got " << placementName(in.getAxis(axis)) << " -> "
-           << placementName(out.getAxis(axis));
+           << name(from) << " -> " << expected << " on " << axis << ", got "
+           << name(in.getAxis(axis)) << " -> " << name(out.getAxis(axis));
   }
   if (tensorOf(x).getElementType() != tensorOf(y).getElementType())
     return op->emitOpError("must keep the element type");

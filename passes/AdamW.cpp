@@ -114,11 +114,7 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
                         outputAttrs(("m:" + name).str(), mArg),
                         outputAttrs(("v:" + name).str(), vArg)});
   }
-  builder.create<func::ReturnOp>(returnOp.getLoc(), results);
-  returnOp.erase();
-  func.setType(builder.getFunctionType(func.getArgumentTypes(),
-                                       ValueRange(results).getTypes()));
-  func.setAllResultAttrs(resultAttrs);
+  setResults(func, results, resultAttrs);
   return success();
 }
 

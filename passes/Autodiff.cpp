@@ -117,11 +117,7 @@ LogicalResult differentiate(func::FuncOp func) {
     resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
         kOutputAttr, builder.getStringAttr("grad:" + name.str()))));
   }
-  builder.create<func::ReturnOp>(returnOp.getLoc(), results);
-  returnOp.erase();
-  func.setType(builder.getFunctionType(func.getArgumentTypes(),
-                                       ValueRange(results).getTypes()));
-  func.setAllResultAttrs(resultAttrs);
+  setResults(func, results, resultAttrs);
   return success();
 }
 

@@ -22,10 +22,9 @@ namespace sharc {
 using namespace mlir;
 using namespace sharc;
 
-namespace {
+using namespace sharc::placement;
 
-constexpr int64_t kI = PlacementAttr::kInvariant;
-constexpr int64_t kR = PlacementAttr::kReplicated;
+namespace {
 
 LogicalResult requirePositive(ModuleOp module, StringRef axis, int64_t size) {
   if (size >= 1)

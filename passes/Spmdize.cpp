@@ -24,11 +24,9 @@ namespace sharc {
 using namespace mlir;
 using namespace sharc;
 
-namespace {
+using namespace sharc::placement;
 
-constexpr int64_t kI = PlacementAttr::kInvariant;
-constexpr int64_t kR = PlacementAttr::kReplicated;
-constexpr int64_t kP = PlacementAttr::kPartial;
+namespace {
 
 int64_t tpOf(Value value) { return getPlacement(value.getType()).getTp(); }
 int64_t dpOf(Value value) { return getPlacement(value.getType()).getDp(); }
@@ -171,23 +169,19 @@ Value Spmdizer::rewriteMatmul(MatmulOp op) {
   Value x = local(op.getX()), w = local(op.getW());
   int64_t lastDim = static_cast<int64_t>(shapeOf(x).size()) - 1;
   int64_t weightCode = tpOf(w);
-  int64_t resultCode = kI;
-  if (weightCode == 0) {
-    x = convert(x, kR, op.getLoc());
-    resultCode = lastDim;
-  } else if (weightCode == 1) {
-    x = convert(x, lastDim, op.getLoc());
-    resultCode = kP;
-  } else {
-    x = convert(x, kI, op.getLoc());
-  }
+  int64_t inputCode = weightCode == 0 ? kR : weightCode == 1 ? lastDim : kI;
+  x = convert(x, inputCode, op.getLoc());
   if (!x)
+    return Value();
+  std::optional<int64_t> resultCode =
+      matmulRule(inputCode, weightCode, lastDim);
+  if (!resultCode)
     return Value();
   SmallVector<int64_t> shape(shapeOf(x));
   shape.back() = shapeOf(w)[0];
   Value y = builder.create<MatmulOp>(
-      op.getLoc(), makeType(shape, elementOf(x), dpOf(x), resultCode), x, w);
-  if (resultCode == kP)
+      op.getLoc(), makeType(shape, elementOf(x), dpOf(x), *resultCode), x, w);
+  if (*resultCode == kP)
     y = convert(y, layout.sequenceParallel ? 0 : kI, op.getLoc());
   return y;
 }
@@ -303,14 +297,14 @@ LogicalResult Spmdizer::run() {
   for (Operation *op : denseOps)
     if (failed(rewrite(op)))
       return failure();
-  Operation *returnOp = func.getBody().front().getTerminator();
-  for (OpOperand &operand : returnOp->getOpOperands())
-    operand.set(local(operand.get()));
+  SmallVector<Value> results;
+  for (Value dense : func.getBody().front().getTerminator()->getOperands())
+    results.push_back(local(dense));
+  SmallVector<DictionaryAttr> resultAttrs;
+  func.getAllResultAttrs(resultAttrs);
+  setResults(func, results, resultAttrs);
   for (Operation *op : llvm::reverse(denseOps))
     op->erase();
-  func.setType(
-      builder.getFunctionType(func.getBody().front().getArgumentTypes(),
-                              TypeRange(returnOp->getOperandTypes())));
   return success();
 }
 

@@ -14,36 +14,9 @@ namespace sharc {
 using namespace mlir;
 using namespace sharc;
 
+using namespace sharc::placement;
+
 namespace {
-
-constexpr int64_t kI = PlacementAttr::kInvariant;
-constexpr int64_t kR = PlacementAttr::kReplicated;
-constexpr int64_t kP = PlacementAttr::kPartial;
-
-std::string name(int64_t code) {
-  if (code == kI)
-    return "I";
-  if (code == kR)
-    return "R";
-  if (code == kP)
-    return "P";
-  return "S(" + std::to_string(code) + ")";
-}
-
-/// The result placement of y = x w^T on one axis, or nullopt if the rule
-/// has none: column parallel, row parallel, whole weights, and a batch or
-/// sequence split passing through a replicated or invariant weight.
-std::optional<int64_t> matmulRule(int64_t x, int64_t w, int64_t lastDim) {
-  if (x == kR && w == 0)
-    return lastDim;
-  if (x == lastDim && w == 1)
-    return kP;
-  if (x == kI && w == kI)
-    return kI;
-  if (x >= 0 && x != lastDim && (w == kR || w == kI))
-    return x;
-  return std::nullopt;
-}
 
 LogicalResult checkMatmul(MatmulOp op) {
   int64_t lastDim = cast<RankedTensorType>(op.getX().getType()).getRank() - 1;

@@ -370,7 +370,7 @@ TEST_CASE("malformed plans name the file, line and column", "[plan]") {
   SECTION("unknown region") {
     REQUIRE(parseError(edit(9, "param", "params")) ==
             "plan.yaml:9:32: unknown region 'params' (expected param, "
-            "opt_state, input, output or activation)");
+            "opt_state, input, output, activation or gradient)");
   }
   SECTION("unknown dtype") {
     REQUIRE(parseError(edit(10, "f32", "f16")) ==
