@@ -79,7 +79,7 @@ def Sharc_ReplicateOp : Sharc_CollectiveOp<"replicate"> {
   let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis);
 }
 
-def Sharc_ScaleOp : Sharc_DiffOp<"scale"> {
+def Sharc_ScaleOp : Sharc_DiffOp<"scale", [AllTypesMatch<["x", "y"]>]> {
   let summary = "multiply by a constant";
   let arguments = (ins Sharc_FloatTensor:$x, F64Attr:$factor);
   let results = (outs Sharc_FloatTensor:$y);

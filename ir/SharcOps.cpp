@@ -92,6 +92,27 @@ LogicalResult EmbeddingOp::verify() {
   return success();
 }
 
+/// The lookup's rows follow the ids' split on each axis; a table split over
+/// the vocabulary gives partial sums (each rank's zero rows for ids it does
+/// not hold).
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *context,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto table = cast<RankedTensorType>(adaptor.getTable().getType());
+  auto ids = cast<RankedTensorType>(adaptor.getIds().getType());
+  if (table.getRank() != 2 || ids.getRank() != 2)
+    return emitOptionalError(location, "expects a rank-2 table and ids");
+  PlacementAttr pt = getPlacement(table), pi = getPlacement(ids);
+  int64_t tp = pt.getTp() == 0 ? PlacementAttr::kPartial : pi.getTp();
+  types.push_back(
+      withPlacement(RankedTensorType::get({ids.getShape()[0], ids.getShape()[1],
+                                           table.getShape()[1]},
+                                          table.getElementType()),
+                    PlacementAttr::get(context, pi.getDp(), tp)));
+  return success();
+}
+
 LogicalResult RmsNormOp::verify() {
   auto x = tensorOf(getX()), w = tensorOf(getW());
   if (w.getRank() != 1)
@@ -102,7 +123,7 @@ LogicalResult RmsNormOp::verify() {
            << w.getShape()[0];
   if (getEps().convertToDouble() <= 0.0)
     return emitOpError("eps must be positive");
-  return verifySameType(*this, getX(), "x", getY(), "result");
+  return success();
 }
 
 LogicalResult MatmulOp::verify() {
@@ -122,13 +143,42 @@ LogicalResult MatmulOp::verify() {
 }
 int64_t MatmulOp::getFlops() { return gemmFlops(getY(), getW()); }
 
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *context,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto w = cast<RankedTensorType>(adaptor.getW().getType());
+  if (w.getRank() != 2 || x.getRank() < 1)
+    return emitOptionalError(location, "expects a rank-2 weight, got ", w);
+  SmallVector<int64_t> shape(x.getShape());
+  shape.back() = w.getShape()[0];
+  PlacementAttr px = getPlacement(x), pw = getPlacement(w);
+  int64_t codes[2];
+  const char *axes[] = {"dp", "tp"};
+  for (auto [index, axis] : llvm::enumerate(axes)) {
+    std::optional<int64_t> code = placement::matmulRule(
+        px.getAxis(axis), pw.getAxis(axis), x.getRank() - 1);
+    if (!code)
+      return emitOptionalError(location, "no placement rule for input ",
+                               placement::name(px.getAxis(axis)),
+                               " and weight ",
+                               placement::name(pw.getAxis(axis)), " on ", axis);
+    codes[index] = *code;
+  }
+  types.push_back(
+      withPlacement(RankedTensorType::get(shape, x.getElementType()),
+                    PlacementAttr::get(context, codes[0], codes[1])));
+  return success();
+}
+
 LogicalResult RopeOp::verify() {
   if (failed(verifyTokenMajor(*this, getX(), "x", 3)) ||
       failed(verifyHeads(*this, getX(), "x", getHeadDim())))
     return failure();
   if (getHeadDim() % 2 != 0)
     return emitOpError("head_dim must be even, got ") << getHeadDim();
-  return verifySameType(*this, getX(), "x", getY(), "result");
+  return success();
 }
 
 LogicalResult AttentionOp::verify() {
@@ -157,23 +207,39 @@ LogicalResult AttentionOp::verify() {
            << "], got " << getLse().getType();
   return success();
 }
+/// out has q's type; lse, [B, Hq, S], is split where q's batch and heads
+/// are.
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto q = cast<RankedTensorType>(adaptor.getQ().getType());
+  int64_t headDim = static_cast<int64_t>(adaptor.getHeadDim());
+  if (q.getRank() != 3 || headDim <= 0)
+    return emitOptionalError(location, "expects q [S, B, heads * head_dim]");
+  PlacementAttr pq = getPlacement(q);
+  auto moved = [](int64_t code, int64_t from, int64_t to) {
+    return code == from ? to : code;
+  };
+  types.push_back(q);
+  types.push_back(withPlacement(
+      RankedTensorType::get(
+          {q.getShape()[1], q.getShape()[2] / headDim, q.getShape()[0]},
+          Float32Type::get(context)),
+      PlacementAttr::get(context, moved(pq.getDp(), 1, 0),
+                         moved(pq.getTp(), 2, 1))));
+  return success();
+}
+
 int64_t AttentionOp::getFlops() {
   // QK^T and PV, each 2*S*S*D per head and sample, halved by the mask.
   auto q = tensorOf(getQ()).getShape();
   return 2 * q[0] * q[0] * q[1] * q[2];
 }
 
-LogicalResult SwigluOp::verify() {
-  if (failed(verifySameType(*this, getGate(), "gate", getUp(), "up")))
-    return failure();
-  return verifySameType(*this, getGate(), "gate", getY(), "result");
-}
-
-LogicalResult AddOp::verify() {
-  if (failed(verifySameType(*this, getA(), "lhs", getB(), "rhs")))
-    return failure();
-  return verifySameType(*this, getA(), "lhs", getY(), "result");
-}
+// Equal types (shape, element type and placement) are ODS constraints.
+LogicalResult SwigluOp::verify() { return success(); }
+LogicalResult AddOp::verify() { return success(); }
 
 LogicalResult CrossEntropyOp::verify() {
   auto logits = tensorOf(getLogits()), labels = tensorOf(getLabels());

@@ -11,6 +11,7 @@
 include "ir/SharcDialect.td"
 include "ir/SharcAttrs.td"
 include "ir/SharcInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Sharc_FloatTensor : RankedTensorOf<[F32, BF16]>;
@@ -37,7 +38,7 @@ class Sharc_DiffOp<string mnemonic, list<Trait> traits = [],
 // Forward ops
 //===----------------------------------------------------------------------===//
 
-def Sharc_EmbeddingOp : Sharc_DiffOp<"embedding"> {
+def Sharc_EmbeddingOp : Sharc_DiffOp<"embedding", [InferTypeOpAdaptor]> {
   let summary = "token embedding lookup";
   let description = [{
     `table` is `[V, H]` (rows `[vocab_start, vocab_start + V)` of the
@@ -54,7 +55,7 @@ def Sharc_EmbeddingOp : Sharc_DiffOp<"embedding"> {
   let results = (outs Sharc_FloatTensor:$out);
 }
 
-def Sharc_RmsNormOp : Sharc_DiffOp<"rms_norm"> {
+def Sharc_RmsNormOp : Sharc_DiffOp<"rms_norm", [AllTypesMatch<["x", "y"]>]> {
   let summary = "RMSNorm over contiguous groups of the last dimension";
   let description = [{
     `x` is `[.., C]`, `w` is `[G]` with `C % G == 0`; each group of G
@@ -66,11 +67,14 @@ def Sharc_RmsNormOp : Sharc_DiffOp<"rms_norm"> {
   let results = (outs Sharc_FloatTensor:$y);
 }
 
-def Sharc_MatmulOp : Sharc_DiffOp<"matmul", [], ["getFlops"]> {
+def Sharc_MatmulOp
+    : Sharc_DiffOp<"matmul", [InferTypeOpAdaptor], ["getFlops"]> {
   let summary = "linear layer y = x w^T";
   let description = [{
     `x` is `[.., K]`, `w` is `[N, K]` (the `[out, in]` layout), the result
-    `[.., N]`.
+    `[.., N]`. The result type is inferred: its placement on each mesh
+    axis follows the rule of placement::matmulRule (column parallel,
+    row parallel, whole weights, a batch or sequence split passing through).
     ```mlir
     %q = sharc.matmul %x, %wq
         : (tensor<16x2x64xf32>, tensor<64x64xf32>) -> tensor<16x2x64xf32>
@@ -80,7 +84,7 @@ def Sharc_MatmulOp : Sharc_DiffOp<"matmul", [], ["getFlops"]> {
   let results = (outs Sharc_FloatTensor:$y);
 }
 
-def Sharc_RopeOp : Sharc_DiffOp<"rope"> {
+def Sharc_RopeOp : Sharc_DiffOp<"rope", [AllTypesMatch<["x", "y"]>]> {
   let summary = "rotary position embedding, rotate-half form";
   let description = [{
     `x` is `[S, B, h * head_dim]`; position of row s is
@@ -91,7 +95,8 @@ def Sharc_RopeOp : Sharc_DiffOp<"rope"> {
   let results = (outs Sharc_FloatTensor:$y);
 }
 
-def Sharc_AttentionOp : Sharc_DiffOp<"attention", [], ["getFlops"]> {
+def Sharc_AttentionOp
+    : Sharc_DiffOp<"attention", [InferTypeOpAdaptor], ["getFlops"]> {
   let summary = "causal grouped-query attention";
   let description = [{
     `q` is `[S, B, Hq * D]`, `k` and `v` are `[S, B, Hkv * D]` with
@@ -103,13 +108,14 @@ def Sharc_AttentionOp : Sharc_DiffOp<"attention", [], ["getFlops"]> {
   let results = (outs Sharc_FloatTensor:$out, RankedTensorOf<[F32]>:$lse);
 }
 
-def Sharc_SwigluOp : Sharc_DiffOp<"swiglu"> {
+def Sharc_SwigluOp
+    : Sharc_DiffOp<"swiglu", [AllTypesMatch<["gate", "up", "y"]>]> {
   let summary = "silu(gate) * up";
   let arguments = (ins Sharc_FloatTensor:$gate, Sharc_FloatTensor:$up);
   let results = (outs Sharc_FloatTensor:$y);
 }
 
-def Sharc_AddOp : Sharc_DiffOp<"add"> {
+def Sharc_AddOp : Sharc_DiffOp<"add", [AllTypesMatch<["a", "b", "y"]>]> {
   let summary = "elementwise sum of two tensors of one type";
   let arguments = (ins Sharc_FloatTensor:$a, Sharc_FloatTensor:$b);
   let results = (outs Sharc_FloatTensor:$y);

@@ -127,9 +127,11 @@ def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {
 def VerifyPlacements : Pass<"sharc-verify-placements", "::mlir::ModuleOp"> {
   let summary = "check every op's placement rule and every gradient";
   let description = [{
-    Rejects a program where an op's operand and result placements break its
-    rule, or where a parameter's gradient (or update) does not have the
-    parameter's placement, naming the value.
+    Rejects a program where a parameter's gradient (or update) does not
+    have the parameter's placement, naming the value. Each op's own
+    placement rule is checked when the op is verified: matmul, embedding
+    and attention infer their result placements, the elementwise ops need
+    equal types, and each collective checks its placement change.
   }];
 }
 

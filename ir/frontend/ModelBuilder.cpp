@@ -36,9 +36,6 @@ private:
   RankedTensorType tensor(ArrayRef<int64_t> shape) {
     return RankedTensorType::get(shape, elementType);
   }
-  RankedTensorType activation(int64_t width) {
-    return tensor({seqLen, batch, width});
-  }
 
   /// Declares a parameter argument; `init` is "normal" or "ones", `role`
   /// what the parameter is to the sharding passes (kRoleAttr).
@@ -81,15 +78,14 @@ Value ForwardBuilder::linear(Value x, const std::string &name, int64_t out,
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t in = xType.getShape().back();
   Value w = param(name + ".weight", {out, in}, "normal", role, where);
-  return builder.create<MatmulOp>(where, activation(out), x, w);
+  return builder.create<MatmulOp>(where, x, w);
 }
 
 Value ForwardBuilder::rmsNorm(Value x, const std::string &name, int64_t size,
                               StringRef role, Location where) {
   Value w = param(name + ".weight", {size}, "ones", role, where);
   return builder.create<RmsNormOp>(
-      where, x.getType(), x, w,
-      builder.getF64FloatAttr(model.rmsNormEps.value));
+      where, x, w, builder.getF64FloatAttr(model.rmsNormEps.value));
 }
 
 Value ForwardBuilder::block(Value h, int64_t layer) {
@@ -116,17 +112,12 @@ Value ForwardBuilder::block(Value h, int64_t layer) {
   auto thetaAttr = builder.getF64FloatAttr(model.ropeTheta.value);
   auto zero = builder.getI64IntegerAttr(0);
   Location ropeLoc = loc(model.ropeTheta.loc);
-  q = builder.create<RopeOp>(ropeLoc, q.getType(), q, headDimAttr, thetaAttr,
-                             zero);
-  k = builder.create<RopeOp>(ropeLoc, k.getType(), k, headDimAttr, thetaAttr,
-                             zero);
-  auto lseType = RankedTensorType::get({batch, model.numHeads.value, seqLen},
-                                       builder.getF32Type());
-  auto attention = builder.create<AttentionOp>(attnLoc, q.getType(), lseType, q,
-                                               k, v, headDimAttr);
+  q = builder.create<RopeOp>(ropeLoc, q, headDimAttr, thetaAttr, zero);
+  k = builder.create<RopeOp>(ropeLoc, k, headDimAttr, thetaAttr, zero);
+  auto attention = builder.create<AttentionOp>(attnLoc, q, k, v, headDimAttr);
   Value o =
       linear(attention.getOut(), attn + ".o_proj", hidden, kRoleRow, attnLoc);
-  h = builder.create<AddOp>(hiddenLoc, h.getType(), h, o);
+  h = builder.create<AddOp>(hiddenLoc, h, o);
 
   x = rmsNorm(h, prefix + ".post_attention_layernorm", hidden, kRoleNorm,
               hiddenLoc);
@@ -134,9 +125,9 @@ Value ForwardBuilder::block(Value h, int64_t layer) {
   int64_t intermediate = model.intermediateSize.value;
   Value gate = linear(x, mlp + ".gate_proj", intermediate, kRoleColumn, mlpLoc);
   Value up = linear(x, mlp + ".up_proj", intermediate, kRoleColumn, mlpLoc);
-  Value act = builder.create<SwigluOp>(mlpLoc, gate.getType(), gate, up);
+  Value act = builder.create<SwigluOp>(mlpLoc, gate, up);
   Value down = linear(act, mlp + ".down_proj", hidden, kRoleRow, mlpLoc);
-  return builder.create<AddOp>(hiddenLoc, h.getType(), h, down);
+  return builder.create<AddOp>(hiddenLoc, h, down);
 }
 
 OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
@@ -163,16 +154,15 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   Value tokens = input("tokens");
   Value labels = input("labels");
 
-  Value h =
-      builder.create<EmbeddingOp>(vocabLoc, activation(hidden), embed, tokens,
-                                  builder.getI64IntegerAttr(0), StringAttr());
+  Value h = builder.create<EmbeddingOp>(
+      vocabLoc, embed, tokens, builder.getI64IntegerAttr(0), StringAttr());
   for (int64_t layer = 0; layer < model.numLayers.value; ++layer)
     h = block(h, layer);
   h = rmsNorm(h, "norm", hidden, kRoleNorm, loc(model.hiddenSize.loc));
   Value logits;
   if (model.tieWordEmbeddings.value)
-    logits = builder.create<MatmulOp>(loc(model.tieWordEmbeddings.loc),
-                                      activation(vocab), h, embed);
+    logits =
+        builder.create<MatmulOp>(loc(model.tieWordEmbeddings.loc), h, embed);
   else
     logits = linear(h, "lm_head", vocab, kRoleLmHead, vocabLoc);
   Value loss = builder.create<CrossEntropyOp>(

@@ -95,7 +95,7 @@ func.func @attention_sequence(%q: tensor<16x2x64xf32>, %k: tensor<8x2x32xf32>) {
 // -----
 
 func.func @add_types(%a: tensor<4x2x8xf32>, %b: tensor<4x2x8xbf16>) {
-  // expected-error @+1 {{rhs type 'tensor<4x2x8xbf16>' must equal lhs type 'tensor<4x2x8xf32>'}}
+  // expected-error @+1 {{failed to verify that all of {a, b, y} have same type}}
   %y = sharc.add %a, %b
       : (tensor<4x2x8xf32>, tensor<4x2x8xbf16>) -> tensor<4x2x8xf32>
   return
@@ -104,7 +104,7 @@ func.func @add_types(%a: tensor<4x2x8xf32>, %b: tensor<4x2x8xbf16>) {
 // -----
 
 func.func @swiglu_types(%g: tensor<4x2x8xf32>, %u: tensor<4x2x9xf32>) {
-  // expected-error @+1 {{up type 'tensor<4x2x9xf32>' must equal gate type}}
+  // expected-error @+1 {{failed to verify that all of {gate, up, y} have same type}}
   %y = sharc.swiglu %g, %u
       : (tensor<4x2x8xf32>, tensor<4x2x9xf32>) -> tensor<4x2x8xf32>
   return
@@ -167,5 +167,35 @@ func.func @adamw_moments(%p: tensor<8xf32>, %m: tensor<4xf32>) {
        eps = 1.0e-8 : f64, weight_decay = 0.01 : f64}
       : (tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>)
       -> (tensor<8xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Placement rules are part of type inference: a column-parallel matmul fed
+// an invariant input (Megatron's f missing) has no result type.
+func.func @column_without_f(
+    %x: tensor<8x2x8xf32>,
+    %w: tensor<4x8xf32, #sharc.place<dp = I, tp = S(0)>>) {
+  // expected-error @+2 {{no placement rule for input I and weight S(0) on tp}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sharc.matmul %x, %w
+      : (tensor<8x2x8xf32>, tensor<4x8xf32, #sharc.place<dp = I, tp = S(0)>>)
+      -> tensor<8x2x4xf32, #sharc.place<dp = I, tp = S(2)>>
+  return
+}
+
+// -----
+
+// A row-parallel matmul whose partial result is labelled as invariant.
+func.func @row_result_not_partial(
+    %x: tensor<8x2x4xf32, #sharc.place<dp = I, tp = S(2)>>,
+    %w: tensor<8x4xf32, #sharc.place<dp = I, tp = S(1)>>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<8x2x8xf32, #sharc.place<dp = I, tp = P>>' are incompatible with return type(s) of operation 'tensor<8x2x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = sharc.matmul %x, %w
+      : (tensor<8x2x4xf32, #sharc.place<dp = I, tp = S(2)>>,
+         tensor<8x4xf32, #sharc.place<dp = I, tp = S(1)>>)
+      -> tensor<8x2x8xf32>
   return
 }
