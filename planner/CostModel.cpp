@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/CostModel.h"
+#include "planner/plan/FileText.h"
 
 #include "planner/plan/DType.h"
 
@@ -179,11 +180,7 @@ Result<Machine> parseMachine(const std::string &text,
     YAML::Node root = YAML::Load(text);
     SHARC_TRY(MachineReader(fileName).readMachine(root, machine));
   } catch (const YAML::Exception &error) {
-    std::string where = fileName;
-    if (!error.mark.is_null())
-      where += ":" + std::to_string(error.mark.line + 1) + ":" +
-               std::to_string(error.mark.column + 1);
-    return Status::invalidInput(where + ": " + error.msg);
+    return yamlErrorStatus(error, fileName);
   } catch (const std::exception &error) {
     return Status::invalidInput(fileName + ": " + error.what());
   }
@@ -191,13 +188,10 @@ Result<Machine> parseMachine(const std::string &text,
 }
 
 Result<Machine> readMachineFile(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return Status::invalidInput("cannot open machine file '" + path +
-                                "': " + std::strerror(errno));
-  std::ostringstream text;
-  text << file.rdbuf();
-  return parseMachine(text.str(), path);
+  Result<std::string> text = readWholeFile(path, "machine file");
+  if (!text.isOk())
+    return text.status();
+  return parseMachine(*text, path);
 }
 
 double nodeSeconds(const Machine &machine, const ScheduleNode &node) {

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/plan/PlanIO.h"
+#include "planner/plan/FileText.h"
 #include "planner/plan/PlanText.h"
 
 #include <yaml-cpp/yaml.h>
@@ -612,11 +613,7 @@ Result<Plan> parsePlan(const std::string &text, const std::string &fileName) {
     YAML::Node root = YAML::Load(text);
     SHARC_TRY(Reader(fileName).readPlan(root, plan));
   } catch (const YAML::Exception &error) {
-    std::string where = fileName;
-    if (!error.mark.is_null())
-      where += ":" + std::to_string(error.mark.line + 1) + ":" +
-               std::to_string(error.mark.column + 1);
-    return Status::invalidInput(where + ": " + error.msg);
+    return yamlErrorStatus(error, fileName);
   } catch (const std::exception &error) {
     return Status::invalidInput(fileName + ": " + error.what());
   }
@@ -624,15 +621,10 @@ Result<Plan> parsePlan(const std::string &text, const std::string &fileName) {
 }
 
 Result<Plan> readPlanFile(const std::string &path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return Status::invalidInput("cannot open plan '" + path +
-                                "': " + std::strerror(errno));
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad())
-    return Status::runtimeError("cannot read plan '" + path + "'");
-  return parsePlan(text.str(), path);
+  Result<std::string> text = readWholeFile(path, "plan");
+  if (!text.isOk())
+    return text.status();
+  return parsePlan(*text, path);
 }
 
 } // namespace sharc::plan

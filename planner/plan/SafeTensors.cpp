@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/plan/SafeTensors.h"
+#include "planner/plan/FileText.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -260,15 +261,10 @@ Result<TensorFile> parseSafeTensors(std::string_view fileBytes,
 }
 
 Result<TensorFile> readSafeTensors(const std::string &path) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream)
-    return Status::invalidInput("cannot open '" + path +
-                                "': " + std::strerror(errno));
-  std::ostringstream bytes;
-  bytes << stream.rdbuf();
-  if (stream.bad())
-    return Status::runtimeError("cannot read '" + path + "'");
-  return parseSafeTensors(bytes.str(), path);
+  Result<std::string> bytes = readWholeFile(path, "");
+  if (!bytes.isOk())
+    return bytes.status();
+  return parseSafeTensors(*bytes, path);
 }
 
 Status writeSafeTensors(const std::string &path, const TensorFile &file) {
