@@ -453,8 +453,14 @@ Status Runtime::setBatch(const std::vector<int32_t> &tokens) {
   return Status::ok();
 }
 
-Status Runtime::runStream(RankState &rank, int64_t stream) {
+Status Runtime::runStream(RankState &rank, int64_t stream,
+                          std::vector<TraceRecord> *trace) {
   const OpEnv &env = rank.streamEnvs[stream];
+  auto sinceStart = [this] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now() - stepStart_)
+        .count();
+  };
   for (int64_t index : order_.streamInstrs[stream]) {
     const BoundInstr &bound = rank.program[index];
     const plan::Instruction &instr = *bound.call.instr;
@@ -463,8 +469,12 @@ Status Runtime::runStream(RankState &rank, int64_t stream) {
               rank.events->wait(event, options_.collectiveTimeoutSeconds);
           !status)
         return status.withContext(instrContext(rank.rank, index, instr));
+    // The span starts after the waits: waiting is idle time, not the op's.
+    int64_t startNs = trace ? sinceStart() : 0;
     if (Status status = bound.def->fn(bound.call, env); !status)
       return status.withContext(instrContext(rank.rank, index, instr));
+    if (trace)
+      trace->push_back({index, startNs, sinceStart()});
     if (!poisonAfter_.empty())
       for (int64_t id : poisonAfter_[index])
         std::memset(storage(rank.rank, id), 0xff,
@@ -498,19 +508,36 @@ Result<StepStats> Runtime::step() {
     for (int64_t s = 0; s < order_.numStreams; ++s)
       if (!order_.streamInstrs[s].empty())
         tasks.push_back({r, s});
+  if (options_.recordTrace) {
+    // Sized once; clear() keeps each vector's capacity, so a stream thread
+    // never allocates while it is timed after the first step.
+    recording_.step = nextStep_;
+    recording_.records.resize(ranks_.size());
+    for (auto &streams : recording_.records) {
+      streams.resize(order_.numStreams);
+      for (size_t s = 0; s < streams.size(); ++s) {
+        streams[s].clear();
+        streams[s].reserve(order_.streamInstrs[s].size());
+      }
+    }
+  }
   std::vector<Status> statuses(tasks.size());
   // The first task to fail holds the cause; it aborts the collectives and
   // event waits the others are in, whose errors only say they were aborted.
   std::atomic<int64_t> firstFailure{-1};
   auto runOne = [&](size_t t) {
     auto [r, s] = tasks[t];
-    statuses[t] = runStream(*ranks_[r], s);
+    statuses[t] =
+        runStream(*ranks_[r], s,
+                  options_.recordTrace ? &recording_.records[r][s] : nullptr);
     if (!statuses[t]) {
       int64_t none = -1;
       firstFailure.compare_exchange_strong(none, static_cast<int64_t>(t));
       abortAll();
     }
   };
+  // Taken once, before any stream starts; the threads only read it.
+  stepStart_ = std::chrono::steady_clock::now();
   if (tasks.size() == 1) {
     runOne(0);
   } else {
@@ -536,8 +563,19 @@ Result<StepStats> Runtime::step() {
     stats.loss =
         kernels::loadElement({storage(0, loss->buffer), buffer.dtype}, 0);
   }
+  if (options_.recordTrace)
+    std::swap(recording_, lastTrace_);
   ++nextStep_;
   return stats;
+}
+
+Result<std::string> Runtime::lastStepTrace() const {
+  if (!options_.recordTrace)
+    return Status::runtimeError(
+        "no trace: the runtime was created without recordTrace");
+  if (lastTrace_.records.empty())
+    return Status::runtimeError("no trace: no step has succeeded yet");
+  return chromeTrace(plan_, lastTrace_);
 }
 
 Result<NamedTensor> Runtime::gatherOutput(const std::string &name) const {

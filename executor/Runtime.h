@@ -17,7 +17,9 @@
 // rendezvous. With checkHazards, set-up also rejects a plan in which two
 // instructions on different streams touch overlapping bytes (one writing)
 // without an event ordering them, and each step fills an activation buffer
-// with NaN right after its last use.
+// with NaN right after its last use. With recordTrace, each stream thread
+// appends (instr, start, end) to its own vector, without locks;
+// lastStepTrace() formats the last successful step (Trace.h).
 //
 //   auto runtime = Runtime::create(plan, RunOptions{});
 //   SHARC_TRY((*runtime)->initParams(/*seed=*/42));
@@ -30,10 +32,12 @@
 #include "executor/CpuBackend.h"
 #include "executor/EventBoard.h"
 #include "executor/StreamOrder.h"
+#include "executor/Trace.h"
 #include "planner/plan/Plan.h"
 #include "planner/plan/SafeTensors.h"
 #include "planner/plan/Status.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +55,9 @@ struct RunOptions {
   /// at create (a runtimeError naming both instructions) and poison every
   /// activation buffer right after its last use.
   bool checkHazards = false;
+  /// Time every instruction of every step; off, a stream pays one branch
+  /// per instruction.
+  bool recordTrace = false;
 };
 
 struct StepStats {
@@ -98,6 +105,12 @@ public:
   Result<plan::NamedTensor> gatherOutput(const std::string &name) const;
   /// Every output of the last step, as gatherOutput returns them.
   Result<plan::TensorFile> gatherOutputs() const;
+  /// The last successful step's instruction timings as a Chrome trace
+  /// (Trace.h). Fails (runtimeError) when recordTrace is off or no step has
+  /// succeeded yet.
+  Result<std::string> lastStepTrace() const;
+  /// Its records; empty when there is none.
+  const StepTrace &lastStepRecords() const { return lastTrace_; }
 
 private:
   /// One instruction bound to one rank's storage.
@@ -119,7 +132,8 @@ private:
   Runtime(const plan::Plan &plan, const RunOptions &options);
   Status setUp();
   Status bindRank(RankState &rank);
-  Status runStream(RankState &rank, int64_t stream);
+  Status runStream(RankState &rank, int64_t stream,
+                   std::vector<TraceRecord> *trace);
   /// Wakes every collective and event wait after a failure.
   void abortAll();
   void *storage(int64_t rank, int64_t bufferId) const;
@@ -141,6 +155,11 @@ private:
   std::vector<std::vector<int64_t>> poisonAfter_;
   std::vector<std::unique_ptr<RankState>> ranks_;
   int64_t nextStep_ = 1;
+  /// recordTrace: the step being run, [rank][stream], each vector written
+  /// only by its own thread; swapped into lastTrace_ when the step succeeds.
+  StepTrace recording_;
+  StepTrace lastTrace_;
+  std::chrono::steady_clock::time_point stepStart_;
 };
 
 } // namespace sharc::exec

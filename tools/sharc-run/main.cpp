@@ -2,7 +2,7 @@
 //
 // sharc-run PLAN [--backend cpu] [--steps N] [--seed N] [--data FILE |
 //   --synthetic] [--load CKPT] [--save CKPT] [--dump-outputs FILE]
-//   [--poison] [--check] [--quiet] [--validate DENSE_PLAN]
+//   [--poison] [--check] [--quiet] [--validate DENSE_PLAN] [--trace FILE]
 // stdout: one line per step and a summary. Errors go to stderr as
 // `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
 // checkpoint), 1 for a failure at run time.
@@ -16,8 +16,10 @@
 #include "executor/Validation.h"
 #include "planner/plan/PlanIO.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +35,7 @@ struct Options {
   uint64_t seed = 42;
   std::string dataPath; ///< empty: synthetic
   std::string loadPath, savePath, dumpPath;
+  std::string tracePath;    ///< Chrome trace of the last step; empty: none
   std::string validatePath; ///< the dense plan to validate against
   bool poison = false;
   bool check = false;
@@ -44,7 +47,7 @@ const char *kUsage =
     "                 [--data FILE | --synthetic] [--load CKPT]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
     "                 [--poison] [--check] [--quiet]\n"
-    "                 [--validate DENSE_PLAN]\n"
+    "                 [--validate DENSE_PLAN] [--trace FILE.json]\n"
     "  --data FILE     raw little-endian int32 token ids, read in windows\n"
     "                  of seq_len tokens (default: --synthetic)\n"
     "  --poison        fill activations with NaN before every step\n"
@@ -56,7 +59,10 @@ const char *kUsage =
     "                  tokens; compare loss, logits and every gradient after\n"
     "                  one step and the parameters after --steps (default 5)\n"
     "                  AdamW steps; both compiled with --emit-logits\n"
-    "                  --keep-grads. Exit 1 when they differ.\n";
+    "                  --keep-grads. Exit 1 when they differ.\n"
+    "  --trace FILE.json  write the last step's instruction timings as a\n"
+    "                  Chrome trace (chrome://tracing, Perfetto): one\n"
+    "                  process per rank, one thread per stream\n";
 
 int fail(const Status &status) {
   std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
@@ -120,6 +126,8 @@ Result<Options> parseFlags(int argc, char **argv) {
       SHARC_TRY(needValue(options.savePath));
     } else if (flag == "--dump-outputs") {
       SHARC_TRY(needValue(options.dumpPath));
+    } else if (flag == "--trace") {
+      SHARC_TRY(needValue(options.tracePath));
     } else if (flag == "--validate") {
       // The dense plan may follow; without it, PLAN.dense (what `sharc
       // compile --with-dense-reference` writes beside the plan).
@@ -143,6 +151,10 @@ Result<Options> parseFlags(int argc, char **argv) {
   }
   if (options.planPath.empty())
     return bad("no plan file given (see --help)");
+  if (!options.tracePath.empty() && options.steps == 0)
+    return bad("--trace needs --steps >= 1");
+  if (!options.tracePath.empty() && !options.validatePath.empty())
+    return bad("--trace does not apply to --validate");
   if (options.validatePath == "<plan>.dense")
     options.validatePath = options.planPath + ".dense";
   if (options.backend == "cuda")
@@ -151,6 +163,24 @@ Result<Options> parseFlags(int argc, char **argv) {
     return bad("unknown backend '" + options.backend +
                "' (expected cpu or cuda)");
   return options;
+}
+
+Status writeTrace(const exec::Runtime &runtime, const std::string &path) {
+  auto trace = runtime.lastStepTrace();
+  if (!trace)
+    return trace.status();
+  FILE *file = std::fopen(path.c_str(), "wb");
+  if (!file)
+    return Status::runtimeError("cannot write trace '" + path +
+                                "': " + std::strerror(errno));
+  bool written =
+      std::fwrite(trace->data(), 1, trace->size(), file) == trace->size();
+  // fclose flushes, so a full disk may only show here.
+  bool closed = std::fclose(file) == 0;
+  if (!written || !closed)
+    return Status::runtimeError("cannot write trace '" + path +
+                                "': " + std::strerror(errno));
+  return Status::ok();
 }
 
 int validate(const Options &options, const plan::Plan &plan, bool stepsGiven) {
@@ -183,6 +213,7 @@ int run(const Options &options, bool stepsGiven) {
   runOptions.backend = options.backend;
   runOptions.poisonActivations = options.poison;
   runOptions.checkHazards = options.check;
+  runOptions.recordTrace = !options.tracePath.empty();
   auto runtime = exec::Runtime::create(*plan, runOptions);
   if (!runtime)
     return fail(runtime.status().withContext(options.planPath));
@@ -245,6 +276,9 @@ int run(const Options &options, bool stepsGiven) {
   }
   if (!options.savePath.empty())
     if (Status status = exec::saveCheckpoint(rt, options.savePath); !status)
+      return fail(status);
+  if (!options.tracePath.empty())
+    if (Status status = writeTrace(rt, options.tracePath); !status)
       return fail(status);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "TestPlans.h"
 
 #include <catch2/catch.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdio>
 #include <sys/wait.h>
@@ -155,4 +156,35 @@ TEST_CASE("sharc-run --check runs an ordered two-stream plan and rejects "
       never.out.find("waits for event " + std::to_string(stuck.numEvents - 1) +
                      ", which no instruction signals") != std::string::npos);
   std::remove(planPath.c_str());
+}
+
+TEST_CASE("sharc-run --trace writes a Chrome trace of the last step",
+          "[executor][trace]") {
+  LinearModel model;
+  plan::Plan async = withAsyncCollectives(makeLinearPlan(model, 1, 2));
+  std::string planPath = tempPath("trace-plan.yaml");
+  std::string tracePath = tempPath("trace.json");
+  REQUIRE(plan::writePlanFile(async, planPath));
+  ToolRun run = runTool(planPath + " --steps 2 --quiet --trace " + tracePath);
+  INFO(run.out);
+  REQUIRE(run.exitCode == 0);
+  YAML::Node root;
+  REQUIRE_NOTHROW(root = YAML::LoadFile(tracePath));
+  REQUIRE(root["otherData"]["step"].as<int64_t>() == 2);
+  size_t spans = 0;
+  for (const YAML::Node &event : root["traceEvents"])
+    spans += event["ph"].as<std::string>() == "X";
+  REQUIRE(spans == 2 * async.instructions.size()); // two ranks
+
+  ToolRun noSteps = runTool(planPath + " --steps 0 --trace " + tracePath);
+  REQUIRE(noSteps.exitCode == 2);
+  REQUIRE(noSteps.out == "sharc-run: error: --trace needs --steps >= 1\n");
+  ToolRun noDir =
+      runTool(planPath + " --steps 1 --quiet --trace /nonexistent/t.json");
+  INFO(noDir.out);
+  REQUIRE(noDir.exitCode == 1);
+  REQUIRE(noDir.out.find("sharc-run: error: cannot write trace "
+                         "'/nonexistent/t.json'") != std::string::npos);
+  std::remove(planPath.c_str());
+  std::remove(tracePath.c_str());
 }

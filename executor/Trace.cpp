@@ -1,0 +1,80 @@
+//===- Trace.cpp - a step's instruction timings as a Chrome trace ---------===//
+
+#include "executor/Trace.h"
+
+#include <cstdio>
+
+namespace sharc::exec {
+
+namespace {
+
+std::string jsonString(const std::string &text) {
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+      quoted += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      quoted += escaped;
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "\"";
+}
+
+/// The names the planner's simulated timeline uses, so the two traces of
+/// one plan line up side by side.
+std::string streamName(size_t stream) {
+  if (stream == 0)
+    return "compute";
+  if (stream == 1)
+    return "communication";
+  return "stream " + std::to_string(stream);
+}
+
+/// Microseconds with nanosecond resolution, as Chrome's ts/dur expect.
+std::string micros(int64_t nanoseconds) {
+  char text[32];
+  long long value = nanoseconds < 0 ? -nanoseconds : nanoseconds;
+  std::snprintf(text, sizeof(text), "%s%lld.%03lld", nanoseconds < 0 ? "-" : "",
+                value / 1000, value % 1000);
+  return text;
+}
+
+} // namespace
+
+std::string chromeTrace(const plan::Plan &plan, const StepTrace &trace) {
+  std::string json = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"step\":" +
+                     std::to_string(trace.step) + "},\"traceEvents\":[\n";
+  for (size_t rank = 0; rank < trace.records.size(); ++rank) {
+    const std::string pid = std::to_string(rank);
+    json += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid +
+            ",\"args\":{\"name\":\"rank " + pid + "\"}},\n";
+    const auto &streams = trace.records[rank];
+    for (size_t stream = 0; stream < streams.size(); ++stream) {
+      const std::string tid = std::to_string(stream);
+      json += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid +
+              ",\"tid\":" + tid +
+              ",\"args\":{\"name\":" + jsonString(streamName(stream)) + "}},\n";
+      for (const TraceRecord &record : streams[stream]) {
+        const plan::Instruction &instr = plan.instructions[record.instr];
+        json += "{\"name\":" + jsonString(instr.op) +
+                ",\"cat\":" + jsonString(streamName(stream)) +
+                ",\"ph\":\"X\",\"pid\":" + pid + ",\"tid\":" + tid +
+                ",\"ts\":" + micros(record.startNs) +
+                ",\"dur\":" + micros(record.endNs - record.startNs) +
+                ",\"args\":{\"instr\":" + std::to_string(record.instr) +
+                ",\"loc\":" + jsonString(instr.loc) + "}},\n";
+      }
+    }
+  }
+  // JSON allows no trailing comma after the last event.
+  if (json.size() >= 2 && json.compare(json.size() - 2, 2, ",\n") == 0)
+    json.erase(json.size() - 2, 1);
+  return json + "]}\n";
+}
+
+} // namespace sharc::exec
