@@ -14,6 +14,7 @@
 #include "executor/Metrics.h"
 #include "executor/Runtime.h"
 #include "executor/Validation.h"
+#include "planner/MemoryReport.h"
 #include "planner/plan/PlanIO.h"
 
 #include <cerrno>
@@ -209,6 +210,18 @@ int run(const Options &options, bool stepsGiven) {
     return fail(plan.status());
   if (!options.validatePath.empty())
     return validate(options, *plan, stepsGiven);
+  if (!options.quiet) {
+    // The memory a run takes is known before it starts: say it first.
+    MemoryReport report = buildMemoryReport(*plan);
+    std::printf(
+        "plan %s (%s), %lld ranks: %.1f MiB per rank (parameters "
+        "%.1f, optimizer %.1f, gradients %.1f, activations %.1f)\n",
+        plan->modelName.c_str(), plan->mode.c_str(),
+        static_cast<long long>(report.worldSize), report.totalBytes / 1048576.0,
+        report.parameterBytes / 1048576.0, report.optimizerBytes / 1048576.0,
+        report.gradientBytes / 1048576.0,
+        report.activationPeakBytes / 1048576.0);
+  }
   exec::RunOptions runOptions;
   runOptions.backend = options.backend;
   runOptions.poisonActivations = options.poison;
