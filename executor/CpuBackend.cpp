@@ -23,6 +23,12 @@ int64_t OpEnv::coord(const std::string &axis) const {
   return 0;
 }
 
+int64_t OpEnv::blockStart(const plan::Instruction &instr, const char *axisAttr,
+                          int64_t localExtent) const {
+  std::string axis = instr.getString(axisAttr);
+  return axis.empty() ? 0 : coord(axis) * localExtent;
+}
+
 int64_t OpEnv::axisSize(const std::string &axis) const {
   for (size_t a = 0; mesh && a < mesh->size(); ++a)
     if ((*mesh)[a].name == axis)
@@ -61,12 +67,10 @@ Status runEmbedding(const OpCall &c, const OpEnv &env) {
   SHARC_TRY(isFloat(out, "out"));
   int64_t numRows = table.shape()[0], hidden = table.shape()[1];
   SHARC_TRY(numelIs(out, ids.numel() * hidden, "out"));
-  // vocab_axis (an extension): the table is this rank's contiguous piece of
-  // a vocabulary split over that axis.
-  int64_t vocabStart = c.instr->getInt("vocab_start", 0);
-  std::string vocabAxis = c.instr->getString("vocab_axis");
-  if (!vocabAxis.empty())
-    vocabStart += env.coord(vocabAxis) * numRows;
+  // vocab_axis: the table is this rank's contiguous piece of a vocabulary
+  // split over that axis.
+  int64_t vocabStart = c.instr->getInt("vocab_start", 0) +
+                       env.blockStart(*c.instr, "vocab_axis", numRows);
   if (env.validateOnly)
     return Status::ok();
   kernels::cpu::embedding({.table = table.cview(),
@@ -88,10 +92,8 @@ Status runEmbeddingGrad(const OpCall &c, const OpEnv &env) {
   SHARC_TRY(isFloat(dout, "dout"));
   int64_t numRows = dtable.shape()[0], hidden = dtable.shape()[1];
   SHARC_TRY(numelIs(dout, ids.numel() * hidden, "dout"));
-  int64_t vocabStart = c.instr->getInt("vocab_start", 0);
-  std::string vocabAxis = c.instr->getString("vocab_axis");
-  if (!vocabAxis.empty())
-    vocabStart += env.coord(vocabAxis) * numRows;
+  int64_t vocabStart = c.instr->getInt("vocab_start", 0) +
+                       env.blockStart(*c.instr, "vocab_axis", numRows);
   if (env.validateOnly)
     return Status::ok();
   kernels::cpu::embeddingGrad({.dout = dout.cview(),
@@ -273,10 +275,8 @@ template <bool Inverse> Status runRope(const OpCall &c, const OpEnv &env) {
   SHARC_TRY(sameShape(y, x, Inverse ? "dx" : "y"));
   // position_axis (an extension): x is this rank's contiguous piece of a
   // sequence split over that axis.
-  int64_t offset = c.instr->getInt("position_offset", 0);
-  std::string positionAxis = c.instr->getString("position_axis");
-  if (!positionAxis.empty())
-    offset += env.coord(positionAxis) * sizes->seqLen;
+  int64_t offset = c.instr->getInt("position_offset", 0) +
+                   env.blockStart(*c.instr, "position_axis", sizes->seqLen);
   if (env.validateOnly)
     return Status::ok();
   kernels::cpu::rope({.x = x.cview(),

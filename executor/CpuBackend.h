@@ -50,6 +50,11 @@ struct OpEnv {
 
   /// Coordinate along `axis`, 0 for an axis the mesh lacks.
   int64_t coord(const std::string &axis) const;
+  /// Where this rank's contiguous block of `localExtent` elements starts
+  /// along a dimension split over the axis named by the instruction's
+  /// attribute `axisAttr` (vocab_axis, position_axis); 0 when absent.
+  int64_t blockStart(const plan::Instruction &instr, const char *axisAttr,
+                     int64_t localExtent) const;
   /// Size of `axis`, 1 for an axis the mesh lacks (as Plan::axisSize).
   int64_t axisSize(const std::string &axis) const;
 };

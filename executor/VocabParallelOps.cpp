@@ -33,7 +33,7 @@ Result<VocabShard> vocabShard(const OpCall &c, const OpEnv &env) {
   shard.localVocab = logits.shape().back();
   shard.numTokens = logits.numel() / shard.localVocab;
   std::string axis = c.instr->getString("vocab_axis");
-  shard.start = axis.empty() ? 0 : env.coord(axis) * shard.localVocab;
+  shard.start = env.blockStart(*c.instr, "vocab_axis", shard.localVocab);
   int64_t globalVocab = shard.localVocab * env.axisSize(axis);
   shard.validVocab = c.instr->getInt("valid_vocab", globalVocab);
   if (shard.validVocab <= 0 || shard.validVocab > globalVocab)

@@ -176,14 +176,9 @@ double computeSeconds(const Machine &machine, const ScheduleNode &node) {
 Result<Machine> parseMachine(const std::string &text,
                              const std::string &fileName) {
   Machine machine;
-  try {
-    YAML::Node root = YAML::Load(text);
-    SHARC_TRY(MachineReader(fileName).readMachine(root, machine));
-  } catch (const YAML::Exception &error) {
-    return yamlErrorStatus(error, fileName);
-  } catch (const std::exception &error) {
-    return Status::invalidInput(fileName + ": " + error.what());
-  }
+  SHARC_TRY(readYaml(text, fileName, [&](const YAML::Node &root) {
+    return MachineReader(fileName).readMachine(root, machine);
+  }));
   return machine;
 }
 

@@ -26,11 +26,17 @@ Result<std::string> sharc::readWholeFile(const std::string &path,
   return text.str();
 }
 
-Status sharc::yamlErrorStatus(const YAML::Exception &error,
-                              const std::string &fileName) {
-  std::string where = fileName;
-  if (!error.mark.is_null())
-    where += ":" + std::to_string(error.mark.line + 1) + ":" +
-             std::to_string(error.mark.column + 1);
-  return Status::invalidInput(where + ": " + error.msg);
+Status sharc::readYaml(const std::string &text, const std::string &fileName,
+                       const std::function<Status(const YAML::Node &)> &read) {
+  try {
+    return read(YAML::Load(text));
+  } catch (const YAML::Exception &error) {
+    std::string where = fileName;
+    if (!error.mark.is_null())
+      where += ":" + std::to_string(error.mark.line + 1) + ":" +
+               std::to_string(error.mark.column + 1);
+    return Status::invalidInput(where + ": " + error.msg);
+  } catch (const std::exception &error) {
+    return Status::invalidInput(fileName + ": " + error.what());
+  }
 }

@@ -1,5 +1,5 @@
 //===- FileText.h - whole files and YAML errors as Status -------*- C++ -*-===//
-// defines: readWholeFile, yamlErrorStatus
+// defines: readWholeFile, readYaml
 //
 // The runtime-side readers (plans, machine files, safetensors) all read a
 // file whole and turn yaml-cpp's exceptions into FILE:LINE:COL messages.
@@ -9,8 +9,10 @@
 
 #include <string>
 
+#include <functional>
+
 namespace YAML {
-class Exception;
+class Node;
 } // namespace YAML
 
 namespace sharc {
@@ -21,8 +23,10 @@ namespace sharc {
 Result<std::string> readWholeFile(const std::string &path,
                                   const std::string &what);
 
-/// "FILE:LINE:COL: message" (yaml-cpp's marks count from 0) as bad input.
-Status yamlErrorStatus(const YAML::Exception &error,
-                       const std::string &fileName);
+/// Parses `text` as YAML and hands the root to `read`. yaml-cpp throws; this
+/// is where its exceptions become "FILE:LINE:COL: message" (its marks count
+/// from 0) as bad input, so no reader needs a try block of its own.
+Status readYaml(const std::string &text, const std::string &fileName,
+                const std::function<Status(const YAML::Node &)> &read);
 
 } // namespace sharc

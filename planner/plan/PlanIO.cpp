@@ -609,14 +609,9 @@ private:
 
 Result<Plan> parsePlan(const std::string &text, const std::string &fileName) {
   Plan plan;
-  try {
-    YAML::Node root = YAML::Load(text);
-    SHARC_TRY(Reader(fileName).readPlan(root, plan));
-  } catch (const YAML::Exception &error) {
-    return yamlErrorStatus(error, fileName);
-  } catch (const std::exception &error) {
-    return Status::invalidInput(fileName + ": " + error.what());
-  }
+  SHARC_TRY(readYaml(text, fileName, [&](const YAML::Node &root) {
+    return Reader(fileName).readPlan(root, plan);
+  }));
   return plan;
 }
 
