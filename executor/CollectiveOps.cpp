@@ -7,11 +7,12 @@
 // the input, result 0 the output; shapes are local, so all_gather's output
 // is the input with dim `dim` times the axis size.
 
-#include "executor/CpuBackend.h"
+#include "executor/OpTable.h"
 
 #include "executor/ShardLayout.h"
+#include "kernels/Copy.h"
 
-#include <cstring>
+#include <cstddef>
 
 namespace sharc::exec {
 
@@ -48,7 +49,7 @@ Status scaledShape(const OpCall &c, int64_t dim, int64_t num, int64_t den) {
   return Status::ok();
 }
 
-Status runAllReduce(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindAllReduce(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
@@ -59,61 +60,69 @@ Status runAllReduce(const OpCall &c, const OpEnv &env) {
   const TensorRef &in = c.operands[0], &out = c.results[0];
   SHARC_TRY(dtypeIs(out, in.dtype(), "out"));
   SHARC_TRY(numelIs(out, in.numel(), "out"));
-  if (env.validateOnly)
-    return Status::ok();
-  return env.comm->allReduce(in.data, out.data, in.dtype(), in.numel(),
-                             reduce == "sum" ? ReduceOp::Sum : ReduceOp::Max,
-                             *axis);
+  ReduceOp op = reduce == "sum" ? ReduceOp::Sum : ReduceOp::Max;
+  return Launch([in, out, op, axis = *axis](const LaunchContext &context) {
+    return context.comm->allReduce(in.data, out.data, in.dtype(), in.numel(),
+                                   op, axis);
+  });
 }
 
-Status runAllGather(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindAllGather(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
   int64_t dim = c.instr->getInt("dim", 0);
   SHARC_TRY(scaledShape(c, dim, env.axisSize(*axis), 1));
-  if (env.validateOnly)
-    return Status::ok();
-  const TensorRef &in = c.operands[0];
-  return env.comm->allGather(in.data, c.results[0].data, in.dtype(), in.shape(),
-                             dim, *axis);
+  const TensorRef &in = c.operands[0], &out = c.results[0];
+  return Launch([in, out, dim, axis = *axis](const LaunchContext &context) {
+    return context.comm->allGather(in.data, out.data, in.dtype(), in.shape(),
+                                   dim, axis);
+  });
 }
 
-Status runReduceScatter(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindReduceScatter(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
   int64_t dim = c.instr->getInt("dim", 0);
   SHARC_TRY(scaledShape(c, dim, 1, env.axisSize(*axis)));
-  if (env.validateOnly)
-    return Status::ok();
-  const TensorRef &in = c.operands[0];
-  return env.comm->reduceScatter(in.data, c.results[0].data, in.dtype(),
-                                 in.shape(), dim, *axis);
+  const TensorRef &in = c.operands[0], &out = c.results[0];
+  return Launch([in, out, dim, axis = *axis](const LaunchContext &context) {
+    return context.comm->reduceScatter(in.data, out.data, in.dtype(),
+                                       in.shape(), dim, axis);
+  });
 }
 
-Status runSliceToRank(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindSliceToRank(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
   int64_t dim = c.instr->getInt("dim", 0);
   int64_t pieces = env.axisSize(*axis);
   SHARC_TRY(scaledShape(c, dim, 1, pieces));
-  if (env.validateOnly)
-    return Status::ok();
   const TensorRef &in = c.operands[0], &out = c.results[0];
-  ShardSlice slice;
-  slice.globalShape = in.shape();
-  slice.localShape = out.shape();
-  slice.start.assign(in.shape().size(), 0);
-  slice.start[dim] = env.coord(*axis) * out.shape()[dim];
-  copyGlobalToLocal(in.data, in.dtype(), slice, out.data, out.dtype());
-  return Status::ok();
+  // [outer, extent, inner] bytes: this rank's block of every outer row.
+  int64_t outer = 1, inner = dtypeSize(in.dtype());
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= in.shape()[d];
+  for (size_t d = dim + 1; d < in.shape().size(); ++d)
+    inner *= in.shape()[d];
+  int64_t blockBytes = out.shape()[dim] * inner;
+  const auto *src =
+      static_cast<const std::byte *>(in.data) + env.coord(*axis) * blockBytes;
+  return launchKernel(env,
+                      kernels::Copy2dArgs{.src = src,
+                                          .dst = out.data,
+                                          .rows = outer,
+                                          .rowBytes = blockBytes,
+                                          .srcPitch = in.shape()[dim] * inner,
+                                          .dstPitch = blockBytes},
+                      SHARC_KERNELS(copy2d));
 }
 
 /// A data-parallel gradient bucket: one all_reduce per operand, issued
 /// together (operand i is summed into result i).
-Status runAllReduceCoalesced(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindAllReduceCoalesced(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
@@ -122,40 +131,44 @@ Status runAllReduceCoalesced(const OpCall &c, const OpEnv &env) {
     SHARC_TRY(dtypeIs(out, in.dtype(), "out"));
     SHARC_TRY(numelIs(out, in.numel(), "out"));
   }
-  if (env.validateOnly)
+  return Launch([c, axis = *axis](const LaunchContext &context) {
+    for (size_t i = 0; i < c.operands.size(); ++i)
+      SHARC_TRY(context.comm->allReduce(
+          c.operands[i].data, c.results[i].data, c.operands[i].dtype(),
+          c.operands[i].numel(), ReduceOp::Sum, axis));
     return Status::ok();
-  for (size_t i = 0; i < c.operands.size(); ++i)
-    SHARC_TRY(env.comm->allReduce(c.operands[i].data, c.results[i].data,
-                                  c.operands[i].dtype(), c.operands[i].numel(),
-                                  ReduceOp::Sum, *axis));
-  return Status::ok();
+  });
 }
 
 /// Megatron's f: the identity forward (its transpose is an all_reduce).
-Status runReplicate(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindReplicate(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
   const TensorRef &in = c.operands[0], &out = c.results[0];
   SHARC_TRY(dtypeIs(out, in.dtype(), "out"));
   SHARC_TRY(numelIs(out, in.numel(), "out"));
-  if (env.validateOnly || in.data == out.data)
-    return Status::ok();
-  std::memcpy(out.data, in.data,
-              static_cast<size_t>(in.numel() * dtypeSize(in.dtype())));
-  return Status::ok();
+  int64_t numBytes = in.numel() * dtypeSize(in.dtype());
+  return launchKernel(env,
+                      kernels::Copy2dArgs{.src = in.data,
+                                          .dst = out.data,
+                                          .rows = 1,
+                                          .rowBytes = numBytes,
+                                          .srcPitch = numBytes,
+                                          .dstPitch = numBytes},
+                      SHARC_KERNELS(copy2d));
 }
 
 } // namespace
 
 void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
-  table["all_reduce"] = {runAllReduce, 1, 1};
-  table["all_reduce_coalesced"] = {runAllReduceCoalesced, OpDef::kVariadic,
+  table["all_reduce"] = {bindAllReduce, 1, 1};
+  table["all_reduce_coalesced"] = {bindAllReduceCoalesced, OpDef::kVariadic,
                                    OpDef::kVariadic};
-  table["all_gather"] = {runAllGather, 1, 1};
-  table["reduce_scatter"] = {runReduceScatter, 1, 1};
-  table["slice_to_rank"] = {runSliceToRank, 1, 1};
-  table["replicate"] = {runReplicate, 1, 1};
+  table["all_gather"] = {bindAllGather, 1, 1};
+  table["reduce_scatter"] = {bindReduceScatter, 1, 1};
+  table["slice_to_rank"] = {bindSliceToRank, 1, 1};
+  table["replicate"] = {bindReplicate, 1, 1};
 }
 
 } // namespace sharc::exec

@@ -23,7 +23,7 @@ struct CommWorld::Group {
   std::vector<std::string> signatures;
 };
 
-struct Communicator::Call {
+struct LocalCommunicator::Call {
   const char *name;      ///< "all_reduce", for messages
   std::string signature; ///< what every member must agree on
   const void *send;
@@ -74,8 +74,8 @@ CommWorld::CommWorld(std::vector<plan::MeshAxis> mesh, double timeoutSeconds)
 
 CommWorld::~CommWorld() = default;
 
-Communicator CommWorld::communicator(int64_t rank) {
-  return Communicator(this, rank);
+LocalCommunicator CommWorld::communicator(int64_t rank) {
+  return LocalCommunicator(this, rank);
 }
 
 void CommWorld::abort() {
@@ -95,13 +95,13 @@ void CommWorld::reset() {
   aborted_.store(false);
 }
 
-int64_t Communicator::groupSize(const std::string &axis) const {
+int64_t LocalCommunicator::groupSize(const std::string &axis) const {
   const auto &groups = world_->membership_[rank_];
   auto it = groups.find(axis);
   return it == groups.end() ? 1 : it->second.first->size;
 }
 
-int64_t Communicator::groupIndex(const std::string &axis) const {
+int64_t LocalCommunicator::groupIndex(const std::string &axis) const {
   const auto &groups = world_->membership_[rank_];
   auto it = groups.find(axis);
   return it == groups.end() ? 0 : it->second.second;
@@ -176,7 +176,7 @@ Status checkDim(const char *name, const std::vector<int64_t> &shape,
 }
 } // namespace
 
-Status Communicator::run(const std::string &axis, const Call &call) {
+Status LocalCommunicator::run(const std::string &axis, const Call &call) {
   std::string what = std::string(call.name) + " over " + axis;
   auto &groups = world_->membership_[rank_];
   auto it = groups.find(axis);
@@ -218,9 +218,9 @@ Status Communicator::run(const std::string &axis, const Call &call) {
   return Status::ok();
 }
 
-Status Communicator::allReduce(const void *send, void *recv, DType dtype,
-                               int64_t numel, ReduceOp op,
-                               const std::string &axis) {
+Status LocalCommunicator::allReduce(const void *send, void *recv, DType dtype,
+                                    int64_t numel, ReduceOp op,
+                                    const std::string &axis) {
   Call call{
       "all_reduce",
       std::string("all_reduce ") + (op == ReduceOp::Sum ? "sum " : "max ") +
@@ -234,9 +234,9 @@ Status Communicator::allReduce(const void *send, void *recv, DType dtype,
   return run(axis, call);
 }
 
-Status Communicator::allGather(const void *send, void *recv, DType dtype,
-                               const std::vector<int64_t> &sendShape,
-                               int64_t dim, const std::string &axis) {
+Status LocalCommunicator::allGather(const void *send, void *recv, DType dtype,
+                                    const std::vector<int64_t> &sendShape,
+                                    int64_t dim, const std::string &axis) {
   SHARC_TRY(checkDim("all_gather", sendShape, dim));
   int64_t members = groupSize(axis);
   int64_t outer = 1, chunkBytes = dtypeSize(dtype);
@@ -260,9 +260,10 @@ Status Communicator::allGather(const void *send, void *recv, DType dtype,
   return run(axis, call);
 }
 
-Status Communicator::reduceScatter(const void *send, void *recv, DType dtype,
-                                   const std::vector<int64_t> &sendShape,
-                                   int64_t dim, const std::string &axis) {
+Status LocalCommunicator::reduceScatter(const void *send, void *recv,
+                                        DType dtype,
+                                        const std::vector<int64_t> &sendShape,
+                                        int64_t dim, const std::string &axis) {
   SHARC_TRY(checkDim("reduce_scatter", sendShape, dim));
   int64_t members = groupSize(axis);
   if (sendShape[dim] % members != 0)
@@ -289,7 +290,7 @@ Status Communicator::reduceScatter(const void *send, void *recv, DType dtype,
   return run(axis, call);
 }
 
-Status Communicator::barrier(const std::string &axis) {
+Status LocalCommunicator::barrier(const std::string &axis) {
   Call call{"barrier",
             "barrier",
             nullptr,

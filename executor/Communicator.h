@@ -1,18 +1,24 @@
-//===- Communicator.h - in-process collectives ------------------*- C++ -*-===//
-// defines: ReduceOp, CommWorld, Communicator
+//===- Communicator.h - collectives: the interface, in-process --*- C++ -*-===//
+// defines: ReduceOp, Communicator, CommWorld, LocalCommunicator
 //
-// One thread per rank; a CommWorld holds one rendezvous per group of ranks
-// that share every mesh coordinate but one (the sub-communicator of that
-// axis), plus "world" for all ranks. A collective is two generation-counted
-// barriers: members publish their send pointers, each member computes its
-// own result from every member's input in rank order (so sums are
+// Communicator is what an instruction calls; a backend supplies one per rank
+// and stream (LocalCommunicator here for the cpu backend, NCCL's for cuda in
+// executor/cuda). Buffers are the backend's: host memory here, device memory
+// there, where the call is enqueued on the stream the communicator was made
+// for and returns before the data moved.
+//
+// LocalCommunicator: one thread per rank; a CommWorld holds one rendezvous per
+// group of ranks that share every mesh coordinate but one (the sub-communicator
+// of that axis), plus "world" for all ranks. A collective is two
+// generation-counted barriers: members publish their send pointers, each member
+// computes its own result from every member's input in rank order (so sums are
 // reproducible bit for bit), and after the second barrier it writes its
 // result (which may alias its input). Every wait times out into a Status
 // naming the collective; a failing rank calls abort() so the others stop
 // waiting at once.
 //
 //   CommWorld world(plan.mesh, /*timeoutSeconds=*/60);
-//   Communicator comm = world.communicator(rank);      // on rank's thread
+//   LocalCommunicator comm = world.communicator(rank); // on rank's thread
 //   SHARC_TRY(comm.allReduce(x, x, DType::F32, n, ReduceOp::Sum, "tp"));
 //   SHARC_TRY(comm.allGather(in, out, DType::BF16, {s, b, h}, 0, "tp"));
 #pragma once
@@ -33,7 +39,31 @@ namespace sharc::exec {
 
 enum class ReduceOp { Sum, Max };
 
-class Communicator;
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  /// Number of ranks in the group of `axis` ("world": all ranks); an axis
+  /// the mesh lacks is a group of one, as Plan::axisSize says.
+  virtual int64_t groupSize(const std::string &axis) const = 0;
+  virtual int64_t groupIndex(const std::string &axis) const = 0;
+
+  /// out = elementwise reduction over the group's `numel`-element inputs.
+  virtual Status allReduce(const void *send, void *recv, DType dtype,
+                           int64_t numel, ReduceOp op,
+                           const std::string &axis) = 0;
+  /// out: sendShape with dim `dim` multiplied by the group size, the
+  /// members' inputs concatenated along it in group order.
+  virtual Status allGather(const void *send, void *recv, DType dtype,
+                           const std::vector<int64_t> &sendShape, int64_t dim,
+                           const std::string &axis) = 0;
+  /// out: the summed input's piece `groupIndex` along `dim` (sendShape's
+  /// dim divided by the group size).
+  virtual Status reduceScatter(const void *send, void *recv, DType dtype,
+                               const std::vector<int64_t> &sendShape,
+                               int64_t dim, const std::string &axis) = 0;
+};
+
+class LocalCommunicator;
 
 class CommWorld {
 public:
@@ -44,7 +74,7 @@ public:
 
   int64_t worldSize() const { return worldSize_; }
   /// The view of one rank; use it only from that rank's thread.
-  Communicator communicator(int64_t rank);
+  LocalCommunicator communicator(int64_t rank);
   /// Wakes every waiting rank with an error; stays aborted until reset().
   void abort();
   /// Clears an abort; only while no rank is inside a collective.
@@ -54,7 +84,7 @@ public:
   struct Group; ///< one rendezvous, opaque outside Communicator.cpp
 
 private:
-  friend class Communicator;
+  friend class LocalCommunicator;
   std::vector<plan::MeshAxis> mesh_;
   int64_t worldSize_ = 1;
   double timeoutSeconds_;
@@ -64,32 +94,25 @@ private:
   std::vector<std::map<std::string, std::pair<Group *, int64_t>>> membership_;
 };
 
-class Communicator {
+class LocalCommunicator final : public Communicator {
 public:
   int64_t rank() const { return rank_; }
-  /// Number of ranks in the group of `axis` ("world": all ranks); an axis
-  /// the mesh lacks is a group of one, as Plan::axisSize says.
-  int64_t groupSize(const std::string &axis) const;
-  int64_t groupIndex(const std::string &axis) const;
-
-  /// out = elementwise reduction over the group's `numel`-element inputs.
+  int64_t groupSize(const std::string &axis) const override;
+  int64_t groupIndex(const std::string &axis) const override;
   Status allReduce(const void *send, void *recv, DType dtype, int64_t numel,
-                   ReduceOp op, const std::string &axis);
-  /// out: sendShape with dim `dim` multiplied by the group size, the
-  /// members' inputs concatenated along it in group order.
+                   ReduceOp op, const std::string &axis) override;
   Status allGather(const void *send, void *recv, DType dtype,
                    const std::vector<int64_t> &sendShape, int64_t dim,
-                   const std::string &axis);
-  /// out: the summed input's piece `groupIndex` along `dim` (sendShape's
-  /// dim divided by the group size).
+                   const std::string &axis) override;
   Status reduceScatter(const void *send, void *recv, DType dtype,
                        const std::vector<int64_t> &sendShape, int64_t dim,
-                       const std::string &axis);
+                       const std::string &axis) override;
   Status barrier(const std::string &axis);
 
 private:
   friend class CommWorld;
-  Communicator(CommWorld *world, int64_t rank) : world_(world), rank_(rank) {}
+  LocalCommunicator(CommWorld *world, int64_t rank)
+      : world_(world), rank_(rank) {}
   struct Call;
   Status run(const std::string &axis, const Call &call);
 

@@ -1,573 +1,111 @@
-//===- CpuBackend.cpp - plan instructions on the cpu reference kernels ----===//
+//===- CpuBackend.cpp - the reference backend: host memory, threads -------===//
 
 #include "executor/CpuBackend.h"
 
-#include "executor/ShardLayout.h"
-#include "kernels/AdamW.h"
-#include "kernels/Attention.h"
-#include "kernels/CrossEntropy.h"
-#include "kernels/Elementwise.h"
-#include "kernels/Embedding.h"
-#include "kernels/Matmul.h"
-#include "kernels/RmsNorm.h"
-#include "kernels/Rope.h"
+#include "executor/Arena.h"
+#include "executor/EventBoard.h"
+
+#include <cstring>
+#include <vector>
 
 namespace sharc::exec {
-
-int64_t TensorRef::numel() const { return numElements(buffer->shape); }
-
-int64_t OpEnv::coord(const std::string &axis) const {
-  for (size_t a = 0; mesh && a < mesh->size(); ++a)
-    if ((*mesh)[a].name == axis)
-      return coords[a];
-  return 0;
-}
-
-int64_t OpEnv::blockStart(const plan::Instruction &instr, const char *axisAttr,
-                          int64_t localExtent) const {
-  std::string axis = instr.getString(axisAttr);
-  return axis.empty() ? 0 : coord(axis) * localExtent;
-}
-
-int64_t OpEnv::axisSize(const std::string &axis) const {
-  for (size_t a = 0; mesh && a < mesh->size(); ++a)
-    if ((*mesh)[a].name == axis)
-      return (*mesh)[a].size;
-  return 1;
-}
-
-using namespace opcheck;
-
 namespace {
 
-/// Last dimension of a float tensor of rank >= 1 (the K of [.., K]).
-Result<int64_t> innerDim(const TensorRef &ref, const char *role) {
-  SHARC_TRY(isFloat(ref, role));
-  if (ref.shape().empty() || ref.shape().back() <= 0)
-    return Status::invalidInput(std::string(role) + " (buffer '" +
-                                ref.buffer->name +
-                                "') needs a non-empty last dimension");
-  return ref.shape().back();
-}
+class CpuRank final : public RankDevice {
+public:
+  CpuRank(Arena arena, int64_t numEvents, double timeoutSeconds)
+      : arena_(std::move(arena)), events_(numEvents),
+        timeoutSeconds_(timeoutSeconds) {}
 
-Status positiveAttr(const char *name, int64_t value) {
-  if (value > 0)
-    return Status::ok();
-  return Status::invalidInput(std::string("attribute '") + name +
-                              "' must be positive, got " +
-                              std::to_string(value));
-}
-
-Status runEmbedding(const OpCall &c, const OpEnv &env) {
-  const TensorRef &table = c.operands[0], &ids = c.operands[1];
-  const TensorRef &out = c.results[0];
-  SHARC_TRY(isFloat(table, "table"));
-  SHARC_TRY(rankIs(table, 2, "table"));
-  SHARC_TRY(dtypeIs(ids, DType::I32, "ids"));
-  SHARC_TRY(isFloat(out, "out"));
-  int64_t numRows = table.shape()[0], hidden = table.shape()[1];
-  SHARC_TRY(numelIs(out, ids.numel() * hidden, "out"));
-  // vocab_axis: the table is this rank's contiguous piece of a vocabulary
-  // split over that axis.
-  int64_t vocabStart = c.instr->getInt("vocab_start", 0) +
-                       env.blockStart(*c.instr, "vocab_axis", numRows);
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::embedding({.table = table.cview(),
-                           .ids = static_cast<const int32_t *>(ids.data),
-                           .out = out.view(),
-                           .numTokens = ids.numel(),
-                           .numRows = numRows,
-                           .hidden = hidden,
-                           .vocabStart = vocabStart});
-  return Status::ok();
-}
-
-Status runEmbeddingGrad(const OpCall &c, const OpEnv &env) {
-  const TensorRef &dout = c.operands[0], &ids = c.operands[1];
-  const TensorRef &dtable = c.results[0];
-  SHARC_TRY(isFloat(dtable, "dtable"));
-  SHARC_TRY(rankIs(dtable, 2, "dtable"));
-  SHARC_TRY(dtypeIs(ids, DType::I32, "ids"));
-  SHARC_TRY(isFloat(dout, "dout"));
-  int64_t numRows = dtable.shape()[0], hidden = dtable.shape()[1];
-  SHARC_TRY(numelIs(dout, ids.numel() * hidden, "dout"));
-  int64_t vocabStart = c.instr->getInt("vocab_start", 0) +
-                       env.blockStart(*c.instr, "vocab_axis", numRows);
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::embeddingGrad({.dout = dout.cview(),
-                               .ids = static_cast<const int32_t *>(ids.data),
-                               .dtable = dtable.view(),
-                               .numTokens = ids.numel(),
-                               .numRows = numRows,
-                               .hidden = hidden,
-                               .vocabStart = vocabStart});
-  return Status::ok();
-}
-
-/// rows, cols and group size of an rms_norm over x [.., C] with w [G].
-struct NormSizes {
-  int64_t rows, cols, groupSize;
-};
-
-Result<NormSizes> normSizes(const OpCall &c) {
-  const TensorRef &x = c.operands[0], &w = c.operands[1];
-  auto cols = innerDim(x, "x");
-  if (!cols)
-    return cols.status();
-  SHARC_TRY(isFloat(w, "w"));
-  int64_t groupSize = c.instr->getInt("group_size", w.numel());
-  SHARC_TRY(positiveAttr("group_size", groupSize));
-  SHARC_TRY(numelIs(w, groupSize, "w"));
-  if (*cols % groupSize != 0)
-    return Status::invalidInput("group_size " + std::to_string(groupSize) +
-                                " does not divide the " +
-                                std::to_string(*cols) + " columns of x");
-  return NormSizes{x.numel() / *cols, *cols, groupSize};
-}
-
-Status runRmsNorm(const OpCall &c, const OpEnv &env) {
-  auto sizes = normSizes(c);
-  if (!sizes)
-    return sizes.status();
-  const TensorRef &y = c.results[0];
-  SHARC_TRY(isFloat(y, "y"));
-  SHARC_TRY(numelIs(y, c.operands[0].numel(), "y"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::rmsNorm({.x = c.operands[0].cview(),
-                         .w = c.operands[1].cview(),
-                         .y = y.view(),
-                         .rows = sizes->rows,
-                         .cols = sizes->cols,
-                         .groupSize = sizes->groupSize,
-                         .eps = c.instr->getFloat("eps", 1e-6)});
-  return Status::ok();
-}
-
-Status runRmsNormGrad(const OpCall &c, const OpEnv &env) {
-  auto sizes = normSizes(c);
-  if (!sizes)
-    return sizes.status();
-  const TensorRef &dy = c.operands[2], &dx = c.results[0], &dw = c.results[1];
-  for (auto [ref, role] : {std::pair{&dy, "dy"}, {&dx, "dx"}}) {
-    SHARC_TRY(isFloat(*ref, role));
-    SHARC_TRY(numelIs(*ref, c.operands[0].numel(), role));
+  void *at(const plan::Buffer &buffer) const override {
+    return arena_.at(buffer);
   }
-  SHARC_TRY(isFloat(dw, "dw"));
-  SHARC_TRY(numelIs(dw, sizes->groupSize, "dw"));
-  if (env.validateOnly)
+  Status upload(void *dst, const void *src, int64_t numBytes) override {
+    std::memcpy(dst, src, static_cast<size_t>(numBytes));
     return Status::ok();
-  kernels::cpu::rmsNormGrad({.x = c.operands[0].cview(),
-                             .w = c.operands[1].cview(),
-                             .dy = dy.cview(),
-                             .dx = dx.view(),
-                             .dw = dw.view(),
-                             .rows = sizes->rows,
-                             .cols = sizes->cols,
-                             .groupSize = sizes->groupSize,
-                             .eps = c.instr->getFloat("eps", 1e-6)});
-  return Status::ok();
-}
-
-/// For an [N, K] weight.
-Status weightShape(const TensorRef &w, const char *role) {
-  SHARC_TRY(isFloat(w, role));
-  return rankIs(w, 2, role);
-}
-
-Status runMatmul(const OpCall &c, const OpEnv &env) {
-  const TensorRef &x = c.operands[0], &w = c.operands[1], &y = c.results[0];
-  SHARC_TRY(weightShape(w, "w"));
-  int64_t n = w.shape()[0], k = w.shape()[1];
-  auto xk = innerDim(x, "x");
-  if (!xk)
-    return xk.status();
-  if (*xk != k)
-    return Status::invalidInput("x's last dim " + std::to_string(*xk) +
-                                " differs from w's K " + std::to_string(k));
-  int64_t m = x.numel() / k;
-  SHARC_TRY(isFloat(y, "y"));
-  SHARC_TRY(numelIs(y, m * n, "y"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::matmul(
-      {.x = x.cview(), .w = w.cview(), .y = y.view(), .m = m, .n = n, .k = k});
-  return Status::ok();
-}
-
-Status runMatmulDgrad(const OpCall &c, const OpEnv &env) {
-  const TensorRef &dy = c.operands[0], &w = c.operands[1], &dx = c.results[0];
-  SHARC_TRY(weightShape(w, "w"));
-  int64_t n = w.shape()[0], k = w.shape()[1];
-  auto dyn = innerDim(dy, "dy");
-  if (!dyn)
-    return dyn.status();
-  if (*dyn != n)
-    return Status::invalidInput("dy's last dim " + std::to_string(*dyn) +
-                                " differs from w's N " + std::to_string(n));
-  int64_t m = dy.numel() / n;
-  SHARC_TRY(isFloat(dx, "dx"));
-  SHARC_TRY(numelIs(dx, m * k, "dx"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::matmulDgrad({.dy = dy.cview(),
-                             .w = w.cview(),
-                             .dx = dx.view(),
-                             .m = m,
-                             .n = n,
-                             .k = k});
-  return Status::ok();
-}
-
-Status runMatmulWgrad(const OpCall &c, const OpEnv &env) {
-  const TensorRef &dy = c.operands[0], &x = c.operands[1], &dw = c.results[0];
-  SHARC_TRY(weightShape(dw, "dw"));
-  int64_t n = dw.shape()[0], k = dw.shape()[1];
-  auto dyn = innerDim(dy, "dy");
-  if (!dyn)
-    return dyn.status();
-  if (*dyn != n)
-    return Status::invalidInput("dy's last dim " + std::to_string(*dyn) +
-                                " differs from dw's N " + std::to_string(n));
-  int64_t m = dy.numel() / n;
-  SHARC_TRY(isFloat(x, "x"));
-  SHARC_TRY(numelIs(x, m * k, "x"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::matmulWgrad({.dy = dy.cview(),
-                             .x = x.cview(),
-                             .dw = dw.view(),
-                             .m = m,
-                             .n = n,
-                             .k = k});
-  return Status::ok();
-}
-
-/// Sizes of a sequence-first [S, B, heads*D] activation.
-struct HeadSizes {
-  int64_t seqLen, batch, numHeads, headDim;
-};
-
-Result<HeadSizes> headSizes(const TensorRef &x, const plan::Instruction &instr,
-                            const char *role) {
-  SHARC_TRY(isFloat(x, role));
-  SHARC_TRY(rankIs(x, 3, role));
-  int64_t headDim = instr.getInt("head_dim", 0);
-  SHARC_TRY(positiveAttr("head_dim", headDim));
-  if (x.shape()[2] % headDim != 0)
-    return Status::invalidInput(
-        std::string(role) + "'s last dim " + std::to_string(x.shape()[2]) +
-        " is not a multiple of head_dim " + std::to_string(headDim));
-  return HeadSizes{x.shape()[0], x.shape()[1], x.shape()[2] / headDim, headDim};
-}
-
-template <bool Inverse> Status runRope(const OpCall &c, const OpEnv &env) {
-  const TensorRef &x = c.operands[0], &y = c.results[0];
-  auto sizes = headSizes(x, *c.instr, Inverse ? "dy" : "x");
-  if (!sizes)
-    return sizes.status();
-  if (sizes->headDim % 2 != 0)
-    return Status::invalidInput("head_dim " + std::to_string(sizes->headDim) +
-                                " must be even for rope");
-  SHARC_TRY(isFloat(y, Inverse ? "dx" : "y"));
-  SHARC_TRY(sameShape(y, x, Inverse ? "dx" : "y"));
-  // position_axis (an extension): x is this rank's contiguous piece of a
-  // sequence split over that axis.
-  int64_t offset = c.instr->getInt("position_offset", 0) +
-                   env.blockStart(*c.instr, "position_axis", sizes->seqLen);
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::rope({.x = x.cview(),
-                      .y = y.view(),
-                      .seqLen = sizes->seqLen,
-                      .batch = sizes->batch,
-                      .numHeads = sizes->numHeads,
-                      .headDim = sizes->headDim,
-                      .positionOffset = offset,
-                      .theta = c.instr->getFloat("theta", 1e6),
-                      .inverse = Inverse});
-  return Status::ok();
-}
-
-/// Checks q, k, v (operands 0..2) and returns the head counts.
-Result<std::pair<HeadSizes, int64_t>> attentionSizes(const OpCall &c) {
-  const TensorRef &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
-  auto qs = headSizes(q, *c.instr, "q");
-  if (!qs)
-    return qs.status();
-  auto ks = headSizes(k, *c.instr, "k");
-  if (!ks)
-    return ks.status();
-  SHARC_TRY(sameShape(v, k, "v"));
-  if (ks->seqLen != qs->seqLen || ks->batch != qs->batch)
-    return Status::invalidInput("k's [S, B] differs from q's");
-  if (qs->numHeads % ks->numHeads != 0)
-    return Status::invalidInput(std::to_string(ks->numHeads) +
-                                " kv heads do not divide " +
-                                std::to_string(qs->numHeads) + " query heads");
-  return std::pair{*qs, ks->numHeads};
-}
-
-Status lseShape(const TensorRef &lse, const HeadSizes &s) {
-  SHARC_TRY(dtypeIs(lse, DType::F32, "lse"));
-  return numelIs(lse, s.batch * s.numHeads * s.seqLen, "lse");
-}
-
-Status runAttention(const OpCall &c, const OpEnv &env) {
-  auto sizes = attentionSizes(c);
-  if (!sizes)
-    return sizes.status();
-  const auto &[s, numKvHeads] = *sizes;
-  const TensorRef &out = c.results[0], &lse = c.results[1];
-  SHARC_TRY(isFloat(out, "out"));
-  SHARC_TRY(sameShape(out, c.operands[0], "out"));
-  SHARC_TRY(lseShape(lse, s));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::attention({.q = c.operands[0].cview(),
-                           .k = c.operands[1].cview(),
-                           .v = c.operands[2].cview(),
-                           .out = out.view(),
-                           .lse = static_cast<float *>(lse.data),
-                           .seqLen = s.seqLen,
-                           .batch = s.batch,
-                           .numHeads = s.numHeads,
-                           .numKvHeads = numKvHeads,
-                           .headDim = s.headDim});
-  return Status::ok();
-}
-
-Status runAttentionGrad(const OpCall &c, const OpEnv &env) {
-  auto sizes = attentionSizes(c);
-  if (!sizes)
-    return sizes.status();
-  const auto &[s, numKvHeads] = *sizes;
-  const TensorRef &q = c.operands[0], &k = c.operands[1];
-  const TensorRef &out = c.operands[3], &lse = c.operands[4],
-                  &dout = c.operands[5];
-  SHARC_TRY(isFloat(out, "out"));
-  SHARC_TRY(sameShape(out, q, "out"));
-  SHARC_TRY(lseShape(lse, s));
-  SHARC_TRY(isFloat(dout, "dout"));
-  SHARC_TRY(sameShape(dout, q, "dout"));
-  const TensorRef &dq = c.results[0], &dk = c.results[1], &dv = c.results[2];
-  for (auto [ref, like, role] :
-       {std::tuple{&dq, &q, "dq"}, {&dk, &k, "dk"}, {&dv, &k, "dv"}}) {
-    SHARC_TRY(isFloat(*ref, role));
-    SHARC_TRY(sameShape(*ref, *like, role));
   }
-  if (env.validateOnly)
+  Status download(void *dst, const void *src, int64_t numBytes) const override {
+    std::memcpy(dst, src, static_cast<size_t>(numBytes));
     return Status::ok();
-  kernels::cpu::attentionGrad({.q = q.cview(),
-                               .k = k.cview(),
-                               .v = c.operands[2].cview(),
-                               .out = out.cview(),
-                               .dout = dout.cview(),
-                               .lse = static_cast<const float *>(lse.data),
-                               .dq = dq.view(),
-                               .dk = dk.view(),
-                               .dv = dv.view(),
-                               .seqLen = s.seqLen,
-                               .batch = s.batch,
-                               .numHeads = s.numHeads,
-                               .numKvHeads = numKvHeads,
-                               .headDim = s.headDim});
-  return Status::ok();
-}
-
-/// Every operand and result a float tensor of the first operand's size.
-Status sameNumelFloats(const OpCall &c) {
-  int64_t numel = c.operands[0].numel();
-  for (const auto *list : {&c.operands, &c.results})
-    for (const TensorRef &ref : *list) {
-      SHARC_TRY(isFloat(ref, list == &c.operands ? "operand" : "result"));
-      SHARC_TRY(
-          numelIs(ref, numel, list == &c.operands ? "operand" : "result"));
-    }
-  return Status::ok();
-}
-
-Status runAdd(const OpCall &c, const OpEnv &env) {
-  SHARC_TRY(sameNumelFloats(c));
-  if (env.validateOnly)
+  }
+  Status fill(int64_t, void *dst, uint8_t byte, int64_t numBytes) override {
+    std::memset(dst, byte, static_cast<size_t>(numBytes));
     return Status::ok();
-  kernels::cpu::add({.a = c.operands[0].cview(),
-                     .b = c.operands[1].cview(),
-                     .y = c.results[0].view(),
-                     .numel = c.operands[0].numel()});
-  return Status::ok();
-}
-
-Status runSwiglu(const OpCall &c, const OpEnv &env) {
-  SHARC_TRY(sameNumelFloats(c));
-  if (env.validateOnly)
+  }
+  Status poisonActivations() override {
+    arena_.poisonActivations();
     return Status::ok();
-  kernels::cpu::swiglu({.gate = c.operands[0].cview(),
-                        .up = c.operands[1].cview(),
-                        .y = c.results[0].view(),
-                        .numel = c.operands[0].numel()});
-  return Status::ok();
-}
-
-Status runSwigluGrad(const OpCall &c, const OpEnv &env) {
-  SHARC_TRY(sameNumelFloats(c));
-  if (env.validateOnly)
+  }
+  const LaunchContext &context(int64_t stream) const override {
+    return contexts_[stream];
+  }
+  void beginStep() override { events_.reset(); }
+  Status wait(int64_t, int64_t event) override {
+    return events_.wait(event, timeoutSeconds_);
+  }
+  Status signal(int64_t, int64_t event) override {
+    events_.signal(event);
     return Status::ok();
-  kernels::cpu::swigluGrad({.gate = c.operands[0].cview(),
-                            .up = c.operands[1].cview(),
-                            .dy = c.operands[2].cview(),
-                            .dgate = c.results[0].view(),
-                            .dup = c.results[1].view(),
-                            .numel = c.operands[0].numel()});
-  return Status::ok();
-}
+  }
+  Status finishStep() override { return Status::ok(); }
+  void abort() override { events_.abort(); }
 
-/// Tokens, vocab and valid vocab of logits [.., V] and labels.
-struct LossSizes {
-  int64_t numTokens, vocab, validVocab;
+  /// One communicator per stream, each from that stream's CommWorld.
+  void addStream(LocalCommunicator comm) {
+    comms_.push_back(std::make_unique<LocalCommunicator>(comm));
+    contexts_.push_back(LaunchContext{.comm = comms_.back().get()});
+  }
+
+private:
+  Arena arena_;
+  EventBoard events_;
+  double timeoutSeconds_;
+  std::vector<std::unique_ptr<LocalCommunicator>> comms_;
+  std::vector<LaunchContext> contexts_;
 };
 
-Result<LossSizes> lossSizes(const OpCall &c) {
-  const TensorRef &logits = c.operands[0], &labels = c.operands[1];
-  auto vocab = innerDim(logits, "logits");
-  if (!vocab)
-    return vocab.status();
-  int64_t numTokens = logits.numel() / *vocab;
-  SHARC_TRY(dtypeIs(labels, DType::I32, "labels"));
-  SHARC_TRY(numelIs(labels, numTokens, "labels"));
-  int64_t validVocab = c.instr->getInt("valid_vocab", *vocab);
-  if (validVocab <= 0 || validVocab > *vocab)
-    return Status::invalidInput("valid_vocab " + std::to_string(validVocab) +
-                                " outside (0, " + std::to_string(*vocab) + "]");
-  return LossSizes{numTokens, *vocab, validVocab};
-}
+class CpuBackend final : public Backend {
+public:
+  CpuBackend(const plan::Plan &plan, const BackendOptions &options)
+      : plan_(plan), options_(options) {
+    for (int64_t s = 0; s < plan.numStreams; ++s)
+      worlds_.push_back(
+          std::make_unique<CommWorld>(plan.mesh, options.timeoutSeconds));
+  }
 
-Status runCrossEntropy(const OpCall &c, const OpEnv &env) {
-  auto sizes = lossSizes(c);
-  if (!sizes)
-    return sizes.status();
-  const TensorRef &loss = c.results[0];
-  SHARC_TRY(dtypeIs(loss, DType::F32, "loss"));
-  SHARC_TRY(numelIs(loss, 1, "loss"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::crossEntropy(
-      {.logits = c.operands[0].cview(),
-       .labels = static_cast<const int32_t *>(c.operands[1].data),
-       .loss = static_cast<float *>(loss.data),
-       .numTokens = sizes->numTokens,
-       .vocab = sizes->vocab,
-       .validVocab = sizes->validVocab});
-  return Status::ok();
-}
+  const char *name() const override { return "cpu"; }
+  bool enqueues() const override { return false; }
 
-Status runCrossEntropyGrad(const OpCall &c, const OpEnv &env) {
-  auto sizes = lossSizes(c);
-  if (!sizes)
-    return sizes.status();
-  const TensorRef &dloss = c.operands[2], &dlogits = c.results[0];
-  SHARC_TRY(dtypeIs(dloss, DType::F32, "dloss"));
-  SHARC_TRY(numelIs(dloss, 1, "dloss"));
-  SHARC_TRY(isFloat(dlogits, "dlogits"));
-  SHARC_TRY(numelIs(dlogits, c.operands[0].numel(), "dlogits"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::crossEntropyGrad(
-      {.logits = c.operands[0].cview(),
-       .labels = static_cast<const int32_t *>(c.operands[1].data),
-       .dloss = static_cast<const float *>(dloss.data),
-       .dlogits = dlogits.view(),
-       .numTokens = sizes->numTokens,
-       .vocab = sizes->vocab,
-       .validVocab = sizes->validVocab});
-  return Status::ok();
-}
+  Result<std::unique_ptr<RankDevice>> createRank(int64_t rank) override {
+    auto arena = Arena::create(plan_.regionBytes, options_.poisonActivations);
+    if (!arena)
+      return arena.status();
+    auto device = std::make_unique<CpuRank>(std::move(*arena), plan_.numEvents,
+                                            options_.timeoutSeconds);
+    for (auto &world : worlds_)
+      device->addStream(world->communicator(rank));
+    return std::unique_ptr<RankDevice>(std::move(device));
+  }
+  void abort() override {
+    for (auto &world : worlds_)
+      world->abort();
+  }
+  void reset() override {
+    for (auto &world : worlds_)
+      world->reset();
+  }
 
-Status runFill(const OpCall &c, const OpEnv &env) {
-  if (env.validateOnly)
-    return Status::ok();
-  const TensorRef &out = c.results[0];
-  double value = c.instr->getFloat("value", 0.0);
-  int64_t numel = out.numel();
-  for (int64_t i = 0; i < numel; ++i)
-    kernels::storeElement(out.view(), i, value);
-  return Status::ok();
-}
-
-Status runScale(const OpCall &c, const OpEnv &env) {
-  SHARC_TRY(sameNumelFloats(c));
-  if (env.validateOnly)
-    return Status::ok();
-  double factor = c.instr->getFloat("factor", 1.0);
-  kernels::ConstTensorView x = c.operands[0].cview();
-  kernels::TensorView y = c.results[0].view();
-  int64_t numel = c.operands[0].numel();
-  // fp32 math, as every kernel: the product is rounded to float first.
-  for (int64_t i = 0; i < numel; ++i)
-    kernels::storeElement(y, i,
-                          static_cast<float>(factor) *
-                              static_cast<float>(kernels::loadElement(x, i)));
-  return Status::ok();
-}
-
-Status runAdamW(const OpCall &c, const OpEnv &env) {
-  SHARC_TRY(sameNumelFloats(c));
-  if (env.validateOnly)
-    return Status::ok();
-  const plan::Instruction &instr = *c.instr;
-  kernels::AdamWArgs args{.param = c.operands[0].view(),
-                          .m = c.operands[2].view(),
-                          .v = c.operands[3].view(),
-                          .grad = c.operands[1].cview(),
-                          .numel = c.operands[0].numel(),
-                          .step = env.step};
-  args.lr = instr.getFloat("lr", args.lr);
-  args.beta1 = instr.getFloat("beta1", args.beta1);
-  args.beta2 = instr.getFloat("beta2", args.beta2);
-  args.eps = instr.getFloat("eps", args.eps);
-  args.weightDecay = instr.getFloat("weight_decay", args.weightDecay);
-  kernels::cpu::adamw(args);
-  return Status::ok();
-}
+private:
+  const plan::Plan &plan_;
+  BackendOptions options_;
+  std::vector<std::unique_ptr<CommWorld>> worlds_; ///< one per stream
+};
 
 } // namespace
 
-CpuBackend::CpuBackend() {
-  table_ = {
-      {"embedding", {runEmbedding, 2, 1}},
-      {"embedding_grad", {runEmbeddingGrad, 2, 1}},
-      {"rms_norm", {runRmsNorm, 2, 1}},
-      {"rms_norm_grad", {runRmsNormGrad, 3, 2}},
-      {"matmul", {runMatmul, 2, 1}},
-      {"matmul_dgrad", {runMatmulDgrad, 2, 1}},
-      {"matmul_wgrad", {runMatmulWgrad, 2, 1}},
-      {"rope", {runRope<false>, 1, 1}},
-      {"rope_grad", {runRope<true>, 1, 1}},
-      {"attention", {runAttention, 3, 2}},
-      {"attention_grad", {runAttentionGrad, 6, 3}},
-      {"swiglu", {runSwiglu, 2, 1}},
-      {"swiglu_grad", {runSwigluGrad, 3, 2}},
-      {"add", {runAdd, 2, 1}},
-      {"cross_entropy", {runCrossEntropy, 2, 1}},
-      {"cross_entropy_grad", {runCrossEntropyGrad, 3, 1}},
-      {"fill", {runFill, 0, 1}},
-      {"scale", {runScale, 1, 1}},
-      {"adamw", {runAdamW, 4, 0, /*param, m, v*/ 0b1101}},
-  };
-  addCollectiveOps(table_);
-  addVocabParallelOps(table_);
-}
-
-const CpuBackend &CpuBackend::get() {
-  static const CpuBackend backend;
-  return backend;
-}
-
-const OpDef *CpuBackend::find(const std::string &op) const {
-  auto it = table_.find(op);
-  return it == table_.end() ? nullptr : &it->second;
+std::unique_ptr<Backend> createCpuBackend(const plan::Plan &plan,
+                                          const BackendOptions &options) {
+  return std::make_unique<CpuBackend>(plan, options);
 }
 
 } // namespace sharc::exec

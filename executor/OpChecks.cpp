@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "executor/CpuBackend.h"
+#include "executor/OpTable.h"
 
 namespace sharc::exec::opcheck {
 std::string shapeText(const std::vector<int64_t> &shape) {

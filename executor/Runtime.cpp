@@ -160,9 +160,6 @@ Runtime::~Runtime() = default;
 
 Result<std::unique_ptr<Runtime>> Runtime::create(const plan::Plan &plan,
                                                  const RunOptions &options) {
-  if (options.backend != "cpu")
-    return Status::invalidInput("unknown backend '" + options.backend +
-                                "' (this build has: cpu)");
   std::unique_ptr<Runtime> runtime(new Runtime(plan, options));
   SHARC_TRY(runtime->setUp());
   return runtime;
@@ -179,29 +176,29 @@ Status Runtime::setUp() {
   if (!order)
     return order.status();
   order_ = std::move(*order);
-  int64_t worldSize = plan_.worldSize();
-  for (int64_t s = 0; s < plan_.numStreams; ++s)
-    worlds_.push_back(std::make_unique<CommWorld>(
-        plan_.mesh, options_.collectiveTimeoutSeconds));
-  for (int64_t r = 0; r < worldSize; ++r) {
-    auto arena = Arena::create(plan_.regionBytes, options_.poisonActivations);
-    if (!arena)
-      return arena.status().withContext("rank " + std::to_string(r));
+  auto backend = createBackend(
+      options_.backend, plan_,
+      BackendOptions{.timeoutSeconds = options_.collectiveTimeoutSeconds,
+                     .poisonActivations = options_.poisonActivations});
+  if (!backend)
+    return backend.status();
+  backend_ = std::move(*backend);
+  if (options_.recordTrace && backend_->enqueues())
+    return Status::invalidInput(std::string("--trace times instructions on "
+                                            "the host; the ") +
+                                backend_->name() + " backend enqueues them");
+  for (size_t i = 0; i < plan_.instructions.size(); ++i)
+    planOrder_.push_back(static_cast<int64_t>(i));
+  for (int64_t r = 0; r < plan_.worldSize(); ++r) {
+    auto device = backend_->createRank(r);
+    if (!device)
+      return device.status().withContext("rank " + std::to_string(r));
     auto state = std::make_unique<RankState>();
     state->rank = r;
-    state->arena = std::move(*arena);
-    state->events = std::make_unique<EventBoard>(plan_.numEvents);
-    for (int64_t s = 0; s < plan_.numStreams; ++s) {
-      state->comms.push_back(
-          std::make_unique<Communicator>(worlds_[s]->communicator(r)));
-      state->streamEnvs.push_back(OpEnv{.mesh = &plan_.mesh,
-                                        .coords = meshCoords(plan_.mesh, r),
-                                        .comm = state->comms.back().get(),
-                                        .step = 1,
-                                        .validateOnly = false});
-    }
-    state->env = state->streamEnvs[0];
-    // Shapes are the same on every rank, so a plan error shows on rank 0.
+    state->device = std::move(*device);
+    state->env = OpEnv{.mesh = &plan_.mesh,
+                       .coords = meshCoords(plan_.mesh, r),
+                       .onDevice = backend_->enqueues()};
     SHARC_TRY(bindRank(*state));
     ranks_.push_back(std::move(state));
   }
@@ -216,18 +213,15 @@ Status Runtime::setUp() {
 }
 
 Status Runtime::bindRank(RankState &rank) {
-  const CpuBackend &backend = CpuBackend::get();
-  OpEnv validateEnv = rank.env;
-  validateEnv.validateOnly = true;
+  const OpTable &table = OpTable::get();
   rank.program.clear();
   for (size_t i = 0; i < plan_.instructions.size(); ++i) {
     const plan::Instruction &instr = plan_.instructions[i];
     std::string context = instrContext(rank.rank, i, instr);
     BoundInstr bound;
-    bound.def = backend.find(instr.op);
+    bound.def = table.find(instr.op);
     if (!bound.def)
-      return Status::invalidInput(context + ": unknown op '" + instr.op +
-                                  "' for the " + options_.backend + " backend");
+      return Status::invalidInput(context + ": unknown op '" + instr.op + "'");
     bool variadic = bound.def->numOperands == OpDef::kVariadic;
     if (variadic ? instr.operands.size() != instr.results.size() ||
                        instr.operands.empty()
@@ -243,18 +237,28 @@ Status Runtime::bindRank(RankState &rank) {
     bound.call.instr = &instr;
     for (int64_t id : instr.operands)
       bound.call.operands.push_back(
-          {&plan_.buffers[id], rank.arena.at(plan_.buffers[id])});
+          {&plan_.buffers[id], rank.device->at(plan_.buffers[id])});
     for (int64_t id : instr.results)
       bound.call.results.push_back(
-          {&plan_.buffers[id], rank.arena.at(plan_.buffers[id])});
-    SHARC_TRY(bound.def->fn(bound.call, validateEnv).withContext(context));
+          {&plan_.buffers[id], rank.device->at(plan_.buffers[id])});
+    auto launch = bound.def->bind(bound.call, rank.env);
+    if (!launch)
+      return launch.status().withContext(context);
+    bound.launch = std::move(*launch);
     rank.program.push_back(std::move(bound));
   }
   return Status::ok();
 }
 
 void *Runtime::storage(int64_t rank, int64_t bufferId) const {
-  return ranks_[rank]->arena.at(plan_.buffers[bufferId]);
+  return ranks_[rank]->device->at(plan_.buffers[bufferId]);
+}
+
+Status Runtime::zeroBuffer(int64_t rank, int64_t bufferId) {
+  std::vector<std::byte> zeros(
+      static_cast<size_t>(plan_.buffers[bufferId].numBytes));
+  return ranks_[rank]->device->upload(storage(rank, bufferId), zeros.data(),
+                                      plan_.buffers[bufferId].numBytes);
 }
 
 Status Runtime::initParams(uint64_t seed) {
@@ -264,16 +268,18 @@ Status Runtime::initParams(uint64_t seed) {
     const std::string &source =
         param.tiedTo.empty() ? param.name : param.tiedTo;
     const Buffer &buffer = plan_.buffers[param.buffer];
+    std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
     for (const auto &rank : ranks_) {
       auto slice = shardSlice(plan_.mesh, param.sharding, param.globalShape,
                               rank->env.coords);
       if (!slice)
         return slice.status();
-      SHARC_TRY(initShard(param.init, seed, source, *slice,
-                          storage(rank->rank, param.buffer), buffer.dtype));
+      SHARC_TRY(initShard(param.init, seed, source, *slice, shard.data(),
+                          buffer.dtype));
+      SHARC_TRY(rank->device->upload(storage(rank->rank, param.buffer),
+                                     shard.data(), buffer.numBytes));
       for (int64_t state : param.state)
-        std::memset(storage(rank->rank, state), 0,
-                    static_cast<size_t>(plan_.buffers[state].numBytes));
+        SHARC_TRY(zeroBuffer(rank->rank, state));
     }
   }
   nextStep_ = 1;
@@ -294,6 +300,7 @@ Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
                                 std::to_string(tensor.bytes.size()) +
                                 " bytes, its shape needs " +
                                 std::to_string(needed));
+  std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
   for (const auto &rank : ranks_) {
     auto slice =
         shardSlice(plan_.mesh, sharding, tensor.shape, rank->env.coords);
@@ -303,8 +310,10 @@ Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
       return Status::invalidInput(
           "tensor '" + tensor.name + "' of shape " + shapeText(tensor.shape) +
           " does not shard to buffer shape " + shapeText(buffer.shape));
-    copyGlobalToLocal(tensor.bytes.data(), tensor.dtype, *slice,
-                      storage(rank->rank, bufferId), buffer.dtype);
+    copyGlobalToLocal(tensor.bytes.data(), tensor.dtype, *slice, shard.data(),
+                      buffer.dtype);
+    SHARC_TRY(rank->device->upload(storage(rank->rank, bufferId), shard.data(),
+                                   buffer.numBytes));
   }
   return Status::ok();
 }
@@ -318,6 +327,7 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
       .name = name, .dtype = dtype, .shape = globalShape, .bytes = {}};
   tensor.bytes.resize(
       static_cast<size_t>(numElements(globalShape) * dtypeSize(dtype)));
+  std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
   for (const auto &rank : ranks_) {
     if (!isShardOwner(plan_.mesh, sharding, rank->env.coords))
       continue;
@@ -325,8 +335,10 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
         shardSlice(plan_.mesh, sharding, globalShape, rank->env.coords);
     if (!slice)
       return slice.status().withContext("tensor '" + name + "'");
-    copyLocalToGlobal(storage(rank->rank, bufferId), buffer.dtype, *slice,
-                      tensor.bytes.data(), dtype);
+    SHARC_TRY(rank->device->download(
+        shard.data(), storage(rank->rank, bufferId), buffer.numBytes));
+    copyLocalToGlobal(shard.data(), buffer.dtype, *slice, tensor.bytes.data(),
+                      dtype);
   }
   return tensor;
 }
@@ -347,8 +359,7 @@ Status Runtime::loadParams(const TensorFile &file) {
     SHARC_TRY(scatterTensor(*tensor, param.buffer, param.sharding));
     for (const auto &rank : ranks_)
       for (int64_t state : param.state)
-        std::memset(storage(rank->rank, state), 0,
-                    static_cast<size_t>(plan_.buffers[state].numBytes));
+        SHARC_TRY(zeroBuffer(rank->rank, state));
   }
   nextStep_ = 1;
   return Status::ok();
@@ -453,61 +464,66 @@ Status Runtime::setBatch(const std::vector<int32_t> &tokens) {
   return Status::ok();
 }
 
-Status Runtime::runStream(RankState &rank, int64_t stream,
+Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
                           std::vector<TraceRecord> *trace) {
-  const OpEnv &env = rank.streamEnvs[stream];
+  RankDevice &device = *rank.device;
   auto sinceStart = [this] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now() - stepStart_)
         .count();
   };
-  for (int64_t index : order_.streamInstrs[stream]) {
+  for (int64_t index : indices) {
     const BoundInstr &bound = rank.program[index];
     const plan::Instruction &instr = *bound.call.instr;
+    int64_t stream = instr.stream;
     for (int64_t event : instr.waits)
-      if (Status status =
-              rank.events->wait(event, options_.collectiveTimeoutSeconds);
-          !status)
+      if (Status status = device.wait(stream, event); !status)
         return status.withContext(instrContext(rank.rank, index, instr));
     // The span starts after the waits: waiting is idle time, not the op's.
     int64_t startNs = trace ? sinceStart() : 0;
-    if (Status status = bound.def->fn(bound.call, env); !status)
+    LaunchContext context = device.context(stream);
+    context.step = nextStep_;
+    if (Status status = bound.launch(context); !status)
       return status.withContext(instrContext(rank.rank, index, instr));
     if (trace)
       trace->push_back({index, startNs, sinceStart()});
     if (!poisonAfter_.empty())
       for (int64_t id : poisonAfter_[index])
-        std::memset(storage(rank.rank, id), 0xff,
-                    static_cast<size_t>(plan_.buffers[id].numBytes));
+        SHARC_TRY(device.fill(stream, storage(rank.rank, id), 0xff,
+                              plan_.buffers[id].numBytes));
     for (int64_t event : instr.signals)
-      rank.events->signal(event);
+      if (Status status = device.signal(stream, event); !status)
+        return status.withContext(instrContext(rank.rank, index, instr));
   }
   return Status::ok();
 }
 
 void Runtime::abortAll() {
-  for (auto &world : worlds_)
-    world->abort();
+  backend_->abort();
   for (auto &rank : ranks_)
-    rank->events->abort();
+    rank->device->abort();
 }
 
 Result<StepStats> Runtime::step() {
   auto start = std::chrono::steady_clock::now();
   for (auto &rank : ranks_) {
     if (options_.poisonActivations)
-      rank->arena.poisonActivations();
-    for (OpEnv &env : rank->streamEnvs)
-      env.step = nextStep_;
-    rank->env.step = nextStep_;
-    rank->events->reset();
+      SHARC_TRY(rank->device->poisonActivations());
+    rank->device->beginStep();
   }
-  // One task per (rank, stream) that has work.
+  // One task per (rank, stream) that has work on the cpu; one per rank,
+  // every instruction in plan order, where launches are enqueued.
+  bool enqueues = backend_->enqueues();
   std::vector<std::pair<int64_t, int64_t>> tasks;
-  for (int64_t r = 0; r < worldSize(); ++r)
+  for (int64_t r = 0; r < worldSize(); ++r) {
+    if (enqueues) {
+      tasks.push_back({r, -1});
+      continue;
+    }
     for (int64_t s = 0; s < order_.numStreams; ++s)
       if (!order_.streamInstrs[s].empty())
         tasks.push_back({r, s});
+  }
   if (options_.recordTrace) {
     // Sized once; clear() keeps each vector's capacity, so a stream thread
     // never allocates while it is timed after the first step.
@@ -527,9 +543,17 @@ Result<StepStats> Runtime::step() {
   std::atomic<int64_t> firstFailure{-1};
   auto runOne = [&](size_t t) {
     auto [r, s] = tasks[t];
-    statuses[t] =
-        runStream(*ranks_[r], s,
-                  options_.recordTrace ? &recording_.records[r][s] : nullptr);
+    RankState &rank = *ranks_[r];
+    if (s < 0) {
+      statuses[t] = runInstrs(rank, planOrder_, nullptr);
+      if (statuses[t])
+        statuses[t] =
+            rank.device->finishStep().withContext("rank " + std::to_string(r));
+    } else {
+      statuses[t] =
+          runInstrs(rank, order_.streamInstrs[s],
+                    options_.recordTrace ? &recording_.records[r][s] : nullptr);
+    }
     if (!statuses[t]) {
       int64_t none = -1;
       firstFailure.compare_exchange_strong(none, static_cast<int64_t>(t));
@@ -549,8 +573,7 @@ Result<StepStats> Runtime::step() {
       thread.join();
   }
   if (firstFailure.load() >= 0) {
-    for (auto &world : worlds_)
-      world->reset();
+    backend_->reset();
     return statuses[firstFailure.load()];
   }
   StepStats stats;
@@ -560,8 +583,10 @@ Result<StepStats> Runtime::step() {
   stats.loss = std::numeric_limits<double>::quiet_NaN();
   if (const plan::IoEntry *loss = plan_.findOutput("loss")) {
     const Buffer &buffer = plan_.buffers[loss->buffer];
-    stats.loss =
-        kernels::loadElement({storage(0, loss->buffer), buffer.dtype}, 0);
+    double word = 0; // room for any dtype's one element
+    SHARC_TRY(ranks_[0]->device->download(&word, storage(0, loss->buffer),
+                                          dtypeSize(buffer.dtype)));
+    stats.loss = kernels::loadElement({&word, buffer.dtype}, 0);
   }
   if (options_.recordTrace)
     std::swap(recording_, lastTrace_);

@@ -5,21 +5,24 @@
 // buffer inside its region, every operand shape what its op expects, every
 // wait satisfiable: StreamOrder.h) and allocates each rank's regions once.
 //
-// A step runs one std::thread per stream of every rank (inline when there is
-// only one of them). A stream runs the instructions carrying its id in list
-// order; before one starts, the stream waits until every event in `waits`
-// has been signalled in this step, and after it finishes it signals every
-// event in `signals`. Events reset every step, and a step ends when every
-// stream of every rank has finished, so steps never overlap. An event wait
-// times out after RunOptions::collectiveTimeoutSeconds into "rank R, instr I
-// (op): waited N s for event E". Collectives meet in an in-process CommWorld
-// per stream, so collectives of two streams of a rank never share a
-// rendezvous. With checkHazards, set-up also rejects a plan in which two
-// instructions on different streams touch overlapping bytes (one writing)
-// without an event ordering them, and each step fills an activation buffer
-// with NaN right after its last use. With recordTrace, each stream thread
-// appends (instr, start, end) to its own vector, without locks;
-// lastStepTrace() formats the last successful step (Trace.h).
+// Instructions are bound once per rank (OpTable.h) to the backend's memory
+// (Backend.h). On the cpu backend a step runs one std::thread per stream of
+// every rank (inline when there is only one of them); on a device backend
+// one thread per rank enqueues all of its instructions in plan order. A
+// stream runs the instructions carrying its id in list order; before one
+// starts, the stream waits until every event in `waits` has been signalled
+// in this step, and after it finishes it signals every event in `signals`.
+// Events reset every step, and a step ends when every stream of every rank has
+// finished, so steps never overlap. An event wait times out after
+// RunOptions::collectiveTimeoutSeconds into "rank R, instr I (op): waited N s
+// for event E". Collectives meet in an in-process CommWorld per stream, so
+// collectives of two streams of a rank never share a rendezvous. With
+// checkHazards, set-up also rejects a plan in which two instructions on
+// different streams touch overlapping bytes (one writing) without an event
+// ordering them, and each step fills an activation buffer with NaN right after
+// its last use. With recordTrace, each stream thread appends (instr, start,
+// end) to its own vector, without locks; lastStepTrace() formats the last
+// successful step (Trace.h).
 //
 //   auto runtime = Runtime::create(plan, RunOptions{});
 //   SHARC_TRY((*runtime)->initParams(/*seed=*/42));
@@ -27,10 +30,8 @@
 //   auto stats = (*runtime)->step();         // stats->loss, stats->seconds
 #pragma once
 
-#include "executor/Arena.h"
-#include "executor/Communicator.h"
-#include "executor/CpuBackend.h"
-#include "executor/EventBoard.h"
+#include "executor/Backend.h"
+#include "executor/OpTable.h"
 #include "executor/StreamOrder.h"
 #include "executor/Trace.h"
 #include "planner/plan/Plan.h"
@@ -45,6 +46,7 @@
 namespace sharc::exec {
 
 struct RunOptions {
+  /// "cpu", "cuda" or "auto" (Backend.h).
   std::string backend = "cpu";
   /// Fill the activation region with NaN before every step, so a read of a
   /// temporary nobody wrote shows up in the loss.
@@ -72,6 +74,8 @@ public:
   ~Runtime();
 
   const plan::Plan &plan() const { return plan_; }
+  /// The backend the plan runs on ("cpu" or "cuda").
+  const char *backendName() const { return backend_->name(); }
   int64_t worldSize() const { return static_cast<int64_t>(ranks_.size()); }
   /// The optimizer step the next step() runs (1-based).
   int64_t nextStep() const { return nextStep_; }
@@ -117,26 +121,26 @@ private:
   struct BoundInstr {
     const OpDef *def = nullptr;
     OpCall call;
+    Launch launch;
   };
   struct RankState {
     int64_t rank = 0;
-    Arena arena;
-    /// One communicator and one environment per stream; env is stream 0's.
-    std::vector<std::unique_ptr<Communicator>> comms;
-    std::vector<OpEnv> streamEnvs;
+    std::unique_ptr<RankDevice> device;
     OpEnv env;
-    std::unique_ptr<EventBoard> events;
     std::vector<BoundInstr> program;
   };
 
   Runtime(const plan::Plan &plan, const RunOptions &options);
   Status setUp();
   Status bindRank(RankState &rank);
-  Status runStream(RankState &rank, int64_t stream,
+  /// Runs (or enqueues) instructions `indices` of one rank; `trace` gets a
+  /// record per instruction when set.
+  Status runInstrs(RankState &rank, const std::vector<int64_t> &indices,
                    std::vector<TraceRecord> *trace);
   /// Wakes every collective and event wait after a failure.
   void abortAll();
   void *storage(int64_t rank, int64_t bufferId) const;
+  Status zeroBuffer(int64_t rank, int64_t bufferId);
   /// Gathers a global tensor whose shards live in buffer `bufferId`.
   Result<plan::NamedTensor>
   gatherTensor(const std::string &name, int64_t bufferId,
@@ -148,8 +152,11 @@ private:
 
   plan::Plan plan_;
   RunOptions options_;
-  std::vector<std::unique_ptr<CommWorld>> worlds_; ///< one per stream
+  std::unique_ptr<Backend> backend_;
   StreamOrder order_;
+  /// Every instruction index in plan order: a device rank's one stream of
+  /// host work.
+  std::vector<int64_t> planOrder_;
   /// Checking mode: per instruction, the activation buffers to poison
   /// after it; empty otherwise.
   std::vector<std::vector<int64_t>> poisonAfter_;

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "executor/CpuBackend.h"
+#include "executor/OpTable.h"
 
 #include "kernels/VocabParallelLoss.h"
 
@@ -58,59 +58,57 @@ Status checkLabels(const OpCall &c, const VocabShard &s) {
   return numelIs(c.operands[1], s.numTokens, "labels");
 }
 
-Status runVocabMax(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindVocabMax(const OpCall &c, const OpEnv &env) {
   auto s = vocabShard(c, env);
   if (!s)
     return s.status();
   SHARC_TRY(rowStat(c.results[0], s->numTokens, "m"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::vocabMax({.logits = c.operands[0].cview(),
-                          .vocabMax = c.results[0].view(),
-                          .numTokens = s->numTokens,
-                          .localVocab = s->localVocab,
-                          .vocabStart = s->start,
-                          .validVocab = s->validVocab});
-  return Status::ok();
+  return launchKernel(env,
+                      kernels::VocabMaxArgs{.logits = c.operands[0].cview(),
+                                            .vocabMax = c.results[0].view(),
+                                            .numTokens = s->numTokens,
+                                            .localVocab = s->localVocab,
+                                            .vocabStart = s->start,
+                                            .validVocab = s->validVocab},
+                      SHARC_KERNELS(vocabMax));
 }
 
-Status runTargetLogit(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindTargetLogit(const OpCall &c, const OpEnv &env) {
   auto s = vocabShard(c, env);
   if (!s)
     return s.status();
   SHARC_TRY(checkLabels(c, *s));
   SHARC_TRY(rowStat(c.results[0], s->numTokens, "t"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::targetLogit({.logits = c.operands[0].cview(),
-                             .labels = labelsOf(c),
-                             .targetLogit = c.results[0].view(),
-                             .numTokens = s->numTokens,
-                             .localVocab = s->localVocab,
-                             .vocabStart = s->start,
-                             .validVocab = s->validVocab});
-  return Status::ok();
+  return launchKernel(
+      env,
+      kernels::TargetLogitArgs{.logits = c.operands[0].cview(),
+                               .labels = labelsOf(c),
+                               .targetLogit = c.results[0].view(),
+                               .numTokens = s->numTokens,
+                               .localVocab = s->localVocab,
+                               .vocabStart = s->start,
+                               .validVocab = s->validVocab},
+      SHARC_KERNELS(targetLogit));
 }
 
-Status runSumExp(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindSumExp(const OpCall &c, const OpEnv &env) {
   auto s = vocabShard(c, env);
   if (!s)
     return s.status();
   SHARC_TRY(rowStat(c.operands[1], s->numTokens, "m"));
   SHARC_TRY(rowStat(c.results[0], s->numTokens, "e"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::sumExp({.logits = c.operands[0].cview(),
-                        .vocabMax = c.operands[1].cview(),
-                        .sumExp = c.results[0].view(),
-                        .numTokens = s->numTokens,
-                        .localVocab = s->localVocab,
-                        .vocabStart = s->start,
-                        .validVocab = s->validVocab});
-  return Status::ok();
+  return launchKernel(env,
+                      kernels::SumExpArgs{.logits = c.operands[0].cview(),
+                                          .vocabMax = c.operands[1].cview(),
+                                          .sumExp = c.results[0].view(),
+                                          .numTokens = s->numTokens,
+                                          .localVocab = s->localVocab,
+                                          .vocabStart = s->start,
+                                          .validVocab = s->validVocab},
+                      SHARC_KERNELS(sumExp));
 }
 
-Status runVocabParallelLoss(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindVocabParallelLoss(const OpCall &c, const OpEnv &env) {
   auto s = vocabShard(c, env);
   if (!s)
     return s.status();
@@ -118,20 +116,19 @@ Status runVocabParallelLoss(const OpCall &c, const OpEnv &env) {
   for (auto [i, role] : {std::pair{2, "m"}, {3, "t"}, {4, "e"}})
     SHARC_TRY(rowStat(c.operands[i], s->numTokens, role));
   SHARC_TRY(rowStat(c.results[0], 1, "loss"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::vocabParallelLoss(
-      {.labels = labelsOf(c),
-       .vocabMax = c.operands[2].cview(),
-       .targetLogit = c.operands[3].cview(),
-       .sumExp = c.operands[4].cview(),
-       .loss = static_cast<float *>(c.results[0].data),
-       .numTokens = s->numTokens,
-       .validVocab = s->validVocab});
-  return Status::ok();
+  return launchKernel(env,
+                      kernels::VocabParallelLossArgs{
+                          .labels = labelsOf(c),
+                          .vocabMax = c.operands[2].cview(),
+                          .targetLogit = c.operands[3].cview(),
+                          .sumExp = c.operands[4].cview(),
+                          .loss = static_cast<float *>(c.results[0].data),
+                          .numTokens = s->numTokens,
+                          .validVocab = s->validVocab},
+                      SHARC_KERNELS(vocabParallelLoss));
 }
 
-Status runVocabParallelLossGrad(const OpCall &c, const OpEnv &env) {
+Result<Launch> bindVocabParallelLossGrad(const OpCall &c, const OpEnv &env) {
   auto s = vocabShard(c, env);
   if (!s)
     return s.status();
@@ -142,30 +139,30 @@ Status runVocabParallelLossGrad(const OpCall &c, const OpEnv &env) {
   SHARC_TRY(rowStat(c.operands[4], 1, "dloss"));
   SHARC_TRY(isFloat(dlogits, "dlogits"));
   SHARC_TRY(numelIs(dlogits, c.operands[0].numel(), "dlogits"));
-  if (env.validateOnly)
-    return Status::ok();
-  kernels::cpu::vocabParallelLossGrad(
-      {.logits = c.operands[0].cview(),
-       .labels = labelsOf(c),
-       .vocabMax = c.operands[2].cview(),
-       .sumExp = c.operands[3].cview(),
-       .dloss = static_cast<const float *>(c.operands[4].data),
-       .dlogits = dlogits.view(),
-       .numTokens = s->numTokens,
-       .localVocab = s->localVocab,
-       .vocabStart = s->start,
-       .validVocab = s->validVocab});
-  return Status::ok();
+  return launchKernel(
+      env,
+      kernels::VocabParallelLossGradArgs{
+          .logits = c.operands[0].cview(),
+          .labels = labelsOf(c),
+          .vocabMax = c.operands[2].cview(),
+          .sumExp = c.operands[3].cview(),
+          .dloss = static_cast<const float *>(c.operands[4].data),
+          .dlogits = dlogits.view(),
+          .numTokens = s->numTokens,
+          .localVocab = s->localVocab,
+          .vocabStart = s->start,
+          .validVocab = s->validVocab},
+      SHARC_KERNELS(vocabParallelLossGrad));
 }
 
 } // namespace
 
 void addVocabParallelOps(std::unordered_map<std::string, OpDef> &table) {
-  table["vocab_max"] = {runVocabMax, 1, 1};
-  table["target_logit"] = {runTargetLogit, 2, 1};
-  table["sum_exp"] = {runSumExp, 2, 1};
-  table["vocab_parallel_loss"] = {runVocabParallelLoss, 5, 1};
-  table["vocab_parallel_loss_grad"] = {runVocabParallelLossGrad, 5, 1};
+  table["vocab_max"] = {bindVocabMax, 1, 1};
+  table["target_logit"] = {bindTargetLogit, 2, 1};
+  table["sum_exp"] = {bindSumExp, 2, 1};
+  table["vocab_parallel_loss"] = {bindVocabParallelLoss, 5, 1};
+  table["vocab_parallel_loss_grad"] = {bindVocabParallelLossGrad, 5, 1};
 }
 
 } // namespace sharc::exec

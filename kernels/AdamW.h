@@ -1,5 +1,5 @@
 //===- AdamW.h - decoupled-weight-decay Adam update -------------*- C++ -*-===//
-// defines: AdamWArgs, adamw (cpu::)
+// defines: AdamWArgs, adamw (cpu::, cuda::)
 //
 // In place, elementwise, exactly in torch.optim.AdamW's order (step >= 1):
 //   p  = p * (1 - lr * weightDecay)
@@ -12,6 +12,7 @@
 #pragma once
 
 #include "kernels/TensorView.h"
+#include "planner/plan/Status.h"
 
 namespace sharc::kernels {
 
@@ -26,5 +27,9 @@ struct AdamWArgs {
 namespace cpu {
 void adamw(const AdamWArgs &args);
 } // namespace cpu
+
+namespace cuda {
+Status adamw(const AdamWArgs &args, DeviceStream stream);
+} // namespace cuda
 
 } // namespace sharc::kernels

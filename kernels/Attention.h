@@ -1,5 +1,6 @@
 //===- Attention.h - causal grouped-query attention -------------*- C++ -*-===//
-// defines: AttentionArgs, AttentionGradArgs, attention, attentionGrad (cpu::)
+// defines: AttentionArgs, AttentionGradArgs, attention, attentionGrad (cpu::,
+// cuda::)
 //
 // q is [seqLen, batch, numHeads*headDim], k and v [seqLen, batch,
 // numKvHeads*headDim] (sequence first); query head h uses KV head
@@ -19,6 +20,7 @@
 #pragma once
 
 #include "kernels/TensorView.h"
+#include "planner/plan/Status.h"
 
 namespace sharc::kernels {
 
@@ -40,5 +42,10 @@ namespace cpu {
 void attention(const AttentionArgs &args);
 void attentionGrad(const AttentionGradArgs &args);
 } // namespace cpu
+
+namespace cuda {
+Status attention(const AttentionArgs &args, DeviceStream stream);
+Status attentionGrad(const AttentionGradArgs &args, DeviceStream stream);
+} // namespace cuda
 
 } // namespace sharc::kernels

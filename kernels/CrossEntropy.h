@@ -1,6 +1,6 @@
 //===- CrossEntropy.h - mean token cross entropy ----------------*- C++ -*-===//
 // defines: CrossEntropyArgs, CrossEntropyGradArgs, crossEntropy,
-//          crossEntropyGrad (cpu::)
+//          crossEntropyGrad (cpu::, cuda::)
 //
 // logits [numTokens, vocab] (any float storage), labels [numTokens] int32
 // with -100 meaning "ignore". The causal shift is done by whoever fills the
@@ -14,6 +14,7 @@
 #pragma once
 
 #include "kernels/TensorView.h"
+#include "planner/plan/Status.h"
 
 namespace sharc::kernels {
 
@@ -36,5 +37,10 @@ namespace cpu {
 void crossEntropy(const CrossEntropyArgs &args);
 void crossEntropyGrad(const CrossEntropyGradArgs &args);
 } // namespace cpu
+
+namespace cuda {
+Status crossEntropy(const CrossEntropyArgs &args, DeviceStream stream);
+Status crossEntropyGrad(const CrossEntropyGradArgs &args, DeviceStream stream);
+} // namespace cuda
 
 } // namespace sharc::kernels

@@ -1,6 +1,6 @@
 //===- Embedding.h - embedding lookup and its gradient ----------*- C++ -*-===//
 // defines: EmbeddingArgs, EmbeddingGradArgs, embedding, embeddingGrad
-//          (cpu::)
+//          (cpu::, cuda::)
 //
 // Forward, for t in [0, numTokens), h in [0, hidden):
 //   local = ids[t] - vocabStart
@@ -13,6 +13,7 @@
 #pragma once
 
 #include "kernels/TensorView.h"
+#include "planner/plan/Status.h"
 
 namespace sharc::kernels {
 
@@ -36,5 +37,10 @@ namespace cpu {
 void embedding(const EmbeddingArgs &args);
 void embeddingGrad(const EmbeddingGradArgs &args);
 } // namespace cpu
+
+namespace cuda {
+Status embedding(const EmbeddingArgs &args, DeviceStream stream);
+Status embeddingGrad(const EmbeddingGradArgs &args, DeviceStream stream);
+} // namespace cuda
 
 } // namespace sharc::kernels

@@ -1,6 +1,7 @@
 //===- Matmul.h - linear layer GEMMs: forward, dgrad, wgrad -----*- C++ -*-===//
 // defines: MatmulArgs, MatmulDgradArgs, MatmulWgradArgs, matmul,
-//          matmulDgrad, matmulWgrad (cpu::)
+//          matmulDgrad, matmulWgrad (cpu::; the CUDA
+//          GEMMs are kernels/cuda/Gemm.h)
 //
 // Weights use the [out, in] layout (y = x W^T), as nn.Linear does.
 //   forward: y[m,n]  = sum_k x[m,k] * w[n,k]

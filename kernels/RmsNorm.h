@@ -1,5 +1,5 @@
 //===- RmsNorm.h - grouped RMSNorm forward and backward ---------*- C++ -*-===//
-// defines: RmsNormArgs, RmsNormGradArgs, rmsNorm, rmsNormGrad (cpu::)
+// defines: RmsNormArgs, RmsNormGradArgs, rmsNorm, rmsNormGrad (cpu::, cuda::)
 //
 // x is [rows, cols] with cols = groups * groupSize; each contiguous group of
 // groupSize elements is normalised on its own and scaled by w[groupSize].
@@ -15,6 +15,7 @@
 #pragma once
 
 #include "kernels/TensorView.h"
+#include "planner/plan/Status.h"
 
 namespace sharc::kernels {
 
@@ -36,5 +37,10 @@ namespace cpu {
 void rmsNorm(const RmsNormArgs &args);
 void rmsNormGrad(const RmsNormGradArgs &args);
 } // namespace cpu
+
+namespace cuda {
+Status rmsNorm(const RmsNormArgs &args, DeviceStream stream);
+Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream);
+} // namespace cuda
 
 } // namespace sharc::kernels

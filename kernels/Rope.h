@@ -1,5 +1,5 @@
 //===- Rope.h - rotary position embedding (rotate-half form) ----*- C++ -*-===//
-// defines: RopeArgs, rope (cpu::)
+// defines: RopeArgs, rope (cpu::, cuda::)
 //
 // x is [seqLen, batch, numHeads * headDim] (sequence first). For position
 // p = s + positionOffset and i < headDim/2, in fp32 as the original computes
@@ -12,6 +12,7 @@
 #pragma once
 
 #include "kernels/TensorView.h"
+#include "planner/plan/Status.h"
 
 namespace sharc::kernels {
 
@@ -27,5 +28,9 @@ struct RopeArgs {
 namespace cpu {
 void rope(const RopeArgs &args);
 } // namespace cpu
+
+namespace cuda {
+Status rope(const RopeArgs &args, DeviceStream stream);
+} // namespace cuda
 
 } // namespace sharc::kernels

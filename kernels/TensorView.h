@@ -1,5 +1,6 @@
 //===- TensorView.h - untyped tensor pointers for kernels -------*- C++ -*-===//
-// defines: TensorView, ConstTensorView, loadElement, storeElement
+// defines: TensorView, ConstTensorView, DeviceStream, loadElement,
+//          storeElement
 //
 // Kernels take storage pointers with their element type; shapes come in each
 // op's argument struct. The CPU kernels load every element as float (double
@@ -11,7 +12,13 @@
 
 #include <cstdint>
 
+/// CUDA's stream type (cudaStream_t is CUstream_st *), named without the
+/// CUDA headers so the op headers stay includable on the CPU side.
+struct CUstream_st;
+
 namespace sharc::kernels {
+
+using DeviceStream = CUstream_st *;
 
 struct ConstTensorView {
   const void *data = nullptr;

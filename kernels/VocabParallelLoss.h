@@ -1,7 +1,7 @@
 //===- VocabParallelLoss.h - vocab-parallel loss ----------------*- C++ -*-===//
 // defines: VocabMaxArgs, TargetLogitArgs, SumExpArgs, VocabParallelLossArgs,
 //          VocabParallelLossGradArgs, vocabMax, targetLogit, sumExp,
-//          vocabParallelLoss, vocabParallelLossGrad (cpu::)
+//          vocabParallelLoss, vocabParallelLossGrad (cpu::, cuda::)
 //
 // The cross entropy of kernels/CrossEntropy.h when each rank holds only the
 // logits of global columns [vocabStart, vocabStart + localVocab). Columns at
@@ -23,6 +23,7 @@
 #pragma once
 
 #include "kernels/TensorView.h"
+#include "planner/plan/Status.h"
 
 namespace sharc::kernels {
 
@@ -69,5 +70,15 @@ void sumExp(const SumExpArgs &args);
 void vocabParallelLoss(const VocabParallelLossArgs &args);
 void vocabParallelLossGrad(const VocabParallelLossGradArgs &args);
 } // namespace cpu
+
+namespace cuda {
+Status vocabMax(const VocabMaxArgs &args, DeviceStream stream);
+Status targetLogit(const TargetLogitArgs &args, DeviceStream stream);
+Status sumExp(const SumExpArgs &args, DeviceStream stream);
+Status vocabParallelLoss(const VocabParallelLossArgs &args,
+                         DeviceStream stream);
+Status vocabParallelLossGrad(const VocabParallelLossGradArgs &args,
+                             DeviceStream stream);
+} // namespace cuda
 
 } // namespace sharc::kernels

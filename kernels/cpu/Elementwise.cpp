@@ -74,4 +74,17 @@ void swigluGrad(const SwigluGradArgs &args) {
     swigluGradImpl<float>(args);
 }
 
+void fill(const FillArgs &args) {
+  for (int64_t i = 0; i < args.numel; ++i)
+    storeElement(args.out, i, args.value);
+}
+
+void scale(const ScaleArgs &args) {
+  // fp32 math, as every kernel: the product is rounded to float first.
+  float factor = static_cast<float>(args.factor);
+  for (int64_t i = 0; i < args.numel; ++i)
+    storeElement(args.y, i,
+                 factor * static_cast<float>(loadElement(args.x, i)));
+}
+
 } // namespace sharc::kernels::cpu

@@ -24,7 +24,7 @@ onRanks(CommWorld &world,
   std::vector<std::thread> threads;
   for (int64_t r = 0; r < world.worldSize(); ++r)
     threads.emplace_back([&, r] {
-      Communicator comm = world.communicator(r);
+      LocalCommunicator comm = world.communicator(r);
       statuses[r] = body(r, comm);
     });
   for (std::thread &thread : threads)
@@ -45,7 +45,7 @@ TEST_CASE("sub-communicators group ranks sharing the other coordinates",
   CommWorld world(mesh2x2());
   std::vector<int64_t> expectTp{0, 1, 0, 1}, expectDp{0, 0, 1, 1};
   for (int64_t r = 0; r < 4; ++r) {
-    Communicator comm = world.communicator(r);
+    LocalCommunicator comm = world.communicator(r);
     REQUIRE(comm.groupSize("tp") == 2);
     REQUIRE(comm.groupSize("dp") == 2);
     REQUIRE(comm.groupSize("world") == 4);
@@ -152,7 +152,7 @@ TEST_CASE("collectives fail with a named error instead of hanging",
           "[executor]") {
   SECTION("a rank that never arrives times out") {
     CommWorld world({{"tp", 2}}, /*timeoutSeconds=*/0.2);
-    Communicator comm = world.communicator(0);
+    LocalCommunicator comm = world.communicator(0);
     float x = 1;
     Status status = comm.allReduce(&x, &x, DType::F32, 1, ReduceOp::Sum, "tp");
     REQUIRE(status.code() == Status::Code::RuntimeError);

@@ -36,7 +36,7 @@ struct DTypes {
   DType logits = DType::F32, stats = DType::F32, dlogits = DType::F32;
 };
 
-struct Result {
+struct LossResult {
   float loss = 0;
   std::vector<double> dlogits; ///< [numTokens, kVocab]
 };
@@ -47,12 +47,12 @@ double garbage(std::mt19937 &rng) {
 }
 
 /// The dense kernels on the whole [kNumTokens, kVocab] matrix.
-Result runDense(const std::vector<double> &logitValues,
-                const std::vector<int32_t> &labels, int64_t validVocab,
-                DTypes dtypes) {
+LossResult runDense(const std::vector<double> &logitValues,
+                    const std::vector<int32_t> &labels, int64_t validVocab,
+                    DTypes dtypes) {
   Tensor logits(dtypes.logits, logitValues);
   Tensor dlogits(dtypes.dlogits, kNumTokens * kVocab);
-  Result result;
+  LossResult result;
   cpu::crossEntropy({.logits = logits.cview(),
                      .labels = labels.data(),
                      .loss = &result.loss,
@@ -79,9 +79,9 @@ struct Shard {
 /// Runs the vocab-parallel kernels on numShards blocks of width
 /// ceil(kVocab / numShards). Columns >= kVocab get garbage logits, and the
 /// gradient blocks start as garbage; both must come back as zeros.
-Result runSharded(const std::vector<double> &logitValues,
-                  const std::vector<int32_t> &labels, int64_t validVocab,
-                  int64_t numShards, DTypes dtypes, std::mt19937 &rng) {
+LossResult runSharded(const std::vector<double> &logitValues,
+                      const std::vector<int32_t> &labels, int64_t validVocab,
+                      int64_t numShards, DTypes dtypes, std::mt19937 &rng) {
   const int64_t width = (kVocab + numShards - 1) / numShards;
   const int64_t blockNumel = kNumTokens * width;
   std::vector<Shard> shards;
@@ -152,7 +152,7 @@ Result runSharded(const std::vector<double> &logitValues,
   }
   Tensor sumTensor(dtypes.stats, globalSum);
 
-  Result result;
+  LossResult result;
   cpu::vocabParallelLoss({.labels = labels.data(),
                           .vocabMax = maxTensor.cview(),
                           .targetLogit = targetTensor.cview(),
@@ -206,11 +206,11 @@ void requireMatchesDense(DTypes dtypes, double tolerance) {
   for (int64_t validVocab : {int64_t(11), kVocab})
     for (const std::vector<int32_t> &labels : kLabelSets) {
       std::vector<double> values = makeLogits(validVocab, rng, dtypes.logits);
-      Result dense = runDense(values, labels, validVocab, dtypes);
+      LossResult dense = runDense(values, labels, validVocab, dtypes);
       for (int64_t numShards = 1; numShards <= 4; ++numShards) {
         INFO("validVocab " << validVocab << ", labels[0] " << labels[0]
                            << ", shards " << numShards);
-        Result sharded =
+        LossResult sharded =
             runSharded(values, labels, validVocab, numShards, dtypes, rng);
         REQUIRE(dense.loss > 0.0f);
         REQUIRE(sharded.loss == Approx(dense.loss).epsilon(tolerance));
@@ -240,13 +240,13 @@ TEST_CASE("vocab-parallel kernels on bf16 storage are the fp32 math rounded",
   std::mt19937 rng(32);
   std::vector<double> values = makeLogits(validVocab, rng, DType::BF16);
   const DTypes bf16 = {.logits = DType::BF16, .dlogits = DType::BF16};
-  Result denseF32 = runDense(values, labels, validVocab, {});
+  LossResult denseF32 = runDense(values, labels, validVocab, {});
   for (int64_t numShards = 1; numShards <= 4; ++numShards) {
     INFO("shards " << numShards);
     std::mt19937 garbageRng(33);
-    Result f32 =
+    LossResult f32 =
         runSharded(values, labels, validVocab, numShards, {}, garbageRng);
-    Result stored =
+    LossResult stored =
         runSharded(values, labels, validVocab, numShards, bf16, garbageRng);
     // Same inputs, same fp32 math: the loss is identical and each gradient
     // element is the fp32 one rounded once.
@@ -265,7 +265,7 @@ TEST_CASE("vocab-parallel loss of only ignored labels is zero", "[kernels]") {
   std::vector<int32_t> labels(kNumTokens, -100);
   std::mt19937 rng(34);
   std::vector<double> values = makeLogits(11, rng, DType::F32);
-  Result sharded = runSharded(values, labels, 11, 3, {}, rng);
+  LossResult sharded = runSharded(values, labels, 11, 3, {}, rng);
   REQUIRE(sharded.loss == 0.0f);
   for (double grad : sharded.dlogits)
     REQUIRE(grad == 0.0);

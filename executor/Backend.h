@@ -1,0 +1,89 @@
+//===- Backend.h - where a plan runs: memory, streams, events ---*- C++ -*-===//
+// defines: BackendOptions, RankDevice, Backend, createBackend
+//
+// The runtime binds and orders a plan's instructions; a Backend supplies
+// what they run on. Per rank a RankDevice owns the plan's regions (one
+// allocation each, sized by the plan), a LaunchContext per stream (the
+// stream, its communicator, the GEMM engine) and the events between
+// streams. The runtime never touches rank memory itself: parameters,
+// batches and outputs move through upload/download, poison through fill.
+//
+// Two ways to run a step, chosen by enqueues():
+//  - cpu: a host thread per stream of every rank; a launch runs to
+//    completion, wait() blocks the thread until the event is signalled.
+//  - cuda: one host thread per rank enqueues every instruction of every
+//    stream in plan order; wait() and signal() are stream-ordered
+//    (cudaStreamWaitEvent, cudaEventRecord), so a wait must come after its
+//    signal in the list, which the plan contract guarantees; finishStep()
+//    blocks until the rank's streams drain, with the collectives' deadline.
+//
+//   auto backend = createBackend("auto", plan, options);   // cpu or cuda
+//   auto rank = (*backend)->createRank(0);
+//   SHARC_TRY((*rank)->upload((*rank)->at(buffer), host, numBytes));
+#pragma once
+
+#include "executor/OpTable.h"
+#include "planner/plan/Plan.h"
+#include "planner/plan/Status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace sharc::exec {
+
+struct BackendOptions {
+  /// Deadline of every event wait, collective and step drain.
+  double timeoutSeconds = 60.0;
+  /// Fill the activation region with NaN bytes at set-up.
+  bool poisonActivations = false;
+};
+
+class RankDevice {
+public:
+  virtual ~RankDevice() = default;
+  /// The storage of a buffer: its region's base plus its planned offset.
+  virtual void *at(const plan::Buffer &buffer) const = 0;
+  /// Synchronous copies between host memory and this rank's memory.
+  virtual Status upload(void *dst, const void *src, int64_t numBytes) = 0;
+  virtual Status download(void *dst, const void *src,
+                          int64_t numBytes) const = 0;
+  /// Sets numBytes bytes at dst to `byte`, ordered on `stream`.
+  virtual Status fill(int64_t stream, void *dst, uint8_t byte,
+                      int64_t numBytes) = 0;
+  /// Every activation byte to NaN, before a step in checking mode.
+  virtual Status poisonActivations() = 0;
+  virtual const LaunchContext &context(int64_t stream) const = 0;
+  /// Starts a step: clears the events of the last one.
+  virtual void beginStep() = 0;
+  virtual Status wait(int64_t stream, int64_t event) = 0;
+  virtual Status signal(int64_t stream, int64_t event) = 0;
+  /// Returns once everything enqueued has finished (cpu: at once).
+  virtual Status finishStep() = 0;
+  /// Wakes every wait of this rank with an error.
+  virtual void abort() = 0;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+  /// Launches are enqueued on device streams by one thread per rank.
+  virtual bool enqueues() const = 0;
+  virtual Result<std::unique_ptr<RankDevice>> createRank(int64_t rank) = 0;
+  /// Wakes every rank's collectives after a failure.
+  virtual void abort() = 0;
+  /// Clears an abort between steps.
+  virtual void reset() = 0;
+  /// Frees every rank's device (or host) resources held by the backend.
+  virtual void release() {}
+};
+
+/// "cpu", "cuda", or "auto": cuda when this build has it and the node has a
+/// GPU for every rank of the plan, else cpu. An unknown name, or cuda
+/// without a build or enough devices, is invalid input naming what exists.
+Result<std::unique_ptr<Backend>> createBackend(const std::string &name,
+                                               const plan::Plan &plan,
+                                               const BackendOptions &options);
+
+} // namespace sharc::exec

@@ -1,0 +1,597 @@
+//===- OpTable.cpp - model ops: checks, sizes and kernel arguments --------===//
+
+#include "executor/OpTable.h"
+
+#include "executor/ShardLayout.h"
+#include "kernels/AdamW.h"
+#include "kernels/Attention.h"
+#include "kernels/CrossEntropy.h"
+#include "kernels/Elementwise.h"
+#include "kernels/Embedding.h"
+#include "kernels/Matmul.h"
+#include "kernels/RmsNorm.h"
+#include "kernels/Rope.h"
+
+#include <tuple>
+
+namespace sharc::exec {
+
+int64_t TensorRef::numel() const { return numElements(buffer->shape); }
+
+int64_t OpEnv::coord(const std::string &axis) const {
+  for (size_t a = 0; mesh && a < mesh->size(); ++a)
+    if ((*mesh)[a].name == axis)
+      return coords[a];
+  return 0;
+}
+
+int64_t OpEnv::blockStart(const plan::Instruction &instr, const char *axisAttr,
+                          int64_t localExtent) const {
+  std::string axis = instr.getString(axisAttr);
+  return axis.empty() ? 0 : coord(axis) * localExtent;
+}
+
+int64_t OpEnv::axisSize(const std::string &axis) const {
+  for (size_t a = 0; mesh && a < mesh->size(); ++a)
+    if ((*mesh)[a].name == axis)
+      return (*mesh)[a].size;
+  return 1;
+}
+
+using namespace opcheck;
+
+namespace {
+
+/// A GEMM runs on the cpu kernel, or on the rank's GemmEngine on a device.
+template <typename Args>
+Result<Launch> launchGemm(
+    const OpEnv &env, const Args &args,
+    Status (GemmEngine::*deviceGemm)(const Args &, kernels::DeviceStream),
+    void (*cpuGemm)(const Args &)) {
+  if (!env.onDevice)
+    return Launch([args, cpuGemm](const LaunchContext &) {
+      cpuGemm(args);
+      return Status::ok();
+    });
+  return Launch([args, deviceGemm](const LaunchContext &context) {
+    if (!context.gemm)
+      return Status::runtimeError("no GEMM engine on this backend");
+    return (context.gemm->*deviceGemm)(args, context.stream);
+  });
+}
+
+/// Last dimension of a float tensor of rank >= 1 (the K of [.., K]).
+Result<int64_t> innerDim(const TensorRef &ref, const char *role) {
+  SHARC_TRY(isFloat(ref, role));
+  if (ref.shape().empty() || ref.shape().back() <= 0)
+    return Status::invalidInput(std::string(role) + " (buffer '" +
+                                ref.buffer->name +
+                                "') needs a non-empty last dimension");
+  return ref.shape().back();
+}
+
+Status positiveAttr(const char *name, int64_t value) {
+  if (value > 0)
+    return Status::ok();
+  return Status::invalidInput(std::string("attribute '") + name +
+                              "' must be positive, got " +
+                              std::to_string(value));
+}
+
+Result<Launch> bindEmbedding(const OpCall &c, const OpEnv &env) {
+  const TensorRef &table = c.operands[0], &ids = c.operands[1];
+  const TensorRef &out = c.results[0];
+  SHARC_TRY(isFloat(table, "table"));
+  SHARC_TRY(rankIs(table, 2, "table"));
+  SHARC_TRY(dtypeIs(ids, DType::I32, "ids"));
+  SHARC_TRY(isFloat(out, "out"));
+  int64_t numRows = table.shape()[0], hidden = table.shape()[1];
+  SHARC_TRY(numelIs(out, ids.numel() * hidden, "out"));
+  // vocab_axis: the table is this rank's contiguous piece of a vocabulary
+  // split over that axis.
+  int64_t vocabStart = c.instr->getInt("vocab_start", 0) +
+                       env.blockStart(*c.instr, "vocab_axis", numRows);
+  return launchKernel(
+      env,
+      kernels::EmbeddingArgs{.table = table.cview(),
+                             .ids = static_cast<const int32_t *>(ids.data),
+                             .out = out.view(),
+                             .numTokens = ids.numel(),
+                             .numRows = numRows,
+                             .hidden = hidden,
+                             .vocabStart = vocabStart},
+      SHARC_KERNELS(embedding));
+}
+
+Result<Launch> bindEmbeddingGrad(const OpCall &c, const OpEnv &env) {
+  const TensorRef &dout = c.operands[0], &ids = c.operands[1];
+  const TensorRef &dtable = c.results[0];
+  SHARC_TRY(isFloat(dtable, "dtable"));
+  SHARC_TRY(rankIs(dtable, 2, "dtable"));
+  SHARC_TRY(dtypeIs(ids, DType::I32, "ids"));
+  SHARC_TRY(isFloat(dout, "dout"));
+  int64_t numRows = dtable.shape()[0], hidden = dtable.shape()[1];
+  SHARC_TRY(numelIs(dout, ids.numel() * hidden, "dout"));
+  int64_t vocabStart = c.instr->getInt("vocab_start", 0) +
+                       env.blockStart(*c.instr, "vocab_axis", numRows);
+  return launchKernel(
+      env,
+      kernels::EmbeddingGradArgs{.dout = dout.cview(),
+                                 .ids = static_cast<const int32_t *>(ids.data),
+                                 .dtable = dtable.view(),
+                                 .numTokens = ids.numel(),
+                                 .numRows = numRows,
+                                 .hidden = hidden,
+                                 .vocabStart = vocabStart},
+      SHARC_KERNELS(embeddingGrad));
+}
+
+/// rows, cols and group size of an rms_norm over x [.., C] with w [G].
+struct NormSizes {
+  int64_t rows, cols, groupSize;
+};
+
+Result<NormSizes> normSizes(const OpCall &c) {
+  const TensorRef &x = c.operands[0], &w = c.operands[1];
+  auto cols = innerDim(x, "x");
+  if (!cols)
+    return cols.status();
+  SHARC_TRY(isFloat(w, "w"));
+  int64_t groupSize = c.instr->getInt("group_size", w.numel());
+  SHARC_TRY(positiveAttr("group_size", groupSize));
+  SHARC_TRY(numelIs(w, groupSize, "w"));
+  if (*cols % groupSize != 0)
+    return Status::invalidInput("group_size " + std::to_string(groupSize) +
+                                " does not divide the " +
+                                std::to_string(*cols) + " columns of x");
+  return NormSizes{x.numel() / *cols, *cols, groupSize};
+}
+
+Result<Launch> bindRmsNorm(const OpCall &c, const OpEnv &env) {
+  auto sizes = normSizes(c);
+  if (!sizes)
+    return sizes.status();
+  const TensorRef &y = c.results[0];
+  SHARC_TRY(isFloat(y, "y"));
+  SHARC_TRY(numelIs(y, c.operands[0].numel(), "y"));
+  return launchKernel(
+      env,
+      kernels::RmsNormArgs{.x = c.operands[0].cview(),
+                           .w = c.operands[1].cview(),
+                           .y = y.view(),
+                           .rows = sizes->rows,
+                           .cols = sizes->cols,
+                           .groupSize = sizes->groupSize,
+                           .eps = c.instr->getFloat("eps", 1e-6)},
+      SHARC_KERNELS(rmsNorm));
+}
+
+Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
+  auto sizes = normSizes(c);
+  if (!sizes)
+    return sizes.status();
+  const TensorRef &dy = c.operands[2], &dx = c.results[0], &dw = c.results[1];
+  for (auto [ref, role] : {std::pair{&dy, "dy"}, {&dx, "dx"}}) {
+    SHARC_TRY(isFloat(*ref, role));
+    SHARC_TRY(numelIs(*ref, c.operands[0].numel(), role));
+  }
+  SHARC_TRY(isFloat(dw, "dw"));
+  SHARC_TRY(numelIs(dw, sizes->groupSize, "dw"));
+  return launchKernel(
+      env,
+      kernels::RmsNormGradArgs{.x = c.operands[0].cview(),
+                               .w = c.operands[1].cview(),
+                               .dy = dy.cview(),
+                               .dx = dx.view(),
+                               .dw = dw.view(),
+                               .rows = sizes->rows,
+                               .cols = sizes->cols,
+                               .groupSize = sizes->groupSize,
+                               .eps = c.instr->getFloat("eps", 1e-6)},
+      SHARC_KERNELS(rmsNormGrad));
+}
+
+/// For an [N, K] weight.
+Status weightShape(const TensorRef &w, const char *role) {
+  SHARC_TRY(isFloat(w, role));
+  return rankIs(w, 2, role);
+}
+
+Result<Launch> bindMatmul(const OpCall &c, const OpEnv &env) {
+  const TensorRef &x = c.operands[0], &w = c.operands[1], &y = c.results[0];
+  SHARC_TRY(weightShape(w, "w"));
+  int64_t n = w.shape()[0], k = w.shape()[1];
+  auto xk = innerDim(x, "x");
+  if (!xk)
+    return xk.status();
+  if (*xk != k)
+    return Status::invalidInput("x's last dim " + std::to_string(*xk) +
+                                " differs from w's K " + std::to_string(k));
+  int64_t m = x.numel() / k;
+  SHARC_TRY(isFloat(y, "y"));
+  SHARC_TRY(numelIs(y, m * n, "y"));
+  return launchGemm(env,
+                    kernels::MatmulArgs{.x = x.cview(),
+                                        .w = w.cview(),
+                                        .y = y.view(),
+                                        .m = m,
+                                        .n = n,
+                                        .k = k},
+                    &GemmEngine::matmul, &kernels::cpu::matmul);
+}
+
+Result<Launch> bindMatmulDgrad(const OpCall &c, const OpEnv &env) {
+  const TensorRef &dy = c.operands[0], &w = c.operands[1], &dx = c.results[0];
+  SHARC_TRY(weightShape(w, "w"));
+  int64_t n = w.shape()[0], k = w.shape()[1];
+  auto dyn = innerDim(dy, "dy");
+  if (!dyn)
+    return dyn.status();
+  if (*dyn != n)
+    return Status::invalidInput("dy's last dim " + std::to_string(*dyn) +
+                                " differs from w's N " + std::to_string(n));
+  int64_t m = dy.numel() / n;
+  SHARC_TRY(isFloat(dx, "dx"));
+  SHARC_TRY(numelIs(dx, m * k, "dx"));
+  return launchGemm(env,
+                    kernels::MatmulDgradArgs{.dy = dy.cview(),
+                                             .w = w.cview(),
+                                             .dx = dx.view(),
+                                             .m = m,
+                                             .n = n,
+                                             .k = k},
+                    &GemmEngine::matmulDgrad, &kernels::cpu::matmulDgrad);
+}
+
+Result<Launch> bindMatmulWgrad(const OpCall &c, const OpEnv &env) {
+  const TensorRef &dy = c.operands[0], &x = c.operands[1], &dw = c.results[0];
+  SHARC_TRY(weightShape(dw, "dw"));
+  int64_t n = dw.shape()[0], k = dw.shape()[1];
+  auto dyn = innerDim(dy, "dy");
+  if (!dyn)
+    return dyn.status();
+  if (*dyn != n)
+    return Status::invalidInput("dy's last dim " + std::to_string(*dyn) +
+                                " differs from dw's N " + std::to_string(n));
+  int64_t m = dy.numel() / n;
+  SHARC_TRY(isFloat(x, "x"));
+  SHARC_TRY(numelIs(x, m * k, "x"));
+  return launchGemm(env,
+                    kernels::MatmulWgradArgs{.dy = dy.cview(),
+                                             .x = x.cview(),
+                                             .dw = dw.view(),
+                                             .m = m,
+                                             .n = n,
+                                             .k = k},
+                    &GemmEngine::matmulWgrad, &kernels::cpu::matmulWgrad);
+}
+
+/// Sizes of a sequence-first [S, B, heads*D] activation.
+struct HeadSizes {
+  int64_t seqLen, batch, numHeads, headDim;
+};
+
+Result<HeadSizes> headSizes(const TensorRef &x, const plan::Instruction &instr,
+                            const char *role) {
+  SHARC_TRY(isFloat(x, role));
+  SHARC_TRY(rankIs(x, 3, role));
+  int64_t headDim = instr.getInt("head_dim", 0);
+  SHARC_TRY(positiveAttr("head_dim", headDim));
+  if (x.shape()[2] % headDim != 0)
+    return Status::invalidInput(
+        std::string(role) + "'s last dim " + std::to_string(x.shape()[2]) +
+        " is not a multiple of head_dim " + std::to_string(headDim));
+  return HeadSizes{x.shape()[0], x.shape()[1], x.shape()[2] / headDim, headDim};
+}
+
+template <bool Inverse>
+Result<Launch> bindRope(const OpCall &c, const OpEnv &env) {
+  const TensorRef &x = c.operands[0], &y = c.results[0];
+  auto sizes = headSizes(x, *c.instr, Inverse ? "dy" : "x");
+  if (!sizes)
+    return sizes.status();
+  if (sizes->headDim % 2 != 0)
+    return Status::invalidInput("head_dim " + std::to_string(sizes->headDim) +
+                                " must be even for rope");
+  SHARC_TRY(isFloat(y, Inverse ? "dx" : "y"));
+  SHARC_TRY(sameShape(y, x, Inverse ? "dx" : "y"));
+  // position_axis (an extension): x is this rank's contiguous piece of a
+  // sequence split over that axis.
+  int64_t offset = c.instr->getInt("position_offset", 0) +
+                   env.blockStart(*c.instr, "position_axis", sizes->seqLen);
+  return launchKernel(
+      env,
+      kernels::RopeArgs{.x = x.cview(),
+                        .y = y.view(),
+                        .seqLen = sizes->seqLen,
+                        .batch = sizes->batch,
+                        .numHeads = sizes->numHeads,
+                        .headDim = sizes->headDim,
+                        .positionOffset = offset,
+                        .theta = c.instr->getFloat("theta", 1e6),
+                        .inverse = Inverse},
+      SHARC_KERNELS(rope));
+}
+
+/// Checks q, k, v (operands 0..2) and returns the head counts.
+Result<std::pair<HeadSizes, int64_t>> attentionSizes(const OpCall &c) {
+  const TensorRef &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
+  auto qs = headSizes(q, *c.instr, "q");
+  if (!qs)
+    return qs.status();
+  auto ks = headSizes(k, *c.instr, "k");
+  if (!ks)
+    return ks.status();
+  SHARC_TRY(sameShape(v, k, "v"));
+  if (ks->seqLen != qs->seqLen || ks->batch != qs->batch)
+    return Status::invalidInput("k's [S, B] differs from q's");
+  if (qs->numHeads % ks->numHeads != 0)
+    return Status::invalidInput(std::to_string(ks->numHeads) +
+                                " kv heads do not divide " +
+                                std::to_string(qs->numHeads) + " query heads");
+  return std::pair{*qs, ks->numHeads};
+}
+
+Status lseShape(const TensorRef &lse, const HeadSizes &s) {
+  SHARC_TRY(dtypeIs(lse, DType::F32, "lse"));
+  return numelIs(lse, s.batch * s.numHeads * s.seqLen, "lse");
+}
+
+Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
+  auto sizes = attentionSizes(c);
+  if (!sizes)
+    return sizes.status();
+  const auto &[s, numKvHeads] = *sizes;
+  const TensorRef &out = c.results[0], &lse = c.results[1];
+  SHARC_TRY(isFloat(out, "out"));
+  SHARC_TRY(sameShape(out, c.operands[0], "out"));
+  SHARC_TRY(lseShape(lse, s));
+  return launchKernel(
+      env,
+      kernels::AttentionArgs{.q = c.operands[0].cview(),
+                             .k = c.operands[1].cview(),
+                             .v = c.operands[2].cview(),
+                             .out = out.view(),
+                             .lse = static_cast<float *>(lse.data),
+                             .seqLen = s.seqLen,
+                             .batch = s.batch,
+                             .numHeads = s.numHeads,
+                             .numKvHeads = numKvHeads,
+                             .headDim = s.headDim},
+      SHARC_KERNELS(attention));
+}
+
+Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
+  auto sizes = attentionSizes(c);
+  if (!sizes)
+    return sizes.status();
+  const auto &[s, numKvHeads] = *sizes;
+  const TensorRef &q = c.operands[0], &k = c.operands[1];
+  const TensorRef &out = c.operands[3], &lse = c.operands[4],
+                  &dout = c.operands[5];
+  SHARC_TRY(isFloat(out, "out"));
+  SHARC_TRY(sameShape(out, q, "out"));
+  SHARC_TRY(lseShape(lse, s));
+  SHARC_TRY(isFloat(dout, "dout"));
+  SHARC_TRY(sameShape(dout, q, "dout"));
+  const TensorRef &dq = c.results[0], &dk = c.results[1], &dv = c.results[2];
+  for (auto [ref, like, role] :
+       {std::tuple{&dq, &q, "dq"}, {&dk, &k, "dk"}, {&dv, &k, "dv"}}) {
+    SHARC_TRY(isFloat(*ref, role));
+    SHARC_TRY(sameShape(*ref, *like, role));
+  }
+  return launchKernel(
+      env,
+      kernels::AttentionGradArgs{.q = q.cview(),
+                                 .k = k.cview(),
+                                 .v = c.operands[2].cview(),
+                                 .out = out.cview(),
+                                 .dout = dout.cview(),
+                                 .lse = static_cast<const float *>(lse.data),
+                                 .dq = dq.view(),
+                                 .dk = dk.view(),
+                                 .dv = dv.view(),
+                                 .seqLen = s.seqLen,
+                                 .batch = s.batch,
+                                 .numHeads = s.numHeads,
+                                 .numKvHeads = numKvHeads,
+                                 .headDim = s.headDim},
+      SHARC_KERNELS(attentionGrad));
+}
+
+/// Every operand and result a float tensor of the first operand's size.
+Status sameNumelFloats(const OpCall &c) {
+  int64_t numel = c.operands[0].numel();
+  for (const auto *list : {&c.operands, &c.results})
+    for (const TensorRef &ref : *list) {
+      SHARC_TRY(isFloat(ref, list == &c.operands ? "operand" : "result"));
+      SHARC_TRY(
+          numelIs(ref, numel, list == &c.operands ? "operand" : "result"));
+    }
+  return Status::ok();
+}
+
+Result<Launch> bindAdd(const OpCall &c, const OpEnv &env) {
+  SHARC_TRY(sameNumelFloats(c));
+  return launchKernel(env,
+                      kernels::AddArgs{.a = c.operands[0].cview(),
+                                       .b = c.operands[1].cview(),
+                                       .y = c.results[0].view(),
+                                       .numel = c.operands[0].numel()},
+                      SHARC_KERNELS(add));
+}
+
+Result<Launch> bindSwiglu(const OpCall &c, const OpEnv &env) {
+  SHARC_TRY(sameNumelFloats(c));
+  return launchKernel(env,
+                      kernels::SwigluArgs{.gate = c.operands[0].cview(),
+                                          .up = c.operands[1].cview(),
+                                          .y = c.results[0].view(),
+                                          .numel = c.operands[0].numel()},
+                      SHARC_KERNELS(swiglu));
+}
+
+Result<Launch> bindSwigluGrad(const OpCall &c, const OpEnv &env) {
+  SHARC_TRY(sameNumelFloats(c));
+  return launchKernel(env,
+                      kernels::SwigluGradArgs{.gate = c.operands[0].cview(),
+                                              .up = c.operands[1].cview(),
+                                              .dy = c.operands[2].cview(),
+                                              .dgate = c.results[0].view(),
+                                              .dup = c.results[1].view(),
+                                              .numel = c.operands[0].numel()},
+                      SHARC_KERNELS(swigluGrad));
+}
+
+/// Tokens, vocab and valid vocab of logits [.., V] and labels.
+struct LossSizes {
+  int64_t numTokens, vocab, validVocab;
+};
+
+Result<LossSizes> lossSizes(const OpCall &c) {
+  const TensorRef &logits = c.operands[0], &labels = c.operands[1];
+  auto vocab = innerDim(logits, "logits");
+  if (!vocab)
+    return vocab.status();
+  int64_t numTokens = logits.numel() / *vocab;
+  SHARC_TRY(dtypeIs(labels, DType::I32, "labels"));
+  SHARC_TRY(numelIs(labels, numTokens, "labels"));
+  int64_t validVocab = c.instr->getInt("valid_vocab", *vocab);
+  if (validVocab <= 0 || validVocab > *vocab)
+    return Status::invalidInput("valid_vocab " + std::to_string(validVocab) +
+                                " outside (0, " + std::to_string(*vocab) + "]");
+  return LossSizes{numTokens, *vocab, validVocab};
+}
+
+Result<Launch> bindCrossEntropy(const OpCall &c, const OpEnv &env) {
+  auto sizes = lossSizes(c);
+  if (!sizes)
+    return sizes.status();
+  const TensorRef &loss = c.results[0];
+  SHARC_TRY(dtypeIs(loss, DType::F32, "loss"));
+  SHARC_TRY(numelIs(loss, 1, "loss"));
+  return launchKernel(
+      env,
+      kernels::CrossEntropyArgs{
+          .logits = c.operands[0].cview(),
+          .labels = static_cast<const int32_t *>(c.operands[1].data),
+          .loss = static_cast<float *>(loss.data),
+          .numTokens = sizes->numTokens,
+          .vocab = sizes->vocab,
+          .validVocab = sizes->validVocab},
+      SHARC_KERNELS(crossEntropy));
+}
+
+Result<Launch> bindCrossEntropyGrad(const OpCall &c, const OpEnv &env) {
+  auto sizes = lossSizes(c);
+  if (!sizes)
+    return sizes.status();
+  const TensorRef &dloss = c.operands[2], &dlogits = c.results[0];
+  SHARC_TRY(dtypeIs(dloss, DType::F32, "dloss"));
+  SHARC_TRY(numelIs(dloss, 1, "dloss"));
+  SHARC_TRY(isFloat(dlogits, "dlogits"));
+  SHARC_TRY(numelIs(dlogits, c.operands[0].numel(), "dlogits"));
+  return launchKernel(
+      env,
+      kernels::CrossEntropyGradArgs{
+          .logits = c.operands[0].cview(),
+          .labels = static_cast<const int32_t *>(c.operands[1].data),
+          .dloss = static_cast<const float *>(dloss.data),
+          .dlogits = dlogits.view(),
+          .numTokens = sizes->numTokens,
+          .vocab = sizes->vocab,
+          .validVocab = sizes->validVocab},
+      SHARC_KERNELS(crossEntropyGrad));
+}
+
+Result<Launch> bindFill(const OpCall &c, const OpEnv &env) {
+  const TensorRef &out = c.results[0];
+  SHARC_TRY(isFloat(out, "out"));
+  return launchKernel(env,
+                      kernels::FillArgs{.out = out.view(),
+                                        .numel = out.numel(),
+                                        .value = c.instr->getFloat("value", 0)},
+                      SHARC_KERNELS(fill));
+}
+
+Result<Launch> bindScale(const OpCall &c, const OpEnv &env) {
+  SHARC_TRY(sameNumelFloats(c));
+  return launchKernel(
+      env,
+      kernels::ScaleArgs{.x = c.operands[0].cview(),
+                         .y = c.results[0].view(),
+                         .numel = c.operands[0].numel(),
+                         .factor = c.instr->getFloat("factor", 1.0)},
+      SHARC_KERNELS(scale));
+}
+
+Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
+  SHARC_TRY(sameNumelFloats(c));
+  const plan::Instruction &instr = *c.instr;
+  kernels::AdamWArgs args{.param = c.operands[0].view(),
+                          .m = c.operands[2].view(),
+                          .v = c.operands[3].view(),
+                          .grad = c.operands[1].cview(),
+                          .numel = c.operands[0].numel()};
+  args.lr = instr.getFloat("lr", args.lr);
+  args.beta1 = instr.getFloat("beta1", args.beta1);
+  args.beta2 = instr.getFloat("beta2", args.beta2);
+  args.eps = instr.getFloat("eps", args.eps);
+  args.weightDecay = instr.getFloat("weight_decay", args.weightDecay);
+  // The step number is the one argument that changes between steps.
+  void (*cpuKernel)(const kernels::AdamWArgs &) = nullptr;
+  Status (*cudaKernel)(const kernels::AdamWArgs &, kernels::DeviceStream) =
+      nullptr;
+  std::tie(cpuKernel, cudaKernel) = std::pair{SHARC_KERNELS(adamw)};
+  if (env.onDevice && !cudaKernel)
+    return Status::invalidInput("this build has no CUDA kernel for the op");
+  return Launch([args, cpuKernel, cudaKernel,
+                 onDevice = env.onDevice](const LaunchContext &context) {
+    kernels::AdamWArgs stepArgs = args;
+    stepArgs.step = context.step;
+    if (onDevice)
+      return cudaKernel(stepArgs, context.stream);
+    cpuKernel(stepArgs);
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+OpTable::OpTable() {
+  table_ = {
+      {"embedding", {bindEmbedding, 2, 1}},
+      {"embedding_grad", {bindEmbeddingGrad, 2, 1}},
+      {"rms_norm", {bindRmsNorm, 2, 1}},
+      {"rms_norm_grad", {bindRmsNormGrad, 3, 2}},
+      {"matmul", {bindMatmul, 2, 1}},
+      {"matmul_dgrad", {bindMatmulDgrad, 2, 1}},
+      {"matmul_wgrad", {bindMatmulWgrad, 2, 1}},
+      {"rope", {bindRope<false>, 1, 1}},
+      {"rope_grad", {bindRope<true>, 1, 1}},
+      {"attention", {bindAttention, 3, 2}},
+      {"attention_grad", {bindAttentionGrad, 6, 3}},
+      {"swiglu", {bindSwiglu, 2, 1}},
+      {"swiglu_grad", {bindSwigluGrad, 3, 2}},
+      {"add", {bindAdd, 2, 1}},
+      {"cross_entropy", {bindCrossEntropy, 2, 1}},
+      {"cross_entropy_grad", {bindCrossEntropyGrad, 3, 1}},
+      {"fill", {bindFill, 0, 1}},
+      {"scale", {bindScale, 1, 1}},
+      {"adamw", {bindAdamW, 4, 0, /*param, m, v*/ 0b1101}},
+  };
+  addCollectiveOps(table_);
+  addVocabParallelOps(table_);
+}
+
+const OpTable &OpTable::get() {
+  static const OpTable table;
+  return table;
+}
+
+const OpDef *OpTable::find(const std::string &op) const {
+  auto it = table_.find(op);
+  return it == table_.end() ? nullptr : &it->second;
+}
+
+} // namespace sharc::exec

@@ -1,0 +1,163 @@
+//===- OpTable.h - plan ops: bind once, launch every step -------*- C++ -*-===//
+// defines: TensorRef, OpCall, OpEnv, LaunchContext, Launch, BindFn, OpDef,
+//          GemmEngine, OpTable, launchKernel
+//
+// Every op of docs/plan-ops.md has one bind function, shared by all
+// backends. Bind runs once per rank at set-up: it reads and checks the
+// instruction's attributes and its buffers' dtypes and shapes, derives the
+// kernel's sizes, fills the kernel's argument struct (kernels/*.h) and
+// returns a Launch that only calls the kernel. A plan error therefore shows
+// at set-up, and a step does no checking. The backend chooses the kernel:
+// OpEnv::onDevice picks kernels::cuda over kernels::cpu.
+//
+//   const OpDef *def = OpTable::get().find("rms_norm");
+//   Result<Launch> launch = def->bind(call, env);       // at set-up
+//   SHARC_TRY((*launch)(LaunchContext{.stream = s}));   // every step
+#pragma once
+
+#include "executor/Communicator.h"
+#include "kernels/Matmul.h"
+#include "kernels/TensorView.h"
+#include "planner/plan/Plan.h"
+#include "planner/plan/Status.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+namespace sharc::exec {
+
+/// A buffer bound to its storage on one rank (device memory on a device
+/// backend: bind never dereferences it).
+struct TensorRef {
+  const plan::Buffer *buffer = nullptr;
+  void *data = nullptr;
+
+  DType dtype() const { return buffer->dtype; }
+  const std::vector<int64_t> &shape() const { return buffer->shape; }
+  int64_t numel() const;
+  kernels::TensorView view() const { return {data, buffer->dtype}; }
+  kernels::ConstTensorView cview() const { return {data, buffer->dtype}; }
+};
+
+struct OpCall {
+  const plan::Instruction *instr = nullptr;
+  std::vector<TensorRef> operands;
+  std::vector<TensorRef> results;
+};
+
+/// What bind may read besides the buffers: the rank's place in the mesh.
+struct OpEnv {
+  const std::vector<plan::MeshAxis> *mesh = nullptr;
+  std::vector<int64_t> coords; ///< this rank's mesh coordinates
+  /// Launch kernels::cuda on a device stream instead of kernels::cpu.
+  bool onDevice = false;
+
+  /// Coordinate along `axis`, 0 for an axis the mesh lacks.
+  int64_t coord(const std::string &axis) const;
+  /// Where this rank's contiguous block of `localExtent` elements starts
+  /// along a dimension split over the axis named by the instruction's
+  /// attribute `axisAttr` (vocab_axis, position_axis); 0 when absent.
+  int64_t blockStart(const plan::Instruction &instr, const char *axisAttr,
+                     int64_t localExtent) const;
+  /// Size of `axis`, 1 for an axis the mesh lacks (as Plan::axisSize).
+  int64_t axisSize(const std::string &axis) const;
+};
+
+/// The device GEMMs (cuBLASLt on cuda); the cpu backend has none.
+class GemmEngine {
+public:
+  virtual ~GemmEngine() = default;
+  virtual Status matmul(const kernels::MatmulArgs &args,
+                        kernels::DeviceStream stream) = 0;
+  virtual Status matmulDgrad(const kernels::MatmulDgradArgs &args,
+                             kernels::DeviceStream stream) = 0;
+  virtual Status matmulWgrad(const kernels::MatmulWgradArgs &args,
+                             kernels::DeviceStream stream) = 0;
+};
+
+/// What a launch gets at run time: the stream it runs on (null on the cpu),
+/// that stream's communicator, the rank's GEMM engine and the step.
+struct LaunchContext {
+  kernels::DeviceStream stream = nullptr;
+  Communicator *comm = nullptr;
+  GemmEngine *gemm = nullptr;
+  int64_t step = 1; ///< 1-based optimizer step
+};
+
+using Launch = std::function<Status(const LaunchContext &)>;
+using BindFn = Result<Launch> (*)(const OpCall &call, const OpEnv &env);
+
+struct OpDef {
+  BindFn bind = nullptr;
+  int numOperands = 0; ///< kVariadic: any number, equal to the results'
+  int numResults = 0;
+  /// Bit k set: operand k is updated in place (adamw's param, m and v), so
+  /// the hazard check counts it as written.
+  uint32_t updatedOperands = 0;
+  static constexpr int kVariadic = -1;
+};
+
+/// The one op table every backend binds from.
+class OpTable {
+public:
+  static const OpTable &get();
+  /// Null for an op no backend knows.
+  const OpDef *find(const std::string &op) const;
+
+private:
+  OpTable();
+  std::unordered_map<std::string, OpDef> table_;
+};
+
+/// Adds the collective ops (all_reduce, all_gather, reduce_scatter,
+/// slice_to_rank, replicate) to a table; CollectiveOps.cpp.
+void addCollectiveOps(std::unordered_map<std::string, OpDef> &table);
+/// Adds vocab_max, target_logit, sum_exp, vocab_parallel_loss and its
+/// grad; VocabParallelOps.cpp.
+void addVocabParallelOps(std::unordered_map<std::string, OpDef> &table);
+
+/// A Launch calling the cpu or the cuda kernel with `args`; a null cuda
+/// kernel (a build without CUDA) on a device is an error at bind.
+template <typename Args>
+Result<Launch> launchKernel(
+    const OpEnv &env, const Args &args,
+    std::type_identity_t<void (*)(const Args &)> cpuKernel,
+    std::type_identity_t<Status (*)(const Args &, kernels::DeviceStream)>
+        cudaKernel) {
+  if (!env.onDevice)
+    return Launch([args, cpuKernel](const LaunchContext &) {
+      cpuKernel(args);
+      return Status::ok();
+    });
+  if (!cudaKernel)
+    return Status::invalidInput("this build has no CUDA kernel for the op");
+  return Launch([args, cudaKernel](const LaunchContext &context) {
+    return cudaKernel(args, context.stream);
+  });
+}
+
+namespace opcheck {
+// Shared by the op files (OpChecks.cpp): each returns invalidInput naming
+// the operand.
+Status dtypeIs(const TensorRef &ref, DType dtype, const char *role);
+Status isFloat(const TensorRef &ref, const char *role);
+Status rankIs(const TensorRef &ref, size_t rank, const char *role);
+Status numelIs(const TensorRef &ref, int64_t numel, const char *role);
+Status sameShape(const TensorRef &ref, const TensorRef &like, const char *role);
+std::string shapeText(const std::vector<int64_t> &shape);
+} // namespace opcheck
+
+} // namespace sharc::exec
+
+/// The cuda twin of a kernels::cpu function, or null without CUDA. Only
+/// op files use it; SHARC_WITH_CUDA is set on sharc_executor alone.
+#if SHARC_WITH_CUDA
+#define SHARC_KERNELS(name)                                                    \
+  &::sharc::kernels::cpu::name, &::sharc::kernels::cuda::name
+#else
+#define SHARC_KERNELS(name) &::sharc::kernels::cpu::name, nullptr
+#endif
