@@ -48,7 +48,7 @@ Result<std::vector<double>> cropTo(const plan::NamedTensor &actual,
   return cropped;
 }
 
-enum class Criterion { MaxAbs, MeanAbs };
+enum class Criterion { MaxAbs, MeanAbs, RelativeL2 };
 
 TensorComparison compare(const std::string &name,
                          const std::vector<double> &actual,
@@ -75,18 +75,29 @@ TensorComparison compare(const std::string &name,
   result.relativeL2 =
       std::sqrt(errorSquares) / (std::sqrt(referenceSquares) + 1e-12);
   // A tensor that is exactly zero in the dense run must be zero here too.
-  result.passed =
-      std::isfinite(result.maxAbsError) &&
-      (criterion == Criterion::MaxAbs
-           ? result.maxAbsError <= tolerance * result.referenceMaxAbs
-           : result.meanAbsError <= tolerance * result.referenceMeanAbs);
+  bool withinTolerance = false;
+  switch (criterion) {
+  case Criterion::MaxAbs:
+    withinTolerance = result.maxAbsError <= tolerance * result.referenceMaxAbs;
+    break;
+  case Criterion::MeanAbs:
+    withinTolerance =
+        result.meanAbsError <= tolerance * result.referenceMeanAbs;
+    break;
+  case Criterion::RelativeL2:
+    // An exactly-zero reference must be matched exactly.
+    withinTolerance = referenceSquares == 0 ? errorSquares == 0
+                                            : result.relativeL2 <= tolerance;
+    break;
+  }
+  result.passed = std::isfinite(result.maxAbsError) && withinTolerance;
   return result;
 }
 
 Result<TensorComparison> compareOutputs(const Runtime &sharded,
                                         const Runtime &dense,
                                         const std::string &name,
-                                        double tolerance) {
+                                        double tolerance, Criterion criterion) {
   auto actual = sharded.gatherOutput(name);
   if (!actual.isOk())
     return actual.status();
@@ -97,13 +108,14 @@ Result<TensorComparison> compareOutputs(const Runtime &sharded,
   if (!cropped.isOk())
     return cropped.status();
   return compare(name, *cropped, plan::tensorAsDoubles(*expected), tolerance,
-                 Criterion::MaxAbs);
+                 criterion);
 }
 
 Result<std::unique_ptr<Runtime>>
-startRuntime(const plan::Plan &plan, uint64_t seed,
+startRuntime(const plan::Plan &plan, const std::string &backend, uint64_t seed,
              const std::vector<int32_t> &tokens) {
   RunOptions options;
+  options.backend = backend;
   options.poisonActivations = true;
   options.checkHazards = true;
   auto runtime = Runtime::create(plan, options);
@@ -112,6 +124,13 @@ startRuntime(const plan::Plan &plan, uint64_t seed,
   SHARC_TRY((*runtime)->initParams(seed));
   SHARC_TRY((*runtime)->setBatch(tokens));
   return std::move(runtime.value());
+}
+
+bool storesBf16(const plan::Plan &plan) {
+  for (const plan::ParamEntry &param : plan.params)
+    if (plan.buffers[param.buffer].dtype == DType::BF16)
+      return true;
+  return false;
 }
 
 } // namespace
@@ -134,14 +153,23 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
   for (int32_t &id : tokens)
     id = static_cast<int32_t>(rng() % static_cast<uint64_t>(plan.vocabSize));
 
-  auto sharded = startRuntime(plan, options.seed, tokens);
+  auto sharded = startRuntime(plan, options.backend, options.seed, tokens);
   if (!sharded.isOk())
     return sharded.status().withContext("sharded plan");
-  auto dense = startRuntime(densePlan, options.seed, tokens);
+  auto dense =
+      startRuntime(densePlan, options.referenceBackend, options.seed, tokens);
+  bool bf16 = storesBf16(plan) || storesBf16(densePlan);
+  Criterion firstStepCriterion =
+      bf16 ? Criterion::RelativeL2 : Criterion::MaxAbs;
+  double gradientTolerance =
+      bf16 ? options.bf16GradientTolerance : options.gradientTolerance;
+  double parameterTolerance =
+      bf16 ? options.bf16ParameterTolerance : options.parameterTolerance;
   if (!dense.isOk())
     return dense.status().withContext("dense plan");
 
   ValidationReport report;
+  report.backend = (*sharded)->backendName();
   for (int64_t step = 1; step <= options.steps; ++step) {
     auto shardedStep = (*sharded)->step();
     if (!shardedStep.isOk())
@@ -156,8 +184,8 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
       if (param.tiedTo.empty())
         names.push_back("grad:" + param.name);
     for (const std::string &name : names) {
-      auto comparison =
-          compareOutputs(**sharded, **dense, name, options.gradientTolerance);
+      auto comparison = compareOutputs(**sharded, **dense, name,
+                                       gradientTolerance, firstStepCriterion);
       if (!comparison.isOk())
         return comparison.status();
       report.firstStep.push_back(*comparison);
@@ -180,7 +208,7 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
       return cropped.status();
     report.afterSteps.push_back(compare(
         "param:" + expected.name, *cropped, plan::tensorAsDoubles(expected),
-        options.parameterTolerance, Criterion::MeanAbs));
+        parameterTolerance, Criterion::MeanAbs));
   }
 
   report.passed = true;

@@ -2,7 +2,8 @@
 // defines: ValidationOptions, TensorComparison, ValidationReport,
 //          validateAgainstDense, formatReport
 //
-// Runs a sharded plan and the dense plan of the same model from the same
+// Runs a sharded plan and the dense plan of the same model (or one plan on
+// two backends: the same plan as its own reference, on the cpu) from the same
 // initial weights (the counter-based init makes every shard the matching
 // slice of the dense tensor) on the same tokens. After the first step it
 // compares the loss, the logits and every parameter gradient (each gathered
@@ -26,6 +27,9 @@ namespace sharc::exec {
 struct ValidationOptions {
   uint64_t seed = 42;
   int64_t steps = 5;
+  /// Where the plan under test and the reference plan run ("cpu", "cuda").
+  std::string backend = "cpu";
+  std::string referenceBackend = "cpu";
   /// Loss, logits and gradients after one step pass when
   /// max |error| <= gradientTolerance * max |dense|.
   double gradientTolerance = 1e-5;
@@ -35,6 +39,13 @@ struct ValidationOptions {
   /// fp32 noise in a near-zero gradient moves that one element by up to
   /// 2 lr; the mean shows drift without being hostage to those elements.
   double parameterTolerance = 1e-4;
+  /// When either plan stores bf16 parameters, results differ by rounding
+  /// alone (a bf16 element holds 8 significant bits, and two backends or
+  /// layouts sum in different orders): loss, logits and gradients then
+  /// pass on relative L2 error <= bf16GradientTolerance, parameters on
+  /// mean |error| <= bf16ParameterTolerance * mean |reference|.
+  double bf16GradientTolerance = 3e-2;
+  double bf16ParameterTolerance = 1e-2;
 };
 
 struct TensorComparison {
@@ -45,6 +56,7 @@ struct TensorComparison {
 };
 
 struct ValidationReport {
+  std::string backend;                      ///< where the plan under test ran
   std::vector<TensorComparison> firstStep;  ///< loss, logits, grad:<param>
   std::vector<TensorComparison> afterSteps; ///< param:<param>
   bool passed = false;

@@ -1,4 +1,4 @@
-//===- Elementwise.cpp - add and SwiGLU on the cpu ------------------------===//
+//===- Elementwise.cpp - add, SwiGLU, fill and scale on the cpu -----------===//
 //
 // Implements the math stated in kernels/Elementwise.h. Every element's
 // inputs are loaded before its outputs are stored, so outputs may alias

@@ -1,8 +1,10 @@
 //===- main.cpp - sharc-run: execute a plan and report its steps ----------===//
 //
-// sharc-run PLAN [--backend cpu] [--steps N] [--seed N] [--data FILE |
+// sharc-run PLAN [--backend auto|cpu|cuda] [--steps N] [--seed N] [--data FILE
+// |
 //   --synthetic] [--load CKPT] [--save CKPT] [--dump-outputs FILE]
-//   [--poison] [--check] [--quiet] [--validate DENSE_PLAN] [--trace FILE]
+//   [--poison] [--check] [--quiet] [--validate DENSE_PLAN | --compare-cpu]
+//   [--trace FILE] [--timeout SECONDS]
 // stdout: one line per step and a summary. Errors go to stderr as
 // `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
 // checkpoint), 1 for a failure at run time.
@@ -31,8 +33,10 @@ namespace {
 
 struct Options {
   std::string planPath;
-  std::string backend = "cpu";
+  std::string backend = "auto";
   int64_t steps = 10;
+  int64_t timeoutSeconds = 60;
+  bool compareCpu = false;
   uint64_t seed = 42;
   std::string dataPath; ///< empty: synthetic
   std::string loadPath, savePath, dumpPath;
@@ -44,11 +48,14 @@ struct Options {
 };
 
 const char *kUsage =
-    "usage: sharc-run PLAN [--backend cpu] [--steps N] [--seed N]\n"
+    "usage: sharc-run PLAN [--backend auto|cpu|cuda] [--steps N] [--seed N]\n"
     "                 [--data FILE | --synthetic] [--load CKPT]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
     "                 [--poison] [--check] [--quiet]\n"
-    "                 [--validate DENSE_PLAN] [--trace FILE.json]\n"
+    "                 [--validate DENSE_PLAN | --compare-cpu]\n"
+    "                 [--trace FILE.json] [--timeout SECONDS]\n"
+    "  --backend       auto (default): cuda when this build has it and the\n"
+    "                  node has a GPU per rank, else cpu\n"
     "  --data FILE     raw little-endian int32 token ids, read in windows\n"
     "                  of seq_len tokens (default: --synthetic)\n"
     "  --poison        fill activations with NaN before every step\n"
@@ -60,7 +67,12 @@ const char *kUsage =
     "                  tokens; compare loss, logits and every gradient after\n"
     "                  one step and the parameters after --steps (default 5)\n"
     "                  AdamW steps; both compiled with --emit-logits\n"
-    "                  --keep-grads. Exit 1 when they differ.\n"
+    "                  --keep-grads. Exit 1 when they differ. PLAN runs on\n"
+    "                  --backend, the dense plan on the cpu.\n"
+    "  --compare-cpu   as --validate, with PLAN itself run on the cpu as\n"
+    "                  the reference (PLAN on --backend, normally cuda)\n"
+    "  --timeout S     deadline of every collective and event wait, and of\n"
+    "                  a step's drain on the GPU (default 60)\n"
     "  --trace FILE.json  write the last step's instruction timings as a\n"
     "                  Chrome trace (chrome://tracing, Perfetto): one\n"
     "                  process per rank, one thread per stream\n";
@@ -113,6 +125,12 @@ Result<Options> parseFlags(int argc, char **argv) {
       std::exit(0);
     } else if (flag == "--backend") {
       SHARC_TRY(needValue(options.backend));
+    } else if (flag == "--compare-cpu") {
+      options.compareCpu = true;
+    } else if (flag == "--timeout") {
+      SHARC_TRY(needCount(options.timeoutSeconds));
+      if (options.timeoutSeconds < 1 || options.timeoutSeconds > 86400)
+        return bad("--timeout needs 1 to 86400 seconds");
     } else if (flag == "--steps") {
       SHARC_TRY(needCount(options.steps));
     } else if (flag == "--seed") {
@@ -158,11 +176,16 @@ Result<Options> parseFlags(int argc, char **argv) {
     return bad("--trace does not apply to --validate");
   if (options.validatePath == "<plan>.dense")
     options.validatePath = options.planPath + ".dense";
-  if (options.backend == "cuda")
-    return bad("cuda backend not built yet");
-  if (options.backend != "cpu")
+  if (options.backend != "cpu" && options.backend != "cuda" &&
+      options.backend != "auto")
     return bad("unknown backend '" + options.backend +
-               "' (expected cpu or cuda)");
+               "' (expected auto, cpu or cuda)");
+  if (options.compareCpu && !options.validatePath.empty())
+    return bad("--compare-cpu and --validate each pick a reference; give one");
+  if (options.compareCpu && !options.tracePath.empty())
+    return bad("--trace does not apply to --compare-cpu");
+  if (options.compareCpu)
+    options.validatePath = options.planPath;
   return options;
 }
 
@@ -189,6 +212,8 @@ int validate(const Options &options, const plan::Plan &plan, bool stepsGiven) {
   if (!densePlan)
     return fail(densePlan.status());
   exec::ValidationOptions validation;
+  validation.backend = options.backend;
+  validation.referenceBackend = "cpu";
   validation.seed = options.seed;
   validation.steps = stepsGiven ? options.steps : 5;
   if (validation.steps < 1)
@@ -196,9 +221,11 @@ int validate(const Options &options, const plan::Plan &plan, bool stepsGiven) {
   auto report = exec::validateAgainstDense(plan, *densePlan, validation);
   if (!report)
     return fail(report.status());
-  std::printf("validating %s (%s) against %s (%s), %lld AdamW steps\n",
+  std::printf("validating %s (%s, %s backend) against %s (%s, cpu), %lld "
+              "AdamW steps\n",
               options.planPath.c_str(), plan.mode.c_str(),
-              options.validatePath.c_str(), densePlan->mode.c_str(),
+              report->backend.c_str(), options.validatePath.c_str(),
+              densePlan->mode.c_str(),
               static_cast<long long>(validation.steps));
   std::printf("%s", exec::formatReport(*report).c_str());
   return report->passed ? 0 : 1;
@@ -224,6 +251,8 @@ int run(const Options &options, bool stepsGiven) {
   }
   exec::RunOptions runOptions;
   runOptions.backend = options.backend;
+  runOptions.collectiveTimeoutSeconds =
+      static_cast<double>(options.timeoutSeconds);
   runOptions.poisonActivations = options.poison;
   runOptions.checkHazards = options.check;
   runOptions.recordTrace = !options.tracePath.empty();
@@ -237,6 +266,8 @@ int run(const Options &options, bool stepsGiven) {
                 static_cast<long long>(plan->numStreams),
                 plan->numStreams == 1 ? "" : "s");
   exec::Runtime &rt = **runtime;
+  if (!options.quiet)
+    std::printf("backend %s\n", rt.backendName());
 
   if (!options.loadPath.empty()) {
     if (Status status = exec::loadCheckpoint(rt, options.loadPath); !status)

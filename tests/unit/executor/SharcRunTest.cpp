@@ -92,9 +92,10 @@ TEST_CASE("sharc-run rejects bad input with exit status 2", "[executor]") {
   std::string planPath = tempPath("plan2.yaml");
   REQUIRE(plan::writePlanFile(makeLinearPlan(model, 1, 1), planPath));
 
-  ToolRun cuda = runTool(planPath + " --backend cuda");
-  REQUIRE(cuda.exitCode == 2);
-  REQUIRE(cuda.out == "sharc-run: error: cuda backend not built yet\n");
+  ToolRun unknown = runTool(planPath + " --backend tpu");
+  REQUIRE(unknown.exitCode == 2);
+  REQUIRE(unknown.out == "sharc-run: error: unknown backend 'tpu' (expected "
+                         "auto, cpu or cuda)\n");
   REQUIRE(runTool(planPath + " --steps many").exitCode == 2);
   REQUIRE(runTool(planPath + " --frobnicate").exitCode == 2);
   REQUIRE(runTool("").exitCode == 2);
