@@ -23,12 +23,14 @@
 #pragma once
 
 #include "executor/OpTable.h"
+#include "executor/Trace.h"
 #include "planner/plan/Plan.h"
 #include "planner/plan/Status.h"
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace sharc::exec {
 
@@ -37,6 +39,8 @@ struct BackendOptions {
   double timeoutSeconds = 60.0;
   /// Fill the activation region with NaN bytes at set-up.
   bool poisonActivations = false;
+  /// Create the timing events of RankDevice::beginTimed.
+  bool profile = false;
 };
 
 class RankDevice {
@@ -62,6 +66,24 @@ public:
   virtual Status finishStep() = 0;
   /// Wakes every wait of this rank with an error.
   virtual void abort() = 0;
+
+  /// Profiling on a device (Runtime's recordTrace): bracket instruction
+  /// `index` on `stream` with timing events; after finishStep, timings()
+  /// gives every bracketed instruction's span from the step's start, per
+  /// stream. Unused on the cpu, where the host clock times each launch.
+  virtual Status beginTimed(int64_t stream, int64_t index) {
+    return Status::ok();
+  }
+  virtual Status endTimed(int64_t stream, int64_t index) {
+    return Status::ok();
+  }
+  virtual Result<std::vector<std::vector<TraceRecord>>> timings() {
+    return std::vector<std::vector<TraceRecord>>{};
+  }
+  /// Device memory this process holds on the rank's device (every
+  /// allocation, the CUDA context, NCCL's and cuBLASLt's buffers
+  /// included); -1 where there is no device.
+  virtual int64_t deviceBytesInUse() const { return -1; }
 };
 
 class Backend {

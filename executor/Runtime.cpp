@@ -179,14 +179,11 @@ Status Runtime::setUp() {
   auto backend = createBackend(
       options_.backend, plan_,
       BackendOptions{.timeoutSeconds = options_.collectiveTimeoutSeconds,
-                     .poisonActivations = options_.poisonActivations});
+                     .poisonActivations = options_.poisonActivations,
+                     .profile = options_.recordTrace});
   if (!backend)
     return backend.status();
   backend_ = std::move(*backend);
-  if (options_.recordTrace && backend_->enqueues())
-    return Status::invalidInput(std::string("--trace times instructions on "
-                                            "the host; the ") +
-                                backend_->name() + " backend enqueues them");
   for (size_t i = 0; i < plan_.instructions.size(); ++i)
     planOrder_.push_back(static_cast<int64_t>(i));
   for (int64_t r = 0; r < plan_.worldSize(); ++r) {
@@ -467,6 +464,8 @@ Status Runtime::setBatch(const std::vector<int32_t> &tokens) {
 Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
                           std::vector<TraceRecord> *trace) {
   RankDevice &device = *rank.device;
+  // On a device the host clock only sees the enqueue: time with events.
+  bool timed = options_.recordTrace && backend_->enqueues();
   auto sinceStart = [this] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now() - stepStart_)
@@ -481,10 +480,14 @@ Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
         return status.withContext(instrContext(rank.rank, index, instr));
     // The span starts after the waits: waiting is idle time, not the op's.
     int64_t startNs = trace ? sinceStart() : 0;
+    if (timed)
+      SHARC_TRY(device.beginTimed(stream, index));
     LaunchContext context = device.context(stream);
     context.step = nextStep_;
     if (Status status = bound.launch(context); !status)
       return status.withContext(instrContext(rank.rank, index, instr));
+    if (timed)
+      SHARC_TRY(device.endTimed(stream, index));
     if (trace)
       trace->push_back({index, startNs, sinceStart()});
     if (!poisonAfter_.empty())
@@ -549,6 +552,13 @@ Result<StepStats> Runtime::step() {
       if (statuses[t])
         statuses[t] =
             rank.device->finishStep().withContext("rank " + std::to_string(r));
+      if (statuses[t] && options_.recordTrace) {
+        auto timings = rank.device->timings();
+        if (timings)
+          recording_.records[r] = std::move(*timings);
+        else
+          statuses[t] = timings.status();
+      }
     } else {
       statuses[t] =
           runInstrs(rank, order_.streamInstrs[s],
@@ -592,6 +602,13 @@ Result<StepStats> Runtime::step() {
     std::swap(recording_, lastTrace_);
   ++nextStep_;
   return stats;
+}
+
+std::vector<int64_t> Runtime::deviceBytesInUse() const {
+  std::vector<int64_t> bytes;
+  for (const auto &rank : ranks_)
+    bytes.push_back(rank->device->deviceBytesInUse());
+  return bytes;
 }
 
 Result<std::string> Runtime::lastStepTrace() const {

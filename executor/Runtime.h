@@ -21,8 +21,9 @@
 // different streams touch overlapping bytes (one writing) without an event
 // ordering them, and each step fills an activation buffer with NaN right after
 // its last use. With recordTrace, each stream thread appends (instr, start,
-// end) to its own vector, without locks; lastStepTrace() formats the last
-// successful step (Trace.h).
+// end) to its own vector, without locks (on a device backend, CUDA events
+// around each instruction time it instead); lastStepTrace() formats the
+// last successful step (Trace.h).
 //
 //   auto runtime = Runtime::create(plan, RunOptions{});
 //   SHARC_TRY((*runtime)->initParams(/*seed=*/42));
@@ -113,6 +114,9 @@ public:
   /// (Trace.h). Fails (runtimeError) when recordTrace is off or no step has
   /// succeeded yet.
   Result<std::string> lastStepTrace() const;
+  /// Per rank, the device memory the process holds there (allocations,
+  /// CUDA context, library buffers); -1 on the cpu backend.
+  std::vector<int64_t> deviceBytesInUse() const;
   /// Its records; empty when there is none.
   const StepTrace &lastStepRecords() const { return lastTrace_; }
 

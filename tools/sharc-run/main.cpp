@@ -207,6 +207,20 @@ Status writeTrace(const exec::Runtime &runtime, const std::string &path) {
   return Status::ok();
 }
 
+/// Planned bytes per rank against what the device holds (cuda only): the
+/// plan's regions are the planned part; the CUDA context, NCCL's buffers and
+/// the GEMM workspaces come on top.
+void printDeviceMemory(const exec::Runtime &runtime, const char *when) {
+  std::vector<int64_t> inUse = runtime.deviceBytesInUse();
+  int64_t planned = 0;
+  for (const auto &[region, numBytes] : runtime.plan().regionBytes)
+    planned += numBytes;
+  for (size_t r = 0; r < inUse.size(); ++r)
+    if (inUse[r] >= 0)
+      std::printf("rank %zu: plan %.1f MiB, device in use %.1f MiB %s\n", r,
+                  planned / 1048576.0, inUse[r] / 1048576.0, when);
+}
+
 int validate(const Options &options, const plan::Plan &plan, bool stepsGiven) {
   auto densePlan = plan::readPlanFile(options.validatePath);
   if (!densePlan)
@@ -266,8 +280,10 @@ int run(const Options &options, bool stepsGiven) {
                 static_cast<long long>(plan->numStreams),
                 plan->numStreams == 1 ? "" : "s");
   exec::Runtime &rt = **runtime;
-  if (!options.quiet)
+  if (!options.quiet) {
     std::printf("backend %s\n", rt.backendName());
+    printDeviceMemory(rt, "after set-up");
+  }
 
   if (!options.loadPath.empty()) {
     if (Status status = exec::loadCheckpoint(rt, options.loadPath); !status)
@@ -306,6 +322,8 @@ int run(const Options &options, bool stepsGiven) {
       std::printf("%s\n", exec::Metrics::formatStep(record).c_str());
   }
   std::printf("%s\n", metrics.summary().c_str());
+  if (!options.quiet && options.steps > 0)
+    printDeviceMemory(rt, "after the steps");
   std::fflush(stdout);
 
   if (!options.dumpPath.empty()) {
