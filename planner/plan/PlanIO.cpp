@@ -31,6 +31,8 @@ namespace sharc::plan {
 namespace {
 
 using text::formatInts;
+using text::isIntegerSyntax;
+using text::parseDouble;
 
 constexpr Region kRegions[] = {Region::Param,      Region::OptState,
                                Region::Input,      Region::Output,
@@ -45,37 +47,6 @@ std::optional<Region> parseRegion(std::string_view name) {
     if (name == regionName(region))
       return region;
   return std::nullopt;
-}
-
-bool isIntegerSyntax(std::string_view text) {
-  if (!text.empty() && text.front() == '-')
-    text.remove_prefix(1);
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
-}
-
-/// Parses a float as YAML writes it (.inf, -.inf, .nan) or as from_chars
-/// reads it; the whole text must be consumed.
-std::optional<double> parseDouble(std::string_view text) {
-  bool negative = false;
-  std::string_view body = text;
-  if (!body.empty() && (body.front() == '+' || body.front() == '-')) {
-    negative = body.front() == '-';
-    body.remove_prefix(1);
-  }
-  if (body == ".inf" || body == ".Inf" || body == ".INF")
-    return negative ? -HUGE_VAL : HUGE_VAL;
-  if (body == ".nan" || body == ".NaN" || body == ".NAN")
-    return std::nan("");
-  if (body.empty() || body.front() == '+' || body.front() == '-')
-    return std::nullopt;
-  double value = 0;
-  auto [end, error] =
-      std::from_chars(body.data(), body.data() + body.size(), value);
-  if (error != std::errc() || end != body.data() + body.size())
-    return std::nullopt;
-  return negative ? -value : value;
 }
 
 std::optional<int64_t> byteSize(const std::vector<int64_t> &shape,

@@ -1,11 +1,12 @@
 //===- PlanText.h - how plan files spell values -----------------*- C++ -*-===//
 // defines: text::formatDouble, text::quoted, text::identifier,
-//          text::formatInts
+//          text::formatInts, text::isIntegerSyntax, text::parseDouble
 //
 // Shared by the plan writer and the reader's messages; not a public API.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,5 +23,10 @@ std::string quoted(std::string_view text);
 std::string identifier(std::string_view text);
 /// "[1, 2, 3]".
 std::string formatInts(const std::vector<int64_t> &values);
+/// An optional '-' and one or more digits: what reads as an integer.
+bool isIntegerSyntax(std::string_view text);
+/// A float as formatDouble writes it (.inf, -.inf, .nan) or as from_chars
+/// reads it; the whole text must be consumed.
+std::optional<double> parseDouble(std::string_view text);
 
 } // namespace sharc::plan::text

@@ -8,66 +8,11 @@
 #include "planner/plan/PlanIO.h"
 #include "planner/plan/PlanText.h"
 
-#include <cctype>
-#include <charconv>
-#include <cmath>
-#include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
-#include <set>
-#include <sstream>
 
 namespace sharc::plan {
-
-std::string text::formatDouble(double value) {
-  if (std::isnan(value))
-    return ".nan";
-  if (std::isinf(value))
-    return value > 0 ? ".inf" : "-.inf";
-  char text[64];
-  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
-  std::string result(text, error == std::errc() ? end : text);
-  if (result.find_first_of(".e") == std::string::npos)
-    result += ".0";
-  return result;
-}
-
-std::string text::quoted(std::string_view text) {
-  std::string result = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      result += '\\';
-      result += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char escape[8];
-      std::snprintf(escape, sizeof(escape), "\\x%02x", c);
-      result += escape;
-    } else {
-      result += static_cast<char>(c);
-    }
-  }
-  return result + "\"";
-}
-
-std::string text::identifier(std::string_view text) {
-  static const std::set<std::string> kReserved = {
-      "null", "true", "false", "yes", "no", "on", "off", "y", "n"};
-  bool bare = !text.empty() && !std::isdigit(static_cast<uint8_t>(text[0]));
-  for (char c : text)
-    bare = bare && (std::isalnum(static_cast<uint8_t>(c)) || c == '_');
-  std::string lower(text);
-  for (char &c : lower)
-    c = static_cast<char>(std::tolower(static_cast<uint8_t>(c)));
-  if (bare && !kReserved.count(lower))
-    return std::string(text);
-  return quoted(text);
-}
-
-std::string text::formatInts(const std::vector<int64_t> &values) {
-  std::string result = "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    result += (i ? ", " : "") + std::to_string(values[i]);
-  return result + "]";
-}
 
 namespace {
 
