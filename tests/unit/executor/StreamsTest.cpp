@@ -58,8 +58,8 @@ plan::Plan makeOverlapPlan(int64_t dp, int64_t tp, int64_t numStreams,
   b.io(false, "out", out, {dp * kM, kN}, {{{"dp", 0}}});
   if (variant == Variant::ReuseBytes)
     p.buffers[g].offset = p.buffers[h].offset; // h is still being reduced
-  auto overTp =
-      std::map<std::string, plan::AttrValue>{{"axis", std::string("tp")}};
+  auto overTp = std::map<std::string, plan::AttrValue>{
+      {"axis", std::string("tp")}, {"reduce", std::string("sum")}};
   auto streamOf = [&](int64_t stream) { return numStreams > 1 ? stream : 0; };
 
   b.instr("matmul", {a, w}, {h});
@@ -83,7 +83,8 @@ plan::Plan makeOverlapPlan(int64_t dp, int64_t tp, int64_t numStreams,
   if (dp > 1) {
     int64_t outSum = b.buffer("out.sum", Region::Output, DType::F32, {kM, kN});
     b.io(false, "out.sum", outSum, {kM, kN});
-    b.instr("all_reduce", {out}, {outSum}, {{"axis", std::string("dp")}});
+    b.instr("all_reduce", {out}, {outSum},
+            {{"axis", std::string("dp")}, {"reduce", std::string("sum")}});
     p.instructions.back().stream = streamOf(1);
     p.instructions.back().waits = {2};
   }

@@ -195,16 +195,21 @@ inline plan::Plan makeLinearPlan(const LinearModel &model, int64_t dp,
   b.instr("matmul_wgrad", {dlogitsLocal, xRep}, {gHead});
   b.instr("matmul_dgrad", {dlogitsLocal, head[0]}, {dx});
   if (tp > 1)
-    b.instr("all_reduce", {dx}, {dx}, {{"axis", std::string("tp")}});
+    b.instr("all_reduce", {dx}, {dx}, overTp("sum"));
   b.instr("embedding_grad", {dx, tokens}, {gEmbed});
   if (dp > 1) {
-    b.instr("all_reduce", {gEmbed}, {gEmbed}, {{"axis", std::string("dp")}});
-    b.instr("all_reduce", {gHead}, {gHead}, {{"axis", std::string("dp")}});
+    for (int64_t grad : {gEmbed, gHead})
+      b.instr("all_reduce", {grad}, {grad},
+              {{"axis", std::string("dp")}, {"reduce", std::string("sum")}});
   }
   for (const auto &param : {embed, head})
     b.instr("adamw",
             {param[0], param == embed ? gEmbed : gHead, param[1], param[2]}, {},
-            {{"lr", model.lr}});
+            {{"lr", model.lr},
+             {"beta1", 0.9},
+             {"beta2", 0.999},
+             {"eps", 1e-8},
+             {"weight_decay", 0.01}});
   return p;
 }
 
