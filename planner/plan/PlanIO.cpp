@@ -10,20 +10,16 @@
 
 #include "planner/plan/PlanIO.h"
 #include "planner/plan/FileText.h"
+#include "planner/plan/PlanContract.h"
 #include "planner/plan/PlanText.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <fstream>
+#include <cstdint>
 #include <optional>
-#include <set>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -572,25 +568,42 @@ public:
     return Status::ok();
   }
 
+  /// Where a broken contract shows: the attribute, else the entry at fault.
+  YAML::Node locate(const YAML::Node &root, const ContractViolation &v) const {
+    bool isBuffer = v.site == ContractViolation::Site::Buffer;
+    const YAML::Node entry =
+        root[isBuffer ? "buffers" : "instructions"][v.index];
+    if (v.attr.empty())
+      return entry;
+    const YAML::Node value = entry["attrs"][v.attr];
+    return value.IsDefined() ? value : entry;
+  }
+
 private:
   const std::string &fileName;
 };
 
 } // namespace
 
-Result<Plan> parsePlan(const std::string &text, const std::string &fileName) {
+Result<Plan> parsePlan(const std::string &text, const std::string &fileName,
+                       PlanChecks checks) {
   Plan plan;
   SHARC_TRY(readYaml(text, fileName, [&](const YAML::Node &root) {
-    return Reader(fileName).readPlan(root, plan);
+    Reader reader(fileName);
+    SHARC_TRY(reader.readPlan(root, plan));
+    std::optional<ContractViolation> violation;
+    if (checks == PlanChecks::All && (violation = findContractViolation(plan)))
+      return reader.fail(reader.locate(root, *violation), violation->message);
+    return Status::ok();
   }));
   return plan;
 }
 
-Result<Plan> readPlanFile(const std::string &path) {
+Result<Plan> readPlanFile(const std::string &path, PlanChecks checks) {
   Result<std::string> text = readWholeFile(path, "plan");
   if (!text.isOk())
     return text.status();
-  return parsePlan(*text, path);
+  return parsePlan(*text, path, checks);
 }
 
 } // namespace sharc::plan

@@ -181,8 +181,10 @@ void requireSamePlan(const Plan &a, const Plan &b) {
   }
 }
 
+// These tests are of the file format, so they read without the contract
+// (PlanContractTest.cpp): their plans use attributes no op has.
 Plan parseOk(const std::string &text) {
-  Result<Plan> result = parsePlan(text, "plan.yaml");
+  Result<Plan> result = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
   INFO(result.status().message());
   REQUIRE(result.isOk());
   return result.value();
@@ -225,7 +227,7 @@ std::string edit(int line, const std::string &from, const std::string &to) {
 }
 
 std::string parseError(const std::string &text) {
-  Result<Plan> result = parsePlan(text, "plan.yaml");
+  Result<Plan> result = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
   REQUIRE_FALSE(result.isOk());
   REQUIRE(result.status().code() == Status::Code::InvalidInput);
   REQUIRE(result.status().exitCode() == 2);
@@ -455,18 +457,22 @@ TEST_CASE("malformed plans name the file, line and column", "[plan]") {
 
 TEST_CASE("no prefix or byte flip of a plan crashes the reader", "[plan]") {
   std::string text = writePlan(makeFullPlan());
-  for (size_t length = 0; length <= text.size(); ++length) {
-    Result<Plan> result = parsePlan(text.substr(0, length), "cut.yaml");
-    if (!result.isOk())
-      REQUIRE_THAT(result.status().message(), StartsWith("cut.yaml"));
-  }
+  for (size_t length = 0; length <= text.size(); ++length)
+    for (PlanChecks checks : {PlanChecks::All, PlanChecks::FormatOnly}) {
+      Result<Plan> result =
+          parsePlan(text.substr(0, length), "cut.yaml", checks);
+      if (!result.isOk())
+        REQUIRE_THAT(result.status().message(), StartsWith("cut.yaml"));
+    }
   const char replacements[] = {'[', ']', '{', '}', ':', ',', '-', '"', '9'};
   for (size_t at = 0; at < text.size(); at += 3) {
     std::string flipped = text;
     flipped[at] = replacements[at % sizeof(replacements)];
-    Result<Plan> result = parsePlan(flipped, "flip.yaml");
-    if (!result.isOk())
-      REQUIRE_THAT(result.status().message(), StartsWith("flip.yaml"));
+    for (PlanChecks checks : {PlanChecks::All, PlanChecks::FormatOnly}) {
+      Result<Plan> result = parsePlan(flipped, "flip.yaml", checks);
+      if (!result.isOk())
+        REQUIRE_THAT(result.status().message(), StartsWith("flip.yaml"));
+    }
   }
 }
 
@@ -474,7 +480,7 @@ TEST_CASE("plan files round trip through the disk", "[plan]") {
   std::string path = SHARC_BINARY_DIR "/PlanIOTest.plan.yaml";
   Plan plan = makeFullPlan();
   REQUIRE(writePlanFile(plan, path).isOk());
-  Result<Plan> read = readPlanFile(path);
+  Result<Plan> read = readPlanFile(path, PlanChecks::FormatOnly);
   REQUIRE(read.isOk());
   requireSamePlan(plan, read.value());
   std::remove(path.c_str());
@@ -497,7 +503,11 @@ TEST_CASE("the example in docs/plan-format.md is a valid plan", "[plan]") {
   REQUIRE(begin != std::string::npos);
   begin += 8;
   size_t end = markdown.find("```", begin);
-  Plan plan = parseOk(markdown.substr(begin, end - begin));
+  // Read as a tool reads it: the example keeps the contract too.
+  Result<Plan> read = parsePlan(markdown.substr(begin, end - begin), "doc");
+  INFO(read.status().message());
+  REQUIRE(read.isOk());
+  const Plan &plan = read.value();
   REQUIRE(plan.worldSize() == 2);
   REQUIRE(plan.instructions.size() == 2);
   REQUIRE(plan.instructions[1].getString("axis") == "tp");

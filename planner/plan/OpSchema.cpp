@@ -1,0 +1,185 @@
+//===- OpSchema.cpp - the operands and attributes of each plan op ---------===//
+//
+// The table follows the ODS definitions in ir/SharcOps.td and
+// ir/SharcCollectiveOps.td, as planner/PlanEmitter.cpp writes them (it adds
+// rms_norm's group_size), and the binds in executor/*Ops.cpp and
+// executor/OpTable.cpp, which read exactly these attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "planner/plan/OpSchema.h"
+
+#include <algorithm>
+
+namespace sharc::plan {
+namespace {
+
+AttrSpec intAttr(const char *name, int64_t minimum) {
+  return {name, AttrKind::Int, true, minimum, {}};
+}
+
+AttrSpec floatAttr(const char *name) {
+  return {name, AttrKind::Float, true, INT64_MIN, {}};
+}
+
+AttrSpec axisAttr(const char *name) {
+  return {name, AttrKind::Axis, true, INT64_MIN, {}};
+}
+
+AttrSpec optional(AttrSpec spec) {
+  spec.required = false;
+  return spec;
+}
+
+std::vector<OpSchema> makeSchemas() {
+  // Absent, vocab_start and position_offset are 0; an absent vocab_axis or
+  // position_axis means the dimension is not split.
+  std::vector<AttrSpec> embedding = {optional(intAttr("vocab_start", 0)),
+                                     optional(axisAttr("vocab_axis"))};
+  std::vector<AttrSpec> rmsNorm = {floatAttr("eps"), intAttr("group_size", 1)};
+  std::vector<AttrSpec> rope = {intAttr("head_dim", 1), floatAttr("theta"),
+                                optional(intAttr("position_offset", 0)),
+                                optional(axisAttr("position_axis"))};
+  std::vector<AttrSpec> headDim = {intAttr("head_dim", 1)};
+  std::vector<AttrSpec> validVocab = {intAttr("valid_vocab", 1)};
+  std::vector<AttrSpec> vocabParallel = {intAttr("valid_vocab", 1),
+                                         axisAttr("vocab_axis")};
+  std::vector<AttrSpec> overAxis = {axisAttr("axis")};
+  std::vector<AttrSpec> alongDim = {axisAttr("axis"), intAttr("dim", 0)};
+  std::vector<AttrSpec> reduce = {
+      axisAttr("axis"),
+      {"reduce", AttrKind::String, true, INT64_MIN, {"sum", "max"}}};
+  std::vector<AttrSpec> adamw = {floatAttr("lr"), floatAttr("beta1"),
+                                 floatAttr("beta2"), floatAttr("eps"),
+                                 floatAttr("weight_decay")};
+  return {
+      {"embedding",
+       {{"table", 'T'}, {"ids", 'I'}},
+       {{"out", 'T'}},
+       false,
+       embedding},
+      {"embedding_grad",
+       {{"dout", 'T'}, {"ids", 'I'}},
+       {{"dtable", 'T'}},
+       false,
+       embedding},
+      {"rms_norm", {{"x", 'T'}, {"w", 'T'}}, {{"y", 'T'}}, false, rmsNorm},
+      {"rms_norm_grad",
+       {{"x", 'T'}, {"w", 'T'}, {"dy", 'T'}},
+       {{"dx", 'T'}, {"dw", 'T'}},
+       false,
+       rmsNorm},
+      {"matmul", {{"x", 'T'}, {"w", 'T'}}, {{"y", 'T'}}, false, {}},
+      {"matmul_dgrad", {{"dy", 'T'}, {"w", 'T'}}, {{"dx", 'T'}}, false, {}},
+      {"matmul_wgrad", {{"dy", 'T'}, {"x", 'T'}}, {{"dw", 'T'}}, false, {}},
+      {"rope", {{"x", 'T'}}, {{"y", 'T'}}, false, rope},
+      {"rope_grad", {{"dy", 'T'}}, {{"dx", 'T'}}, false, rope},
+      {"attention",
+       {{"q", 'T'}, {"k", 'T'}, {"v", 'T'}},
+       {{"out", 'T'}, {"lse", 'F'}},
+       false,
+       headDim},
+      {"attention_grad",
+       {{"q", 'T'},
+        {"k", 'T'},
+        {"v", 'T'},
+        {"out", 'T'},
+        {"lse", 'F'},
+        {"dout", 'T'}},
+       {{"dq", 'T'}, {"dk", 'T'}, {"dv", 'T'}},
+       false,
+       headDim},
+      {"swiglu", {{"gate", 'T'}, {"up", 'T'}}, {{"y", 'T'}}, false, {}},
+      {"swiglu_grad",
+       {{"gate", 'T'}, {"up", 'T'}, {"dy", 'T'}},
+       {{"dgate", 'T'}, {"dup", 'T'}},
+       false,
+       {}},
+      {"add", {{"a", 'T'}, {"b", 'T'}}, {{"y", 'T'}}, false, {}},
+      {"cross_entropy",
+       {{"logits", 'T'}, {"labels", 'I'}},
+       {{"loss", 'F'}},
+       false,
+       validVocab},
+      {"cross_entropy_grad",
+       {{"logits", 'T'}, {"labels", 'I'}, {"dloss", 'F'}},
+       {{"dlogits", 'T'}},
+       false,
+       validVocab},
+      {"fill", {}, {{"out", 'T'}}, false, {floatAttr("value")}},
+      {"scale", {{"x", 'T'}}, {{"y", 'T'}}, false, {floatAttr("factor")}},
+      {"adamw",
+       {{"param", 'T'}, {"grad", 'T'}, {"m", 'T'}, {"v", 'T'}},
+       {},
+       false,
+       adamw},
+      {"all_reduce", {{"x", 'T'}}, {{"y", 'T'}}, false, reduce},
+      {"all_reduce_coalesced", {{"x", 'T'}}, {{"y", 'T'}}, true, overAxis},
+      {"all_gather", {{"x", 'T'}}, {{"y", 'T'}}, false, alongDim},
+      {"reduce_scatter", {{"x", 'T'}}, {{"y", 'T'}}, false, alongDim},
+      {"slice_to_rank", {{"x", 'T'}}, {{"y", 'T'}}, false, alongDim},
+      {"replicate", {{"x", 'T'}}, {{"y", 'T'}}, false, overAxis},
+      {"vocab_max", {{"logits", 'T'}}, {{"max", 'F'}}, false, vocabParallel},
+      {"target_logit",
+       {{"logits", 'T'}, {"labels", 'I'}},
+       {{"target", 'F'}},
+       false,
+       vocabParallel},
+      {"sum_exp",
+       {{"logits", 'T'}, {"max", 'F'}},
+       {{"sum_exp", 'F'}},
+       false,
+       vocabParallel},
+      {"vocab_parallel_loss",
+       {{"logits", 'T'},
+        {"labels", 'I'},
+        {"max", 'F'},
+        {"target", 'F'},
+        {"sum_exp", 'F'}},
+       {{"loss", 'F'}},
+       false,
+       vocabParallel},
+      {"vocab_parallel_loss_grad",
+       {{"logits", 'T'},
+        {"labels", 'I'},
+        {"max", 'F'},
+        {"sum_exp", 'F'},
+        {"dloss", 'F'}},
+       {{"dlogits", 'T'}},
+       false,
+       vocabParallel},
+  };
+}
+
+} // namespace
+
+const char *attrKindName(AttrKind kind) {
+  switch (kind) {
+  case AttrKind::Int:
+    return "an integer";
+  case AttrKind::Float:
+    return "a float";
+  case AttrKind::String:
+    return "a string";
+  case AttrKind::Axis:
+    return "a mesh axis name";
+  }
+  return "?";
+}
+
+const AttrSpec *OpSchema::findAttr(std::string_view attr) const {
+  for (const AttrSpec &spec : attrs)
+    if (spec.name == attr)
+      return &spec;
+  return nullptr;
+}
+
+const OpSchema *findOpSchema(std::string_view op) {
+  static const std::vector<OpSchema> schemas = makeSchemas();
+  auto it =
+      std::find_if(schemas.begin(), schemas.end(),
+                   [&](const OpSchema &schema) { return schema.name == op; });
+  return it == schemas.end() ? nullptr : &*it;
+}
+
+} // namespace sharc::plan

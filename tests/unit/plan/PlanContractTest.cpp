@@ -1,0 +1,286 @@
+//===- PlanContractTest.cpp - hand-edited plans that break a rule ---------===//
+
+#include "planner/plan/PlanContract.h"
+#include "planner/plan/OpSchema.h"
+#include "planner/plan/PlanIO.h"
+#include "tests/unit/executor/TestPlans.h"
+
+#include <catch2/catch.hpp>
+
+using namespace sharc;
+using namespace sharc::plan;
+using Catch::Matchers::Contains;
+
+namespace {
+
+/// A valid two-stream plan: rms_norm and matmul on stream 0, the matmul's
+/// result all-reduced on stream 1, then an add that waits for it, writing
+/// the bytes of 'h' (dead by then), and a scale into the output.
+const std::string kBase = R"(sharc_plan: 1
+mesh: [{name: dp, size: 1}, {name: tp, size: 2}]
+num_streams: 2
+num_events: 2
+regions: {param: 80, input: 64, output: 64, activation: 192}
+buffers:
+  - {id: 0, name: "w", region: param, offset: 0, bytes: 64, dtype: f32, shape: [4, 4]}
+  - {id: 1, name: "n", region: param, offset: 64, bytes: 16, dtype: f32, shape: [4]}
+  - {id: 2, name: "x", region: input, offset: 0, bytes: 64, dtype: f32, shape: [4, 4]}
+  - {id: 3, name: "h", region: activation, offset: 0, bytes: 64, dtype: f32, shape: [4, 4]}
+  - {id: 4, name: "y", region: activation, offset: 64, bytes: 64, dtype: f32, shape: [4, 4]}
+  - {id: 5, name: "s", region: activation, offset: 128, bytes: 64, dtype: f32, shape: [4, 4]}
+  - {id: 6, name: "z", region: activation, offset: 0, bytes: 64, dtype: f32, shape: [4, 4]}
+  - {id: 7, name: "o", region: output, offset: 0, bytes: 64, dtype: f32, shape: [4, 4]}
+inputs:
+  - {name: "x", buffer: 2, global_shape: [4, 4]}
+outputs:
+  - {name: "o", buffer: 7, global_shape: [4, 4]}
+instructions:
+  - {op: rms_norm, in: [2, 1], out: [3], attrs: {eps: 1e-06, group_size: 4}}
+  - {op: matmul, in: [3, 0], out: [4], signals: [0]}
+  - {op: all_reduce, in: [4], out: [5], stream: 1, waits: [0], signals: [1], attrs: {axis: "tp", reduce: "sum"}}
+  - {op: add, in: [4, 5], out: [6], waits: [1]}
+  - {op: scale, in: [6], out: [7], attrs: {factor: 0.5}}
+)";
+
+/// kBase with `from` replaced by `to` on line `line` (1-based).
+std::string edit(int line, const std::string &from, const std::string &to) {
+  size_t begin = 0;
+  for (int i = 1; i < line; ++i)
+    begin = kBase.find('\n', begin) + 1;
+  size_t at = kBase.find(from, begin);
+  REQUIRE(at < kBase.find('\n', begin));
+  return std::string(kBase).replace(at, from.size(), to);
+}
+
+std::string contractError(const std::string &text) {
+  Result<Plan> result = parsePlan(text, "plan.yaml");
+  REQUIRE_FALSE(result.isOk());
+  REQUIRE(result.status().exitCode() == 2);
+  // The same plan read without the contract is well formed.
+  REQUIRE(parsePlan(text, "plan.yaml", PlanChecks::FormatOnly).isOk());
+  return result.status().message();
+}
+
+} // namespace
+
+TEST_CASE("the base plan keeps every rule", "[plan]") {
+  Result<Plan> plan = parsePlan(kBase, "plan.yaml");
+  INFO(plan.status().message());
+  REQUIRE(plan.isOk());
+  REQUIRE(checkPlanContract(*plan).isOk());
+}
+
+TEST_CASE("op schema: ops, counts and typed attributes", "[plan]") {
+  SECTION("unknown op") {
+    REQUIRE(contractError(edit(23, "op: add", "op: addd")) ==
+            "plan.yaml:23:5: instr 3 (addd): op schema: unknown op");
+  }
+  SECTION("operand count") {
+    REQUIRE(contractError(edit(21, "in: [3, 0]", "in: [3]")) ==
+            "plan.yaml:21:5: instr 1 (matmul): op schema: takes 2 operands "
+            "and 1 result, got 1 operand and 1 result");
+  }
+  SECTION("missing attribute, no default") {
+    REQUIRE(contractError(edit(20, "eps: 1e-06, ", "")) ==
+            "plan.yaml:20:5: instr 0 (rms_norm): op schema: missing "
+            "attribute 'eps' (a float)");
+    REQUIRE(contractError(edit(22, ", reduce: \"sum\"", "")) ==
+            "plan.yaml:22:5: instr 2 (all_reduce): op schema: missing "
+            "attribute 'reduce' (a string)");
+  }
+  SECTION("unknown attribute") {
+    REQUIRE(contractError(edit(20, "eps:", "epsilon:")) ==
+            "plan.yaml:20:59: instr 0 (rms_norm): op schema: unknown "
+            "attribute 'epsilon' (rms_norm takes eps, group_size)");
+    REQUIRE_THAT(
+        contractError(edit(21, "signals: [0]", "signals: [0], attrs: {t: 1}")),
+        Contains("instr 1 (matmul): op schema: unknown attribute 't' (matmul "
+                 "takes none)"));
+  }
+  SECTION("mistyped attribute") {
+    REQUIRE(contractError(edit(20, "1e-06", "\"small\"")) ==
+            "plan.yaml:20:55: instr 0 (rms_norm): op schema: attribute 'eps' "
+            "must be a float, got the string \"small\"");
+    REQUIRE_THAT(contractError(edit(20, "group_size: 4", "group_size: 4.0")),
+                 Contains("instr 0 (rms_norm): op schema: attribute "
+                          "'group_size' must be an integer, got the float "
+                          "4.0"));
+    REQUIRE_THAT(contractError(edit(22, "\"tp\"", "1")),
+                 Contains("attribute 'axis' must be a mesh axis name, got "
+                          "the integer 1"));
+    REQUIRE_THAT(contractError(edit(24, "0.5", "[1]")),
+                 Contains("attribute 'factor' must be a float, got a list"));
+  }
+  SECTION("attribute out of its range") {
+    REQUIRE_THAT(contractError(edit(20, "group_size: 4", "group_size: 0")),
+                 Contains("instr 0 (rms_norm): op schema: attribute "
+                          "'group_size' must be >= 1, got 0"));
+    REQUIRE_THAT(contractError(edit(22, "\"sum\"", "\"mean\"")),
+                 Contains("instr 2 (all_reduce): op schema: attribute "
+                          "'reduce' must be \"sum\" or \"max\", got \"mean\""));
+  }
+  SECTION("an integer is taken as a float") {
+    REQUIRE(parsePlan(edit(24, "0.5", "2"), "plan.yaml").isOk());
+  }
+}
+
+TEST_CASE("mesh axis: attributes name axes of the mesh", "[plan]") {
+  REQUIRE(contractError(edit(22, "\"tp\"", "\"pp\"")) ==
+          "plan.yaml:22:92: instr 2 (all_reduce): mesh axis: attribute "
+          "'axis' names 'pp', which is not an axis of the mesh (dp, tp)");
+  std::string noMesh =
+      edit(2, "[{name: dp, size: 1}, {name: tp, size: 2}]", "[]");
+  REQUIRE_THAT(contractError(noMesh),
+               Contains("instr 2 (all_reduce): mesh axis: attribute 'axis' "
+                        "names 'tp', which is not an axis of the mesh (it "
+                        "has none)"));
+}
+
+TEST_CASE("dtype: operands and results have types their kernel takes",
+          "[plan]") {
+  SECTION("one float type per GEMM") {
+    REQUIRE(contractError(edit(7, "f32", "bf16")) ==
+            "plan.yaml:21:5: instr 1 (matmul): dtype: w (buffer 0 'w') is "
+            "bf16 but x (buffer 3 'h') is f32; matmul takes one float type "
+            "for x, w and y");
+  }
+  SECTION("a float slot") {
+    REQUIRE(contractError(edit(9, "f32", "i32")) ==
+            "plan.yaml:20:5: instr 0 (rms_norm): dtype: x (buffer 2 'x') is "
+            "i32, must be f32 or bf16");
+  }
+  SECTION("the collective's input and output") {
+    REQUIRE_THAT(contractError(edit(12, "f32", "bf16")),
+                 Contains("instr 2 (all_reduce): dtype: y (buffer 5 's') is "
+                          "bf16 but x (buffer 4 'y') is f32; all_reduce takes "
+                          "one float type for x and y"));
+  }
+}
+
+TEST_CASE("event order: every wait comes after its one signal", "[plan]") {
+  SECTION("a wait listed before its signal") {
+    REQUIRE(contractError(edit(20, "out: [3],", "out: [3], waits: [0],")) ==
+            "plan.yaml:20:5: instr 0 (rms_norm): event order: waits for "
+            "event 0, signalled by instr 1 (matmul), which does not come "
+            "before it; a wait must come after its signal in instruction "
+            "order");
+  }
+  SECTION("a wait nobody signals") {
+    std::string text = edit(4, "2", "3");
+    text.replace(text.find("waits: [1]}"), 11, "waits: [1, 2]}");
+    REQUIRE_THAT(contractError(text),
+                 Contains("instr 3 (add): event order: waits for event 2, "
+                          "which no instruction signals"));
+  }
+  SECTION("a second signaller") {
+    REQUIRE_THAT(contractError(edit(24, "out: [7],",
+                                    "out: [7], signals: "
+                                    "[1],")),
+                 Contains("instr 4 (scale): event order: signals event 1, "
+                          "which instr 2 (all_reduce) already signals; an "
+                          "event has one signaller"));
+  }
+}
+
+TEST_CASE("buffer overlap: no shared bytes while both buffers live", "[plan]") {
+  SECTION("persistent regions never share bytes") {
+    REQUIRE(contractError(edit(8, "offset: 64", "offset: 48")) ==
+            "plan.yaml:8:5: buffer 1 'n': buffer overlap: shares bytes "
+            "[48, 64) of region param with buffer 0 'w'; buffers of this "
+            "region never share bytes (an op working in place names one "
+            "buffer twice)");
+  }
+  SECTION("activations live at once") {
+    REQUIRE(contractError(edit(12, "offset: 128", "offset: 96")) ==
+            "plan.yaml:12:5: buffer 5 's': buffer overlap: shares bytes "
+            "[96, 128) of region activation with buffer 4 'y' while both are "
+            "live: instr 3 (add), which uses buffer 4, does not "
+            "happen-before instr 2 (all_reduce), which uses buffer 5");
+  }
+  SECTION("reuse across streams needs an event") {
+    // s on h's bytes (z moves to s's): fine while the all_reduce waits for
+    // the matmul, the last use of h; without the wait, h may still be read.
+    std::string reused = edit(12, "offset: 128", "offset: 0");
+    reused.replace(reused.find("offset: 0, bytes: 64, dtype: f32, shape: [4, "
+                               "4]}\n  - {id: 7"),
+                   9, "offset: 128");
+    REQUIRE(parsePlan(reused, "plan.yaml").isOk());
+    std::string text = reused;
+    text.replace(text.find("waits: [0], "), 12, "");
+    REQUIRE_THAT(contractError(text),
+                 Contains("buffer 5 's': buffer overlap: shares bytes [0, "
+                          "64) of region activation with buffer 3 'h' while "
+                          "both are live: instr 1 (matmul), which uses buffer "
+                          "3, does not happen-before instr 2 (all_reduce), "
+                          "which uses buffer 5"));
+  }
+  SECTION("one instruction using both") {
+    REQUIRE_THAT(contractError(edit(13, "offset: 0", "offset: 128")),
+                 Contains("buffer 6 'z': buffer overlap: shares bytes [128, "
+                          "192) of region activation with buffer 5 's' while "
+                          "both are live: instr 3 (add) uses both"));
+  }
+  SECTION("an output is live at the end of the step") {
+    // y becomes an output as well, and o (written later) takes its bytes.
+    std::string text =
+        edit(14, "region: output, offset: 0", "region: activation, offset: 64");
+    text.replace(text.find("instructions:"), 0,
+                 "  - {name: \"y\", buffer: 4, global_shape: [4, 4]}\n");
+    REQUIRE_THAT(contractError(text),
+                 Contains("buffer 7 'o': buffer overlap: shares bytes [64, "
+                          "128) of region activation with buffer 4 'y' while "
+                          "both are live: buffer 4 'y' is live at the end of "
+                          "the step"));
+  }
+}
+
+TEST_CASE("the contract reports ids out of range in a plan built in memory",
+          "[plan]") {
+  Plan plan = *parsePlan(kBase, "plan.yaml");
+  plan.instructions[1].operands[1] = 42;
+  std::optional<ContractViolation> violation = findContractViolation(plan);
+  REQUIRE(violation);
+  REQUIRE(violation->site == ContractViolation::Site::Instruction);
+  REQUIRE(violation->index == 1);
+  REQUIRE(violation->message == "instr 1 (matmul): ids: buffer 42 is not "
+                                "entry 42 of the buffer table");
+  Plan empty;
+  empty.numStreams = 0;
+  empty.numEvents = -1;
+  REQUIRE_FALSE(findContractViolation(empty));
+}
+
+TEST_CASE("the executor's hand-built test plans keep the contract", "[plan]") {
+  exec::test::LinearModel model;
+  for (int64_t dp : {1, 2})
+    for (int64_t tp : {1, 2})
+      for (bool vocabParallel : {false, true})
+        for (DType dtype : {DType::F32, DType::BF16}) {
+          model.vocabParallel = vocabParallel;
+          Plan plan = exec::test::makeLinearPlan(model, dp, tp, dtype);
+          INFO("dp " << dp << " tp " << tp << " vp " << vocabParallel);
+          REQUIRE(checkPlanContract(plan).message() == "");
+          Plan async = exec::test::withAsyncCollectives(plan);
+          REQUIRE(checkPlanContract(async).message() == "");
+        }
+}
+
+TEST_CASE("every op of the schema names its slots and attributes", "[plan]") {
+  for (const char *op :
+       {"embedding", "rms_norm_grad", "attention_grad", "all_reduce_coalesced",
+        "vocab_parallel_loss_grad", "adamw"}) {
+    const OpSchema *schema = findOpSchema(op);
+    REQUIRE(schema);
+    for (const auto *slots : {&schema->operands, &schema->results})
+      for (const SlotSpec &slot : *slots) {
+        REQUIRE_FALSE(slot.role.empty());
+        REQUIRE(std::string("TFI").find(slot.type) != std::string::npos);
+      }
+  }
+  REQUIRE(findOpSchema("embedding")->findAttr("vocab_axis")->kind ==
+          AttrKind::Axis);
+  REQUIRE_FALSE(findOpSchema("embedding")->findAttr("vocab_axis")->required);
+  REQUIRE(findOpSchema("vocab_max")->findAttr("vocab_axis")->required);
+  REQUIRE(findOpSchema("adamw")->attrs.size() == 5);
+  REQUIRE(findOpSchema("frobnicate") == nullptr);
+}
