@@ -53,7 +53,7 @@ Result<Launch> bindAllReduce(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
-  std::string reduce = c.instr->getString("reduce", "sum");
+  std::string reduce = c.instr->getString("reduce");
   if (reduce != "sum" && reduce != "max")
     return Status::invalidInput("reduce must be \"sum\" or \"max\", got \"" +
                                 reduce + "\"");
@@ -71,7 +71,7 @@ Result<Launch> bindAllGather(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
-  int64_t dim = c.instr->getInt("dim", 0);
+  int64_t dim = c.instr->getInt("dim");
   SHARC_TRY(scaledShape(c, dim, env.axisSize(*axis), 1));
   const TensorRef &in = c.operands[0], &out = c.results[0];
   return Launch([in, out, dim, axis = *axis](const LaunchContext &context) {
@@ -84,7 +84,7 @@ Result<Launch> bindReduceScatter(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
-  int64_t dim = c.instr->getInt("dim", 0);
+  int64_t dim = c.instr->getInt("dim");
   SHARC_TRY(scaledShape(c, dim, 1, env.axisSize(*axis)));
   const TensorRef &in = c.operands[0], &out = c.results[0];
   return Launch([in, out, dim, axis = *axis](const LaunchContext &context) {
@@ -97,7 +97,7 @@ Result<Launch> bindSliceToRank(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
   if (!axis)
     return axis.status();
-  int64_t dim = c.instr->getInt("dim", 0);
+  int64_t dim = c.instr->getInt("dim");
   int64_t pieces = env.axisSize(*axis);
   SHARC_TRY(scaledShape(c, dim, 1, pieces));
   const TensorRef &in = c.operands[0], &out = c.results[0];

@@ -137,7 +137,7 @@ Result<NormSizes> normSizes(const OpCall &c) {
   if (!cols)
     return cols.status();
   SHARC_TRY(isFloat(w, "w"));
-  int64_t groupSize = c.instr->getInt("group_size", w.numel());
+  int64_t groupSize = c.instr->getInt("group_size");
   SHARC_TRY(positiveAttr("group_size", groupSize));
   SHARC_TRY(numelIs(w, groupSize, "w"));
   if (*cols % groupSize != 0)
@@ -154,16 +154,15 @@ Result<Launch> bindRmsNorm(const OpCall &c, const OpEnv &env) {
   const TensorRef &y = c.results[0];
   SHARC_TRY(isFloat(y, "y"));
   SHARC_TRY(numelIs(y, c.operands[0].numel(), "y"));
-  return launchKernel(
-      env,
-      kernels::RmsNormArgs{.x = c.operands[0].cview(),
-                           .w = c.operands[1].cview(),
-                           .y = y.view(),
-                           .rows = sizes->rows,
-                           .cols = sizes->cols,
-                           .groupSize = sizes->groupSize,
-                           .eps = c.instr->getFloat("eps", 1e-6)},
-      SHARC_KERNELS(rmsNorm));
+  return launchKernel(env,
+                      kernels::RmsNormArgs{.x = c.operands[0].cview(),
+                                           .w = c.operands[1].cview(),
+                                           .y = y.view(),
+                                           .rows = sizes->rows,
+                                           .cols = sizes->cols,
+                                           .groupSize = sizes->groupSize,
+                                           .eps = c.instr->getFloat("eps")},
+                      SHARC_KERNELS(rmsNorm));
 }
 
 Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
@@ -177,18 +176,17 @@ Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
   }
   SHARC_TRY(isFloat(dw, "dw"));
   SHARC_TRY(numelIs(dw, sizes->groupSize, "dw"));
-  return launchKernel(
-      env,
-      kernels::RmsNormGradArgs{.x = c.operands[0].cview(),
-                               .w = c.operands[1].cview(),
-                               .dy = dy.cview(),
-                               .dx = dx.view(),
-                               .dw = dw.view(),
-                               .rows = sizes->rows,
-                               .cols = sizes->cols,
-                               .groupSize = sizes->groupSize,
-                               .eps = c.instr->getFloat("eps", 1e-6)},
-      SHARC_KERNELS(rmsNormGrad));
+  return launchKernel(env,
+                      kernels::RmsNormGradArgs{.x = c.operands[0].cview(),
+                                               .w = c.operands[1].cview(),
+                                               .dy = dy.cview(),
+                                               .dx = dx.view(),
+                                               .dw = dw.view(),
+                                               .rows = sizes->rows,
+                                               .cols = sizes->cols,
+                                               .groupSize = sizes->groupSize,
+                                               .eps = c.instr->getFloat("eps")},
+                      SHARC_KERNELS(rmsNormGrad));
 }
 
 /// For an [N, K] weight.
@@ -275,7 +273,7 @@ Result<HeadSizes> headSizes(const TensorRef &x, const plan::Instruction &instr,
                             const char *role) {
   SHARC_TRY(isFloat(x, role));
   SHARC_TRY(rankIs(x, 3, role));
-  int64_t headDim = instr.getInt("head_dim", 0);
+  int64_t headDim = instr.getInt("head_dim");
   SHARC_TRY(positiveAttr("head_dim", headDim));
   if (x.shape()[2] % headDim != 0)
     return Status::invalidInput(
@@ -299,18 +297,17 @@ Result<Launch> bindRope(const OpCall &c, const OpEnv &env) {
   // sequence split over that axis.
   int64_t offset = c.instr->getInt("position_offset", 0) +
                    env.blockStart(*c.instr, "position_axis", sizes->seqLen);
-  return launchKernel(
-      env,
-      kernels::RopeArgs{.x = x.cview(),
-                        .y = y.view(),
-                        .seqLen = sizes->seqLen,
-                        .batch = sizes->batch,
-                        .numHeads = sizes->numHeads,
-                        .headDim = sizes->headDim,
-                        .positionOffset = offset,
-                        .theta = c.instr->getFloat("theta", 1e6),
-                        .inverse = Inverse},
-      SHARC_KERNELS(rope));
+  return launchKernel(env,
+                      kernels::RopeArgs{.x = x.cview(),
+                                        .y = y.view(),
+                                        .seqLen = sizes->seqLen,
+                                        .batch = sizes->batch,
+                                        .numHeads = sizes->numHeads,
+                                        .headDim = sizes->headDim,
+                                        .positionOffset = offset,
+                                        .theta = c.instr->getFloat("theta"),
+                                        .inverse = Inverse},
+                      SHARC_KERNELS(rope));
 }
 
 /// Checks q, k, v (operands 0..2) and returns the head counts.
@@ -456,7 +453,7 @@ Result<LossSizes> lossSizes(const OpCall &c) {
   int64_t numTokens = logits.numel() / *vocab;
   SHARC_TRY(dtypeIs(labels, DType::I32, "labels"));
   SHARC_TRY(numelIs(labels, numTokens, "labels"));
-  int64_t validVocab = c.instr->getInt("valid_vocab", *vocab);
+  int64_t validVocab = c.instr->getInt("valid_vocab");
   if (validVocab <= 0 || validVocab > *vocab)
     return Status::invalidInput("valid_vocab " + std::to_string(validVocab) +
                                 " outside (0, " + std::to_string(*vocab) + "]");
@@ -510,19 +507,18 @@ Result<Launch> bindFill(const OpCall &c, const OpEnv &env) {
   return launchKernel(env,
                       kernels::FillArgs{.out = out.view(),
                                         .numel = out.numel(),
-                                        .value = c.instr->getFloat("value", 0)},
+                                        .value = c.instr->getFloat("value")},
                       SHARC_KERNELS(fill));
 }
 
 Result<Launch> bindScale(const OpCall &c, const OpEnv &env) {
   SHARC_TRY(sameNumelFloats(c));
-  return launchKernel(
-      env,
-      kernels::ScaleArgs{.x = c.operands[0].cview(),
-                         .y = c.results[0].view(),
-                         .numel = c.operands[0].numel(),
-                         .factor = c.instr->getFloat("factor", 1.0)},
-      SHARC_KERNELS(scale));
+  return launchKernel(env,
+                      kernels::ScaleArgs{.x = c.operands[0].cview(),
+                                         .y = c.results[0].view(),
+                                         .numel = c.operands[0].numel(),
+                                         .factor = c.instr->getFloat("factor")},
+                      SHARC_KERNELS(scale));
 }
 
 Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
@@ -533,11 +529,11 @@ Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
                           .v = c.operands[3].view(),
                           .grad = c.operands[1].cview(),
                           .numel = c.operands[0].numel()};
-  args.lr = instr.getFloat("lr", args.lr);
-  args.beta1 = instr.getFloat("beta1", args.beta1);
-  args.beta2 = instr.getFloat("beta2", args.beta2);
-  args.eps = instr.getFloat("eps", args.eps);
-  args.weightDecay = instr.getFloat("weight_decay", args.weightDecay);
+  args.lr = instr.getFloat("lr");
+  args.beta1 = instr.getFloat("beta1");
+  args.beta2 = instr.getFloat("beta2");
+  args.eps = instr.getFloat("eps");
+  args.weightDecay = instr.getFloat("weight_decay");
   // The step number is the one argument that changes between steps.
   void (*cpuKernel)(const kernels::AdamWArgs &) = nullptr;
   Status (*cudaKernel)(const kernels::AdamWArgs &, kernels::DeviceStream) =

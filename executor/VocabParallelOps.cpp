@@ -4,7 +4,7 @@
 // kernels/VocabParallelLoss.h: every rank holds logits [S, B, Vl] for the
 // global columns [start, start + Vl), start = coord(vocab_axis) * Vl; the
 // row statistics vocab_max, target_logit and sum_exp are combined by
-// all_reduce instructions between these ops. valid_vocab defaults to the
+// all_reduce instructions between these ops. valid_vocab is at most the
 // global vocabulary Vl * size(vocab_axis).
 //
 //===----------------------------------------------------------------------===//
@@ -35,7 +35,7 @@ Result<VocabShard> vocabShard(const OpCall &c, const OpEnv &env) {
   std::string axis = c.instr->getString("vocab_axis");
   shard.start = env.blockStart(*c.instr, "vocab_axis", shard.localVocab);
   int64_t globalVocab = shard.localVocab * env.axisSize(axis);
-  shard.validVocab = c.instr->getInt("valid_vocab", globalVocab);
+  shard.validVocab = c.instr->getInt("valid_vocab");
   if (shard.validVocab <= 0 || shard.validVocab > globalVocab)
     return Status::invalidInput(
         "valid_vocab " + std::to_string(shard.validVocab) + " outside (0, " +
