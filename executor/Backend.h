@@ -58,7 +58,9 @@ public:
   /// Every activation byte to NaN, before a step in checking mode.
   virtual Status poisonActivations() = 0;
   virtual const LaunchContext &context(int64_t stream) const = 0;
-  /// Starts a step: clears the events of the last one.
+  /// Starts a step: clears the events of the last one. Called on the
+  /// thread that runs (or enqueues) the rank's instructions before any of
+  /// them, on the cpu before any stream thread starts.
   virtual void beginStep() = 0;
   virtual Status wait(int64_t stream, int64_t event) = 0;
   virtual Status signal(int64_t stream, int64_t event) = 0;
@@ -97,6 +99,11 @@ public:
   virtual void abort() = 0;
   /// Clears an abort between steps.
   virtual void reset() = 0;
+  /// After a failed step, once every rank's thread has returned: cancels
+  /// what is still enqueued (NCCL collectives waiting for a peer that
+  /// stopped), so that nothing waits forever. The backend may be unusable
+  /// afterwards.
+  virtual void cancelEnqueued() {}
   /// Frees every rank's device (or host) resources held by the backend.
   virtual void release() {}
 };

@@ -4,6 +4,7 @@
 
 #include "executor/ParamInit.h"
 #include "executor/ShardLayout.h"
+#include "planner/plan/PlanContract.h"
 
 #include <atomic>
 #include <chrono>
@@ -206,6 +207,9 @@ Status Runtime::setUp() {
     SHARC_TRY(findHazard(plan_, order_, updatedOperands));
     poisonAfter_ = lastUses(plan_, order_);
   }
+  // Plans read from a file were checked by the reader; plans built in
+  // memory (tests, the numerics suite) meet the same contract here.
+  SHARC_TRY(plan::checkPlanContract(plan_));
   return Status::ok();
 }
 
@@ -509,14 +513,16 @@ void Runtime::abortAll() {
 
 Result<StepStats> Runtime::step() {
   auto start = std::chrono::steady_clock::now();
+  // One task per (rank, stream) that has work on the cpu; one per rank,
+  // every instruction in plan order, where launches are enqueued (and the
+  // rank's thread begins its step, since a CUDA device is per thread).
+  bool enqueues = backend_->enqueues();
   for (auto &rank : ranks_) {
     if (options_.poisonActivations)
       SHARC_TRY(rank->device->poisonActivations());
-    rank->device->beginStep();
+    if (!enqueues)
+      rank->device->beginStep();
   }
-  // One task per (rank, stream) that has work on the cpu; one per rank,
-  // every instruction in plan order, where launches are enqueued.
-  bool enqueues = backend_->enqueues();
   std::vector<std::pair<int64_t, int64_t>> tasks;
   for (int64_t r = 0; r < worldSize(); ++r) {
     if (enqueues) {
@@ -548,6 +554,7 @@ Result<StepStats> Runtime::step() {
     auto [r, s] = tasks[t];
     RankState &rank = *ranks_[r];
     if (s < 0) {
+      rank.device->beginStep();
       statuses[t] = runInstrs(rank, planOrder_, nullptr);
       if (statuses[t])
         statuses[t] =
@@ -583,6 +590,7 @@ Result<StepStats> Runtime::step() {
       thread.join();
   }
   if (firstFailure.load() >= 0) {
+    backend_->cancelEnqueued();
     backend_->reset();
     return statuses[firstFailure.load()];
   }

@@ -43,8 +43,12 @@ struct ValidationOptions {
   /// alone (a bf16 element holds 8 significant bits, and two backends or
   /// layouts sum in different orders): loss, logits and gradients then
   /// pass on relative L2 error <= bf16GradientTolerance, parameters on
-  /// mean |error| <= bf16ParameterTolerance * mean |reference|.
-  double bf16GradientTolerance = 3e-2;
+  /// mean |error| <= bf16ParameterTolerance * mean |reference|. The bound
+  /// is bf16's own noise: on models/minimind.yaml (8 layers) the cpu's bf16
+  /// gradients of q_norm and k_norm differ from its f32 ones by relative L2
+  /// 3.7e-2, so two bf16 runs that round differently differ by about
+  /// sqrt(2) times that. Exactness is what the f32 plans check.
+  double bf16GradientTolerance = 6e-2;
   double bf16ParameterTolerance = 1e-2;
 };
 

@@ -1,0 +1,379 @@
+//===- CudaBackend.cpp - plans on NVIDIA GPUs -----------------------------===//
+
+#include "executor/cuda/CudaBackend.h"
+
+#include "executor/cuda/NcclCommunicator.h"
+#include "kernels/cuda/Gemm.h"
+#include "kernels/cuda/Launch.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace sharc::exec {
+
+namespace {
+
+/// 32 MiB per stream: cuBLASLt's Hopper kernels want up to that much.
+constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
+
+class CudaGemmEngine final : public GemmEngine {
+public:
+  explicit CudaGemmEngine(std::unique_ptr<kernels::cuda::Gemm> gemm)
+      : gemm_(std::move(gemm)) {}
+  Status matmul(const kernels::MatmulArgs &args,
+                kernels::DeviceStream stream) override {
+    return gemm_->matmul(args, stream);
+  }
+  Status matmulDgrad(const kernels::MatmulDgradArgs &args,
+                     kernels::DeviceStream stream) override {
+    return gemm_->matmulDgrad(args, stream);
+  }
+  Status matmulWgrad(const kernels::MatmulWgradArgs &args,
+                     kernels::DeviceStream stream) override {
+    return gemm_->matmulWgrad(args, stream);
+  }
+
+private:
+  std::unique_ptr<kernels::cuda::Gemm> gemm_;
+};
+
+/// Bytes of staging an inner-dimension gather or scatter of the plan needs.
+int64_t stagingBytes(const plan::Plan &plan) {
+  int64_t bytes = 0;
+  for (const plan::Instruction &instr : plan.instructions) {
+    bool gather = instr.op == "all_gather";
+    if (!gather && instr.op != "reduce_scatter")
+      continue;
+    if (instr.operands.size() != 1 || instr.results.size() != 1)
+      continue;
+    const plan::Buffer &in = plan.buffers[instr.operands[0]];
+    const plan::Buffer &out = plan.buffers[instr.results[0]];
+    const plan::Buffer &big = gather ? out : in;
+    bytes =
+        std::max(bytes, NcclCommunicator::stagingFor(
+                            in.shape, instr.getInt("dim", 0), big.numBytes));
+  }
+  return bytes;
+}
+
+class CudaBackend;
+
+class CudaRank final : public RankDevice {
+public:
+  CudaRank(CudaBackend &backend, int64_t rank)
+      : backend_(backend), rank_(rank) {}
+  ~CudaRank() override;
+
+  Status setUp(const plan::Plan &plan, const NcclGroups &groups, bool poison,
+               bool profile);
+
+  void *at(const plan::Buffer &buffer) const override {
+    auto it = regions_.find(buffer.region);
+    return it == regions_.end()
+               ? nullptr
+               : static_cast<std::byte *>(it->second) + buffer.offset;
+  }
+  Status upload(void *dst, const void *src, int64_t numBytes) override {
+    SHARC_CUDA(cudaSetDevice(device()));
+    SHARC_CUDA(cudaMemcpy(dst, src, static_cast<size_t>(numBytes),
+                          cudaMemcpyHostToDevice));
+    return Status::ok();
+  }
+  Status download(void *dst, const void *src, int64_t numBytes) const override {
+    SHARC_CUDA(cudaSetDevice(device()));
+    SHARC_CUDA(cudaMemcpy(dst, src, static_cast<size_t>(numBytes),
+                          cudaMemcpyDeviceToHost));
+    return Status::ok();
+  }
+  Status fill(int64_t stream, void *dst, uint8_t byte,
+              int64_t numBytes) override {
+    SHARC_CUDA(cudaMemsetAsync(dst, byte, static_cast<size_t>(numBytes),
+                               streams_[stream]));
+    return Status::ok();
+  }
+  Status poisonActivations() override;
+  const LaunchContext &context(int64_t stream) const override {
+    return contexts_[stream];
+  }
+  void beginStep() override;
+  Status wait(int64_t stream, int64_t event) override {
+    SHARC_CUDA(cudaStreamWaitEvent(streams_[stream], events_[event], 0));
+    return Status::ok();
+  }
+  Status signal(int64_t stream, int64_t event) override {
+    SHARC_CUDA(cudaEventRecord(events_[event], streams_[stream]));
+    return Status::ok();
+  }
+  Status finishStep() override;
+  void abort() override {}
+  Status beginTimed(int64_t stream, int64_t index) override;
+  Status endTimed(int64_t stream, int64_t index) override;
+  Result<std::vector<std::vector<TraceRecord>>> timings() override;
+  int64_t deviceBytesInUse() const override {
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaSetDevice(device()) != cudaSuccess ||
+        cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess)
+      return -1;
+    return static_cast<int64_t>(totalBytes - freeBytes);
+  }
+
+private:
+  int device() const { return static_cast<int>(rank_); }
+
+  CudaBackend &backend_;
+  int64_t rank_;
+  std::map<plan::Region, void *> regions_;
+  std::map<plan::Region, int64_t> regionBytes_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<void *> staging_;
+  std::vector<std::unique_ptr<CudaGemmEngine>> gemms_;
+  std::vector<std::unique_ptr<NcclCommunicator>> comms_;
+  std::vector<LaunchContext> contexts_;
+  /// Profiling: an origin event every stream waits on at the step's start,
+  /// and a (start, end) timing event pair per instruction.
+  cudaEvent_t origin_ = nullptr;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> instrEvents_;
+  std::vector<std::vector<int64_t>> timedInstrs_; ///< per stream, in order
+};
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(const plan::Plan &plan, const BackendOptions &options)
+      : plan_(plan), options_(options) {}
+
+  Status setUp() {
+    auto groups = NcclGroups::create(plan_.mesh, plan_.numStreams);
+    if (!groups)
+      return groups.status();
+    groups_ = std::move(*groups);
+    return Status::ok();
+  }
+
+  const char *name() const override { return "cuda"; }
+  bool enqueues() const override { return true; }
+  Result<std::unique_ptr<RankDevice>> createRank(int64_t rank) override {
+    auto device = std::make_unique<CudaRank>(*this, rank);
+    SHARC_TRY(device->setUp(plan_, *groups_, options_.poisonActivations,
+                            options_.profile));
+    return std::unique_ptr<RankDevice>(std::move(device));
+  }
+  void abort() override { aborted_.store(true); }
+  void reset() override { aborted_.store(false); }
+  void cancelEnqueued() override { groups_->abortAll(); }
+
+  bool aborted() const { return aborted_.load(); }
+  double timeoutSeconds() const { return options_.timeoutSeconds; }
+  NcclGroups &groups() { return *groups_; }
+
+private:
+  const plan::Plan &plan_;
+  BackendOptions options_;
+  std::unique_ptr<NcclGroups> groups_;
+  std::atomic<bool> aborted_{false};
+};
+
+CudaRank::~CudaRank() {
+  (void)cudaSetDevice(device());
+  for (cudaStream_t stream : streams_)
+    (void)cudaStreamSynchronize(stream);
+  comms_.clear();
+  gemms_.clear();
+  for (cudaEvent_t event : events_)
+    (void)cudaEventDestroy(event);
+  for (auto [start, end] : instrEvents_) {
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(end);
+  }
+  if (origin_)
+    (void)cudaEventDestroy(origin_);
+  for (cudaStream_t stream : streams_)
+    (void)cudaStreamDestroy(stream);
+  for (void *buffer : staging_)
+    (void)cudaFree(buffer);
+  for (auto &[region, base] : regions_)
+    (void)cudaFree(base);
+}
+
+Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
+                       bool poison, bool profile) {
+  SHARC_CUDA(cudaSetDevice(device()));
+  int64_t planned = 0;
+  for (const auto &[region, numBytes] : plan.regionBytes)
+    planned += numBytes;
+  for (const auto &[region, numBytes] : plan.regionBytes) {
+    if (numBytes == 0)
+      continue;
+    void *base = nullptr;
+    cudaError_t error = cudaMalloc(&base, static_cast<size_t>(numBytes));
+    if (error == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      size_t freeBytes = 0, totalBytes = 0;
+      (void)cudaMemGetInfo(&freeBytes, &totalBytes);
+      return Status::runtimeError(
+          "out of memory on GPU " + std::to_string(device()) + ": the plan's " +
+          plan::regionName(region) + " region needs " +
+          std::to_string(numBytes >> 20) + " MiB (" +
+          std::to_string(planned >> 20) + " MiB in all), " +
+          std::to_string(freeBytes >> 20) + " MiB are free");
+    }
+    SHARC_CUDA(error);
+    regions_[region] = base;
+    regionBytes_[region] = numBytes;
+    bool poisoned = poison && (region == plan::Region::Activation ||
+                               region == plan::Region::Gradient);
+    SHARC_CUDA(
+        cudaMemset(base, poisoned ? 0xff : 0, static_cast<size_t>(numBytes)));
+  }
+  int64_t staging = stagingBytes(plan);
+  for (int64_t s = 0; s < plan.numStreams; ++s) {
+    cudaStream_t stream = nullptr;
+    SHARC_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    streams_.push_back(stream);
+    auto gemm = kernels::cuda::Gemm::create(kGemmWorkspaceBytes);
+    if (!gemm)
+      return gemm.status();
+    gemms_.push_back(std::make_unique<CudaGemmEngine>(std::move(*gemm)));
+    void *stagingBuffer = nullptr;
+    if (staging > 0)
+      SHARC_CUDA(cudaMalloc(&stagingBuffer, static_cast<size_t>(staging)));
+    staging_.push_back(stagingBuffer);
+    comms_.push_back(std::make_unique<NcclCommunicator>(
+        groups, rank_, s, stream, stagingBuffer, staging));
+  }
+  for (int64_t s = 0; s < plan.numStreams; ++s)
+    contexts_.push_back(LaunchContext{.stream = streams_[s],
+                                      .comm = comms_[s].get(),
+                                      .gemm = gemms_[s].get()});
+  for (int64_t e = 0; e < plan.numEvents; ++e) {
+    cudaEvent_t event = nullptr;
+    SHARC_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    events_.push_back(event);
+  }
+  if (profile) {
+    SHARC_CUDA(cudaEventCreate(&origin_));
+    for (size_t i = 0; i < plan.instructions.size(); ++i) {
+      cudaEvent_t start = nullptr, end = nullptr;
+      SHARC_CUDA(cudaEventCreate(&start));
+      SHARC_CUDA(cudaEventCreate(&end));
+      instrEvents_.push_back({start, end});
+    }
+    timedInstrs_.resize(static_cast<size_t>(plan.numStreams));
+  }
+  SHARC_CUDA(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+void CudaRank::beginStep() {
+  (void)cudaSetDevice(device());
+  if (!origin_)
+    return;
+  for (auto &instrs : timedInstrs_)
+    instrs.clear();
+  // Every stream starts after the origin, so no span precedes time zero.
+  (void)cudaEventRecord(origin_, streams_[0]);
+  for (size_t s = 1; s < streams_.size(); ++s)
+    (void)cudaStreamWaitEvent(streams_[s], origin_, 0);
+}
+
+Status CudaRank::beginTimed(int64_t stream, int64_t index) {
+  if (!origin_)
+    return Status::ok();
+  timedInstrs_[stream].push_back(index);
+  SHARC_CUDA(cudaEventRecord(instrEvents_[index].first, streams_[stream]));
+  return Status::ok();
+}
+
+Status CudaRank::endTimed(int64_t stream, int64_t index) {
+  if (!origin_)
+    return Status::ok();
+  SHARC_CUDA(cudaEventRecord(instrEvents_[index].second, streams_[stream]));
+  return Status::ok();
+}
+
+Result<std::vector<std::vector<TraceRecord>>> CudaRank::timings() {
+  std::vector<std::vector<TraceRecord>> records(timedInstrs_.size());
+  auto sinceOrigin = [this](cudaEvent_t event) -> Result<int64_t> {
+    float ms = 0;
+    SHARC_CUDA(cudaEventElapsedTime(&ms, origin_, event));
+    return static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  };
+  for (size_t s = 0; s < timedInstrs_.size(); ++s)
+    for (int64_t index : timedInstrs_[s]) {
+      auto start = sinceOrigin(instrEvents_[index].first);
+      auto end = sinceOrigin(instrEvents_[index].second);
+      if (!start || !end)
+        return start ? end.status() : start.status();
+      records[s].push_back({index, *start, *end});
+    }
+  return records;
+}
+
+Status CudaRank::poisonActivations() {
+  // All-ones bytes are a NaN in f32 and bf16 alike, as on the cpu (Arena).
+  SHARC_CUDA(cudaSetDevice(device()));
+  for (plan::Region region :
+       {plan::Region::Activation, plan::Region::Gradient}) {
+    auto it = regions_.find(region);
+    if (it != regions_.end())
+      SHARC_TRY(fill(0, it->second, 0xff, regionBytes_[region]));
+  }
+  return Status::ok();
+}
+
+Status CudaRank::finishStep() {
+  // Poll rather than cudaStreamSynchronize, which would wait forever on a
+  // collective whose peer died.
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    bool done = true;
+    for (cudaStream_t stream : streams_) {
+      cudaError_t state = cudaStreamQuery(stream);
+      if (state == cudaErrorNotReady) {
+        done = false;
+        break;
+      }
+      SHARC_CUDA(state);
+    }
+    if (done)
+      return Status::ok();
+    SHARC_TRY(backend_.groups().asyncError(rank_));
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (backend_.aborted() || waited > backend_.timeoutSeconds()) {
+      backend_.groups().abortAll();
+      return Status::runtimeError(
+          backend_.aborted()
+              ? "aborted: another rank failed"
+              : "the step did not finish within " +
+                    std::to_string(static_cast<int>(waited)) +
+                    " s (a collective never completed); NCCL aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+} // namespace
+
+int64_t cudaDevicesVisible() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+Result<std::unique_ptr<Backend>>
+createCudaBackend(const plan::Plan &plan, const BackendOptions &options) {
+  auto backend = std::make_unique<CudaBackend>(plan, options);
+  SHARC_TRY(backend->setUp());
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+} // namespace sharc::exec

@@ -1,0 +1,24 @@
+//===- CudaBackend.h - plans on NVIDIA GPUs ---------------------*- C++ -*-===//
+// defines: cudaDevicesVisible, createCudaBackend
+//
+// One process drives rank r on GPU r. Per rank: one device allocation per
+// region of the plan (nothing allocates during a step), one CUDA stream
+// per plan stream, a cudaEvent (timing off) per plan event, a cuBLASLt Gemm
+// with its own workspace and an NcclCommunicator per stream. One host
+// thread per rank enqueues the instruction list in plan order; finishStep
+// polls the streams until they drain, and past the deadline aborts the
+// NCCL communicators and names the rank, so a collective that never
+// finishes is an error, not a hang.
+#pragma once
+
+#include "executor/Backend.h"
+
+namespace sharc::exec {
+
+/// CUDA devices this process can use; 0 without a driver or a device.
+int64_t cudaDevicesVisible();
+
+Result<std::unique_ptr<Backend>>
+createCudaBackend(const plan::Plan &plan, const BackendOptions &options);
+
+} // namespace sharc::exec

@@ -1,0 +1,299 @@
+//===- NcclCommunicator.cpp - collectives of one rank and stream ----------===//
+
+#include "executor/cuda/NcclCommunicator.h"
+
+#include "executor/ShardLayout.h"
+#include "kernels/Copy.h"
+#include "kernels/cuda/Launch.h"
+
+#include <nccl.h>
+
+#include <cstddef>
+
+namespace sharc::exec {
+
+namespace {
+
+Status ncclStatus(ncclResult_t result, const char *call) {
+  if (result == ncclSuccess)
+    return Status::ok();
+  return Status::runtimeError(std::string("NCCL: ") + call + ": " +
+                              ncclGetErrorString(result));
+}
+
+#define SHARC_NCCL(call)                                                       \
+  do {                                                                         \
+    ::sharc::Status sharcNcclStatus = ncclStatus((call), #call);               \
+    if (!sharcNcclStatus.isOk())                                               \
+      return sharcNcclStatus;                                                  \
+  } while (0)
+
+Result<ncclDataType_t> ncclType(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return ncclFloat32;
+  case DType::BF16:
+    return ncclBfloat16;
+  case DType::I32:
+    return ncclInt32;
+  case DType::F64:
+    return ncclFloat64;
+  }
+  return Status::invalidInput("no NCCL type for this dtype");
+}
+
+/// [outer, extent, inner] around `dim`, inner in bytes.
+struct Split {
+  int64_t outer = 1, extent = 1, innerBytes = 1;
+};
+
+Split splitAt(const std::vector<int64_t> &shape, int64_t dim,
+              int64_t elementBytes) {
+  Split split;
+  split.innerBytes = elementBytes;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < dim)
+      split.outer *= shape[d];
+    else if (d == dim)
+      split.extent = shape[d];
+    else
+      split.innerBytes *= shape[d];
+  }
+  return split;
+}
+
+cudaStream_t asStream(void *stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+
+} // namespace
+
+Result<std::unique_ptr<NcclGroups>>
+NcclGroups::create(const std::vector<plan::MeshAxis> &mesh,
+                   int64_t numStreams) {
+  std::unique_ptr<NcclGroups> groups(new NcclGroups());
+  groups->mesh_ = mesh;
+  int64_t worldSize = 1;
+  for (const plan::MeshAxis &axis : mesh)
+    worldSize *= axis.size;
+  groups->members_.resize(static_cast<size_t>(numStreams));
+  for (int64_t s = 0; s < numStreams; ++s) {
+    for (size_t a = 0; a < mesh.size(); ++a) {
+      if (mesh[a].size <= 1)
+        continue;
+      auto &members = groups->members_[s][mesh[a].name];
+      members.resize(static_cast<size_t>(worldSize));
+      // Ranks that agree on every other coordinate, by their coordinate
+      // along this axis.
+      std::map<std::vector<int64_t>, std::vector<int>> byRest;
+      for (int64_t r = 0; r < worldSize; ++r) {
+        std::vector<int64_t> rest = meshCoords(mesh, r);
+        int64_t index = rest[a];
+        rest[a] = 0;
+        auto &devices = byRest[rest];
+        devices.resize(static_cast<size_t>(mesh[a].size));
+        devices[index] = static_cast<int>(r);
+        members[r].index = index;
+      }
+      for (auto &[rest, devices] : byRest) {
+        std::vector<ncclComm_t> comms(devices.size());
+        SHARC_NCCL(ncclCommInitAll(
+            comms.data(), static_cast<int>(devices.size()), devices.data()));
+        for (size_t i = 0; i < devices.size(); ++i)
+          members[devices[i]].comm = comms[i];
+      }
+    }
+  }
+  return groups;
+}
+
+NcclGroups::~NcclGroups() {
+  for (auto &axes : members_)
+    for (auto &[name, members] : axes)
+      for (Member &member : members)
+        if (member.comm) {
+          if (aborted_)
+            ncclCommAbort(member.comm);
+          else
+            ncclCommDestroy(member.comm);
+        }
+}
+
+ncclComm_t NcclGroups::comm(int64_t rank, int64_t stream,
+                            const std::string &axis) const {
+  auto it = members_[stream].find(axis);
+  return it == members_[stream].end() ? nullptr : it->second[rank].comm;
+}
+
+int64_t NcclGroups::groupSize(const std::string &axis) const {
+  for (const plan::MeshAxis &meshAxis : mesh_)
+    if (meshAxis.name == axis)
+      return meshAxis.size;
+  return 1;
+}
+
+int64_t NcclGroups::groupIndex(int64_t rank, const std::string &axis) const {
+  for (const auto &axes : members_) {
+    auto it = axes.find(axis);
+    if (it != axes.end())
+      return it->second[rank].index;
+  }
+  return 0;
+}
+
+void NcclGroups::abortAll() {
+  if (aborted_)
+    return;
+  aborted_ = true;
+  for (auto &axes : members_)
+    for (auto &[name, members] : axes)
+      for (Member &member : members)
+        if (member.comm) {
+          ncclCommAbort(member.comm);
+          member.comm = nullptr;
+        }
+}
+
+Status NcclGroups::asyncError(int64_t rank) const {
+  for (const auto &axes : members_)
+    for (const auto &[name, members] : axes) {
+      ncclComm_t comm = members[rank].comm;
+      if (!comm)
+        continue;
+      ncclResult_t error = ncclSuccess;
+      SHARC_NCCL(ncclCommGetAsyncError(comm, &error));
+      if (error != ncclSuccess && error != ncclInProgress)
+        return Status::runtimeError("NCCL communicator of axis " + name + ": " +
+                                    ncclGetErrorString(error));
+    }
+  return Status::ok();
+}
+
+int64_t NcclCommunicator::groupSize(const std::string &axis) const {
+  return groups_.groupSize(axis);
+}
+
+int64_t NcclCommunicator::groupIndex(const std::string &axis) const {
+  return groups_.groupIndex(rank_, axis);
+}
+
+int64_t NcclCommunicator::stagingFor(const std::vector<int64_t> &shape,
+                                     int64_t dim, int64_t numBytes) {
+  return splitAt(shape, dim, 1).outer > 1 ? numBytes : 0;
+}
+
+Status NcclCommunicator::allReduce(const void *send, void *recv, DType dtype,
+                                   int64_t numel, ReduceOp op,
+                                   const std::string &axis) {
+  if (groups_.aborted())
+    return Status::runtimeError("NCCL was aborted after an earlier failure");
+  ncclComm_t comm = groups_.comm(rank_, stream_, axis);
+  if (!comm)
+    return kernels::cuda::copy2d({.src = send,
+                                  .dst = recv,
+                                  .rows = 1,
+                                  .rowBytes = numel * dtypeSize(dtype),
+                                  .srcPitch = numel * dtypeSize(dtype),
+                                  .dstPitch = numel * dtypeSize(dtype)},
+                                 asStream(cudaStream_));
+  auto type = ncclType(dtype);
+  if (!type)
+    return type.status();
+  SHARC_NCCL(ncclAllReduce(send, recv, static_cast<size_t>(numel), *type,
+                           op == ReduceOp::Sum ? ncclSum : ncclMax, comm,
+                           asStream(cudaStream_)));
+  return Status::ok();
+}
+
+Status NcclCommunicator::allGather(const void *send, void *recv, DType dtype,
+                                   const std::vector<int64_t> &sendShape,
+                                   int64_t dim, const std::string &axis) {
+  if (groups_.aborted())
+    return Status::runtimeError("NCCL was aborted after an earlier failure");
+  int64_t elementBytes = dtypeSize(dtype);
+  int64_t sendBytes = numElements(sendShape) * elementBytes;
+  int64_t members = groupSize(axis);
+  ncclComm_t comm = groups_.comm(rank_, stream_, axis);
+  if (!comm)
+    return allReduce(send, recv, dtype, numElements(sendShape), ReduceOp::Sum,
+                     axis);
+  auto type = ncclType(dtype);
+  if (!type)
+    return type.status();
+  Split split = splitAt(sendShape, dim, elementBytes);
+  cudaStream_t stream = asStream(cudaStream_);
+  if (split.outer == 1) {
+    SHARC_NCCL(ncclAllGather(send, recv,
+                             static_cast<size_t>(numElements(sendShape)), *type,
+                             comm, stream));
+    return Status::ok();
+  }
+  if (sendBytes * members > stagingBytes_)
+    return Status::runtimeError(
+        "all_gather staging of " + std::to_string(stagingBytes_) +
+        " bytes is short of " + std::to_string(sendBytes * members));
+  // Member j's block lands at staging + j * sendBytes; each of its outer
+  // rows then moves to column block j of the output's row.
+  SHARC_NCCL(ncclAllGather(send, staging_,
+                           static_cast<size_t>(numElements(sendShape)), *type,
+                           comm, stream));
+  int64_t rowBytes = split.extent * split.innerBytes;
+  for (int64_t j = 0; j < members; ++j)
+    SHARC_TRY(kernels::cuda::copy2d(
+        {.src = static_cast<const std::byte *>(staging_) + j * sendBytes,
+         .dst = static_cast<std::byte *>(recv) + j * rowBytes,
+         .rows = split.outer,
+         .rowBytes = rowBytes,
+         .srcPitch = rowBytes,
+         .dstPitch = rowBytes * members},
+        stream));
+  return Status::ok();
+}
+
+Status NcclCommunicator::reduceScatter(const void *send, void *recv,
+                                       DType dtype,
+                                       const std::vector<int64_t> &sendShape,
+                                       int64_t dim, const std::string &axis) {
+  if (groups_.aborted())
+    return Status::runtimeError("NCCL was aborted after an earlier failure");
+  int64_t elementBytes = dtypeSize(dtype);
+  int64_t sendBytes = numElements(sendShape) * elementBytes;
+  int64_t members = groupSize(axis);
+  ncclComm_t comm = groups_.comm(rank_, stream_, axis);
+  if (!comm)
+    return allReduce(send, recv, dtype, numElements(sendShape), ReduceOp::Sum,
+                     axis);
+  auto type = ncclType(dtype);
+  if (!type)
+    return type.status();
+  size_t recvCount = static_cast<size_t>(numElements(sendShape) / members);
+  Split split = splitAt(sendShape, dim, elementBytes);
+  cudaStream_t stream = asStream(cudaStream_);
+  if (split.outer == 1) {
+    SHARC_NCCL(
+        ncclReduceScatter(send, recv, recvCount, *type, ncclSum, comm, stream));
+    return Status::ok();
+  }
+  if (sendBytes > stagingBytes_)
+    return Status::runtimeError(
+        "reduce_scatter staging of " + std::to_string(stagingBytes_) +
+        " bytes is short of " + std::to_string(sendBytes));
+  // Pack column block j of every outer row into block j of the staging
+  // buffer, so that NCCL's block j is member j's piece.
+  int64_t blockRowBytes = split.extent / members * split.innerBytes;
+  int64_t blockBytes = sendBytes / members;
+  for (int64_t j = 0; j < members; ++j)
+    SHARC_TRY(kernels::cuda::copy2d(
+        {.src = static_cast<const std::byte *>(send) + j * blockRowBytes,
+         .dst = static_cast<std::byte *>(staging_) + j * blockBytes,
+         .rows = split.outer,
+         .rowBytes = blockRowBytes,
+         .srcPitch = split.extent * split.innerBytes,
+         .dstPitch = blockRowBytes},
+        stream));
+  SHARC_NCCL(ncclReduceScatter(staging_, recv, recvCount, *type, ncclSum, comm,
+                               stream));
+  return Status::ok();
+}
+
+} // namespace sharc::exec

@@ -1,0 +1,94 @@
+//===- NcclCommunicator.h - collectives of one rank and stream --*- C++ -*-===//
+// defines: NcclGroups, NcclCommunicator
+//
+// NcclGroups makes the NCCL communicators of one process that drives every
+// rank's GPU: for each stream and each mesh axis, one communicator per group
+// of ranks that share every other coordinate (ncclCommInitAll over the
+// group's devices). Each stream has its own, so the collectives of two
+// streams never queue behind each other inside NCCL. NcclCommunicator is
+// the Communicator of one (rank, stream): every call is enqueued on that
+// stream and returns at once. A gather or scatter along an inner dimension
+// goes through a staging buffer sized at set-up, since NCCL concatenates
+// along the outermost one.
+//
+//   auto groups = NcclGroups::create(plan.mesh, plan.numStreams);
+//   NcclCommunicator comm(*groups, rank, stream, cudaStream, staging, bytes);
+//   SHARC_TRY(comm.allReduce(x, x, DType::BF16, n, ReduceOp::Sum, "tp"));
+#pragma once
+
+#include "executor/Communicator.h"
+#include "planner/plan/Plan.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+typedef struct ncclComm *ncclComm_t;
+
+namespace sharc::exec {
+
+class NcclGroups {
+public:
+  static Result<std::unique_ptr<NcclGroups>>
+  create(const std::vector<plan::MeshAxis> &mesh, int64_t numStreams);
+  ~NcclGroups();
+
+  /// The communicator of `axis` for (rank, stream); null for an axis of
+  /// size 1 or one the mesh lacks.
+  ncclComm_t comm(int64_t rank, int64_t stream, const std::string &axis) const;
+  int64_t groupSize(const std::string &axis) const;
+  int64_t groupIndex(int64_t rank, const std::string &axis) const;
+  /// Aborts every communicator (a collective that never finishes); the
+  /// groups are unusable afterwards.
+  void abortAll();
+  bool aborted() const { return aborted_; }
+  /// The first asynchronous NCCL error of any communicator of `rank`.
+  Status asyncError(int64_t rank) const;
+
+private:
+  NcclGroups() = default;
+  struct Member {
+    ncclComm_t comm = nullptr;
+    int64_t index = 0;
+  };
+  std::vector<plan::MeshAxis> mesh_;
+  /// [stream][axis name][rank]
+  std::vector<std::map<std::string, std::vector<Member>>> members_;
+  bool aborted_ = false;
+};
+
+class NcclCommunicator final : public Communicator {
+public:
+  NcclCommunicator(const NcclGroups &groups, int64_t rank, int64_t stream,
+                   void *cudaStream, void *staging, int64_t stagingBytes)
+      : groups_(groups), rank_(rank), stream_(stream), cudaStream_(cudaStream),
+        staging_(staging), stagingBytes_(stagingBytes) {}
+
+  int64_t groupSize(const std::string &axis) const override;
+  int64_t groupIndex(const std::string &axis) const override;
+  Status allReduce(const void *send, void *recv, DType dtype, int64_t numel,
+                   ReduceOp op, const std::string &axis) override;
+  Status allGather(const void *send, void *recv, DType dtype,
+                   const std::vector<int64_t> &sendShape, int64_t dim,
+                   const std::string &axis) override;
+  Status reduceScatter(const void *send, void *recv, DType dtype,
+                       const std::vector<int64_t> &sendShape, int64_t dim,
+                       const std::string &axis) override;
+
+  /// Staging bytes an all_gather (the output) or reduce_scatter (the
+  /// input) of `numBytes` along `dim` of `shape` needs; 0 along the
+  /// outermost non-trivial dimension.
+  static int64_t stagingFor(const std::vector<int64_t> &shape, int64_t dim,
+                            int64_t numBytes);
+
+private:
+  const NcclGroups &groups_;
+  int64_t rank_, stream_;
+  void *cudaStream_;
+  void *staging_;
+  int64_t stagingBytes_;
+};
+
+} // namespace sharc::exec

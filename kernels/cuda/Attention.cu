@@ -1,0 +1,768 @@
+//===- Attention.cu - causal GQA attention forward and backward -----------===//
+//
+// Implements the math stated in kernels/Attention.h with flash-attention
+// tiling: scores exist only in registers; the forward keeps an online softmax
+// (running max m and sum l per row), the backward recomputes p from lse.
+// Every kernel runs 128-thread blocks of 4 warps, warp w owning rows
+// 16w..16w+15 of its block's tile. Each 16x8 accumulator tile is held in the
+// mma.sync m16n8k16 layout (lane 4g+t owns rows g and g+8, columns 2t and
+// 2t+1) whichever policy does the arithmetic:
+//   MmaBf16  bf16 tiles in shared memory, tensor-core mma.sync, fp32 sums;
+//   FmaF32   fp32 tiles in shared memory, CUDA-core FMAs (F32 storage).
+// D is the head dim rounded up to 64, 96 or 128; tiles are zero-padded.
+//
+// attentionForwardKernel  grid (batch*numHeads, ceil(seqLen/64)), block 128.
+//   A block owns 64 queries of one head and walks the key tiles of 64 up to
+//   the diagonal; a thread owns 2 query rows x D/4 columns of out.
+// attentionGradKvKernel   grid (batch*numKvHeads, ceil(seqLen/64)), block 128.
+//   A block owns 64 keys of one KV head and walks the group's query heads and
+//   their query tiles of 32 from the diagonal on, so dk and dv are summed in
+//   one fixed order without atomics; a thread owns 2 key rows x D/4 columns
+//   of dk and of dv.
+// attentionGradQKernel    grid (batch*numHeads, ceil(seqLen/64)), block 128.
+//   A block owns 64 queries and walks the key tiles up to the diagonal; a
+//   thread owns 2 query rows x D/4 columns of dq.
+// delta = sum_d dout*out is recomputed for each query tile (no scratch
+// memory). Grids put the longest causal tiles first in launch order.
+//
+// Bound: compute. BF16 aims at the mma.sync rate (tiles are loaded
+// synchronously; no cp.async pipeline yet); F32 at the CUDA-core FMA rate,
+// its inner loops issuing one shared-memory wavefront per ~4 FMAs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Attention.h"
+#include "kernels/cuda/Launch.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+namespace sharc::kernels::cuda {
+namespace {
+
+using Bf16 = __nv_bfloat16;
+
+constexpr int kThreads = 128;
+/// Queries per block (forward, dq) and keys per block (dk/dv): 16 per warp.
+constexpr int kTileRows = 64;
+/// Query tile of the dk/dv loop; smaller than 64 so that dk, dv, s and dp
+/// fit in registers together at D = 128.
+constexpr int kGradQueries = 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+/// false runs BF16 storage through FmaF32 as well (same tiling, fp32 tiles).
+constexpr bool kBf16TensorCores = true;
+
+struct Shape {
+  int seqLen, batch, numHeads, numKvHeads, headDim;
+  float scale, scaleLog2;
+};
+
+//===----------------------------------------------------------------------===//
+// Global <-> shared memory, 8 elements (one 16-byte bf16 chunk) at a time
+//===----------------------------------------------------------------------===//
+
+__device__ inline void loadFloats(const float *src, float (&x)[8]) {
+  float4 lo = *reinterpret_cast<const float4 *>(src);
+  float4 hi = *reinterpret_cast<const float4 *>(src + 4);
+  x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+  x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+}
+
+__device__ inline void loadFloats(const Bf16 *src, float (&x)[8]) {
+  uint4 bits = *reinterpret_cast<const uint4 *>(src);
+  uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    x[2 * i] = __uint_as_float(words[i] << 16);
+    x[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+template <typename T>
+__device__ inline void copyChunk(float *dst, const T *src) {
+  float x[8];
+  loadFloats(src, x);
+  *reinterpret_cast<float4 *>(dst) = make_float4(x[0], x[1], x[2], x[3]);
+  *reinterpret_cast<float4 *>(dst + 4) = make_float4(x[4], x[5], x[6], x[7]);
+}
+
+__device__ inline void copyChunk(Bf16 *dst, const Bf16 *src) {
+  *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+}
+
+__device__ inline void zeroChunk(float *dst) {
+  *reinterpret_cast<float4 *>(dst) = make_float4(0.f, 0.f, 0.f, 0.f);
+  *reinterpret_cast<float4 *>(dst + 4) = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+__device__ inline void zeroChunk(Bf16 *dst) {
+  *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
+}
+
+__device__ inline void storePair(float *dst, float a, float b) {
+  *reinterpret_cast<float2 *>(dst) = make_float2(a, b);
+}
+
+__device__ inline void storePair(Bf16 *dst, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(a, b);
+}
+
+/// Rows [firstRow, firstRow + kRows) of one head into a [kRows][kStride]
+/// tile; rows past seqLen and columns past headDim are zero.
+template <int kRows, int D, int kStride, typename Elem, typename T>
+__device__ void loadTile(Elem *tile, const T *src, int64_t rowStride,
+                         int firstRow, const Shape &shape) {
+  constexpr int kChunks = D / 8;
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+    int r = i / kChunks, col = (i % kChunks) * 8;
+    int row = firstRow + r;
+    if (row < shape.seqLen && col < shape.headDim)
+      copyChunk(tile + r * kStride + col, src + row * rowStride + col);
+    else
+      zeroChunk(tile + r * kStride + col);
+  }
+}
+
+/// lse2[r] = lse * log2(e) and delta[r] = sum_d dout*out for the kRows rows
+/// from firstRow; kThreads / kRows adjacent lanes share a row and combine
+/// their partial sums in a fixed order, so delta is deterministic.
+template <int kRows, typename T>
+__device__ void loadRowStats(float *lse2, float *delta, const float *lse,
+                             const T *dout, const T *out, int64_t rowStride,
+                             int firstRow, const Shape &shape) {
+  constexpr int kPerRow = kThreads / kRows;
+  const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
+  const int row = firstRow + r;
+  float sum = 0.f;
+  if (row < shape.seqLen)
+    for (int col = part * 8; col < shape.headDim; col += 8 * kPerRow) {
+      float x[8], y[8];
+      loadFloats(dout + row * rowStride + col, x);
+      loadFloats(out + row * rowStride + col, y);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        sum = fmaf(x[i], y[i], sum);
+    }
+#pragma unroll
+  for (int offset = 1; offset < kPerRow; offset *= 2)
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (part == 0) {
+    delta[r] = sum;
+    lse2[r] = row < shape.seqLen ? lse[row] * kLog2e : 0.f;
+  }
+}
+
+/// Writes the warp's 16 x 8*NT accumulator rows (row0 and row0 + 8 for this
+/// lane) times scale, skipping rows past seqLen and columns past headDim.
+template <int NT, typename T>
+__device__ void storeRows(T *dst, int64_t rowStride, const float (&acc)[NT][4],
+                          float scale, int row0, const Shape &shape) {
+  const int col0 = 2 * (threadIdx.x % 4);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (8 * nt >= shape.headDim)
+      continue;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int row = row0 + 8 * half;
+      if (row < shape.seqLen)
+        storePair(dst + row * rowStride + 8 * nt + col0,
+                  acc[nt][2 * half] * scale, acc[nt][2 * half + 1] * scale);
+    }
+  }
+}
+
+__device__ inline float quadMax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+__device__ inline float quadSum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+//===----------------------------------------------------------------------===//
+// Warp tile products. Both policies compute, for the calling warp,
+//   abT:   acc[16 x 8NT] += A[16 x K] * B[8NT x K]^T   (A, B in smem)
+//   abReg: acc[16 x 8NT] += A[16 x 8KT] * B[8KT x 8NT] (A in acc layout)
+// with every shared-memory tile row-major and `stride` elements per row.
+//===----------------------------------------------------------------------===//
+
+struct FmaF32 {
+  using Elem = float;
+  /// 16-byte rows that are 16 bytes apart mod 128: float4 reads of 8 rows
+  /// hit 32 distinct banks.
+  static constexpr int kPad = 4;
+
+  static __device__ float dot4(float4 x, float4 y, float sum) {
+    sum = fmaf(x.x, y.x, sum);
+    sum = fmaf(x.y, y.y, sum);
+    sum = fmaf(x.z, y.z, sum);
+    return fmaf(x.w, y.w, sum);
+  }
+
+  template <int K, int NT>
+  static __device__ void abT(float (&acc)[NT][4], const float *a,
+                             const float *b, int stride) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const float *aTop = a + g * stride, *aBottom = a + (g + 8) * stride;
+    const float *bLane = b + 2 * t * stride;
+#pragma unroll 2
+    for (int k = 0; k < K; k += 4) {
+      float4 top = *reinterpret_cast<const float4 *>(aTop + k);
+      float4 bottom = *reinterpret_cast<const float4 *>(aBottom + k);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float4 col = *reinterpret_cast<const float4 *>(
+              bLane + (8 * nt + e) * stride + k);
+          acc[nt][e] = dot4(top, col, acc[nt][e]);
+          acc[nt][2 + e] = dot4(bottom, col, acc[nt][2 + e]);
+        }
+    }
+  }
+
+  /// A[row][k] lives in the lane of its row quad that owns column k, so it
+  /// is fetched with a shuffle rather than a round trip through smem.
+  template <int NT, int KT>
+  static __device__ void abReg(float (&acc)[NT][4], const float (&a)[KT][4],
+                               const float *b, int stride) {
+    const int lane = threadIdx.x % 32, quadBase = lane & ~3;
+    const float *bLane = b + 2 * (lane % 4);
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int owner = 0; owner < 4; ++owner)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float top = __shfl_sync(0xffffffffu, a[kt][e], quadBase + owner);
+          float bottom =
+              __shfl_sync(0xffffffffu, a[kt][2 + e], quadBase + owner);
+          const float *bRow = bLane + (8 * kt + 2 * owner + e) * stride;
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            float2 pair = *reinterpret_cast<const float2 *>(bRow + 8 * nt);
+            acc[nt][0] = fmaf(top, pair.x, acc[nt][0]);
+            acc[nt][1] = fmaf(top, pair.y, acc[nt][1]);
+            acc[nt][2] = fmaf(bottom, pair.x, acc[nt][2]);
+            acc[nt][3] = fmaf(bottom, pair.y, acc[nt][3]);
+          }
+        }
+  }
+};
+
+struct MmaBf16 {
+  using Elem = Bf16;
+  /// Rows 16 bytes apart mod 128, so each ldmatrix 8x8 load is conflict-free.
+  static constexpr int kPad = 8;
+
+  static __device__ void ldmatrix(uint32_t (&frag)[4], const Bf16 *row) {
+    uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(frag[0]), "=r"(frag[1]), "=r"(frag[2]), "=r"(frag[3])
+                 : "r"(address));
+  }
+
+  static __device__ void ldmatrixTrans(uint32_t (&frag)[4], const Bf16 *row) {
+    uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+        : "=r"(frag[0]), "=r"(frag[1]), "=r"(frag[2]), "=r"(frag[3])
+        : "r"(address));
+  }
+
+  static __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                             uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+
+  static __device__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return static_cast<uint32_t>(__bfloat16_as_ushort(pair.x)) |
+           static_cast<uint32_t>(__bfloat16_as_ushort(pair.y)) << 16;
+  }
+
+  // In an x4 ldmatrix, lanes 8i..8i+7 address the rows of 8x8 matrix i.
+  // For A the matrices are (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows
+  // 0-7, k 8-15), (rows 8-15, k 8-15): fragment registers a0..a3. For B^T
+  // stored as rows n they are (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k
+  // 0-7), (n 8-15, k 8-15): b0, b1 of two n-tiles.
+  template <int K, int NT>
+  static __device__ void abT(float (&acc)[NT][4], const Bf16 *a, const Bf16 *b,
+                             int stride) {
+    static_assert(K % 16 == 0 && NT % 2 == 0, "whole 16x16 fragments");
+    const int lane = threadIdx.x % 32, matrix = lane / 8, r = lane % 8;
+    const Bf16 *aLane = a + ((matrix & 1) * 8 + r) * stride + (matrix / 2) * 8;
+    const Bf16 *bLane = b + ((matrix / 2) * 8 + r) * stride + (matrix & 1) * 8;
+#pragma unroll
+    for (int kc = 0; kc < K / 16; ++kc) {
+      uint32_t aFrag[4];
+      ldmatrix(aFrag, aLane + kc * 16);
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bFrag[4];
+        ldmatrix(bFrag, bLane + np * 16 * stride + kc * 16);
+        mma(acc[2 * np], aFrag, bFrag[0], bFrag[1]);
+        mma(acc[2 * np + 1], aFrag, bFrag[2], bFrag[3]);
+      }
+    }
+  }
+
+  // Two adjacent 16x8 accumulator tiles are exactly one 16x16 A fragment.
+  // B is stored as rows k, so it is loaded transposed: matrices (k 0-7,
+  // n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+  template <int NT, int KT>
+  static __device__ void abReg(float (&acc)[NT][4], const float (&a)[KT][4],
+                               const Bf16 *b, int stride) {
+    static_assert(KT % 2 == 0 && NT % 2 == 0, "whole 16x16 fragments");
+    const int lane = threadIdx.x % 32, matrix = lane / 8, r = lane % 8;
+    const Bf16 *bLane = b + ((matrix & 1) * 8 + r) * stride + (matrix / 2) * 8;
+#pragma unroll
+    for (int kc = 0; kc < KT / 2; ++kc) {
+      const uint32_t aFrag[4] = {pack(a[2 * kc][0], a[2 * kc][1]),
+                                 pack(a[2 * kc][2], a[2 * kc][3]),
+                                 pack(a[2 * kc + 1][0], a[2 * kc + 1][1]),
+                                 pack(a[2 * kc + 1][2], a[2 * kc + 1][3])};
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bFrag[4];
+        ldmatrixTrans(bFrag, bLane + kc * 16 * stride + np * 16);
+        mma(acc[2 * np], aFrag, bFrag[0], bFrag[1]);
+        mma(acc[2 * np + 1], aFrag, bFrag[2], bFrag[3]);
+      }
+    }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+/// Where the (batch b, query head h) slice starts in each layout.
+struct Slice {
+  int64_t qRowStride, kvRowStride; ///< elements from one position to the next
+  int64_t qOffset, kvOffset, lseOffset;
+};
+
+__device__ inline Slice sliceOf(const Shape &shape, int b, int h) {
+  const int kvHead = h / (shape.numHeads / shape.numKvHeads);
+  return {int64_t(shape.batch) * shape.numHeads * shape.headDim,
+          int64_t(shape.batch) * shape.numKvHeads * shape.headDim,
+          (int64_t(b) * shape.numHeads + h) * shape.headDim,
+          (int64_t(b) * shape.numKvHeads + kvHead) * shape.headDim,
+          (int64_t(b) * shape.numHeads + h) * shape.seqLen};
+}
+
+template <typename T> struct ForwardParams {
+  const T *q, *k, *v;
+  T *out;
+  float *lse;
+  Shape shape;
+};
+
+template <typename T> struct GradParams {
+  const T *q, *k, *v, *out, *dout;
+  const float *lse;
+  T *dq, *dk, *dv;
+  Shape shape;
+};
+
+/// s = -inf where key > query; rows are queries row0 (+8), columns keys
+/// key0 + 8nt (+1).
+template <int NT>
+__device__ void maskFutureKeys(float (&s)[NT][4], int row0, int key0) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (key0 + 8 * nt + (c & 1) > row0 + 8 * (c >> 1))
+        s[nt][c] = -INFINITY;
+}
+
+/// Folds one key tile of raw scores into the running max m (log2 units),
+/// the lane's partial row sum l and the output o; s becomes p.
+template <int NT, int DT>
+__device__ void onlineSoftmax(float (&s)[NT][4], float (&m)[2], float (&l)[2],
+                              float (&o)[DT][4], float scaleLog2) {
+  float tileMax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      tileMax[c >> 1] = fmaxf(tileMax[c >> 1], s[nt][c]);
+  float alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // Every tile holds the row's own key or an earlier one, so mNew is
+    // finite and alpha = exp2(-inf) = 0 on the first tile.
+    float mNew = fmaxf(m[r], quadMax(tileMax[r]) * scaleLog2);
+    alpha[r] = exp2f(m[r] - mNew);
+    m[r] = mNew;
+    l[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      s[nt][c] = exp2f(fmaf(s[nt][c], scaleLog2, -m[c >> 1]));
+      l[c >> 1] += s[nt][c];
+    }
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      o[dt][c] *= alpha[c >> 1];
+}
+
+template <typename Math, typename T, int D>
+__global__ void __launch_bounds__(kThreads)
+    attentionForwardKernel(ForwardParams<T> p) {
+  using Elem = typename Math::Elem;
+  constexpr int kStride = D + Math::kPad;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Elem *qTile = reinterpret_cast<Elem *>(smem);
+  Elem *kTile = qTile + kTileRows * kStride;
+  Elem *vTile = kTile + kTileRows * kStride;
+
+  const Shape &shape = p.shape;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.x % shape.numHeads;
+  const Slice at = sliceOf(shape, blockIdx.x / shape.numHeads, h);
+  const int qBlock = static_cast<int>(gridDim.y - 1 - blockIdx.y);
+  loadTile<kTileRows, D, kStride>(qTile, p.q + at.qOffset, at.qRowStride,
+                                  qBlock * kTileRows, shape);
+
+  const int row0 = qBlock * kTileRows + warp * 16 + lane / 4;
+  float o[D / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  for (int kBlock = 0; kBlock <= qBlock; ++kBlock) {
+    __syncthreads();
+    loadTile<kTileRows, D, kStride>(kTile, p.k + at.kvOffset, at.kvRowStride,
+                                    kBlock * kTileRows, shape);
+    loadTile<kTileRows, D, kStride>(vTile, p.v + at.kvOffset, at.kvRowStride,
+                                    kBlock * kTileRows, shape);
+    __syncthreads();
+    float s[kTileRows / 8][4] = {};
+    Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
+    if (kBlock == qBlock)
+      maskFutureKeys(s, row0, kBlock * kTileRows + 2 * (lane % 4));
+    onlineSoftmax(s, m, l, o, shape.scaleLog2);
+    Math::abReg(o, s, vTile, kStride);
+  }
+
+  const float rowSum[2] = {quadSum(l[0]), quadSum(l[1])};
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      o[dt][c] /= rowSum[c >> 1];
+  storeRows(p.out + at.qOffset, at.qRowStride, o, 1.f, row0, shape);
+  for (int r = 0; r < 2; ++r)
+    if (lane % 4 == 0 && row0 + 8 * r < shape.seqLen)
+      p.lse[at.lseOffset + row0 + 8 * r] = (m[r] + log2f(rowSum[r])) * kLn2;
+}
+
+// Works on transposed tiles, rows = keys: s^T = K Q^T, dp^T = V dout^T, then
+// dv += p^T dout and dk += ds^T q, so p^T and ds^T feed abReg directly.
+template <typename Math, typename T, int D>
+__global__ void __launch_bounds__(kThreads)
+    attentionGradKvKernel(GradParams<T> p) {
+  using Elem = typename Math::Elem;
+  constexpr int kStride = D + Math::kPad;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Elem *kTile = reinterpret_cast<Elem *>(smem);
+  Elem *vTile = kTile + kTileRows * kStride;
+  Elem *qTile = vTile + kTileRows * kStride;
+  Elem *doutTile = qTile + kGradQueries * kStride;
+  float *lse2 = reinterpret_cast<float *>(doutTile + kGradQueries * kStride);
+  float *delta = lse2 + kGradQueries;
+
+  const Shape &shape = p.shape;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int b = blockIdx.x / shape.numKvHeads;
+  const int groupSize = shape.numHeads / shape.numKvHeads;
+  const int firstHead = blockIdx.x % shape.numKvHeads * groupSize;
+  const int kBlock = blockIdx.y;
+  const Slice kv = sliceOf(shape, b, firstHead);
+  loadTile<kTileRows, D, kStride>(kTile, p.k + kv.kvOffset, kv.kvRowStride,
+                                  kBlock * kTileRows, shape);
+  loadTile<kTileRows, D, kStride>(vTile, p.v + kv.kvOffset, kv.kvRowStride,
+                                  kBlock * kTileRows, shape);
+
+  const int key0 = kBlock * kTileRows + warp * 16 + lane / 4;
+  const int numQTiles = (shape.seqLen + kGradQueries - 1) / kGradQueries;
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  for (int h = firstHead; h < firstHead + groupSize; ++h) {
+    const Slice at = sliceOf(shape, b, h);
+    for (int qTileIndex = kBlock * kTileRows / kGradQueries;
+         qTileIndex < numQTiles; ++qTileIndex) {
+      const int query0 = qTileIndex * kGradQueries;
+      __syncthreads();
+      loadTile<kGradQueries, D, kStride>(qTile, p.q + at.qOffset, at.qRowStride,
+                                         query0, shape);
+      loadTile<kGradQueries, D, kStride>(doutTile, p.dout + at.qOffset,
+                                         at.qRowStride, query0, shape);
+      loadRowStats<kGradQueries>(lse2, delta, p.lse + at.lseOffset,
+                                 p.dout + at.qOffset, p.out + at.qOffset,
+                                 at.qRowStride, query0, shape);
+      __syncthreads();
+      float sT[kGradQueries / 8][4] = {}, dpT[kGradQueries / 8][4] = {};
+      Math::template abT<D>(sT, kTile + warp * 16 * kStride, qTile, kStride);
+      Math::template abT<D>(dpT, vTile + warp * 16 * kStride, doutTile,
+                            kStride);
+      const bool needsMask = query0 < (kBlock + 1) * kTileRows ||
+                             query0 + kGradQueries > shape.seqLen;
+#pragma unroll
+      for (int nt = 0; nt < kGradQueries / 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int col = 8 * nt + 2 * (lane % 4) + (c & 1);
+          const int query = query0 + col, key = key0 + 8 * (c >> 1);
+          const bool masked =
+              needsMask && (query < key || query >= shape.seqLen);
+          const float prob =
+              masked ? 0.f
+                     : exp2f(fmaf(sT[nt][c], shape.scaleLog2, -lse2[col]));
+          dpT[nt][c] = prob * (dpT[nt][c] - delta[col]);
+          sT[nt][c] = prob;
+        }
+      Math::abReg(dv, sT, doutTile, kStride);
+      Math::abReg(dk, dpT, qTile, kStride);
+    }
+  }
+  storeRows(p.dv + kv.kvOffset, kv.kvRowStride, dv, 1.f, key0, shape);
+  storeRows(p.dk + kv.kvOffset, kv.kvRowStride, dk, shape.scale, key0, shape);
+}
+
+template <typename Math, typename T, int D>
+__global__ void __launch_bounds__(kThreads)
+    attentionGradQKernel(GradParams<T> p) {
+  using Elem = typename Math::Elem;
+  constexpr int kStride = D + Math::kPad;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Elem *qTile = reinterpret_cast<Elem *>(smem);
+  Elem *doutTile = qTile + kTileRows * kStride;
+  Elem *kTile = doutTile + kTileRows * kStride;
+  Elem *vTile = kTile + kTileRows * kStride;
+  float *lse2 = reinterpret_cast<float *>(vTile + kTileRows * kStride);
+  float *delta = lse2 + kTileRows;
+
+  const Shape &shape = p.shape;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int h = blockIdx.x % shape.numHeads;
+  const Slice at = sliceOf(shape, blockIdx.x / shape.numHeads, h);
+  const int query0 = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kTileRows;
+  loadTile<kTileRows, D, kStride>(qTile, p.q + at.qOffset, at.qRowStride,
+                                  query0, shape);
+  loadTile<kTileRows, D, kStride>(doutTile, p.dout + at.qOffset, at.qRowStride,
+                                  query0, shape);
+  loadRowStats<kTileRows>(lse2, delta, p.lse + at.lseOffset,
+                          p.dout + at.qOffset, p.out + at.qOffset,
+                          at.qRowStride, query0, shape);
+  __syncthreads();
+  const int local0 = warp * 16 + lane / 4, row0 = query0 + local0;
+  const float rowLse2[2] = {lse2[local0], lse2[local0 + 8]};
+  const float rowDelta[2] = {delta[local0], delta[local0 + 8]};
+
+  float dq[D / 8][4] = {};
+  for (int key0 = 0; key0 <= query0; key0 += kTileRows) {
+    __syncthreads();
+    loadTile<kTileRows, D, kStride>(kTile, p.k + at.kvOffset, at.kvRowStride,
+                                    key0, shape);
+    loadTile<kTileRows, D, kStride>(vTile, p.v + at.kvOffset, at.kvRowStride,
+                                    key0, shape);
+    __syncthreads();
+    float s[kTileRows / 8][4] = {}, dp[kTileRows / 8][4] = {};
+    Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
+    Math::template abT<D>(dp, doutTile + warp * 16 * kStride, vTile, kStride);
+    if (key0 == query0)
+      maskFutureKeys(s, row0, key0 + 2 * (lane % 4));
+#pragma unroll
+    for (int nt = 0; nt < kTileRows / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int r = c >> 1;
+        const float prob = exp2f(fmaf(s[nt][c], shape.scaleLog2, -rowLse2[r]));
+        dp[nt][c] = prob * (dp[nt][c] - rowDelta[r]);
+      }
+    Math::abReg(dq, dp, kTile, kStride);
+  }
+  storeRows(p.dq + at.qOffset, at.qRowStride, dq, shape.scale, row0, shape);
+}
+
+//===----------------------------------------------------------------------===//
+// Launchers
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+using MathFor = std::conditional_t<std::is_same_v<T, Bf16> && kBf16TensorCores,
+                                   MmaBf16, FmaF32>;
+
+template <typename Math, int D> constexpr size_t tileBytes(int rows) {
+  return size_t(rows) * (D + Math::kPad) * sizeof(typename Math::Elem);
+}
+
+template <typename T> struct TypeTag {
+  using type = T;
+};
+
+/// Calls body(TypeTag<T>, integral_constant<int, D>) for the storage type
+/// and the head-dim bucket D >= headDim.
+template <typename Body>
+Status dispatch(DType dtype, int64_t headDim, Body &&body) {
+  auto withDim = [&](auto tag) -> Status {
+    if (headDim <= 64)
+      return body(tag, std::integral_constant<int, 64>());
+    if (headDim <= 96)
+      return body(tag, std::integral_constant<int, 96>());
+    return body(tag, std::integral_constant<int, 128>());
+  };
+  if (dtype == DType::BF16)
+    return withDim(TypeTag<Bf16>());
+  return withDim(TypeTag<float>());
+}
+
+template <typename Kernel, typename Params>
+Status launch(Kernel kernel, const char *name, dim3 grid, size_t smemBytes,
+              DeviceStream stream, const Params &params) {
+  // Above 48 KiB dynamic shared memory needs an explicit opt-in.
+  SHARC_CUDA(cudaFuncSetAttribute(kernel,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smemBytes)));
+  kernel<<<grid, kThreads, smemBytes, stream>>>(params);
+  return launchStatus(name);
+}
+
+/// Validates the sizes shared by both argument structs; on success `shape`
+/// holds them as ints (the grid bound keeps every one in range).
+template <typename Args> Status checkShape(const Args &args, Shape &shape) {
+  if (args.seqLen < 0 || args.batch < 0)
+    return Status::invalidInput(
+        "attention: seqLen (" + std::to_string(args.seqLen) + ") and batch (" +
+        std::to_string(args.batch) + ") must be non-negative");
+  if (args.numHeads <= 0 || args.numKvHeads <= 0 ||
+      args.numHeads % args.numKvHeads != 0)
+    return Status::invalidInput("attention: numKvHeads (" +
+                                std::to_string(args.numKvHeads) +
+                                ") must be positive and divide numHeads (" +
+                                std::to_string(args.numHeads) + ")");
+  if (args.headDim < 8 || args.headDim > 128 || args.headDim % 8 != 0)
+    return Status::invalidInput(
+        "attention: headDim must be a multiple of 8 in [8, 128], got " +
+        std::to_string(args.headDim));
+  if (ceilDiv(args.seqLen, kTileRows) > 65535 ||
+      args.batch * args.numHeads > INT32_MAX)
+    return Status::invalidInput(
+        "attention: seqLen " + std::to_string(args.seqLen) + " x batch " +
+        std::to_string(args.batch) + " exceeds the launch grid");
+  float scale = 1.0f / std::sqrt(static_cast<float>(args.headDim));
+  shape = {static_cast<int>(args.seqLen),
+           static_cast<int>(args.batch),
+           static_cast<int>(args.numHeads),
+           static_cast<int>(args.numKvHeads),
+           static_cast<int>(args.headDim),
+           scale,
+           scale * kLog2e};
+  return Status::ok();
+}
+
+/// All views share one dtype, F32 or BF16, and are 16-byte aligned (the
+/// kernels move 8 elements at a time); lse is aligned for floats.
+Status checkViews(std::initializer_list<ConstTensorView> views,
+                  const float *lse, bool isEmpty) {
+  DType dtype = views.begin()->dtype;
+  for (const ConstTensorView &view : views)
+    if (view.dtype != dtype)
+      return Status::invalidInput(std::string("attention: tensors mix ") +
+                                  dtypeName(dtype) + " and " +
+                                  dtypeName(view.dtype));
+  if (dtype != DType::F32 && dtype != DType::BF16)
+    return Status::invalidInput(
+        std::string("attention: dtype must be f32 or bf16, got ") +
+        dtypeName(dtype));
+  if (isEmpty)
+    return Status::ok();
+  for (const ConstTensorView &view : views)
+    if (!view.data || reinterpret_cast<uintptr_t>(view.data) % 16 != 0)
+      return Status::invalidInput("attention: tensor data must be non-null "
+                                  "and 16-byte aligned");
+  if (!lse || reinterpret_cast<uintptr_t>(lse) % alignof(float) != 0)
+    return Status::invalidInput("attention: lse must be non-null and aligned");
+  return Status::ok();
+}
+
+} // namespace
+
+Status attention(const AttentionArgs &args, DeviceStream stream) {
+  Shape shape;
+  SHARC_TRY(checkShape(args, shape));
+  const bool isEmpty = args.seqLen == 0 || args.batch == 0;
+  SHARC_TRY(checkViews({args.q, args.k, args.v, args.out}, args.lse, isEmpty));
+  if (isEmpty)
+    return Status::ok();
+  return dispatch(args.q.dtype, args.headDim, [&](auto tag, auto dim) {
+    using T = typename decltype(tag)::type;
+    using Math = MathFor<T>;
+    constexpr int D = decltype(dim)::value;
+    ForwardParams<T> params{static_cast<const T *>(args.q.data),
+                            static_cast<const T *>(args.k.data),
+                            static_cast<const T *>(args.v.data),
+                            static_cast<T *>(args.out.data),
+                            args.lse,
+                            shape};
+    dim3 grid(shape.batch * shape.numHeads, ceilDiv(shape.seqLen, kTileRows));
+    return launch(attentionForwardKernel<Math, T, D>, "attentionForwardKernel",
+                  grid, tileBytes<Math, D>(3 * kTileRows), stream, params);
+  });
+}
+
+Status attentionGrad(const AttentionGradArgs &args, DeviceStream stream) {
+  Shape shape;
+  SHARC_TRY(checkShape(args, shape));
+  const bool isEmpty = args.seqLen == 0 || args.batch == 0;
+  SHARC_TRY(checkViews(
+      {args.q, args.k, args.v, args.out, args.dout, args.dq, args.dk, args.dv},
+      args.lse, isEmpty));
+  if (isEmpty)
+    return Status::ok();
+  return dispatch(args.q.dtype, args.headDim, [&](auto tag, auto dim) {
+    using T = typename decltype(tag)::type;
+    using Math = MathFor<T>;
+    constexpr int D = decltype(dim)::value;
+    GradParams<T> params{static_cast<const T *>(args.q.data),
+                         static_cast<const T *>(args.k.data),
+                         static_cast<const T *>(args.v.data),
+                         static_cast<const T *>(args.out.data),
+                         static_cast<const T *>(args.dout.data),
+                         args.lse,
+                         static_cast<T *>(args.dq.data),
+                         static_cast<T *>(args.dk.data),
+                         static_cast<T *>(args.dv.data),
+                         shape};
+    const int numSeqBlocks = ceilDiv(shape.seqLen, kTileRows);
+    size_t kvBytes = tileBytes<Math, D>(2 * kTileRows + 2 * kGradQueries) +
+                     2 * kGradQueries * sizeof(float);
+    SHARC_TRY(launch(attentionGradKvKernel<Math, T, D>, "attentionGradKvKernel",
+                     dim3(shape.batch * shape.numKvHeads, numSeqBlocks),
+                     kvBytes, stream, params));
+    size_t qBytes =
+        tileBytes<Math, D>(4 * kTileRows) + 2 * kTileRows * sizeof(float);
+    return launch(attentionGradQKernel<Math, T, D>, "attentionGradQKernel",
+                  dim3(shape.batch * shape.numHeads, numSeqBlocks), qBytes,
+                  stream, params);
+  });
+}
+
+} // namespace sharc::kernels::cuda

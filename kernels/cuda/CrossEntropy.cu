@@ -1,0 +1,212 @@
+//===- CrossEntropy.cu - mean token cross entropy on the device -----------===//
+//
+// Implements the math stated in kernels/CrossEntropy.h with
+// cpu/CrossEntropy.cpp's expressions: per row, the max of the first
+// validVocab logits, then the sum of exp(x - max), lse = max + log(sum).
+// A label outside [0, validVocab) (-100 included) marks an ignored row.
+// Reductions are fixed trees, so both results are deterministic.
+//
+// crossEntropyKernel: the loss is a mean over rows and CrossEntropyArgs has
+// no workspace for per-row values, so the whole reduction stays on chip:
+// one thread-block cluster of kLossBlocks 1024-thread blocks, block b owning
+// rows b, b + kLossBlocks, ...; a block reduces one row at a time and adds
+// its row losses in order, and block 0 adds the blocks' sums in rank order
+// through distributed shared memory. Ignored rows are not read. Bound: the
+// bandwidth of kLossBlocks SMs reading the valid rows once, well under DRAM
+// bandwidth. A workspace would allow one block per row and a second pass.
+//
+// crossEntropyGradKernel: a persistent grid of 512-thread blocks (as many
+// as the SMs hold, at most one per row), each owning rows blockIdx.x,
+// blockIdx.x + gridDim.x, ...; each block first counts the valid labels
+// itself (numTokens int32 reads from L2), which saves a workspace and a
+// launch. A row is read from DRAM once (three passes, two from L2) and
+// dlogits written once. Bound: DRAM bandwidth, numTokens * vocab * (|x| +
+// |dx|) bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/CrossEntropy.h"
+#include "kernels/cuda/Launch.h"
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <string>
+
+namespace sharc::kernels::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kLossBlocks = 8;
+constexpr int kLossThreads = 1024;
+constexpr int kGradThreads = 512;
+
+__device__ __forceinline__ float loadAs(ConstTensorView view, int64_t i) {
+  if (view.dtype == DType::BF16)
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(view.data)[i]);
+  return static_cast<const float *>(view.data)[i];
+}
+
+__device__ __forceinline__ void storeAs(TensorView view, int64_t i,
+                                        float value) {
+  if (view.dtype == DType::BF16)
+    static_cast<__nv_bfloat16 *>(view.data)[i] = __float2bfloat16_rn(value);
+  else
+    static_cast<float *>(view.data)[i] = value;
+}
+
+__device__ __forceinline__ bool isCounted(int32_t label, int64_t validVocab) {
+  return label >= 0 && label < validVocab;
+}
+
+struct SumOp {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// Reduction over the block, the same bits in every thread (butterflies,
+/// then every thread combines the warps' values in order). Every thread of
+/// the block must call it; `scratch` holds one T per warp.
+template <typename T, typename Op>
+__device__ T blockReduce(T value, Op op, T *scratch) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  if (threadIdx.x % 32 == 0)
+    scratch[threadIdx.x / 32] = value;
+  __syncthreads();
+  T total = scratch[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
+    total = op(total, scratch[w]);
+  __syncthreads();
+  return total;
+}
+
+/// log-sum-exp of the first validVocab logits at `base`, in every thread.
+__device__ float rowLse(ConstTensorView logits, int64_t base,
+                        int64_t validVocab, float *scratch) {
+  float maxLogit = -INFINITY;
+  for (int64_t v = threadIdx.x; v < validVocab; v += blockDim.x)
+    maxLogit = fmaxf(maxLogit, loadAs(logits, base + v));
+  maxLogit = blockReduce(maxLogit, MaxOp(), scratch);
+  float sumExp = 0.0f;
+  for (int64_t v = threadIdx.x; v < validVocab; v += blockDim.x)
+    sumExp += expf(loadAs(logits, base + v) - maxLogit);
+  sumExp = blockReduce(sumExp, SumOp(), scratch);
+  return maxLogit + logf(sumExp);
+}
+
+__global__ void __cluster_dims__(kLossBlocks, 1, 1)
+    __launch_bounds__(kLossThreads)
+        crossEntropyKernel(ConstTensorView logits, const int32_t *labels,
+                           float *loss, int64_t numTokens, int64_t vocab,
+                           int64_t validVocab) {
+  __shared__ float scratch[32];
+  __shared__ float blockTotal;
+  __shared__ long long blockValid;
+  cg::cluster_group cluster = cg::this_cluster();
+  int rank = static_cast<int>(cluster.block_rank());
+  // Every thread keeps the same running values; thread 0 publishes them.
+  float total = 0.0f;
+  long long numValid = 0;
+  for (int64_t t = rank; t < numTokens; t += kLossBlocks) {
+    int32_t label = labels[t];
+    if (!isCounted(label, validVocab))
+      continue;
+    int64_t base = t * vocab;
+    float lse = rowLse(logits, base, validVocab, scratch);
+    total += lse - loadAs(logits, base + label);
+    ++numValid;
+  }
+  if (threadIdx.x == 0) {
+    blockTotal = total;
+    blockValid = numValid;
+  }
+  cluster.sync();
+  if (rank == 0 && threadIdx.x == 0) {
+    float sum = 0.0f;
+    long long count = 0;
+    for (int b = 0; b < kLossBlocks; ++b) {
+      sum += *cluster.map_shared_rank(&blockTotal, b);
+      count += *cluster.map_shared_rank(&blockValid, b);
+    }
+    *loss = sum / static_cast<float>(count > 1 ? count : 1);
+  }
+  // Keep every block's shared memory alive until block 0 has read it.
+  cluster.sync();
+}
+
+__global__ void __launch_bounds__(kGradThreads)
+    crossEntropyGradKernel(ConstTensorView logits, const int32_t *labels,
+                           const float *dloss, TensorView dlogits,
+                           int64_t numTokens, int64_t vocab,
+                           int64_t validVocab) {
+  __shared__ float scratch[32];
+  __shared__ long long countScratch[32];
+  long long numValid = 0;
+  for (int64_t t = threadIdx.x; t < numTokens; t += blockDim.x)
+    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
+  numValid = blockReduce(numValid, SumOp(), countScratch);
+  float rowScale = *dloss / static_cast<float>(numValid > 1 ? numValid : 1);
+  for (int64_t t = blockIdx.x; t < numTokens; t += gridDim.x) {
+    int32_t label = labels[t];
+    int64_t base = t * vocab;
+    int64_t numWritten = 0;
+    if (isCounted(label, validVocab)) {
+      float lse = rowLse(logits, base, validVocab, scratch);
+      for (int64_t v = threadIdx.x; v < validVocab; v += blockDim.x) {
+        float target = v == label ? 1.0f : 0.0f;
+        storeAs(dlogits, base + v,
+                rowScale * (expf(loadAs(logits, base + v) - lse) - target));
+      }
+      numWritten = validVocab;
+    }
+    for (int64_t v = numWritten + threadIdx.x; v < vocab; v += blockDim.x)
+      storeAs(dlogits, base + v, 0.0f);
+  }
+}
+
+Status checkFloat(const char *kernel, DType dtype) {
+  if (dtype == DType::F32 || dtype == DType::BF16)
+    return Status::ok();
+  return Status::invalidInput(std::string(kernel) + ": " + dtypeName(dtype) +
+                              " storage is not supported on the device "
+                              "(expected f32 or bf16)");
+}
+
+} // namespace
+
+Status crossEntropy(const CrossEntropyArgs &args, DeviceStream stream) {
+  SHARC_TRY(checkFloat("crossEntropyKernel", args.logits.dtype));
+  crossEntropyKernel<<<kLossBlocks, kLossThreads, 0, stream>>>(
+      args.logits, args.labels, args.loss, args.numTokens, args.vocab,
+      args.validVocab);
+  return launchStatus("crossEntropyKernel");
+}
+
+Status crossEntropyGrad(const CrossEntropyGradArgs &args, DeviceStream stream) {
+  SHARC_TRY(checkFloat("crossEntropyGradKernel", args.logits.dtype));
+  SHARC_TRY(checkFloat("crossEntropyGradKernel", args.dlogits.dtype));
+  if (args.numTokens <= 0 || args.vocab <= 0)
+    return Status::ok();
+  int device = 0, numSms = 0;
+  SHARC_CUDA(cudaGetDevice(&device));
+  SHARC_CUDA(
+      cudaDeviceGetAttribute(&numSms, cudaDevAttrMultiProcessorCount, device));
+  int64_t residentBlocks = static_cast<int64_t>(numSms) * (2048 / kGradThreads);
+  auto numBlocks =
+      static_cast<unsigned>(std::min(args.numTokens, residentBlocks));
+  crossEntropyGradKernel<<<numBlocks, kGradThreads, 0, stream>>>(
+      args.logits, args.labels, args.dloss, args.dlogits, args.numTokens,
+      args.vocab, args.validVocab);
+  return launchStatus("crossEntropyGradKernel");
+}
+
+} // namespace sharc::kernels::cuda

@@ -1,0 +1,302 @@
+//===- Elementwise.cu - add, SwiGLU, fill and scale on the device ---------===//
+//
+// Implements the math stated in kernels/Elementwise.h, element for element
+// as cpu/Elementwise.cpp does it.
+//
+// Launch shape: a 1-D grid-stride grid of 256-thread blocks (at most
+// kMaxBlocks). When every view is aligned to 4 elements a thread owns 4
+// consecutive elements per step, read and written as one 16-byte (f32) or
+// 8-byte (bf16) vector; the last numel % 4 elements, or every element of an
+// unaligned call, go one per thread. Bound: DRAM bandwidth, numel times the
+// summed element sizes of the views.
+//
+// Each thread loads an element's inputs before it stores its outputs, so
+// outputs may alias inputs (in-place gradient accumulation).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Elementwise.h"
+#include "kernels/cuda/Launch.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+
+namespace sharc::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 4096;
+constexpr int kVec = 4;
+
+struct alignas(8) Bf16x4 {
+  __nv_bfloat16 values[kVec];
+};
+
+__device__ __forceinline__ float loadAs(ConstTensorView view, int64_t i) {
+  if (view.dtype == DType::BF16)
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(view.data)[i]);
+  return static_cast<const float *>(view.data)[i];
+}
+
+__device__ __forceinline__ void storeAs(TensorView view, int64_t i,
+                                        float value) {
+  if (view.dtype == DType::BF16)
+    static_cast<__nv_bfloat16 *>(view.data)[i] = __float2bfloat16_rn(value);
+  else
+    static_cast<float *>(view.data)[i] = value;
+}
+
+/// Elements [i, i + N) as float; for N == kVec, i is a multiple of kVec and
+/// the data is kVec-element aligned.
+template <int N>
+__device__ __forceinline__ void loadN(ConstTensorView view, int64_t i,
+                                      float (&out)[N]) {
+  if constexpr (N == 1) {
+    out[0] = loadAs(view, i);
+  } else if (view.dtype == DType::BF16) {
+    Bf16x4 pack = *reinterpret_cast<const Bf16x4 *>(
+        static_cast<const __nv_bfloat16 *>(view.data) + i);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      out[k] = __bfloat162float(pack.values[k]);
+  } else {
+    float4 pack = *reinterpret_cast<const float4 *>(
+        static_cast<const float *>(view.data) + i);
+    out[0] = pack.x;
+    out[1] = pack.y;
+    out[2] = pack.z;
+    out[3] = pack.w;
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void storeN(TensorView view, int64_t i,
+                                       const float (&in)[N]) {
+  if constexpr (N == 1) {
+    storeAs(view, i, in[0]);
+  } else if (view.dtype == DType::BF16) {
+    Bf16x4 pack;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      pack.values[k] = __float2bfloat16_rn(in[k]);
+    *reinterpret_cast<Bf16x4 *>(static_cast<__nv_bfloat16 *>(view.data) + i) =
+        pack;
+  } else {
+    *reinterpret_cast<float4 *>(static_cast<float *>(view.data) + i) =
+        make_float4(in[0], in[1], in[2], in[3]);
+  }
+}
+
+__device__ __forceinline__ float sigmoid(float value) {
+  return 1.0f / (1.0f + expf(-value));
+}
+
+/// Calls op.template apply<kVec>(i) for the vectorEnd / kVec aligned groups
+/// and op.template apply<1>(i) for the elements after them.
+template <typename Op>
+__device__ __forceinline__ void forEachElement(const Op &op, int64_t numel,
+                                               int64_t vectorEnd) {
+  int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = first * kVec; i < vectorEnd; i += stride * kVec)
+    op.template apply<kVec>(i);
+  for (int64_t i = vectorEnd + first; i < numel; i += stride)
+    op.template apply<1>(i);
+}
+
+struct AddOp {
+  ConstTensorView a, b;
+  TensorView y;
+  template <int N> __device__ void apply(int64_t i) const {
+    float aValues[N], bValues[N], yValues[N];
+    loadN(a, i, aValues);
+    loadN(b, i, bValues);
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      yValues[k] = aValues[k] + bValues[k];
+    storeN(y, i, yValues);
+  }
+};
+
+struct SwigluOp {
+  ConstTensorView gate, up;
+  TensorView y;
+  template <int N> __device__ void apply(int64_t i) const {
+    float gates[N], ups[N], ys[N];
+    loadN(gate, i, gates);
+    loadN(up, i, ups);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float silu = gates[k] * sigmoid(gates[k]);
+      ys[k] = silu * ups[k];
+    }
+    storeN(y, i, ys);
+  }
+};
+
+struct SwigluGradOp {
+  ConstTensorView gate, up, dy;
+  TensorView dgate, dup;
+  template <int N> __device__ void apply(int64_t i) const {
+    float gates[N], ups[N], dys[N], dgates[N], dups[N];
+    loadN(gate, i, gates);
+    loadN(up, i, ups);
+    loadN(dy, i, dys);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float sig = sigmoid(gates[k]);
+      dgates[k] = dys[k] * ups[k] * sig * (1.0f + gates[k] * (1.0f - sig));
+      dups[k] = dys[k] * (gates[k] * sig);
+    }
+    storeN(dup, i, dups);
+    storeN(dgate, i, dgates);
+  }
+};
+
+struct ScaleOp {
+  ConstTensorView x;
+  TensorView y;
+  float factor;
+  template <int N> __device__ void apply(int64_t i) const {
+    float values[N];
+    loadN(x, i, values);
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      values[k] = factor * values[k];
+    storeN(y, i, values);
+  }
+};
+
+__global__ void addKernel(AddOp op, int64_t numel, int64_t vectorEnd) {
+  forEachElement(op, numel, vectorEnd);
+}
+
+__global__ void swigluKernel(SwigluOp op, int64_t numel, int64_t vectorEnd) {
+  forEachElement(op, numel, vectorEnd);
+}
+
+__global__ void swigluGradKernel(SwigluGradOp op, int64_t numel,
+                                 int64_t vectorEnd) {
+  forEachElement(op, numel, vectorEnd);
+}
+
+__global__ void scaleKernel(ScaleOp op, int64_t numel, int64_t vectorEnd) {
+  forEachElement(op, numel, vectorEnd);
+}
+
+/// Writes one precomputed storage word (the bits cpu::fill stores) to every
+/// element.
+template <typename Word>
+__global__ void fillKernel(Word *out, int64_t numel, Word bits) {
+  int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = first; i < numel; i += stride)
+    out[i] = bits;
+}
+
+Status checkFloats(const char *kernel, std::initializer_list<DType> dtypes) {
+  for (DType dtype : dtypes)
+    if (dtype != DType::F32 && dtype != DType::BF16)
+      return Status::invalidInput(std::string(kernel) + ": " +
+                                  dtypeName(dtype) +
+                                  " storage is not supported on the device "
+                                  "(expected f32 or bf16)");
+  return Status::ok();
+}
+
+bool isVectorAligned(const void *data, DType dtype) {
+  return reinterpret_cast<uintptr_t>(data) % (kVec * dtypeSize(dtype)) == 0;
+}
+
+/// End of the vectorised prefix: numel rounded down to kVec when every view
+/// is aligned, else 0.
+int64_t vectorEndFor(int64_t numel,
+                     std::initializer_list<ConstTensorView> views) {
+  for (ConstTensorView view : views)
+    if (!isVectorAligned(view.data, view.dtype))
+      return 0;
+  return numel / kVec * kVec;
+}
+
+unsigned gridFor(int64_t numWork) {
+  return static_cast<unsigned>(
+      std::min(ceilDiv(numWork, kThreads), kMaxBlocks));
+}
+
+/// Threads needed: one per kVec group plus one per tail element.
+unsigned gridFor(int64_t numel, int64_t vectorEnd) {
+  return gridFor(vectorEnd / kVec + (numel - vectorEnd));
+}
+
+} // namespace
+
+Status add(const AddArgs &args, DeviceStream stream) {
+  SHARC_TRY(
+      checkFloats("addKernel", {args.a.dtype, args.b.dtype, args.y.dtype}));
+  if (args.numel <= 0)
+    return Status::ok();
+  int64_t vectorEnd = vectorEndFor(args.numel, {args.a, args.b, args.y});
+  addKernel<<<gridFor(args.numel, vectorEnd), kThreads, 0, stream>>>(
+      {args.a, args.b, args.y}, args.numel, vectorEnd);
+  return launchStatus("addKernel");
+}
+
+Status swiglu(const SwigluArgs &args, DeviceStream stream) {
+  SHARC_TRY(checkFloats("swigluKernel",
+                        {args.gate.dtype, args.up.dtype, args.y.dtype}));
+  if (args.numel <= 0)
+    return Status::ok();
+  int64_t vectorEnd = vectorEndFor(args.numel, {args.gate, args.up, args.y});
+  swigluKernel<<<gridFor(args.numel, vectorEnd), kThreads, 0, stream>>>(
+      {args.gate, args.up, args.y}, args.numel, vectorEnd);
+  return launchStatus("swigluKernel");
+}
+
+Status swigluGrad(const SwigluGradArgs &args, DeviceStream stream) {
+  SHARC_TRY(checkFloats("swigluGradKernel",
+                        {args.gate.dtype, args.up.dtype, args.dy.dtype,
+                         args.dgate.dtype, args.dup.dtype}));
+  if (args.numel <= 0)
+    return Status::ok();
+  int64_t vectorEnd = vectorEndFor(
+      args.numel, {args.gate, args.up, args.dy, args.dgate, args.dup});
+  swigluGradKernel<<<gridFor(args.numel, vectorEnd), kThreads, 0, stream>>>(
+      {args.gate, args.up, args.dy, args.dgate, args.dup}, args.numel,
+      vectorEnd);
+  return launchStatus("swigluGradKernel");
+}
+
+Status fill(const FillArgs &args, DeviceStream stream) {
+  DType dtype = args.out.dtype;
+  if (dtype == DType::F64)
+    return Status::invalidInput("fillKernel: f64 storage is not supported on "
+                                "the device (expected f32, bf16 or i32)");
+  if (args.numel <= 0)
+    return Status::ok();
+  // storeElement gives the exact bits cpu::fill stores, i32 included.
+  uint32_t bits = 0;
+  storeElement({&bits, dtype}, 0, args.value);
+  if (dtype == DType::BF16)
+    fillKernel<<<gridFor(args.numel), kThreads, 0, stream>>>(
+        static_cast<uint16_t *>(args.out.data), args.numel,
+        static_cast<uint16_t>(bits));
+  else
+    fillKernel<<<gridFor(args.numel), kThreads, 0, stream>>>(
+        static_cast<uint32_t *>(args.out.data), args.numel, bits);
+  return launchStatus("fillKernel");
+}
+
+Status scale(const ScaleArgs &args, DeviceStream stream) {
+  SHARC_TRY(checkFloats("scaleKernel", {args.x.dtype, args.y.dtype}));
+  if (args.numel <= 0)
+    return Status::ok();
+  int64_t vectorEnd = vectorEndFor(args.numel, {args.x, args.y});
+  scaleKernel<<<gridFor(args.numel, vectorEnd), kThreads, 0, stream>>>(
+      {args.x, args.y, static_cast<float>(args.factor)}, args.numel, vectorEnd);
+  return launchStatus("scaleKernel");
+}
+
+} // namespace sharc::kernels::cuda

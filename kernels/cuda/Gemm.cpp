@@ -1,0 +1,205 @@
+//===- Gemm.cpp - the linear layer GEMMs on cuBLASLt ----------------------===//
+//
+// Row-major X[m,k] is column-major X^T with leading dimension k, so every
+// row-major product is computed transposed: for y = x w^T (w [n,k]),
+// y^T[n,m] = w[n,k] x^T, i.e. column-major C(n x m) = op_T(w) op_N(x).
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/Gemm.h"
+
+#include "kernels/cuda/Launch.h"
+
+#include <cublasLt.h>
+
+#include <string>
+
+namespace sharc::kernels::cuda {
+
+namespace {
+
+/// cublasGetStatusName lives in libcublas, which sharc does not link.
+const char *statusName(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "not initialized";
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return "allocation failed";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "invalid value";
+  case CUBLAS_STATUS_ARCH_MISMATCH:
+    return "architecture mismatch";
+  case CUBLAS_STATUS_EXECUTION_FAILED:
+    return "execution failed";
+  case CUBLAS_STATUS_INTERNAL_ERROR:
+    return "internal error";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "not supported";
+  default:
+    return "error";
+  }
+}
+
+Status cublasStatus(cublasStatus_t status, const char *call) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return Status::ok();
+  return Status::runtimeError(std::string("cuBLASLt: ") + call + ": " +
+                              statusName(status) + " (status " +
+                              std::to_string(static_cast<int>(status)) + ")");
+}
+
+#define SHARC_CUBLAS(call)                                                     \
+  do {                                                                         \
+    ::sharc::Status sharcCublasStatus = cublasStatus((call), #call);           \
+    if (!sharcCublasStatus.isOk())                                             \
+      return sharcCublasStatus;                                                \
+  } while (0)
+
+Result<cudaDataType_t> cudaType(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    return Status::invalidInput(std::string("cuBLASLt GEMMs take f32 or "
+                                            "bf16 operands, got ") +
+                                dtypeName(dtype));
+  }
+}
+
+Status sameType(DType a, DType b, DType c, DType *common) {
+  if (a != b || a != c)
+    return Status::invalidInput(
+        std::string("cuBLASLt needs one float type for every operand, got ") +
+        dtypeName(a) + ", " + dtypeName(b) + " and " + dtypeName(c));
+  *common = a;
+  return Status::ok();
+}
+
+cublasLtHandle_t asHandle(void *handle) {
+  return static_cast<cublasLtHandle_t>(handle);
+}
+
+} // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (c)
+      cublasLtMatrixLayoutDestroy(c);
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+Result<std::unique_ptr<Gemm>> Gemm::create(int64_t workspaceBytes) {
+  std::unique_ptr<Gemm> gemm(new Gemm());
+  cublasLtHandle_t handle = nullptr;
+  SHARC_CUBLAS(cublasLtCreate(&handle));
+  gemm->handle_ = handle;
+  if (workspaceBytes > 0)
+    SHARC_CUDA(
+        cudaMalloc(&gemm->workspace_, static_cast<size_t>(workspaceBytes)));
+  gemm->workspaceBytes_ = workspaceBytes;
+  return gemm;
+}
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (workspace_)
+    cudaFree(workspace_);
+  if (handle_)
+    cublasLtDestroy(asHandle(handle_));
+}
+
+Status Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                 const void *a, int64_t lda, const void *b, int64_t ldb,
+                 void *c, int64_t ldc, DType dtype, DeviceStream stream) {
+  if (m == 0 || n == 0)
+    return Status::ok();
+  Key key{transA, transB, m, n, k, lda, ldb, ldc, static_cast<int>(dtype)};
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    auto type = cudaType(dtype);
+    if (!type)
+      return type.status();
+    auto plan = std::make_unique<Plan>();
+    SHARC_CUBLAS(
+        cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    SHARC_CUBLAS(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+    SHARC_CUBLAS(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+    // Stored shapes: op(A) is m x k, so A is k x m when transposed.
+    SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a, *type, transA ? k : m,
+                                            transA ? m : k, lda));
+    SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b, *type, transB ? n : k,
+                                            transB ? k : n, ldb));
+    SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->c, *type, m, n, ldc));
+    cublasLtMatmulPreference_t preference = nullptr;
+    SHARC_CUBLAS(cublasLtMatmulPreferenceCreate(&preference));
+    uint64_t maxWorkspace = static_cast<uint64_t>(workspaceBytes_);
+    cublasStatus_t setStatus = cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &maxWorkspace,
+        sizeof(maxWorkspace));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t heuristic = CUBLAS_STATUS_SUCCESS;
+    if (setStatus == CUBLAS_STATUS_SUCCESS)
+      heuristic = cublasLtMatmulAlgoGetHeuristic(
+          asHandle(handle_), plan->desc, plan->a, plan->b, plan->c, plan->c,
+          preference, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(preference);
+    SHARC_CUBLAS(setStatus);
+    SHARC_CUBLAS(heuristic);
+    if (found == 0)
+      return Status::runtimeError(
+          "cuBLASLt has no algorithm for a " + std::string(dtypeName(dtype)) +
+          " GEMM of m=" + std::to_string(m) + " n=" + std::to_string(n) +
+          " k=" + std::to_string(k));
+    plan->algo = result.algo;
+    it = plans_.emplace(key, std::move(plan)).first;
+  }
+  const Plan &plan = *it->second;
+  float one = 1.0f, zero = 0.0f;
+  SHARC_CUBLAS(cublasLtMatmul(asHandle(handle_), plan.desc, &one, a, plan.a, b,
+                              plan.b, &zero, c, plan.c, c, plan.c, &plan.algo,
+                              workspace_, static_cast<size_t>(workspaceBytes_),
+                              stream));
+  return Status::ok();
+}
+
+Status Gemm::matmul(const MatmulArgs &args, DeviceStream stream) {
+  // y^T (n x m) = op_T(w: k x n) op_N(x^T: k x m)
+  DType dtype;
+  SHARC_TRY(sameType(args.x.dtype, args.w.dtype, args.y.dtype, &dtype));
+  return run(true, false, args.n, args.m, args.k, args.w.data, args.k,
+             args.x.data, args.k, args.y.data, args.n, dtype, stream);
+}
+
+Status Gemm::matmulDgrad(const MatmulDgradArgs &args, DeviceStream stream) {
+  // dx^T (k x m) = op_N(w^T: k x n) op_N(dy^T: n x m)
+  DType dtype;
+  SHARC_TRY(sameType(args.dy.dtype, args.w.dtype, args.dx.dtype, &dtype));
+  return run(false, false, args.k, args.m, args.n, args.w.data, args.k,
+             args.dy.data, args.n, args.dx.data, args.k, dtype, stream);
+}
+
+Status Gemm::matmulWgrad(const MatmulWgradArgs &args, DeviceStream stream) {
+  // dw^T (k x n) = op_N(x^T: k x m) op_T(dy^T: n x m)
+  DType dtype;
+  SHARC_TRY(sameType(args.dy.dtype, args.x.dtype, args.dw.dtype, &dtype));
+  return run(false, true, args.k, args.n, args.m, args.x.data, args.k,
+             args.dy.data, args.n, args.dw.data, args.k, dtype, stream);
+}
+
+} // namespace sharc::kernels::cuda

@@ -1,0 +1,56 @@
+//===- Gemm.h - the linear layer GEMMs on cuBLASLt --------------*- C++ -*-===//
+// defines: Gemm (cuda::)
+//
+// kernels/Matmul.h's three products (forward, dgrad, wgrad) with row-major
+// operands, each one cuBLASLt matmul with fp32 accumulation
+// (CUBLAS_COMPUTE_32F, so f32 plans run true fp32, never TF32) and all
+// operands of one float type. A Gemm belongs to one stream: its workspace
+// is used by one matmul at a time. The descriptors and the heuristic's
+// algorithm are made once per (product, shape, dtype) and cached.
+//
+//   auto gemm = Gemm::create(/*workspaceBytes=*/32 << 20);
+//   SHARC_TRY((*gemm)->matmul(args, stream));
+#pragma once
+
+#include "kernels/Matmul.h"
+#include "planner/plan/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace sharc::kernels::cuda {
+
+class Gemm {
+public:
+  /// On the current device; allocates the workspace.
+  static Result<std::unique_ptr<Gemm>> create(int64_t workspaceBytes);
+  ~Gemm();
+  Gemm(const Gemm &) = delete;
+  Gemm &operator=(const Gemm &) = delete;
+
+  Status matmul(const MatmulArgs &args, DeviceStream stream);
+  Status matmulDgrad(const MatmulDgradArgs &args, DeviceStream stream);
+  Status matmulWgrad(const MatmulWgradArgs &args, DeviceStream stream);
+  int64_t workspaceBytes() const { return workspaceBytes_; }
+
+  struct Plan; ///< descriptors and algorithm of one cached product
+
+private:
+  Gemm() = default;
+  /// One column-major product C[m,n] = op(A)[m,k] op(B)[k,n] as cuBLASLt
+  /// sees it; the row-major callers map onto it.
+  Status run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+             const void *a, int64_t lda, const void *b, int64_t ldb, void *c,
+             int64_t ldc, DType dtype, DeviceStream stream);
+
+  void *handle_ = nullptr; ///< cublasLtHandle_t
+  void *workspace_ = nullptr;
+  int64_t workspaceBytes_ = 0;
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int>;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+} // namespace sharc::kernels::cuda

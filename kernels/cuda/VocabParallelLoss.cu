@@ -1,0 +1,273 @@
+//===- VocabParallelLoss.cu - sharded-vocab cross entropy on the device ---===//
+//
+// Implements the math stated in kernels/VocabParallelLoss.h with
+// cpu/VocabParallelLoss.cpp's expressions. Local columns [0, numLocal) are
+// real vocabulary, numLocal = clamp(validVocab - vocabStart, 0, localVocab);
+// the rest is padding. Reductions are fixed trees (deterministic).
+//
+// vocabMaxKernel, sumExpKernel: one 512-thread block per token row, threads
+// striding over its numLocal columns. Bound: DRAM bandwidth, numTokens *
+// numLocal * |x| bytes.
+// targetLogitKernel: 1-D grid of 256-thread blocks, one thread per token.
+// Bound: latency (one scattered load per token).
+// vocabParallelLossKernel: one 1024-thread block over the numTokens
+// statistics (the loss is one scalar and the args have no workspace).
+// Bound: one SM reading 3 * numTokens values, a few microseconds.
+// vocabParallelLossGradKernel: a persistent grid of 512-thread blocks (as
+// many as the SMs hold, at most one per row), each owning rows blockIdx.x,
+// blockIdx.x + gridDim.x, ...; each block first counts the valid labels
+// itself from L2, which saves a workspace and a launch. Bound: DRAM
+// bandwidth, numTokens * localVocab * (|x| + |dx|) bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/VocabParallelLoss.h"
+#include "kernels/cuda/Launch.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+
+namespace sharc::kernels::cuda {
+namespace {
+
+constexpr int kRowThreads = 512;
+constexpr int kTokenThreads = 256;
+constexpr int kLossThreads = 1024;
+
+__device__ __forceinline__ float loadAs(ConstTensorView view, int64_t i) {
+  if (view.dtype == DType::BF16)
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(view.data)[i]);
+  return static_cast<const float *>(view.data)[i];
+}
+
+__device__ __forceinline__ void storeAs(TensorView view, int64_t i,
+                                        float value) {
+  if (view.dtype == DType::BF16)
+    static_cast<__nv_bfloat16 *>(view.data)[i] = __float2bfloat16_rn(value);
+  else
+    static_cast<float *>(view.data)[i] = value;
+}
+
+__device__ __forceinline__ bool isCounted(int32_t label, int64_t validVocab) {
+  return label >= 0 && label < validVocab;
+}
+
+struct SumOp {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// Reduction over the block, the same bits in every thread (butterflies,
+/// then every thread combines the warps' values in order). Every thread of
+/// the block must call it; `scratch` holds one T per warp.
+template <typename T, typename Op>
+__device__ T blockReduce(T value, Op op, T *scratch) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  if (threadIdx.x % 32 == 0)
+    scratch[threadIdx.x / 32] = value;
+  __syncthreads();
+  T total = scratch[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
+    total = op(total, scratch[w]);
+  __syncthreads();
+  return total;
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    vocabMaxKernel(ConstTensorView logits, TensorView vocabMax,
+                   int64_t localVocab, int64_t numLocal) {
+  __shared__ float scratch[32];
+  int64_t base = static_cast<int64_t>(blockIdx.x) * localVocab;
+  float maxLogit = -INFINITY;
+  for (int64_t j = threadIdx.x; j < numLocal; j += blockDim.x)
+    maxLogit = fmaxf(maxLogit, loadAs(logits, base + j));
+  maxLogit = blockReduce(maxLogit, MaxOp(), scratch);
+  if (threadIdx.x == 0)
+    storeAs(vocabMax, blockIdx.x, maxLogit);
+}
+
+__global__ void targetLogitKernel(ConstTensorView logits, const int32_t *labels,
+                                  TensorView targetLogit, int64_t numTokens,
+                                  int64_t localVocab, int64_t vocabStart,
+                                  int64_t validVocab) {
+  int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= numTokens)
+    return;
+  int32_t label = labels[t];
+  int64_t column = static_cast<int64_t>(label) - vocabStart;
+  bool isLocal = column >= 0 && column < localVocab;
+  float value = 0.0f;
+  if (isCounted(label, validVocab) && isLocal)
+    value = loadAs(logits, t * localVocab + column);
+  storeAs(targetLogit, t, value);
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    sumExpKernel(ConstTensorView logits, ConstTensorView vocabMax,
+                 TensorView sumExp, int64_t localVocab, int64_t numLocal) {
+  __shared__ float scratch[32];
+  int64_t base = static_cast<int64_t>(blockIdx.x) * localVocab;
+  float globalMax = loadAs(vocabMax, blockIdx.x);
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < numLocal; j += blockDim.x)
+    sum += expf(loadAs(logits, base + j) - globalMax);
+  sum = blockReduce(sum, SumOp(), scratch);
+  if (threadIdx.x == 0)
+    storeAs(sumExp, blockIdx.x, sum);
+}
+
+__global__ void __launch_bounds__(kLossThreads)
+    vocabParallelLossKernel(const int32_t *labels, ConstTensorView vocabMax,
+                            ConstTensorView targetLogit, ConstTensorView sumExp,
+                            float *loss, int64_t numTokens,
+                            int64_t validVocab) {
+  __shared__ float scratch[32];
+  __shared__ long long countScratch[32];
+  float total = 0.0f;
+  long long numValid = 0;
+  for (int64_t t = threadIdx.x; t < numTokens; t += blockDim.x) {
+    if (!isCounted(labels[t], validVocab))
+      continue;
+    float lse = logf(loadAs(sumExp, t)) + loadAs(vocabMax, t);
+    total += lse - loadAs(targetLogit, t);
+    ++numValid;
+  }
+  total = blockReduce(total, SumOp(), scratch);
+  numValid = blockReduce(numValid, SumOp(), countScratch);
+  if (threadIdx.x == 0)
+    *loss = total / static_cast<float>(numValid > 1 ? numValid : 1);
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    vocabParallelLossGradKernel(ConstTensorView logits, const int32_t *labels,
+                                ConstTensorView vocabMax,
+                                ConstTensorView sumExp, const float *dloss,
+                                TensorView dlogits, int64_t numTokens,
+                                int64_t localVocab, int64_t vocabStart,
+                                int64_t validVocab, int64_t numLocal) {
+  __shared__ long long countScratch[32];
+  long long numValid = 0;
+  for (int64_t t = threadIdx.x; t < numTokens; t += blockDim.x)
+    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
+  numValid = blockReduce(numValid, SumOp(), countScratch);
+  float rowScale = *dloss / static_cast<float>(numValid > 1 ? numValid : 1);
+  for (int64_t t = blockIdx.x; t < numTokens; t += gridDim.x) {
+    int32_t label = labels[t];
+    int64_t base = t * localVocab;
+    int64_t numWritten = 0;
+    if (isCounted(label, validVocab)) {
+      float globalMax = loadAs(vocabMax, t);
+      float globalSum = loadAs(sumExp, t);
+      for (int64_t j = threadIdx.x; j < numLocal; j += blockDim.x) {
+        float target = vocabStart + j == label ? 1.0f : 0.0f;
+        float prob = expf(loadAs(logits, base + j) - globalMax) / globalSum;
+        storeAs(dlogits, base + j, rowScale * (prob - target));
+      }
+      numWritten = numLocal;
+    }
+    for (int64_t j = numWritten + threadIdx.x; j < localVocab; j += blockDim.x)
+      storeAs(dlogits, base + j, 0.0f);
+  }
+}
+
+Status checkFloats(const char *kernel, std::initializer_list<DType> dtypes) {
+  for (DType dtype : dtypes)
+    if (dtype != DType::F32 && dtype != DType::BF16)
+      return Status::invalidInput(std::string(kernel) + ": " +
+                                  dtypeName(dtype) +
+                                  " storage is not supported on the device "
+                                  "(expected f32 or bf16)");
+  return Status::ok();
+}
+
+int64_t localValidColumns(int64_t localVocab, int64_t vocabStart,
+                          int64_t validVocab) {
+  return std::clamp<int64_t>(validVocab - vocabStart, 0, localVocab);
+}
+
+} // namespace
+
+Status vocabMax(const VocabMaxArgs &args, DeviceStream stream) {
+  SHARC_TRY(
+      checkFloats("vocabMaxKernel", {args.logits.dtype, args.vocabMax.dtype}));
+  if (args.numTokens <= 0)
+    return Status::ok();
+  int64_t numLocal =
+      localValidColumns(args.localVocab, args.vocabStart, args.validVocab);
+  vocabMaxKernel<<<static_cast<unsigned>(args.numTokens), kRowThreads, 0,
+                   stream>>>(args.logits, args.vocabMax, args.localVocab,
+                             numLocal);
+  return launchStatus("vocabMaxKernel");
+}
+
+Status targetLogit(const TargetLogitArgs &args, DeviceStream stream) {
+  SHARC_TRY(checkFloats("targetLogitKernel",
+                        {args.logits.dtype, args.targetLogit.dtype}));
+  if (args.numTokens <= 0)
+    return Status::ok();
+  auto numBlocks =
+      static_cast<unsigned>(ceilDiv(args.numTokens, kTokenThreads));
+  targetLogitKernel<<<numBlocks, kTokenThreads, 0, stream>>>(
+      args.logits, args.labels, args.targetLogit, args.numTokens,
+      args.localVocab, args.vocabStart, args.validVocab);
+  return launchStatus("targetLogitKernel");
+}
+
+Status sumExp(const SumExpArgs &args, DeviceStream stream) {
+  SHARC_TRY(checkFloats("sumExpKernel", {args.logits.dtype, args.vocabMax.dtype,
+                                         args.sumExp.dtype}));
+  if (args.numTokens <= 0)
+    return Status::ok();
+  int64_t numLocal =
+      localValidColumns(args.localVocab, args.vocabStart, args.validVocab);
+  sumExpKernel<<<static_cast<unsigned>(args.numTokens), kRowThreads, 0,
+                 stream>>>(args.logits, args.vocabMax, args.sumExp,
+                           args.localVocab, numLocal);
+  return launchStatus("sumExpKernel");
+}
+
+Status vocabParallelLoss(const VocabParallelLossArgs &args,
+                         DeviceStream stream) {
+  SHARC_TRY(checkFloats(
+      "vocabParallelLossKernel",
+      {args.vocabMax.dtype, args.targetLogit.dtype, args.sumExp.dtype}));
+  vocabParallelLossKernel<<<1, kLossThreads, 0, stream>>>(
+      args.labels, args.vocabMax, args.targetLogit, args.sumExp, args.loss,
+      args.numTokens, args.validVocab);
+  return launchStatus("vocabParallelLossKernel");
+}
+
+Status vocabParallelLossGrad(const VocabParallelLossGradArgs &args,
+                             DeviceStream stream) {
+  SHARC_TRY(checkFloats("vocabParallelLossGradKernel",
+                        {args.logits.dtype, args.vocabMax.dtype,
+                         args.sumExp.dtype, args.dlogits.dtype}));
+  if (args.numTokens <= 0 || args.localVocab <= 0)
+    return Status::ok();
+  int64_t numLocal =
+      localValidColumns(args.localVocab, args.vocabStart, args.validVocab);
+  int device = 0, numSms = 0;
+  SHARC_CUDA(cudaGetDevice(&device));
+  SHARC_CUDA(
+      cudaDeviceGetAttribute(&numSms, cudaDevAttrMultiProcessorCount, device));
+  int64_t residentBlocks = static_cast<int64_t>(numSms) * (2048 / kRowThreads);
+  auto numBlocks =
+      static_cast<unsigned>(std::min(args.numTokens, residentBlocks));
+  vocabParallelLossGradKernel<<<numBlocks, kRowThreads, 0, stream>>>(
+      args.logits, args.labels, args.vocabMax, args.sumExp, args.dloss,
+      args.dlogits, args.numTokens, args.localVocab, args.vocabStart,
+      args.validVocab, numLocal);
+  return launchStatus("vocabParallelLossGradKernel");
+}
+
+} // namespace sharc::kernels::cuda

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs on a GPU node over what scripts/stage-device.sh put in .device/: the
+# CUDA kernel tests, cuda-vs-cpu parity of every mode, compute-sanitizer on
+# small plans, and the first throughput numbers beside the PyTorch peer.
+# Logs go to $OUT (the device tool's output folder) or ./out.
+# usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
+#                               [trace] [ceilings] [peers]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+stage=$root/.device
+out=${OUT:-$root/out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+# yaml-cpp from the stage; cuBLASLt and NCCL from the node's CUDA or, failing
+# that, PyTorch's copies.
+torchlib=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=$stage/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+for dir in "$torchlib"/nvidia/nccl/lib "$torchlib"/nvidia/cu13/lib; do
+  [ -d "$dir" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dir
+done
+run=$stage/bin/sharc-run
+steps=${*:-kernels parity sanitize bench trace ceilings peers}
+
+nvidia-smi -L
+ldd "$run" | grep -E "nccl|cublas|cudart|yaml|not found"
+for step in $steps; do
+  echo "== $step"
+  case $step in
+  kernels)
+    "$stage/bin/KernelsCudaTest" 2>&1 | tee "$out/kernels.log" | tail -n 40 ;;
+  parity)
+    # Every mode of the small model; minimind (head_dim 96) where its cpu
+    # reference stays short.
+    "$root/tests/gpu/parity.sh" "$run" "$stage"/plans/small-*.plan \
+      "$stage"/plans/minimind-f32-dense.plan \
+      "$stage"/plans/minimind-bf16-tp_sp_async_vp.plan 2>&1 |
+      tee "$out/parity.log" ;;
+  sanitize)
+    for plan in small-f32-tp_sp_async_vp small-bf16-ddp small-f32-dense; do
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 \
+          "$run" "$stage/plans/$plan.plan" --backend cuda --steps 1 --quiet \
+          >"$out/sanitize-$plan-$tool.log" 2>&1
+        echo "$tool $plan: exit $? $(grep -c 'ERROR SUMMARY: 0' \
+          "$out/sanitize-$plan-$tool.log") clean summaries"
+      done
+    done ;;
+  bench)
+    for mode in ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
+      "$run" "$stage/bench/$mode.plan" --backend cuda --steps 20 \
+        >"$out/bench-$mode.log" 2>&1
+      echo "$mode: $(grep -E 'median|mean|tokens' "$out/bench-$mode.log" | tail -n 1)"
+      grep "device in use" "$out/bench-$mode.log" | tail -n 2
+    done ;;
+  trace)
+    # CUDA events around every instruction of the last of 5 steps.
+    "$run" "$stage/bench/tp_sp_async_vp.plan" --backend cuda --steps 5 \
+      --trace "$out/trace-tp_sp_async_vp.json" >"$out/trace.log" 2>&1
+    tail -n 3 "$out/trace.log" ;;
+  ceilings)
+    python3 "$root/scripts/measure-machine.py" >"$out/machine.yaml" 2>&1
+    cat "$out/machine.yaml" ;;
+  peers)
+    # What a PyTorch user would run on the same point (8 layers, seq 2048,
+    # global batch 4, bf16 AdamW), in the same session.
+    for peer in "ddp 8 2048 4" "ddp 8 2048 4 compile" "tp 8 2048 4 compile"; do
+      timeout 300 torchrun --standalone --nproc_per_node=2 \
+        "$stage/torch_peer.py" $peer 2>&1 | grep PEER= | tail -n 1
+    done ;;
+  esac
+done

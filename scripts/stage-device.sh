@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Stages what a GPU node needs into .device/ (git-ignored): sharc-run and the
+# CUDA kernel tests built here, the libraries a node may lack (yaml-cpp),
+# the GPU parity plans and the benchmark plans compiled here (a node has no
+# LLVM), and the PyTorch peer. The device tool carries .device/ and runs
+# scripts/gpu-session.sh there.
+# usage: scripts/stage-device.sh [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+stage=$root/.device
+rm -rf "$stage"
+mkdir -p "$stage/bin" "$stage/lib" "$stage/plans" "$stage/bench"
+cp "$build/bin/sharc-run" "$stage/bin/"
+cp "$build/tests/unit/kernels/KernelsCudaTest" "$stage/bin/"
+for lib in $(ldd "$build/bin/sharc-run" | awk '/yaml-cpp/ {print $3}'); do
+  cp -L "$lib" "$stage/lib/"
+done
+"$root/tests/gpu/make-plans.sh" "$build/bin/sharc" "$stage/plans" >/dev/null
+# The original's throughput point: minimind, 8 layers, seq 2048, global
+# batch 4, pure bf16 with AdamW, in its six modes at tp=2 (ddp at dp=2).
+run=$root/models/bench-seq2048.run.yaml
+"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+  --mode ddp --dp 2 -o "$stage/bench/ddp.plan"
+for mode in tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    --mode $mode --tp 2 -o "$stage/bench/$mode.plan"
+done
+"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+  -o "$stage/bench/dense.plan"
+cp "$root/../shared/peers/torch_peer.py" "$stage/" 2>/dev/null || true
+du -sh "$stage"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Compiles the GPU parity plans into OUTDIR: every mode at tp=2, ddp at
+# dp=2 and the dense model, each in f32 and bf16, of tests/gpu/small.yaml
+# (head_dim 64) and of models/minimind.yaml (head_dim 96), all with the
+# logits and gradients as outputs for --compare-cpu.
+# usage: make-plans.sh SHARC OUTDIR
+set -euo pipefail
+sharc=$1
+out=$2
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+mkdir -p "$out"
+flags="--emit-logits --keep-grads"
+for model in "$here/small.yaml" "$root/models/minimind.yaml"; do
+  name=$(basename "$model" .yaml)
+  for dtype in f32 bf16; do
+    run=()
+    [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
+    "$sharc" compile "$model" "${run[@]}" $flags -o "$out/$name-$dtype-dense.plan"
+    "$sharc" compile "$model" "${run[@]}" $flags --mode ddp --dp 2 \
+      -o "$out/$name-$dtype-ddp.plan"
+    for mode in tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
+      "$sharc" compile "$model" "${run[@]}" $flags --mode $mode --tp 2 \
+        -o "$out/$name-$dtype-$mode.plan"
+    done
+  done
+done

@@ -1,0 +1,290 @@
+//===- KernelsCudaAttentionTest.cpp - cuda attention against the cpu ------===//
+//
+// cuda::attention and cuda::attentionGrad against cpu:: on the same stored
+// inputs, for shapes that are not tile multiples (tiles are 64 and 32 rows)
+// and head dims that fill or pad the 64/96/128 buckets. Outputs are filled
+// with 0xFF bytes (NaN in f32 and bf16) before each launch, so an element
+// the kernel never writes fails the NaN check. Exits 77 (ctest's skip code)
+// on a machine without a device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Attention.h"
+#include "kernels/cuda/DeviceInfo.h"
+#include "tests/unit/kernels/TestTensors.h"
+
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace sharc;
+using namespace sharc::kernels;
+using sharc::kernels::test::maxRelativeError;
+using sharc::kernels::test::randomValues;
+using sharc::kernels::test::Tensor;
+
+namespace {
+
+/// One device allocation, freed on every path out of the test.
+class DeviceBuffer {
+public:
+  explicit DeviceBuffer(int64_t numBytes) : numBytes_(numBytes) {
+    REQUIRE(cudaMalloc(&data_, numBytes) == cudaSuccess);
+  }
+  DeviceBuffer(const Tensor &host, DType dtype)
+      : DeviceBuffer(host.numel() * dtypeSize(dtype)) {
+    REQUIRE(cudaMemcpy(data_, host.cview().data, numBytes_,
+                       cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() { cudaFree(data_); }
+
+  void *data() const { return data_; }
+  /// 0xFF bytes are a NaN in every float type.
+  void poison() { REQUIRE(cudaMemset(data_, 0xFF, numBytes_) == cudaSuccess); }
+  void download(void *host) const {
+    REQUIRE(cudaMemcpy(host, data_, numBytes_, cudaMemcpyDeviceToHost) ==
+            cudaSuccess);
+  }
+
+private:
+  void *data_ = nullptr;
+  int64_t numBytes_;
+};
+
+struct Shape {
+  int64_t seqLen, batch, numHeads, numKvHeads, headDim;
+  int64_t qNumel() const { return seqLen * batch * numHeads * headDim; }
+  int64_t kvNumel() const { return seqLen * batch * numKvHeads * headDim; }
+  int64_t lseNumel() const { return batch * numHeads * seqLen; }
+  std::string name() const {
+    return "seqLen " + std::to_string(seqLen) + ", batch " +
+           std::to_string(batch) + ", heads " + std::to_string(numHeads) + "/" +
+           std::to_string(numKvHeads) + ", headDim " + std::to_string(headDim);
+  }
+};
+
+// 37 fits in one tile, 130 spans three forward tiles and five dk/dv query
+// tiles, both with a ragged end; 40 pads the 64 bucket.
+const Shape kShapes[] = {{37, 3, 4, 2, 64},   {130, 3, 3, 1, 96},
+                         {130, 3, 4, 2, 128}, {37, 3, 3, 1, 128},
+                         {130, 3, 4, 2, 64},  {130, 2, 4, 2, 40}};
+
+double tolerance(DType dtype) { return dtype == DType::F32 ? 1e-4 : 2e-2; }
+
+Tensor download(const DeviceBuffer &buffer, DType dtype, int64_t numel) {
+  Tensor host(dtype, numel);
+  buffer.download(host.view().data);
+  return host;
+}
+
+std::vector<double> download(const DeviceBuffer &lse, int64_t numel) {
+  std::vector<float> values(numel);
+  lse.download(values.data());
+  return {values.begin(), values.end()};
+}
+
+bool hasNaN(const std::vector<double> &values) {
+  for (double value : values)
+    if (std::isnan(value))
+      return true;
+  return false;
+}
+
+/// Checks `actual` for NaN and against `expected` within the dtype's bound.
+void requireClose(const char *what, const std::vector<double> &actual,
+                  const std::vector<double> &expected, DType dtype) {
+  INFO(what);
+  REQUIRE_FALSE(hasNaN(actual));
+  CHECK(maxRelativeError(actual, expected) <= tolerance(dtype));
+}
+
+struct Inputs {
+  Tensor q, k, v;
+};
+
+Inputs randomInputs(const Shape &shape, DType dtype, std::mt19937 &rng) {
+  // Scores of order one: softmax is neither uniform nor one-hot.
+  return {Tensor(dtype, randomValues(shape.qNumel(), rng, 2.0)),
+          Tensor(dtype, randomValues(shape.kvNumel(), rng, 2.0)),
+          Tensor(dtype, randomValues(shape.kvNumel(), rng))};
+}
+
+struct CpuForward {
+  Tensor out;
+  std::vector<float> lse;
+};
+
+CpuForward cpuForward(const Shape &shape, DType dtype, const Inputs &in) {
+  CpuForward result{Tensor(dtype, shape.qNumel()),
+                    std::vector<float>(shape.lseNumel())};
+  cpu::attention({.q = in.q.cview(),
+                  .k = in.k.cview(),
+                  .v = in.v.cview(),
+                  .out = result.out.view(),
+                  .lse = result.lse.data(),
+                  .seqLen = shape.seqLen,
+                  .batch = shape.batch,
+                  .numHeads = shape.numHeads,
+                  .numKvHeads = shape.numKvHeads,
+                  .headDim = shape.headDim});
+  return result;
+}
+
+} // namespace
+
+TEST_CASE("cuda::attention matches cpu::attention", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  std::mt19937 rng(61);
+  for (const Shape &shape : kShapes)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      INFO(shape.name() << ", " << dtypeName(dtype));
+      Inputs in = randomInputs(shape, dtype, rng);
+      CpuForward expected = cpuForward(shape, dtype, in);
+
+      DeviceBuffer q(in.q, dtype), k(in.k, dtype), v(in.v, dtype);
+      DeviceBuffer out(shape.qNumel() * dtypeSize(dtype));
+      DeviceBuffer lse(shape.lseNumel() * int64_t(sizeof(float)));
+      out.poison();
+      lse.poison();
+      Status status = cuda::attention({.q = {q.data(), dtype},
+                                       .k = {k.data(), dtype},
+                                       .v = {v.data(), dtype},
+                                       .out = {out.data(), dtype},
+                                       .lse = static_cast<float *>(lse.data()),
+                                       .seqLen = shape.seqLen,
+                                       .batch = shape.batch,
+                                       .numHeads = shape.numHeads,
+                                       .numKvHeads = shape.numKvHeads,
+                                       .headDim = shape.headDim},
+                                      nullptr);
+      INFO(status.message());
+      REQUIRE(status.isOk());
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+
+      requireClose("out", download(out, dtype, shape.qNumel()).values(),
+                   expected.out.values(), dtype);
+      requireClose("lse", download(lse, shape.lseNumel()),
+                   {expected.lse.begin(), expected.lse.end()}, dtype);
+    }
+}
+
+TEST_CASE("cuda::attentionGrad matches cpu::attentionGrad", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  std::mt19937 rng(62);
+  for (const Shape &shape : kShapes)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      INFO(shape.name() << ", " << dtypeName(dtype));
+      Inputs in = randomInputs(shape, dtype, rng);
+      // Both backward passes read the cpu forward's out and lse.
+      CpuForward forward = cpuForward(shape, dtype, in);
+      Tensor dout(dtype, randomValues(shape.qNumel(), rng));
+      Tensor expectDq(dtype, shape.qNumel());
+      Tensor expectDk(dtype, shape.kvNumel()), expectDv(dtype, shape.kvNumel());
+      cpu::attentionGrad({.q = in.q.cview(),
+                          .k = in.k.cview(),
+                          .v = in.v.cview(),
+                          .out = forward.out.cview(),
+                          .dout = dout.cview(),
+                          .lse = forward.lse.data(),
+                          .dq = expectDq.view(),
+                          .dk = expectDk.view(),
+                          .dv = expectDv.view(),
+                          .seqLen = shape.seqLen,
+                          .batch = shape.batch,
+                          .numHeads = shape.numHeads,
+                          .numKvHeads = shape.numKvHeads,
+                          .headDim = shape.headDim});
+
+      DeviceBuffer q(in.q, dtype), k(in.k, dtype), v(in.v, dtype);
+      DeviceBuffer out(forward.out, dtype), dOut(dout, dtype);
+      DeviceBuffer lse(shape.lseNumel() * int64_t(sizeof(float)));
+      REQUIRE(cudaMemcpy(lse.data(), forward.lse.data(),
+                         forward.lse.size() * sizeof(float),
+                         cudaMemcpyHostToDevice) == cudaSuccess);
+      DeviceBuffer dq(shape.qNumel() * dtypeSize(dtype));
+      DeviceBuffer dk(shape.kvNumel() * dtypeSize(dtype));
+      DeviceBuffer dv(shape.kvNumel() * dtypeSize(dtype));
+      dq.poison();
+      dk.poison();
+      dv.poison();
+      Status status =
+          cuda::attentionGrad({.q = {q.data(), dtype},
+                               .k = {k.data(), dtype},
+                               .v = {v.data(), dtype},
+                               .out = {out.data(), dtype},
+                               .dout = {dOut.data(), dtype},
+                               .lse = static_cast<const float *>(lse.data()),
+                               .dq = {dq.data(), dtype},
+                               .dk = {dk.data(), dtype},
+                               .dv = {dv.data(), dtype},
+                               .seqLen = shape.seqLen,
+                               .batch = shape.batch,
+                               .numHeads = shape.numHeads,
+                               .numKvHeads = shape.numKvHeads,
+                               .headDim = shape.headDim},
+                              nullptr);
+      INFO(status.message());
+      REQUIRE(status.isOk());
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+
+      requireClose("dq", download(dq, dtype, shape.qNumel()).values(),
+                   expectDq.values(), dtype);
+      requireClose("dk", download(dk, dtype, shape.kvNumel()).values(),
+                   expectDk.values(), dtype);
+      requireClose("dv", download(dv, dtype, shape.kvNumel()).values(),
+                   expectDv.values(), dtype);
+    }
+}
+
+TEST_CASE("cuda::attention rejects head dims, dtypes and mixes it lacks",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  DeviceBuffer buffer(4096);
+  float *lse = static_cast<float *>(buffer.data());
+  auto forward = [&](DType qType, DType outType, int64_t headDim) {
+    return cuda::attention({.q = {buffer.data(), qType},
+                            .k = {buffer.data(), qType},
+                            .v = {buffer.data(), qType},
+                            .out = {buffer.data(), outType},
+                            .lse = lse,
+                            .seqLen = 4,
+                            .batch = 1,
+                            .numHeads = 2,
+                            .numKvHeads = 1,
+                            .headDim = headDim},
+                           nullptr);
+  };
+  CHECK(forward(DType::F32, DType::F32, 100).code() ==
+        Status::Code::InvalidInput);
+  CHECK(forward(DType::F32, DType::F32, 136).code() ==
+        Status::Code::InvalidInput);
+  CHECK(forward(DType::F64, DType::F64, 64).code() ==
+        Status::Code::InvalidInput);
+  CHECK(forward(DType::BF16, DType::F32, 64).code() ==
+        Status::Code::InvalidInput);
+  Status grad = cuda::attentionGrad({.q = {buffer.data(), DType::F64},
+                                     .k = {buffer.data(), DType::F64},
+                                     .v = {buffer.data(), DType::F64},
+                                     .out = {buffer.data(), DType::F64},
+                                     .dout = {buffer.data(), DType::F64},
+                                     .lse = lse,
+                                     .dq = {buffer.data(), DType::F64},
+                                     .dk = {buffer.data(), DType::F64},
+                                     .dv = {buffer.data(), DType::F64},
+                                     .seqLen = 4,
+                                     .batch = 1,
+                                     .numHeads = 2,
+                                     .numKvHeads = 1,
+                                     .headDim = 64},
+                                    nullptr);
+  CHECK(grad.code() == Status::Code::InvalidInput);
+}
