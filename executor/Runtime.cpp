@@ -32,8 +32,10 @@ bool isFloatType(DType dtype) {
 
 std::string instrContext(int64_t rank, size_t index,
                          const plan::Instruction &instr) {
+  // The model line that made the instruction, where the plan records it.
   return "rank " + std::to_string(rank) + ", instr " + std::to_string(index) +
-         " (" + instr.op + ")";
+         " (" + instr.op + (instr.loc.empty() ? "" : " from " + instr.loc) +
+         ")";
 }
 
 /// Plan facts the reader also checks; hand-built plans skip the reader.

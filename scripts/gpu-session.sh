@@ -36,7 +36,7 @@ for step in $steps; do
       "$stage"/plans/minimind-bf16-tp_sp_async_vp.plan 2>&1 |
       tee "$out/parity.log" ;;
   sanitize)
-    for plan in small-f32-tp_sp_async_vp small-bf16-ddp small-f32-dense; do
+    for plan in ${SANITIZE_PLANS:-small-f32-tp_sp_async_vp small-bf16-ddp small-f32-dense}; do
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 \
           "$run" "$stage/plans/$plan.plan" --backend cuda --steps 1 --quiet \
@@ -46,7 +46,7 @@ for step in $steps; do
       done
     done ;;
   bench)
-    for mode in ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
+    for mode in ${BENCH_MODES:-ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp}; do
       "$run" "$stage/bench/$mode.plan" --backend cuda --steps 20 \
         >"$out/bench-$mode.log" 2>&1
       echo "$mode: $(grep -E 'median|mean|tokens' "$out/bench-$mode.log" | tail -n 1)"
@@ -54,8 +54,9 @@ for step in $steps; do
     done ;;
   trace)
     # CUDA events around every instruction of the last of 5 steps.
-    "$run" "$stage/bench/tp_sp_async_vp.plan" --backend cuda --steps 5 \
-      --trace "$out/trace-tp_sp_async_vp.json" >"$out/trace.log" 2>&1
+    mode=${TRACE_MODE:-tp_sp_async_vp}
+    "$run" "$stage/bench/$mode.plan" --backend cuda --steps 5 \
+      --trace "$out/trace-$mode.json" >"$out/trace.log" 2>&1
     tail -n 3 "$out/trace.log" ;;
   ceilings)
     python3 "$root/scripts/measure-machine.py" >"$out/machine.yaml" 2>&1
@@ -63,9 +64,14 @@ for step in $steps; do
   peers)
     # What a PyTorch user would run on the same point (8 layers, seq 2048,
     # global batch 4, bf16 AdamW), in the same session.
-    for peer in "ddp 8 2048 4" "ddp 8 2048 4 compile" "tp 8 2048 4 compile"; do
-      timeout 300 torchrun --standalone --nproc_per_node=2 \
-        "$stage/torch_peer.py" $peer 2>&1 | grep PEER= | tail -n 1
+    IFS=, read -ra peers <<<"${PEERS:-ddp 8 2048 4,ddp 8 2048 4 compile,tp 8 2048 4 compile}"
+    for peer in "${peers[@]}"; do
+      if [ "${peer%% *}" = dense ]; then
+        timeout 300 python3 "$stage/torch_peer.py" $peer 2>&1 | grep PEER=
+      else
+        timeout 300 torchrun --standalone --nproc_per_node=2 \
+          "$stage/torch_peer.py" $peer 2>&1 | grep PEER= | tail -n 1
+      fi
     done ;;
   esac
 done
