@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up, build, compile the bundled MiniMind model into a plan
-# and train it for a few steps on the CPU backend (the CUDA backend is next).
+# and train it for a few steps, on the GPUs where there is one per rank, else
+# on the CPU backend with simulated ranks.
 # The tokens are the bytes of this repository's documentation, a small real
 # text, so the loss visibly falls; pass --synthetic for uniform random ids.
 set -euo pipefail
