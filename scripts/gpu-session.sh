@@ -4,7 +4,7 @@
 # small plans, and the first throughput numbers beside the PyTorch peer.
 # Logs go to $OUT (the device tool's output folder) or ./out.
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
-#                               [trace] [ceilings] [peers]
+#                               [curve] [trace] [ceilings] [peers]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage=$root/.device
@@ -51,6 +51,11 @@ for step in $steps; do
         >"$out/bench-$mode.log" 2>&1
       echo "$mode: $(grep -E 'median|mean|tokens' "$out/bench-$mode.log" | tail -n 1)"
       grep "device in use" "$out/bench-$mode.log" | tail -n 2
+    done ;;
+  curve)
+    for plan in "$stage"/curve/*.plan; do
+      "$root/tests/gpu/loss-curve.sh" "$run" "$plan" 200 1e-3 \
+        "$stage/curve/docs.tokens" 2>&1 | tee -a "$out/curve.log"
     done ;;
   trace)
     # CUDA events around every instruction of the last of 5 steps.

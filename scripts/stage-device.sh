@@ -28,5 +28,20 @@ for mode in tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
 done
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   -o "$stage/bench/dense.plan"
+# 200-step loss curves of the tiny model on real text (this repository's
+# documentation as bytes, folded into its 128-token vocabulary).
+mkdir -p "$stage/curve"
+for mode in dense tp_sp_async_vp; do
+  flags=()
+  [ $mode != dense ] && flags=(--mode $mode --tp 2)
+  "$build/bin/sharc" compile "$root/models/tiny.yaml" "${flags[@]}" \
+    -o "$stage/curve/tiny-$mode.plan"
+done
+python3 - "$stage/curve/docs.tokens" "$root"/README.md "$root"/docs/*.md <<'PY'
+import struct, sys
+data = b"".join(open(path, "rb").read() for path in sys.argv[2:])
+with open(sys.argv[1], "wb") as out:
+    out.write(struct.pack("<%di" % len(data), *(b & 0x7F for b in data)))
+PY
 cp "$root/../shared/peers/torch_peer.py" "$stage/" 2>/dev/null || true
 du -sh "$stage"
