@@ -4,9 +4,10 @@
 // The runtime binds and orders a plan's instructions; a Backend supplies
 // what they run on. Per rank a RankDevice owns the plan's regions (one
 // allocation each, sized by the plan), a LaunchContext per stream (the
-// stream, its communicator, the GEMM engine) and the events between
-// streams. The runtime never touches rank memory itself: parameters,
-// batches and outputs move through upload/download, poison through fill.
+// stream, its communicator, the GEMM engine, the kernels' scratch) and the
+// events between streams. The runtime never touches rank memory itself:
+// parameters, batches and outputs move through upload/download, poison
+// through fill.
 //
 // Two ways to run a step, chosen by enqueues():
 //  - cpu: a host thread per stream of every rank; a launch runs to
@@ -58,6 +59,11 @@ public:
   /// Every activation byte to NaN, before a step in checking mode.
   virtual Status poisonActivations() = 0;
   virtual const LaunchContext &context(int64_t stream) const = 0;
+  /// Once, after every instruction of the rank is bound: gives stream s
+  /// bytesPerStream[s] bytes of scratch (none for a missing or 0 entry) in
+  /// its LaunchContext. The cpu's kernels need none.
+  virtual Status
+  allocateScratch(const std::vector<int64_t> &bytesPerStream) = 0;
   /// Starts a step: clears the events of the last one. Called on the
   /// thread that runs (or enqueues) the rank's instructions before any of
   /// them, on the cpu before any stream thread starts.

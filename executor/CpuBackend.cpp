@@ -39,6 +39,9 @@ public:
   const LaunchContext &context(int64_t stream) const override {
     return contexts_[stream];
   }
+  Status allocateScratch(const std::vector<int64_t> &) override {
+    return Status::ok(); // the cpu kernels declare none
+  }
   void beginStep() override { events_.reset(); }
   Status wait(int64_t, int64_t event) override {
     return events_.wait(event, timeoutSeconds_);

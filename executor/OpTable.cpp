@@ -12,6 +12,7 @@
 #include "kernels/RmsNorm.h"
 #include "kernels/Rope.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace sharc::exec {
@@ -36,6 +37,17 @@ int64_t OpEnv::axisSize(const std::string &axis) const {
     if ((*mesh)[a].name == axis)
       return (*mesh)[a].size;
   return 1;
+}
+
+void OpEnv::needScratch(const plan::Instruction &instr, int64_t bytes) const {
+  // Without a list (no runtime binding) the launch reports the missing
+  // scratch.
+  if (!scratchBytes)
+    return;
+  auto stream = static_cast<size_t>(instr.stream);
+  if (scratchBytes->size() <= stream)
+    scratchBytes->resize(stream + 1, 0);
+  (*scratchBytes)[stream] = std::max((*scratchBytes)[stream], bytes);
 }
 
 using namespace opcheck;

@@ -1,6 +1,6 @@
 //===- OpTable.h - plan ops: bind once, launch every step -------*- C++ -*-===//
 // defines: TensorRef, OpCall, OpEnv, LaunchContext, Launch, BindFn, OpDef,
-//          GemmEngine, OpTable, launchKernel
+//          GemmEngine, OpTable, launchKernel, launchKernelWithScratch
 //
 // Every op of docs/plan-ops.md has one bind function, shared by all
 // backends. Bind runs once per rank at set-up: it reads and checks the
@@ -8,7 +8,11 @@
 // kernel's sizes, fills the kernel's argument struct (kernels/*.h) and
 // returns a Launch that only calls the kernel. A plan error therefore shows
 // at set-up, and a step does no checking. The backend chooses the kernel:
-// OpEnv::onDevice picks kernels::cuda over kernels::cpu.
+// OpEnv::onDevice picks kernels::cuda over kernels::cpu. A device kernel
+// that needs scratch memory (partial sums of a reduction) declares its size
+// at bind (OpEnv::needScratch); the backend allocates the largest size per
+// stream once, after binding, and hands it to every launch on that stream
+// in LaunchContext::scratch, so a step never allocates.
 //
 //   const OpDef *def = OpTable::get().find("rms_norm");
 //   Result<Launch> launch = def->bind(call, env);       // at set-up
@@ -55,6 +59,9 @@ struct OpEnv {
   std::vector<int64_t> coords; ///< this rank's mesh coordinates
   /// Launch kernels::cuda on a device stream instead of kernels::cpu.
   bool onDevice = false;
+  /// Scratch bytes per stream the bound launches need (the runtime's, set
+  /// while it binds a rank); needScratch raises them.
+  std::vector<int64_t> *scratchBytes = nullptr;
 
   /// Coordinate along `axis`, 0 for an axis the mesh lacks.
   int64_t coord(const std::string &axis) const;
@@ -65,6 +72,8 @@ struct OpEnv {
                      int64_t localExtent) const;
   /// Size of `axis`, 1 for an axis the mesh lacks (as Plan::axisSize).
   int64_t axisSize(const std::string &axis) const;
+  /// The instruction's launch needs `bytes` of scratch on its stream.
+  void needScratch(const plan::Instruction &instr, int64_t bytes) const;
 };
 
 /// The device GEMMs (cuBLASLt on cuda); the cpu backend has none.
@@ -80,11 +89,14 @@ public:
 };
 
 /// What a launch gets at run time: the stream it runs on (null on the cpu),
-/// that stream's communicator, the rank's GEMM engine and the step.
+/// that stream's communicator, the rank's GEMM engine, the stream's scratch
+/// memory (device memory; none on the cpu) and the step.
 struct LaunchContext {
   kernels::DeviceStream stream = nullptr;
   Communicator *comm = nullptr;
   GemmEngine *gemm = nullptr;
+  void *scratch = nullptr;
+  int64_t scratchBytes = 0;
   int64_t step = 1; ///< 1-based optimizer step
 };
 
@@ -140,6 +152,32 @@ Result<Launch> launchKernel(
   });
 }
 
+/// launchKernel for a cuda kernel whose Args has a `scratch` pointer:
+/// on a device, bind declares `scratchBytes(args)` for the instruction's
+/// stream, and each launch runs on a copy of args pointing at the stream's
+/// scratch. The cpu kernel needs none.
+template <typename Args>
+Result<Launch> launchKernelWithScratch(
+    const OpEnv &env, const plan::Instruction &instr, const Args &args,
+    std::type_identity_t<void (*)(const Args &)> cpuKernel,
+    std::type_identity_t<Status (*)(const Args &, kernels::DeviceStream)>
+        cudaKernel,
+    std::type_identity_t<int64_t (*)(const Args &)> scratchBytes) {
+  if (!env.onDevice || !cudaKernel)
+    return launchKernel(env, args, cpuKernel, cudaKernel);
+  int64_t bytes = scratchBytes(args);
+  env.needScratch(instr, bytes);
+  return Launch([args, cudaKernel, bytes](const LaunchContext &context) {
+    if (context.scratchBytes < bytes)
+      return Status::runtimeError(
+          "the stream has " + std::to_string(context.scratchBytes) +
+          " bytes of scratch, the kernel needs " + std::to_string(bytes));
+    Args launchArgs = args;
+    launchArgs.scratch = context.scratch;
+    return cudaKernel(launchArgs, context.stream);
+  });
+}
+
 namespace opcheck {
 // Shared by the op files (OpChecks.cpp): each returns invalidInput naming
 // the operand.
@@ -155,9 +193,13 @@ std::string shapeText(const std::vector<int64_t> &shape);
 
 /// The cuda twin of a kernels::cpu function, or null without CUDA. Only
 /// op files use it; SHARC_WITH_CUDA is set on sharc_executor alone.
+/// SHARC_KERNELS_WITH_SCRATCH adds the cuda function `name##ScratchBytes`.
 #if SHARC_WITH_CUDA
 #define SHARC_KERNELS(name)                                                    \
   &::sharc::kernels::cpu::name, &::sharc::kernels::cuda::name
+#define SHARC_KERNELS_WITH_SCRATCH(name)                                       \
+  SHARC_KERNELS(name), &::sharc::kernels::cuda::name##ScratchBytes
 #else
 #define SHARC_KERNELS(name) &::sharc::kernels::cpu::name, nullptr
+#define SHARC_KERNELS_WITH_SCRATCH(name) SHARC_KERNELS(name), nullptr
 #endif

@@ -216,8 +216,20 @@ Status Runtime::setUp() {
 }
 
 Status Runtime::bindRank(RankState &rank) {
-  const OpTable &table = OpTable::get();
   rank.program.clear();
+  // The binds raise each stream's scratch; the device allocates it once.
+  std::vector<int64_t> scratchBytes(static_cast<size_t>(plan_.numStreams), 0);
+  rank.env.scratchBytes = &scratchBytes;
+  Status status = bindInstrs(rank);
+  rank.env.scratchBytes = nullptr;
+  if (!status)
+    return status;
+  return rank.device->allocateScratch(scratchBytes)
+      .withContext("rank " + std::to_string(rank.rank));
+}
+
+Status Runtime::bindInstrs(RankState &rank) {
+  const OpTable &table = OpTable::get();
   for (size_t i = 0; i < plan_.instructions.size(); ++i) {
     const plan::Instruction &instr = plan_.instructions[i];
     std::string context = instrContext(rank.rank, i, instr);

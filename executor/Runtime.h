@@ -136,7 +136,10 @@ private:
 
   Runtime(const plan::Plan &plan, const RunOptions &options);
   Status setUp();
+  /// Binds every instruction (bindInstrs), then has the device allocate
+  /// the scratch the launches declared.
   Status bindRank(RankState &rank);
+  Status bindInstrs(RankState &rank);
   /// Runs (or enqueues) instructions `indices` of one rank; `trace` gets a
   /// record per instruction when set.
   Status runInstrs(RankState &rank, const std::vector<int64_t> &indices,

@@ -99,6 +99,7 @@ public:
   const LaunchContext &context(int64_t stream) const override {
     return contexts_[stream];
   }
+  Status allocateScratch(const std::vector<int64_t> &bytesPerStream) override;
   void beginStep() override;
   Status wait(int64_t stream, int64_t event) override {
     SHARC_CUDA(cudaStreamWaitEvent(streams_[stream], events_[event], 0));
@@ -131,6 +132,7 @@ private:
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
   std::vector<void *> staging_;
+  std::vector<void *> scratch_; ///< per stream, null where none is needed
   std::vector<std::unique_ptr<CudaGemmEngine>> gemms_;
   std::vector<std::unique_ptr<NcclCommunicator>> comms_;
   std::vector<LaunchContext> contexts_;
@@ -194,6 +196,8 @@ CudaRank::~CudaRank() {
   for (cudaStream_t stream : streams_)
     (void)cudaStreamDestroy(stream);
   for (void *buffer : staging_)
+    (void)cudaFree(buffer);
+  for (void *buffer : scratch_)
     (void)cudaFree(buffer);
   for (auto &[region, base] : regions_)
     (void)cudaFree(base);
@@ -265,6 +269,37 @@ Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
     timedInstrs_.resize(static_cast<size_t>(plan.numStreams));
   }
   SHARC_CUDA(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+Status CudaRank::allocateScratch(const std::vector<int64_t> &bytesPerStream) {
+  if (bytesPerStream.size() > contexts_.size())
+    return Status::invalidInput(
+        "scratch for stream " + std::to_string(bytesPerStream.size() - 1) +
+        ", the rank has " + std::to_string(contexts_.size()) + " streams");
+  SHARC_CUDA(cudaSetDevice(device()));
+  scratch_.resize(contexts_.size(), nullptr);
+  for (size_t s = 0; s < bytesPerStream.size(); ++s) {
+    if (bytesPerStream[s] <= contexts_[s].scratchBytes)
+      continue;
+    // A rebinding may ask for more; nothing is enqueued at set-up.
+    SHARC_CUDA(cudaFree(scratch_[s]));
+    scratch_[s] = nullptr;
+    contexts_[s].scratch = nullptr;
+    contexts_[s].scratchBytes = 0;
+    cudaError_t error =
+        cudaMalloc(&scratch_[s], static_cast<size_t>(bytesPerStream[s]));
+    if (error == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return Status::runtimeError(
+          "out of memory on GPU " + std::to_string(device()) +
+          ": the kernels' scratch for stream " + std::to_string(s) + " needs " +
+          std::to_string(bytesPerStream[s]) + " bytes");
+    }
+    SHARC_CUDA(error);
+    contexts_[s].scratch = scratch_[s];
+    contexts_[s].scratchBytes = bytesPerStream[s];
+  }
   return Status::ok();
 }
 
