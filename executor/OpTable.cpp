@@ -188,17 +188,18 @@ Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
   }
   SHARC_TRY(isFloat(dw, "dw"));
   SHARC_TRY(numelIs(dw, sizes->groupSize, "dw"));
-  return launchKernel(env,
-                      kernels::RmsNormGradArgs{.x = c.operands[0].cview(),
-                                               .w = c.operands[1].cview(),
-                                               .dy = dy.cview(),
-                                               .dx = dx.view(),
-                                               .dw = dw.view(),
-                                               .rows = sizes->rows,
-                                               .cols = sizes->cols,
-                                               .groupSize = sizes->groupSize,
-                                               .eps = c.instr->getFloat("eps")},
-                      SHARC_KERNELS(rmsNormGrad));
+  return launchKernelWithScratch(
+      env, *c.instr,
+      kernels::RmsNormGradArgs{.x = c.operands[0].cview(),
+                               .w = c.operands[1].cview(),
+                               .dy = dy.cview(),
+                               .dx = dx.view(),
+                               .dw = dw.view(),
+                               .rows = sizes->rows,
+                               .cols = sizes->cols,
+                               .groupSize = sizes->groupSize,
+                               .eps = c.instr->getFloat("eps")},
+      SHARC_KERNELS_WITH_SCRATCH(rmsNormGrad));
 }
 
 /// For an [N, K] weight.
@@ -479,8 +480,8 @@ Result<Launch> bindCrossEntropy(const OpCall &c, const OpEnv &env) {
   const TensorRef &loss = c.results[0];
   SHARC_TRY(dtypeIs(loss, DType::F32, "loss"));
   SHARC_TRY(numelIs(loss, 1, "loss"));
-  return launchKernel(
-      env,
+  return launchKernelWithScratch(
+      env, *c.instr,
       kernels::CrossEntropyArgs{
           .logits = c.operands[0].cview(),
           .labels = static_cast<const int32_t *>(c.operands[1].data),
@@ -488,7 +489,7 @@ Result<Launch> bindCrossEntropy(const OpCall &c, const OpEnv &env) {
           .numTokens = sizes->numTokens,
           .vocab = sizes->vocab,
           .validVocab = sizes->validVocab},
-      SHARC_KERNELS(crossEntropy));
+      SHARC_KERNELS_WITH_SCRATCH(crossEntropy));
 }
 
 Result<Launch> bindCrossEntropyGrad(const OpCall &c, const OpEnv &env) {

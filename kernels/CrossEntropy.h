@@ -1,6 +1,6 @@
 //===- CrossEntropy.h - mean token cross entropy ----------------*- C++ -*-===//
 // defines: CrossEntropyArgs, CrossEntropyGradArgs, crossEntropy,
-//          crossEntropyGrad (cpu::, cuda::)
+//          crossEntropyGrad (cpu::, cuda::), crossEntropyScratchBytes (cuda::)
 //
 // logits [numTokens, vocab] (any float storage), labels [numTokens] int32
 // with -100 meaning "ignore". The causal shift is done by whoever fills the
@@ -11,6 +11,9 @@
 //   dx[t,v] = dloss * (softmax(x[t])[v] - [v == label[t]]) / max(1, #valid)
 // dx is 0 on ignored rows and padded columns. loss and dloss are fp32
 // scalars; logits are read-only (the original overwrote them, section 8).
+// On the device the loss needs crossEntropyScratchBytes(args) bytes of
+// scratch (one fp32 term per row, summed in a fixed order, so the loss is
+// the same bits every run); the cpu ignores `scratch`.
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -23,6 +26,7 @@ struct CrossEntropyArgs {
   const int32_t *labels = nullptr;
   float *loss = nullptr;
   int64_t numTokens = 0, vocab = 0, validVocab = 0;
+  void *scratch = nullptr; ///< device only, of crossEntropyScratchBytes
 };
 
 struct CrossEntropyGradArgs {
@@ -41,6 +45,8 @@ void crossEntropyGrad(const CrossEntropyGradArgs &args);
 namespace cuda {
 Status crossEntropy(const CrossEntropyArgs &args, DeviceStream stream);
 Status crossEntropyGrad(const CrossEntropyGradArgs &args, DeviceStream stream);
+/// Scratch bytes crossEntropy needs; depends on numTokens only.
+int64_t crossEntropyScratchBytes(const CrossEntropyArgs &args);
 } // namespace cuda
 
 } // namespace sharc::kernels

@@ -1,5 +1,6 @@
 //===- RmsNorm.h - grouped RMSNorm forward and backward ---------*- C++ -*-===//
-// defines: RmsNormArgs, RmsNormGradArgs, rmsNorm, rmsNormGrad (cpu::, cuda::)
+// defines: RmsNormArgs, RmsNormGradArgs, rmsNorm, rmsNormGrad (cpu::, cuda::),
+//          rmsNormGradScratchBytes (cuda::)
 //
 // x is [rows, cols] with cols = groups * groupSize; each contiguous group of
 // groupSize elements is normalised on its own and scaled by w[groupSize].
@@ -11,7 +12,10 @@
 // Backward (rstd recomputed), with xhat = x*rstd and g = dy*w:
 //   dx[r,c] = rstd * (g[c] - xhat[c] * mean_{c' in group} g[c'] xhat[c'])
 //   dw[j]   = sum over rows and groups of dy * xhat   (fp32 accumulation)
-// dw is overwritten, not accumulated.
+// dw is overwritten, not accumulated. On the device the dw reduction needs
+// rmsNormGradScratchBytes(args) bytes of scratch (fp32 partial sums, over
+// a partition fixed by the sizes alone, so dw is the same bits every run);
+// the cpu ignores `scratch`.
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -31,6 +35,7 @@ struct RmsNormGradArgs {
   TensorView dx, dw;
   int64_t rows = 0, cols = 0, groupSize = 0;
   double eps = 1e-6;
+  void *scratch = nullptr; ///< device only, of rmsNormGradScratchBytes
 };
 
 namespace cpu {
@@ -41,6 +46,8 @@ void rmsNormGrad(const RmsNormGradArgs &args);
 namespace cuda {
 Status rmsNorm(const RmsNormArgs &args, DeviceStream stream);
 Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream);
+/// Scratch bytes rmsNormGrad needs; depends on rows, cols and groupSize only.
+int64_t rmsNormGradScratchBytes(const RmsNormGradArgs &args);
 } // namespace cuda
 
 } // namespace sharc::kernels

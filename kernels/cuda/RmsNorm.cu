@@ -7,31 +7,34 @@
 // unit's columns and reduce through warp shuffles (and shared memory when
 // the team spans warps), so every thread of a team holds the same sum.
 //
-// rmsNormKernel, rmsNormGradKernel: grid ceil(units / teams per block),
-// block max(team, 256) threads; one team per unit. The unit is read from
-// DRAM once (the second and third passes hit L1/L2). Bound: DRAM bandwidth,
-// 2 (forward) or 3 (backward) tensors of rows * cols elements.
+// rmsNormKernel: grid ceil(units / teams per block), block max(team, 256)
+// threads; one team per unit. The unit is read from DRAM once (the second
+// pass hits L1). Bound: DRAM bandwidth, 2 tensors of rows * cols elements
+// (x read, y written).
 //
-// rmsNormDwKernel: dw is a reduction over every unit, and RmsNormGradArgs
-// has no workspace for per-block partial sums, so the reduction stays on
-// chip: one thread-block cluster of kClusterBlocks 1024-thread blocks. Each
-// team accumulates dy * xhat for its units into its own shared-memory row
-// (rstd recomputed), the teams of a block are summed in order, and the
-// blocks of the cluster in rank order through distributed shared memory.
-// The order is fixed, so dw is deterministic. Bound: the bandwidth of
-// kClusterBlocks SMs reading x and dy once, well under DRAM bandwidth.
-// A workspace argument would allow per-block partials over the whole grid
-// and a second pass.
+// rmsNormGrad runs two kernels and uses scratch (rmsNormGradScratchBytes):
+//  - rmsNormGradKernel: grid min(kGradBlocks, ceil(units / teams per
+//    block)), block max(team, kGradThreads) threads; block b owns the
+//    contiguous units [b * units / grid, (b + 1) * units / grid), each team
+//    one unit at a time, writes their dx and leaves its dw partial sums
+//    (fp32, groupSize of them) in scratch row b. x, dy are read from DRAM
+//    once (re-reads hit L1) and dx written once. Bound: DRAM bandwidth,
+//    3 tensors of rows * cols elements: 8192 x 768 bf16 is 37.7 MB, about
+//    9.4 us at 4 TB/s.
+//  - rmsNormDwKernel: grid ceil(groupSize / 32), block 32 x 32; a column's
+//    partials (one per block above) are summed in a fixed tree, so dw is
+//    the same bits on every run and every GPU (the partition depends on the
+//    sizes only). Reads grid * groupSize * 4 bytes from L2 (1.5 MB at
+//    groupSize 768).
 //
-// rmsNormGrad runs the dw kernel before the dx kernel, so dx may alias dy;
-// y may alias x since each thread reads its elements before it writes them.
+// dx may alias dy (each thread reads dy[c] before it writes dx[c]); y may
+// alias x since each thread reads its elements before it writes them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/RmsNorm.h"
 #include "kernels/cuda/Launch.h"
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -41,12 +44,17 @@
 namespace sharc::kernels::cuda {
 namespace {
 
-namespace cg = cooperative_groups;
-
 constexpr int kMinBlockThreads = 256;
 constexpr int kMaxTeam = 1024;
-constexpr int kClusterBlocks = 8;
-constexpr int kDwThreads = 1024;
+/// The backward's partition: at most kGradBlocks blocks of at least
+/// kGradThreads threads, 262144 threads in all, one wave on a 132-SM H200
+/// at four blocks per SM.
+constexpr int kGradBlocks = 512;
+constexpr int kGradThreads = 512;
+/// The dw sum's block: kSumCols columns, kSumRows partials at a time.
+constexpr int kSumCols = 32;
+constexpr int kSumRows = 32;
+constexpr int kSumThreads = kSumCols * kSumRows;
 constexpr int64_t kDefaultSharedBytes = 48 * 1024;
 
 __device__ __forceinline__ float loadAs(ConstTensorView view, int64_t i) {
@@ -121,83 +129,83 @@ __global__ void rmsNormKernel(ConstTensorView x, ConstTensorView w,
   }
 }
 
-__global__ void rmsNormGradKernel(ConstTensorView x, ConstTensorView w,
-                                  ConstTensorView dy, TensorView dx,
-                                  int64_t numUnits, int64_t groupSize,
-                                  int teamSize, float eps) {
-  __shared__ float scratch[32];
-  int64_t unit = static_cast<int64_t>(blockIdx.x) * (blockDim.x / teamSize) +
-                 threadIdx.x / teamSize;
-  bool active = unit < numUnits;
-  int64_t base = unit * groupSize;
-  int lane = threadIdx.x % teamSize;
-  float rstd = unitRstd(x, base, active, groupSize, teamSize, eps, scratch);
-  float sumGradXhat = 0.0f;
-  if (active)
-    for (int64_t c = lane; c < groupSize; c += teamSize) {
-      float xhat = loadAs(x, base + c) * rstd;
-      sumGradXhat += loadAs(dy, base + c) * loadAs(w, c) * xhat;
-    }
-  float meanGradXhat =
-      teamSum(sumGradXhat, teamSize, scratch) / static_cast<float>(groupSize);
-  if (!active)
-    return;
-  for (int64_t c = lane; c < groupSize; c += teamSize) {
-    float xhat = loadAs(x, base + c) * rstd;
-    float grad = loadAs(dy, base + c) * loadAs(w, c);
-    storeAs(dx, base + c, rstd * (grad - xhat * meanGradXhat));
-  }
-}
-
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1)
-    __launch_bounds__(kDwThreads)
-        rmsNormDwKernel(ConstTensorView x, ConstTensorView dy, TensorView dw,
-                        int64_t numUnits, int64_t groupSize, int teamSize,
-                        float eps) {
+/// One block of the backward: dx for the units [begin, end) it owns, and
+/// their dw partial sums (dy * xhat per column) in partials[blockIdx.x].
+/// Blocks own contiguous ranges fixed by numUnits and gridDim alone; a
+/// team adds its units in increasing order into its own shared-memory row,
+/// and the rows are summed in team order, so the partials are
+/// deterministic. A thread reads dy[c] before it writes dx[c] and no other
+/// thread touches c, so dx may alias dy.
+__global__ void __launch_bounds__(kMaxTeam)
+    rmsNormGradKernel(ConstTensorView x, ConstTensorView w, ConstTensorView dy,
+                      TensorView dx, float *partials, int64_t numUnits,
+                      int64_t groupSize, int teamSize, float eps) {
   extern __shared__ float teamSums[]; // [teams per block][groupSize]
   __shared__ float scratch[32];
-  cg::cluster_group cluster = cg::this_cluster();
-  int rank = static_cast<int>(cluster.block_rank());
   int teamsPerBlock = blockDim.x / teamSize;
   int team = threadIdx.x / teamSize;
   int lane = threadIdx.x % teamSize;
+  // Column c of a team's row is only ever touched by the lane c % teamSize.
   float *mySums = teamSums + static_cast<int64_t>(team) * groupSize;
   for (int64_t c = lane; c < groupSize; c += teamSize)
     mySums[c] = 0.0f;
-
-  // Units go round-robin over the cluster's teams; each team adds its
-  // units in increasing order.
-  int64_t numTeams = static_cast<int64_t>(kClusterBlocks) * teamsPerBlock;
-  int64_t myTeam = static_cast<int64_t>(rank) * teamsPerBlock + team;
-  for (int64_t firstUnit = 0; firstUnit < numUnits; firstUnit += numTeams) {
-    int64_t unit = firstUnit + myTeam;
-    bool active = unit < numUnits;
+  int64_t begin = numUnits * blockIdx.x / gridDim.x;
+  int64_t end = numUnits * (blockIdx.x + 1) / gridDim.x;
+  // Every thread runs the same trip count: unitRstd and teamSum may
+  // synchronise the block.
+  for (int64_t first = begin; first < end; first += teamsPerBlock) {
+    int64_t unit = first + team;
+    bool active = unit < end;
     int64_t base = unit * groupSize;
     float rstd = unitRstd(x, base, active, groupSize, teamSize, eps, scratch);
+    float sumGradXhat = 0.0f;
     if (active)
       for (int64_t c = lane; c < groupSize; c += teamSize) {
         float xhat = loadAs(x, base + c) * rstd;
-        mySums[c] += loadAs(dy, base + c) * xhat;
+        sumGradXhat += loadAs(dy, base + c) * loadAs(w, c) * xhat;
       }
+    float meanGradXhat =
+        teamSum(sumGradXhat, teamSize, scratch) / static_cast<float>(groupSize);
+    if (!active)
+      continue;
+    for (int64_t c = lane; c < groupSize; c += teamSize) {
+      float xhat = loadAs(x, base + c) * rstd;
+      float dyValue = loadAs(dy, base + c);
+      mySums[c] += dyValue * xhat;
+      float grad = dyValue * loadAs(w, c);
+      storeAs(dx, base + c, rstd * (grad - xhat * meanGradXhat));
+    }
   }
   __syncthreads();
+  float *blockSums = partials + static_cast<int64_t>(blockIdx.x) * groupSize;
   for (int64_t c = threadIdx.x; c < groupSize; c += blockDim.x) {
     float sum = teamSums[c];
     for (int t = 1; t < teamsPerBlock; ++t)
       sum += teamSums[t * groupSize + c];
-    teamSums[c] = sum;
+    blockSums[c] = sum;
   }
-  cluster.sync();
-  // Block `rank` finishes every kClusterBlocks-th slice of blockDim columns.
-  for (int64_t c = static_cast<int64_t>(rank) * blockDim.x + threadIdx.x;
-       c < groupSize; c += static_cast<int64_t>(kClusterBlocks) * blockDim.x) {
-    float sum = 0.0f;
-    for (int b = 0; b < kClusterBlocks; ++b)
-      sum += cluster.map_shared_rank(teamSums, b)[c];
-    storeAs(dw, c, sum);
-  }
-  // Keep this block's shared memory alive until the others have read it.
-  cluster.sync();
+}
+
+/// dw[c] = the numPartials rows of partials summed at column c: thread
+/// (x, y) of a kSumCols x kSumRows block adds rows y, y + kSumRows, ... in
+/// order, then the kSumRows sums are added in order.
+__global__ void __launch_bounds__(kSumThreads)
+    rmsNormDwKernel(const float *partials, int numPartials, TensorView dw,
+                    int64_t groupSize) {
+  __shared__ float rowSums[kSumRows][kSumCols + 1];
+  int64_t c = static_cast<int64_t>(blockIdx.x) * kSumCols + threadIdx.x;
+  float sum = 0.0f;
+  if (c < groupSize)
+    for (int b = threadIdx.y; b < numPartials; b += kSumRows)
+      sum += partials[static_cast<int64_t>(b) * groupSize + c];
+  rowSums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= groupSize)
+    return;
+  float total = rowSums[0][threadIdx.x];
+  for (int r = 1; r < kSumRows; ++r)
+    total += rowSums[r][threadIdx.x];
+  storeAs(dw, c, total);
 }
 
 Status checkFloats(const char *kernel, std::initializer_list<DType> dtypes) {
@@ -240,19 +248,18 @@ UnitLaunch unitLaunchFor(int64_t numUnits, int64_t groupSize) {
           teamSize};
 }
 
-Status launchDw(const RmsNormGradArgs &args, int64_t numUnits,
-                DeviceStream stream) {
+/// The backward's grid: depends on the sizes alone, so the partial sums,
+/// and with them dw, are the same on every device.
+UnitLaunch gradLaunchFor(const RmsNormGradArgs &args) {
+  if (args.groupSize <= 0 || args.cols % args.groupSize != 0)
+    return {0, 0, 0};
+  int64_t numUnits = args.rows * (args.cols / args.groupSize);
   int teamSize = teamSizeFor(args.groupSize);
-  int64_t sharedBytes = static_cast<int64_t>(kDwThreads / teamSize) *
-                        args.groupSize * static_cast<int64_t>(sizeof(float));
-  if (sharedBytes > kDefaultSharedBytes)
-    SHARC_CUDA(cudaFuncSetAttribute(rmsNormDwKernel,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(sharedBytes)));
-  rmsNormDwKernel<<<kClusterBlocks, kDwThreads, sharedBytes, stream>>>(
-      args.x, args.dy, args.dw, numUnits, args.groupSize, teamSize,
-      static_cast<float>(args.eps));
-  return launchStatus("rmsNormDwKernel");
+  int blockThreads = std::max(teamSize, kGradThreads);
+  int64_t teamsPerBlock = blockThreads / teamSize;
+  int64_t numBlocks =
+      std::min<int64_t>(ceilDiv(numUnits, teamsPerBlock), kGradBlocks);
+  return {static_cast<unsigned>(numBlocks), blockThreads, teamSize};
 }
 
 } // namespace
@@ -273,6 +280,12 @@ Status rmsNorm(const RmsNormArgs &args, DeviceStream stream) {
   return launchStatus("rmsNormKernel");
 }
 
+int64_t rmsNormGradScratchBytes(const RmsNormGradArgs &args) {
+  return static_cast<int64_t>(gradLaunchFor(args).numBlocks) *
+         std::max<int64_t>(args.groupSize, 0) *
+         static_cast<int64_t>(sizeof(float));
+}
+
 Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream) {
   SHARC_TRY(checkFloats("rmsNormGradKernel",
                         {args.x.dtype, args.w.dtype, args.dy.dtype,
@@ -280,16 +293,32 @@ Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream) {
   if (args.groupSize <= 0)
     return Status::ok();
   SHARC_TRY(checkShape("rmsNormGradKernel", args.cols, args.groupSize));
-  int64_t numUnits = args.rows * (args.cols / args.groupSize);
-  // dw first: it reads dy, which dx may overwrite.
-  SHARC_TRY(launchDw(args, numUnits, stream));
-  if (numUnits == 0)
-    return Status::ok();
-  UnitLaunch launch = unitLaunchFor(numUnits, args.groupSize);
-  rmsNormGradKernel<<<launch.numBlocks, launch.blockThreads, 0, stream>>>(
-      args.x, args.w, args.dy, args.dx, numUnits, args.groupSize,
-      launch.teamSize, static_cast<float>(args.eps));
-  return launchStatus("rmsNormGradKernel");
+  UnitLaunch launch = gradLaunchFor(args);
+  if (launch.numBlocks > 0 && !args.scratch)
+    return Status::invalidInput("rmsNormGradKernel: no scratch, " +
+                                std::to_string(rmsNormGradScratchBytes(args)) +
+                                " bytes needed");
+  auto *partials = static_cast<float *>(args.scratch);
+  if (launch.numBlocks > 0) {
+    int64_t sharedBytes =
+        static_cast<int64_t>(launch.blockThreads / launch.teamSize) *
+        args.groupSize * static_cast<int64_t>(sizeof(float));
+    if (sharedBytes > kDefaultSharedBytes)
+      SHARC_CUDA(cudaFuncSetAttribute(
+          rmsNormGradKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(sharedBytes)));
+    int64_t numUnits = args.rows * (args.cols / args.groupSize);
+    rmsNormGradKernel<<<launch.numBlocks, launch.blockThreads, sharedBytes,
+                        stream>>>(args.x, args.w, args.dy, args.dx, partials,
+                                  numUnits, args.groupSize, launch.teamSize,
+                                  static_cast<float>(args.eps));
+    SHARC_TRY(launchStatus("rmsNormGradKernel"));
+  }
+  // With no rows dw is still written: zeros, as on the cpu.
+  auto sumBlocks = static_cast<unsigned>(ceilDiv(args.groupSize, kSumCols));
+  rmsNormDwKernel<<<sumBlocks, dim3(kSumCols, kSumRows), 0, stream>>>(
+      partials, static_cast<int>(launch.numBlocks), args.dw, args.groupSize);
+  return launchStatus("rmsNormDwKernel");
 }
 
 } // namespace sharc::kernels::cuda
