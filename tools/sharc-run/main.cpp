@@ -20,6 +20,7 @@
 #include "planner/plan/PlanIO.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -82,12 +83,15 @@ int fail(const Status &status) {
   return status.exitCode() == 0 ? 1 : status.exitCode();
 }
 
+/// A decimal count in [0, 2^62]; anything else (a sign, a suffix, a value
+/// that would wrap) is nullopt, never a wrapped number.
 std::optional<int64_t> parseCount(const std::string &text) {
-  if (text.empty())
+  if (text.empty() || text[0] < '0' || text[0] > '9')
     return std::nullopt;
   char *end = nullptr;
+  errno = 0;
   unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (*end != '\0' || text[0] == '-')
+  if (*end != '\0' || errno == ERANGE || value > (1ull << 62))
     return std::nullopt;
   return static_cast<int64_t>(value);
 }
@@ -133,6 +137,9 @@ Result<Options> parseFlags(int argc, char **argv) {
         return bad("--timeout needs 1 to 86400 seconds");
     } else if (flag == "--steps") {
       SHARC_TRY(needCount(options.steps));
+      if (options.steps > 100000000)
+        return bad("--steps " + std::to_string(options.steps) +
+                   " is over the limit of 100000000");
     } else if (flag == "--seed") {
       SHARC_TRY(needCount(options.seed));
     } else if (flag == "--data") {
@@ -186,6 +193,16 @@ Result<Options> parseFlags(int argc, char **argv) {
     return bad("--trace does not apply to --compare-cpu");
   if (options.compareCpu)
     options.validatePath = options.planPath;
+  // Validation starts both runs from --seed's weights: a checkpoint, an
+  // output file or a token file would be silently ignored there.
+  if (!options.validatePath.empty())
+    for (const auto &[flag, value] : {std::pair{"--load", &options.loadPath},
+                                      {"--save", &options.savePath},
+                                      {"--dump-outputs", &options.dumpPath},
+                                      {"--data", &options.dataPath}})
+      if (!value->empty())
+        return bad(std::string(flag) + " does not apply to " +
+                   (options.compareCpu ? "--compare-cpu" : "--validate"));
   return options;
 }
 
@@ -317,6 +334,13 @@ int run(const Options &options, bool stepsGiven) {
     auto stats = rt.step();
     if (!stats)
       return fail(stats.status());
+    // A diverged run stops here: nothing after it, a checkpoint least of
+    // all, may be written from that state.
+    if (plan->findOutput("loss") && !std::isfinite(stats->loss))
+      return fail(
+          Status::runtimeError("the loss of step " + std::to_string(step) +
+                               " is " + std::to_string(stats->loss) +
+                               ": the run diverged; nothing was saved"));
     const exec::StepRecord &record = metrics.record(step, *stats);
     if (!options.quiet)
       std::printf("%s\n", exec::Metrics::formatStep(record).c_str());
@@ -348,11 +372,20 @@ int run(const Options &options, bool stepsGiven) {
 } // namespace
 
 int main(int argc, char **argv) {
-  auto options = parseFlags(argc, argv);
-  if (!options)
-    return fail(options.status());
-  bool stepsGiven = false;
-  for (int i = 1; i < argc; ++i)
-    stepsGiven |= std::string(argv[i]) == "--steps";
-  return run(*options, stepsGiven);
+  // sharc never throws, but the standard library may (std::bad_alloc on a
+  // plan sized beyond this host's memory): no exception reaches the user.
+  try {
+    auto options = parseFlags(argc, argv);
+    if (!options)
+      return fail(options.status());
+    bool stepsGiven = false;
+    for (int i = 1; i < argc; ++i)
+      stepsGiven |= std::string(argv[i]) == "--steps";
+    return run(*options, stepsGiven);
+  } catch (const std::bad_alloc &) {
+    return fail(Status::runtimeError("out of host memory"));
+  } catch (const std::exception &error) {
+    return fail(
+        Status::runtimeError(std::string("internal error: ") + error.what()));
+  }
 }

@@ -5,13 +5,16 @@
 
 #include "executor/Runtime.h"
 #include "planner/plan/PlanIO.h"
+#include "planner/plan/SafeTensors.h"
 
 #include "TestPlans.h"
 
 #include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -188,4 +191,56 @@ TEST_CASE("sharc-run --trace writes a Chrome trace of the last step",
                          "'/nonexistent/t.json'") != std::string::npos);
   std::remove(planPath.c_str());
   std::remove(tracePath.c_str());
+}
+
+TEST_CASE("sharc-run stops a diverged run and saves nothing from it",
+          "[executor]") {
+  LinearModel model;
+  std::string planPath = tempPath("diverge-plan.yaml");
+  std::string goodPath = tempPath("good.safetensors");
+  std::string nanPath = tempPath("nan.safetensors");
+  std::string savePath = tempPath("after-nan.safetensors");
+  REQUIRE(plan::writePlanFile(makeLinearPlan(model, 1, 1), planPath));
+  REQUIRE(
+      runTool(planPath + " --steps 1 --quiet --save " + goodPath).exitCode ==
+      0);
+  // The same checkpoint with one weight turned into NaN.
+  auto checkpoint = plan::readSafeTensors(goodPath);
+  REQUIRE(checkpoint);
+  plan::NamedTensor *head = nullptr;
+  for (plan::NamedTensor &tensor : checkpoint->tensors)
+    if (tensor.name == "head.weight")
+      head = &tensor;
+  REQUIRE(head);
+  REQUIRE(head->dtype == DType::F32);
+  float nan = std::nanf("");
+  std::memcpy(head->bytes.data(), &nan, sizeof(nan));
+  REQUIRE(plan::writeSafeTensors(nanPath, *checkpoint));
+
+  ToolRun run = runTool(planPath + " --steps 3 --load " + nanPath + " --save " +
+                        savePath);
+  INFO(run.out);
+  REQUIRE(run.exitCode == 1);
+  REQUIRE(run.out.find("sharc-run: error: the loss of step 2 is nan: the run "
+                       "diverged; nothing was saved") != std::string::npos);
+  REQUIRE(::access(savePath.c_str(), F_OK) != 0);
+  for (const std::string &path : {planPath, goodPath, nanPath})
+    std::remove(path.c_str());
+}
+
+TEST_CASE("sharc-run refuses counts that would wrap and flags a mode ignores",
+          "[executor]") {
+  LinearModel model;
+  std::string planPath = tempPath("flags-plan.yaml");
+  REQUIRE(plan::writePlanFile(makeLinearPlan(model, 1, 1), planPath));
+  for (const char *flags :
+       {" --steps 18446744073709551617", " --steps -1", " --seed +3",
+        " --steps 100000001", " --validate --load x.safetensors",
+        " --compare-cpu --save x.safetensors", " --validate --data x.tokens"}) {
+    ToolRun run = runTool(planPath + flags);
+    INFO(flags << ": " << run.out);
+    REQUIRE(run.exitCode == 2);
+    REQUIRE(run.out.rfind("sharc-run: error: --", 0) == 0);
+  }
+  std::remove(planPath.c_str());
 }
