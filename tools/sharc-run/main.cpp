@@ -225,8 +225,9 @@ Status writeTrace(const exec::Runtime &runtime, const std::string &path) {
 }
 
 /// Planned bytes per rank against what the device holds (cuda only): the
-/// plan's regions are the planned part; the CUDA context, NCCL's buffers and
-/// the GEMM workspaces come on top.
+/// plan's regions are the planned part; the CUDA context, NCCL's buffers,
+/// the GEMM workspaces, the kernels' scratch and the staging of inner-dim
+/// gathers come on top.
 void printDeviceMemory(const exec::Runtime &runtime, const char *when) {
   std::vector<int64_t> inUse = runtime.deviceBytesInUse();
   int64_t planned = 0;
