@@ -54,7 +54,7 @@ for step in $steps; do
     done ;;
   curve)
     for plan in "$stage"/curve/*.plan; do
-      "$root/tests/gpu/loss-curve.sh" "$run" "$plan" 200 1e-3 \
+      "$root/tests/gpu/loss-curve.sh" "$run" "$plan" 200 1e-4 5e-2 \
         "$stage/curve/docs.tokens" 2>&1 | tee -a "$out/curve.log"
     done ;;
   trace)
