@@ -58,4 +58,12 @@ Status sameShape(const TensorRef &ref, const TensorRef &like,
   return Status::invalidInput(describe(ref, role) + " must have shape " +
                               shapeText(like.shape()));
 }
+Status positiveAttr(const char *name, int64_t value) {
+  if (value > 0)
+    return Status::ok();
+  return Status::invalidInput(std::string("attribute '") + name +
+                              "' must be positive, got " +
+                              std::to_string(value));
+}
+
 } // namespace sharc::exec::opcheck

@@ -4,13 +4,11 @@
 
 #include "executor/ShardLayout.h"
 #include "kernels/AdamW.h"
-#include "kernels/Attention.h"
 #include "kernels/CrossEntropy.h"
 #include "kernels/Elementwise.h"
 #include "kernels/Embedding.h"
 #include "kernels/Matmul.h"
 #include "kernels/RmsNorm.h"
-#include "kernels/Rope.h"
 
 #include <algorithm>
 #include <tuple>
@@ -80,14 +78,6 @@ Result<int64_t> innerDim(const TensorRef &ref, const char *role) {
                                 ref.buffer->name +
                                 "') needs a non-empty last dimension");
   return ref.shape().back();
-}
-
-Status positiveAttr(const char *name, int64_t value) {
-  if (value > 0)
-    return Status::ok();
-  return Status::invalidInput(std::string("attribute '") + name +
-                              "' must be positive, got " +
-                              std::to_string(value));
 }
 
 Result<Launch> bindEmbedding(const OpCall &c, const OpEnv &env) {
@@ -277,138 +267,6 @@ Result<Launch> bindMatmulWgrad(const OpCall &c, const OpEnv &env) {
                     &GemmEngine::matmulWgrad, &kernels::cpu::matmulWgrad);
 }
 
-/// Sizes of a sequence-first [S, B, heads*D] activation.
-struct HeadSizes {
-  int64_t seqLen, batch, numHeads, headDim;
-};
-
-Result<HeadSizes> headSizes(const TensorRef &x, const plan::Instruction &instr,
-                            const char *role) {
-  SHARC_TRY(isFloat(x, role));
-  SHARC_TRY(rankIs(x, 3, role));
-  int64_t headDim = instr.getInt("head_dim");
-  SHARC_TRY(positiveAttr("head_dim", headDim));
-  if (x.shape()[2] % headDim != 0)
-    return Status::invalidInput(
-        std::string(role) + "'s last dim " + std::to_string(x.shape()[2]) +
-        " is not a multiple of head_dim " + std::to_string(headDim));
-  return HeadSizes{x.shape()[0], x.shape()[1], x.shape()[2] / headDim, headDim};
-}
-
-template <bool Inverse>
-Result<Launch> bindRope(const OpCall &c, const OpEnv &env) {
-  const TensorRef &x = c.operands[0], &y = c.results[0];
-  auto sizes = headSizes(x, *c.instr, Inverse ? "dy" : "x");
-  if (!sizes)
-    return sizes.status();
-  if (sizes->headDim % 2 != 0)
-    return Status::invalidInput("head_dim " + std::to_string(sizes->headDim) +
-                                " must be even for rope");
-  SHARC_TRY(isFloat(y, Inverse ? "dx" : "y"));
-  SHARC_TRY(sameShape(y, x, Inverse ? "dx" : "y"));
-  // position_axis (an extension): x is this rank's contiguous piece of a
-  // sequence split over that axis.
-  int64_t offset = c.instr->getInt("position_offset", 0) +
-                   env.blockStart(*c.instr, "position_axis", sizes->seqLen);
-  return launchKernel(env,
-                      kernels::RopeArgs{.x = x.cview(),
-                                        .y = y.view(),
-                                        .seqLen = sizes->seqLen,
-                                        .batch = sizes->batch,
-                                        .numHeads = sizes->numHeads,
-                                        .headDim = sizes->headDim,
-                                        .positionOffset = offset,
-                                        .theta = c.instr->getFloat("theta"),
-                                        .inverse = Inverse},
-                      SHARC_KERNELS(rope));
-}
-
-/// Checks q, k, v (operands 0..2) and returns the head counts.
-Result<std::pair<HeadSizes, int64_t>> attentionSizes(const OpCall &c) {
-  const TensorRef &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
-  auto qs = headSizes(q, *c.instr, "q");
-  if (!qs)
-    return qs.status();
-  auto ks = headSizes(k, *c.instr, "k");
-  if (!ks)
-    return ks.status();
-  SHARC_TRY(sameShape(v, k, "v"));
-  if (ks->seqLen != qs->seqLen || ks->batch != qs->batch)
-    return Status::invalidInput("k's [S, B] differs from q's");
-  if (qs->numHeads % ks->numHeads != 0)
-    return Status::invalidInput(std::to_string(ks->numHeads) +
-                                " kv heads do not divide " +
-                                std::to_string(qs->numHeads) + " query heads");
-  return std::pair{*qs, ks->numHeads};
-}
-
-Status lseShape(const TensorRef &lse, const HeadSizes &s) {
-  SHARC_TRY(dtypeIs(lse, DType::F32, "lse"));
-  return numelIs(lse, s.batch * s.numHeads * s.seqLen, "lse");
-}
-
-Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
-  auto sizes = attentionSizes(c);
-  if (!sizes)
-    return sizes.status();
-  const auto &[s, numKvHeads] = *sizes;
-  const TensorRef &out = c.results[0], &lse = c.results[1];
-  SHARC_TRY(isFloat(out, "out"));
-  SHARC_TRY(sameShape(out, c.operands[0], "out"));
-  SHARC_TRY(lseShape(lse, s));
-  return launchKernel(
-      env,
-      kernels::AttentionArgs{.q = c.operands[0].cview(),
-                             .k = c.operands[1].cview(),
-                             .v = c.operands[2].cview(),
-                             .out = out.view(),
-                             .lse = static_cast<float *>(lse.data),
-                             .seqLen = s.seqLen,
-                             .batch = s.batch,
-                             .numHeads = s.numHeads,
-                             .numKvHeads = numKvHeads,
-                             .headDim = s.headDim},
-      SHARC_KERNELS(attention));
-}
-
-Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
-  auto sizes = attentionSizes(c);
-  if (!sizes)
-    return sizes.status();
-  const auto &[s, numKvHeads] = *sizes;
-  const TensorRef &q = c.operands[0], &k = c.operands[1];
-  const TensorRef &out = c.operands[3], &lse = c.operands[4],
-                  &dout = c.operands[5];
-  SHARC_TRY(isFloat(out, "out"));
-  SHARC_TRY(sameShape(out, q, "out"));
-  SHARC_TRY(lseShape(lse, s));
-  SHARC_TRY(isFloat(dout, "dout"));
-  SHARC_TRY(sameShape(dout, q, "dout"));
-  const TensorRef &dq = c.results[0], &dk = c.results[1], &dv = c.results[2];
-  for (auto [ref, like, role] :
-       {std::tuple{&dq, &q, "dq"}, {&dk, &k, "dk"}, {&dv, &k, "dv"}}) {
-    SHARC_TRY(isFloat(*ref, role));
-    SHARC_TRY(sameShape(*ref, *like, role));
-  }
-  return launchKernel(
-      env,
-      kernels::AttentionGradArgs{.q = q.cview(),
-                                 .k = k.cview(),
-                                 .v = c.operands[2].cview(),
-                                 .out = out.cview(),
-                                 .dout = dout.cview(),
-                                 .lse = static_cast<const float *>(lse.data),
-                                 .dq = dq.view(),
-                                 .dk = dk.view(),
-                                 .dv = dv.view(),
-                                 .seqLen = s.seqLen,
-                                 .batch = s.batch,
-                                 .numHeads = s.numHeads,
-                                 .numKvHeads = numKvHeads,
-                                 .headDim = s.headDim},
-      SHARC_KERNELS(attentionGrad));
-}
-
 /// Every operand and result a float tensor of the first operand's size.
 Status sameNumelFloats(const OpCall &c) {
   int64_t numel = c.operands[0].numel();
@@ -576,10 +434,6 @@ OpTable::OpTable() {
       {"matmul", {bindMatmul, 2, 1}},
       {"matmul_dgrad", {bindMatmulDgrad, 2, 1}},
       {"matmul_wgrad", {bindMatmulWgrad, 2, 1}},
-      {"rope", {bindRope<false>, 1, 1}},
-      {"rope_grad", {bindRope<true>, 1, 1}},
-      {"attention", {bindAttention, 3, 2}},
-      {"attention_grad", {bindAttentionGrad, 6, 3}},
       {"swiglu", {bindSwiglu, 2, 1}},
       {"swiglu_grad", {bindSwigluGrad, 3, 2}},
       {"add", {bindAdd, 2, 1}},
@@ -591,6 +445,7 @@ OpTable::OpTable() {
   };
   addCollectiveOps(table_);
   addVocabParallelOps(table_);
+  addAttentionOps(table_);
 }
 
 const OpTable &OpTable::get() {

@@ -131,6 +131,8 @@ void addCollectiveOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds vocab_max, target_logit, sum_exp, vocab_parallel_loss and its
 /// grad; VocabParallelOps.cpp.
 void addVocabParallelOps(std::unordered_map<std::string, OpDef> &table);
+/// Adds rope, rope_grad, attention and attention_grad; AttentionOps.cpp.
+void addAttentionOps(std::unordered_map<std::string, OpDef> &table);
 
 /// A Launch calling the cpu or the cuda kernel with `args`; a null cuda
 /// kernel (a build without CUDA) on a device is an error at bind.
@@ -186,6 +188,8 @@ Status isFloat(const TensorRef &ref, const char *role);
 Status rankIs(const TensorRef &ref, size_t rank, const char *role);
 Status numelIs(const TensorRef &ref, int64_t numel, const char *role);
 Status sameShape(const TensorRef &ref, const TensorRef &like, const char *role);
+/// An integer attribute that must be positive (group_size, head_dim).
+Status positiveAttr(const char *name, int64_t value);
 std::string shapeText(const std::vector<int64_t> &shape);
 } // namespace opcheck
 
