@@ -59,6 +59,10 @@ struct Buffer {
   int64_t numBytes = 0;
   DType dtype = DType::F32;
   std::vector<int64_t> shape; ///< local (per-rank) shape
+  /// The earlier buffer whose bytes these are, or -1: a gradient is a view
+  /// into its bucket's slab, so that one collective reduces the whole
+  /// bucket in place (docs/plan-format.md, "Views").
+  int64_t viewOf = -1;
 };
 
 using AttrValue =

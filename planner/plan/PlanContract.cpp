@@ -7,6 +7,10 @@
 // (planner/Streams.h). With one stream this is "the live ranges in plan
 // order do not intersect". Happens-before is computed with one vector clock
 // per instruction, in plan order, which the event rule makes a valid order.
+// A declared view (a gradient inside its bucket's slab) shares its base's
+// bytes by design: the pair is exempt, and every use of the view counts as
+// a use of the base, so the base's liveness covers all its views' and any
+// third buffer on those bytes is checked against the whole.
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,6 +96,8 @@ public:
         return v;
     }
     if (Violation v = checkEvents())
+      return v;
+    if (Violation v = checkViews())
       return v;
     computeClocks();
     return checkOverlaps();
@@ -331,6 +337,43 @@ private:
     return std::nullopt;
   }
 
+  Violation atBuffer(int64_t id, const std::string &detail) const {
+    return ContractViolation{ContractViolation::Site::Buffer, id, "",
+                             bufferName(id) + ": buffer overlap: " + detail};
+  }
+
+  /// A view lies inside an earlier buffer of its region that is no view
+  /// itself, so that the overlap rule can treat the two as one.
+  Violation checkViews() const {
+    for (const Buffer &view : plan.buffers) {
+      if (view.viewOf < 0)
+        continue;
+      int64_t id = view.id, baseId = view.viewOf;
+      if (baseId >= id)
+        return atBuffer(id, "view_of " + std::to_string(baseId) +
+                                " names no earlier buffer");
+      const Buffer &base = plan.buffers[baseId];
+      if (base.viewOf >= 0)
+        return atBuffer(id, "views " + bufferName(baseId) +
+                                ", which is a view itself");
+      if (base.region != view.region)
+        return atBuffer(id, "views " + bufferName(baseId) + " of region " +
+                                regionName(base.region) + " from region " +
+                                regionName(view.region));
+      if (view.offset < base.offset ||
+          view.offset + view.numBytes > base.offset + base.numBytes)
+        return atBuffer(id, "its bytes " + range(view) + " lie outside " +
+                                range(base) + " of " + bufferName(baseId) +
+                                ", which it views");
+    }
+    return std::nullopt;
+  }
+
+  static std::string range(const Buffer &buffer) {
+    return "[" + std::to_string(buffer.offset) + ", " +
+           std::to_string(buffer.offset + buffer.numBytes) + ")";
+  }
+
   void computeClocks() {
     position.assign(numInstrs(), 0);
     clock.assign(numInstrs(), std::vector<int64_t>(numStreams, 0));
@@ -358,11 +401,21 @@ private:
     }
     // The runtime writes inputs before a step and reads outputs after it;
     // parameters and their state persist across steps.
+    // A view's uses are uses of the buffer it views: a slab lives from its
+    // first member's producer to its last member's consumer.
+    auto withBase = [&](int64_t id) {
+      std::vector<int64_t> ids = {id};
+      if (plan.buffers[id].viewOf >= 0)
+        ids.push_back(plan.buffers[id].viewOf);
+      return ids;
+    };
     auto mark = [&](int64_t id, bool atStart, bool atEnd) {
       if (id < 0 || id >= static_cast<int64_t>(result.size()))
         return;
-      result[id].liveAtStart |= atStart;
-      result[id].liveAtEnd |= atEnd;
+      for (int64_t touched : withBase(id)) {
+        result[touched].liveAtStart |= atStart;
+        result[touched].liveAtEnd |= atEnd;
+      }
     };
     for (const IoEntry &entry : plan.inputs)
       mark(entry.buffer, true, false);
@@ -376,20 +429,21 @@ private:
     for (int64_t i = 0; i < numInstrs(); ++i) {
       const Instruction &instr = plan.instructions[i];
       for (const auto *ids : {&instr.operands, &instr.results})
-        for (int64_t id : *ids) {
-          Liveness &live = result[id];
-          live.firstUse = std::min(live.firstUse, i);
-          live.lastPos[instr.stream] = position[i];
-          live.lastInstr[instr.stream] = i;
-          for (int64_t s = 0; s < numStreams; ++s) {
-            // Instructions of s that happen strictly before i.
-            int64_t before = clock[i][s] - (s == instr.stream ? 1 : 0);
-            if (before < live.minBefore[s]) {
-              live.minBefore[s] = before;
-              live.minInstr[s] = i;
+        for (int64_t used : *ids)
+          for (int64_t id : withBase(used)) {
+            Liveness &live = result[id];
+            live.firstUse = std::min(live.firstUse, i);
+            live.lastPos[instr.stream] = position[i];
+            live.lastInstr[instr.stream] = i;
+            for (int64_t s = 0; s < numStreams; ++s) {
+              // Instructions of s that happen strictly before i.
+              int64_t before = clock[i][s] - (s == instr.stream ? 1 : 0);
+              if (before < live.minBefore[s]) {
+                live.minBefore[s] = before;
+                live.minInstr[s] = i;
+              }
             }
           }
-        }
     }
     return result;
   }
@@ -445,6 +499,8 @@ private:
         const Buffer &b = plan.buffers[bId];
         if (b.region != a.region || b.offset >= a.offset + a.numBytes)
           break;
+        if (a.viewOf == bId || b.viewOf == aId)
+          continue; // declared: the view's uses count as its base's
         bool persistent = isPersistentRegion(a.region);
         if (!persistent && (comesBefore(live[aId], live[bId]) ||
                             comesBefore(live[bId], live[aId])))

@@ -1,5 +1,4 @@
-//===- PlanContract.h - the rules a plan obeys besides its syntax -*- C++
-//-*-===//
+//===- PlanContract.h - the rules a plan obeys besides syntax ---*- C++ -*-===//
 // defines: ContractViolation, findContractViolation, checkPlanContract
 //
 // The reader (PlanIO.h) checks that a plan is well formed; the contract
@@ -14,7 +13,9 @@
 //                takes
 //   event order  every waited event is signalled by exactly one
 //                instruction, listed before the wait
-//   buffer overlap  no two buffers share bytes while both are live
+//   buffer overlap  no two buffers share bytes while both are live, unless
+//                one is a declared view of the other (Buffer::viewOf), which
+//                lies inside it
 //
 //   if (auto violation = findContractViolation(plan))
 //     puts(violation->message.c_str()); // "instr 7 (rms_norm): op schema:

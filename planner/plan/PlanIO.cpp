@@ -344,9 +344,10 @@ public:
   Status readBuffer(const YAML::Node &node, Plan &plan) const {
     Fields fields;
     const std::string what = "a buffer";
-    SHARC_TRY(readFields(
-        node, what,
-        {"id", "name", "region", "offset", "bytes", "dtype", "shape"}, fields));
+    SHARC_TRY(readFields(node, what,
+                         {"id", "name", "region", "offset", "bytes", "dtype",
+                          "shape", "view_of"},
+                         fields));
     Buffer buffer;
     YAML::Node value, offsetNode;
     SHARC_TRY(require(fields, "id", what, value));
@@ -389,6 +390,15 @@ public:
                                   ") lies outside region " +
                                   regionName(buffer.region) + " of " +
                                   std::to_string(regionSize) + " bytes");
+    // Only a backward reference, so views never form a cycle; the contract
+    // checks that the view lies inside what it views.
+    if (auto found = fields.find("view_of")) {
+      SHARC_TRY(readInt(*found, buffer.viewOf));
+      if (buffer.viewOf < 0 || buffer.viewOf >= buffer.id)
+        return fail(*found, "view_of " + std::to_string(buffer.viewOf) +
+                                " names no earlier buffer (a view follows "
+                                "the buffer it views)");
+    }
     plan.buffers.push_back(std::move(buffer));
     return Status::ok();
   }

@@ -68,7 +68,10 @@ std::string writePlan(const Plan &plan) {
            ", offset: " + std::to_string(buffer.offset) +
            ", bytes: " + std::to_string(buffer.numBytes) +
            ", dtype: " + dtypeName(buffer.dtype) +
-           ", shape: " + formatInts(buffer.shape) + "}\n";
+           ", shape: " + formatInts(buffer.shape) +
+           (buffer.viewOf >= 0 ? ", view_of: " + std::to_string(buffer.viewOf)
+                               : "") +
+           "}\n";
 
   out += plan.params.empty() ? "params: []\n" : "params:\n";
   for (const ParamEntry &param : plan.params) {

@@ -234,6 +234,113 @@ TEST_CASE("buffer overlap: no shared bytes while both buffers live", "[plan]") {
   }
 }
 
+namespace {
+
+/// A data-parallel bucket of two gradients as one slab: each scale writes
+/// its member's slot, one all_reduce sums the slab in place on stream 1,
+/// and the two updates read the slots; instr 4 writes a spare buffer t.
+//
+//  192 +-----+-----+-----+-----+-----+-----+
+//      |                       |  t  |     |   t: instr 4
+//  128 +-----+-----+-----+-----+-----+-----+
+//      |     |         grad:n              |   grad:n: instrs 1-5
+//   64 +-----+-----+-----+-----+-----+-----+   grad:w: instrs 0-3
+//      |        grad:w         |           |   bucket#0, both: instrs 0-5
+//    0 +-----+-----+-----+-----+-----+-----+
+//      0     1     2     3     4     5     6
+const std::string kSlab = R"(sharc_plan: 1
+mesh: [{name: dp, size: 2}]
+num_streams: 2
+num_events: 2
+regions: {param: 128, opt_state: 256, gradient: 192}
+buffers:
+  - {id: 0, name: "w", region: param, offset: 0, bytes: 64, dtype: f32, shape: [16]}
+  - {id: 1, name: "n", region: param, offset: 64, bytes: 64, dtype: f32, shape: [16]}
+  - {id: 2, name: "m:w", region: opt_state, offset: 0, bytes: 64, dtype: f32, shape: [16]}
+  - {id: 3, name: "v:w", region: opt_state, offset: 64, bytes: 64, dtype: f32, shape: [16]}
+  - {id: 4, name: "m:n", region: opt_state, offset: 128, bytes: 64, dtype: f32, shape: [16]}
+  - {id: 5, name: "v:n", region: opt_state, offset: 192, bytes: 64, dtype: f32, shape: [16]}
+  - {id: 6, name: "bucket#0", region: gradient, offset: 0, bytes: 128, dtype: f32, shape: [32]}
+  - {id: 7, name: "grad:w", region: gradient, offset: 0, bytes: 64, dtype: f32, shape: [16], view_of: 6}
+  - {id: 8, name: "grad:n", region: gradient, offset: 64, bytes: 64, dtype: f32, shape: [16], view_of: 6}
+  - {id: 9, name: "t", region: gradient, offset: 128, bytes: 64, dtype: f32, shape: [16]}
+instructions:
+  - {op: scale, in: [0], out: [7], attrs: {factor: 2.0}}
+  - {op: scale, in: [1], out: [8], signals: [0], attrs: {factor: 2.0}}
+  - {op: all_reduce, in: [6], out: [6], stream: 1, waits: [0], signals: [1], attrs: {axis: "dp", reduce: "sum"}}
+  - {op: adamw, in: [0, 7, 2, 3], waits: [1], attrs: {lr: 0.001, beta1: 0.9, beta2: 0.999, eps: 1e-08, weight_decay: 0.0}}
+  - {op: scale, in: [0], out: [9], attrs: {factor: 2.0}}
+  - {op: adamw, in: [1, 8, 4, 5], attrs: {lr: 0.001, beta1: 0.9, beta2: 0.999, eps: 1e-08, weight_decay: 0.0}}
+)";
+
+std::string slabWith(const std::string &from, const std::string &to) {
+  size_t at = kSlab.find(from);
+  REQUIRE(at != std::string::npos);
+  return std::string(kSlab).replace(at, from.size(), to);
+}
+
+} // namespace
+
+TEST_CASE("buffer overlap: a declared view shares its slab's bytes", "[plan]") {
+  SECTION("members inside the slab, reduced in place, are accepted") {
+    Result<Plan> plan = parsePlan(kSlab, "plan.yaml");
+    INFO(plan.status().message());
+    REQUIRE(plan.isOk());
+    REQUIRE(plan->buffers[8].viewOf == 6);
+  }
+  SECTION("so are a slab and views among the step's outputs") {
+    std::string text = kSlab;
+    for (std::string from = "region: gradient"; text.find(from) < text.size();)
+      text.replace(text.find(from), from.size(), "region: output");
+    text.replace(text.find("gradient: 192"), 13, "output: 192");
+    text.replace(text.find("instructions:"), 0,
+                 "outputs:\n  - {name: \"grad:w\", buffer: 7, global_shape: "
+                 "[16]}\n  - {name: \"grad:n\", buffer: 8, global_shape: "
+                 "[16]}\n");
+    Result<Plan> plan = parsePlan(text, "plan.yaml");
+    INFO(plan.status().message());
+    REQUIRE(plan.isOk());
+  }
+  SECTION("the same bytes without the declaration are an overlap") {
+    REQUIRE(contractError(slabWith("[16], view_of: 6}\n  - {id: 9",
+                                   "[16]}\n  - {id: 9")) ==
+            "plan.yaml:15:5: buffer 8 'grad:n': buffer overlap: shares bytes "
+            "[64, 128) of region gradient with buffer 6 'bucket#0' while "
+            "both are live: instr 3 (adamw), which uses buffer 6, does not "
+            "happen-before instr 1 (scale), which uses buffer 8");
+  }
+  SECTION("a buffer on a member's bytes while the slab lives") {
+    // t moves onto grad:w, which its last update has read by then; but the
+    // slab lives on until grad:n's update, so t would clobber it.
+    REQUIRE(contractError(slabWith("\"t\", region: gradient, offset: 128",
+                                   "\"t\", region: gradient, offset: 0")) ==
+            "plan.yaml:16:5: buffer 9 't': buffer overlap: shares bytes [0, "
+            "64) of region gradient with buffer 6 'bucket#0' while both are "
+            "live: instr 5 (adamw), which uses buffer 6, does not "
+            "happen-before instr 4 (scale), which uses buffer 9");
+  }
+  SECTION("a view lies inside what it views") {
+    REQUIRE(contractError(slabWith("offset: 64, bytes: 64, dtype: f32, shape: "
+                                   "[16], view_of",
+                                   "offset: 96, bytes: 64, dtype: f32, shape: "
+                                   "[16], view_of")) ==
+            "plan.yaml:15:5: buffer 8 'grad:n': buffer overlap: its bytes "
+            "[96, 160) lie outside [0, 128) of buffer 6 'bucket#0', which it "
+            "views");
+  }
+  SECTION("a view of a view, or across regions") {
+    REQUIRE_THAT(contractError(slabWith("[16], view_of: 6}\n  - {id: 9",
+                                        "[16], view_of: 7}\n  - {id: 9")),
+                 Contains("buffer 8 'grad:n': buffer overlap: views buffer 7 "
+                          "'grad:w', which is a view itself"));
+    REQUIRE_THAT(
+        contractError(slabWith("\"grad:n\", region: gradient, offset: 64",
+                               "\"grad:n\", region: opt_state, offset: 64")),
+        Contains("buffer 8 'grad:n': buffer overlap: views buffer 6 "
+                 "'bucket#0' of region gradient from region opt_state"));
+  }
+}
+
 TEST_CASE("the contract reports ids out of range in a plan built in memory",
           "[plan]") {
   Plan plan = *parsePlan(kBase, "plan.yaml");
@@ -244,6 +351,13 @@ TEST_CASE("the contract reports ids out of range in a plan built in memory",
   REQUIRE(violation->index == 1);
   REQUIRE(violation->message == "instr 1 (matmul): ids: buffer 42 is not "
                                 "entry 42 of the buffer table");
+  plan = *parsePlan(kSlab, "plan.yaml");
+  plan.buffers[8].viewOf = 9;
+  violation = findContractViolation(plan);
+  REQUIRE(violation);
+  REQUIRE(violation->site == ContractViolation::Site::Buffer);
+  REQUIRE(violation->message == "buffer 8 'grad:n': buffer overlap: view_of 9 "
+                                "names no earlier buffer");
   Plan empty;
   empty.numStreams = 0;
   empty.numEvents = -1;

@@ -49,6 +49,7 @@ Plan makeFullPlan() {
        DType::F32,
        {16, 16}},
       {6, "", Region::Activation, 65280, 256, DType::F32, {0, 7}},
+      {7, "grad:x", Region::Activation, 512, 512, DType::F32, {128}, 5},
   };
   ParamEntry embed;
   embed.name = "embed.weight";
@@ -135,6 +136,7 @@ void requireSamePlan(const Plan &a, const Plan &b) {
     REQUIRE(x.numBytes == y.numBytes);
     REQUIRE(x.dtype == y.dtype);
     REQUIRE(x.shape == y.shape);
+    REQUIRE(x.viewOf == y.viewOf);
   }
   REQUIRE(a.params.size() == b.params.size());
   for (size_t i = 0; i < a.params.size(); ++i) {
@@ -261,6 +263,9 @@ TEST_CASE("the written plan is versioned and one instruction per line",
   REQUIRE_THAT(text, Contains("\n  - {id: 3, name: \"tokens\", region: input, "
                               "offset: 512, bytes: 512, dtype: i32, "
                               "shape: [2, 64]}\n"));
+  REQUIRE_THAT(text, Contains("\n  - {id: 7, name: \"grad:x\", region: "
+                              "activation, offset: 512, bytes: 512, dtype: "
+                              "f32, shape: [128], view_of: 5}\n"));
 }
 
 TEST_CASE("attribute kinds follow the text, not the value", "[plan]") {
@@ -353,6 +358,19 @@ TEST_CASE("malformed plans name the file, line and column", "[plan]") {
     REQUIRE_THAT(parseError(edit(19, "stream:", "steam:")),
                  StartsWith("plan.yaml:19:41: unknown key 'steam' in an "
                             "instruction (expected one of: op, in, out,"));
+  }
+  SECTION("a view of a later buffer or of none") {
+    REQUIRE(
+        parseError(edit(10, "shape: [4, 4]}", "shape: [4, 4], view_of: 2}")) ==
+        "plan.yaml:10:102: view_of 2 names no earlier buffer (a view "
+        "follows the buffer it views)");
+    REQUIRE(
+        parseError(edit(10, "shape: [4, 4]}", "shape: [4, 4], view_of: -1}")) ==
+        "plan.yaml:10:102: view_of -1 names no earlier buffer (a view "
+        "follows the buffer it views)");
+    REQUIRE_THAT(
+        parseError(edit(10, "shape: [4, 4]}", "shape: [4, 4], view_of: x}")),
+        Contains("plan.yaml:10:102: expected an integer, got 'x'"));
   }
   SECTION("operand out of range") {
     REQUIRE(parseError(edit(18, "in: [1, 0]", "in: [1, 3]")) ==
