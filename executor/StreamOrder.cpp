@@ -223,9 +223,13 @@ std::vector<std::vector<int64_t>> lastUses(const plan::Plan &plan,
   for (size_t i = 0; i < numInstrs; ++i) {
     const plan::Instruction &instr = plan.instructions[i];
     for (const auto *ids : {&instr.operands, &instr.results})
-      for (int64_t id : *ids)
-        if (users[id].empty() || users[id].back() != static_cast<int64_t>(i))
-          users[id].push_back(static_cast<int64_t>(i));
+      for (int64_t used : *ids)
+        // A use of a view (a gradient in its bucket's slab) uses its base:
+        // the slab must outlive the members read after its all_reduce.
+        for (int64_t id : {used, plan.buffers[used].viewOf})
+          if (id >= 0 && (users[id].empty() ||
+                          users[id].back() != static_cast<int64_t>(i)))
+            users[id].push_back(static_cast<int64_t>(i));
   }
   auto overlaps = [&](int64_t a, int64_t b) {
     const plan::Buffer &x = plan.buffers[a], &y = plan.buffers[b];
