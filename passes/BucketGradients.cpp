@@ -4,6 +4,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace sharc {
 #define GEN_PASS_DEF_BUCKETGRADIENTS
@@ -23,29 +24,47 @@ int64_t numBytes(Value value) {
 /// The op after which `value` is ready (a block argument: the block start).
 Operation *readyAfter(Value value) { return value.getDefiningOp(); }
 
+/// A dp gradient sync that can join a bucket. The planner reduces a bucket
+/// in place, in one slab, so the sync must be the gradient's only reader:
+/// another one would see the sum instead of this rank's partial.
+bool isBucketable(AllReduceOp op) {
+  return op.getAxis() == "dp" && op.getReduce() == "sum" &&
+         getPlacement(op.getY().getType()).getDp() ==
+             PlacementAttr::kReplicated &&
+         readyAfter(op.getX()) && op.getX().hasOneUse();
+}
+
 void bucket(func::FuncOp func, int64_t bucketBytes) {
   SmallVector<AllReduceOp> syncs;
   func.walk([&](AllReduceOp op) {
-    if (op.getAxis() == "dp" && op.getReduce() == "sum" &&
-        getPlacement(op.getY().getType()).getDp() ==
-            PlacementAttr::kReplicated &&
-        readyAfter(op.getX()))
+    if (isBucketable(op))
       syncs.push_back(op);
   });
   // In the order the backward makes the gradients ready.
   llvm::stable_sort(syncs, [](AllReduceOp a, AllReduceOp b) {
     return readyAfter(a.getX())->isBeforeInBlock(readyAfter(b.getX()));
   });
+  // One open bucket per element type, as DDP's: a bucket becomes one slab
+  // that one collective call reduces, and a call takes one type.
   SmallVector<SmallVector<AllReduceOp>> buckets;
-  int64_t filled = 0;
+  struct OpenBucket {
+    size_t index;
+    int64_t numBytes;
+  };
+  llvm::DenseMap<Type, OpenBucket> open;
   for (AllReduceOp sync : syncs) {
+    Type element =
+        cast<RankedTensorType>(sync.getX().getType()).getElementType();
     int64_t bytes = numBytes(sync.getX());
-    if (buckets.empty() || (filled + bytes > bucketBytes && filled > 0)) {
+    auto it = open.find(element);
+    if (it == open.end() || (it->second.numBytes + bytes > bucketBytes &&
+                             it->second.numBytes > 0)) {
       buckets.emplace_back();
-      filled = 0;
+      it = open.insert_or_assign(element, OpenBucket{buckets.size() - 1, 0})
+               .first;
     }
-    buckets.back().push_back(sync);
-    filled += bytes;
+    buckets[it->second.index].push_back(sync);
+    it->second.numBytes += bytes;
   }
   for (auto &members : buckets) {
     SmallVector<Value> operands;

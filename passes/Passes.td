@@ -107,6 +107,16 @@ def BucketGradients : Pass<"sharc-bucket-gradients", "::mlir::ModuleOp"> {
     most `bucket-bytes` (DDP's default 25 MiB), each one all_reduce_coalesced
     placed right after its last gradient is ready, so that a bucket can
     run while the backward of earlier layers continues.
+
+    The planner lays a bucket's gradients side by side in one slab, in
+    operand order, and reduces the slab in place with one collective call
+    (docs/memory.md). Hence a bucket holds one element type (each type
+    fills its own open bucket), and a gradient that anything but its
+    all_reduce reads keeps its own all_reduce: in place, that reader would
+    see the sum.
+
+    Before: `%a = sharc.all_reduce %ga {axis = "dp"}`, the same for `%b`.
+    After: `%a, %b = sharc.all_reduce_coalesced %ga, %gb {axis = "dp"}`.
   }];
   let options = [Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
                         "bucket size in bytes">];
