@@ -122,4 +122,17 @@ BufferAssignment assignBuffers(const std::vector<BufferRequest> &requests,
   return result;
 }
 
+SlabLayout layoutSlab(const std::vector<int64_t> &memberBytes,
+                      int64_t alignment) {
+  alignment = std::max<int64_t>(alignment, 1);
+  SlabLayout layout;
+  for (int64_t numBytes : memberBytes) {
+    assert(numBytes >= 0 && "buffer sizes are never negative");
+    layout.offsets.push_back(layout.numBytes);
+    layout.numBytes += (std::max<int64_t>(numBytes, 0) + alignment - 1) /
+                       alignment * alignment;
+  }
+  return layout;
+}
+
 } // namespace sharc

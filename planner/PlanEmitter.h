@@ -4,8 +4,11 @@
 // The thin layer between the IR and the planner's algorithms: reads the
 // train-step function in schedule order, gives every value a buffer
 // (parameters, optimizer state and inputs in their own regions, results in
-// the output region, everything else in the activation arena by
-// BufferAssignment), and turns each op into a plan instruction.
+// the output region, parameter gradients in the gradient arena, everything
+// else in the activation arena, both arenas by BufferAssignment), and turns
+// each op into a plan instruction. A data-parallel bucket
+// (all_reduce_coalesced) becomes one slab: its gradients are views into it
+// that their producers write, and one all_reduce sums it in place.
 #pragma once
 
 #include "planner/ScheduleGraph.h"

@@ -126,6 +126,61 @@ TEST_CASE("disjoint lifetimes share one slot, overlapping ones stack",
   REQUIRE(assignBuffers({}, 256).peakBytes == 0);
 }
 
+TEST_CASE("a slab lays its members side by side at aligned offsets",
+          "[planner]") {
+  //  160 +-------------+   a data-parallel bucket of four gradients, in
+  //      |      d      |   operand order; each starts aligned, as it would
+  //   96 +-------------+   in a buffer of its own (c is empty and takes no
+  //      |      b      |   space, d starts where it would have)
+  //   64 +-------------+
+  //      |  a (48 B)   |
+  //    0 +-------------+
+  SlabLayout slab = layoutSlab({48, 32, 0, 64}, 32);
+  REQUIRE(slab.offsets == std::vector<int64_t>{0, 64, 96, 96});
+  REQUIRE(slab.numBytes == 160);
+  REQUIRE(layoutSlab({}, 32).numBytes == 0);
+  REQUIRE(layoutSlab({5, 7}, 0).offsets == std::vector<int64_t>{0, 5});
+}
+
+TEST_CASE("slabs sized as one slot take turns in as few slots as live at once",
+          "[planner]") {
+  // Four buckets in backward order; each lives from its first member's
+  // producer to its last member's update, so only neighbours overlap. The
+  // planner requests each as large as the largest, then a slab's member
+  // is at its slab's offset plus its layoutSlab offset:
+  //
+  //  192 +-----+-----+-----+-----+-----+   A: 96 B, steps 0-3
+  //      |     |  B (64)   |     D     |   B: 64 B, steps 2-5
+  //   96 +-----+-----+-----+-----+-----+   C: 80 B, steps 4-7
+  //      |    A      |    C      |     |   D: 96 B, steps 6-9
+  //    0 +-----+-----+-----+-----+-----+
+  //      0     2     4     6     8    10
+  auto slabs = [](int64_t slotBytes) {
+    auto size = [&](int64_t numBytes) {
+      return slotBytes ? slotBytes : numBytes;
+    };
+    return std::vector<Named>{{"A", {0, size(96), 0, 3}},
+                              {"B", {1, size(64), 2, 5}},
+                              {"C", {2, size(80), 4, 7}},
+                              {"D", {3, size(96), 6, 9}}};
+  };
+  Layout slots = assign(slabs(96), 16);
+  REQUIRE(slots.offsetOf("A") == 0);
+  REQUIRE(slots.offsetOf("B") == 96);
+  REQUIRE(slots.offsetOf("C") == 0);
+  REQUIRE(slots.offsetOf("D") == 96);
+  REQUIRE(slots.result.peakBytes == 192);
+  SlabLayout c = layoutSlab({48, 32}, 16); // C's two members
+  REQUIRE(slots.offsetOf("C") + c.offsets[1] == 48);
+  // With their own sizes the big ones go first, at 0, and C above D
+  // leaves B no room but a third slot on top.
+  Layout own = assign(slabs(0), 16);
+  REQUIRE(own.offsetOf("D") == 0);
+  REQUIRE(own.offsetOf("C") == 96);
+  REQUIRE(own.offsetOf("B") == 176);
+  REQUIRE(own.result.peakBytes == 240);
+}
+
 TEST_CASE("random programs never overlap live buffers", "[planner]") {
   for (uint32_t seed = 0; seed < 500; ++seed) {
     INFO("seed " << seed);
