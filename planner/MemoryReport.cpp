@@ -2,6 +2,7 @@
 
 #include "planner/MemoryReport.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -48,6 +49,16 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
   report.totalBytes = report.parameterBytes + report.optimizerBytes +
                       report.gradientBytes + report.activationPeakBytes +
                       report.ioBytes + report.workspaceBytes;
+
+  std::vector<bool> isSlab(plan.buffers.size(), false);
+  for (const plan::Buffer &buffer : plan.buffers)
+    if (buffer.viewOf >= 0 && !isSlab[buffer.viewOf] &&
+        buffer.region == plan::Region::Gradient) {
+      isSlab[buffer.viewOf] = true;
+      report.numSlabs += 1;
+      report.largestSlabBytes = std::max(report.largestSlabBytes,
+                                         plan.buffers[buffer.viewOf].numBytes);
+    }
 
   // Live activation bytes per instruction, from first to last reference.
   size_t numBuffers = plan.buffers.size();
@@ -113,6 +124,14 @@ std::string sharc::formatReport(const plan::Plan &plan,
   row("parameters", report.parameterBytes);
   row("optimizer state", report.optimizerBytes);
   row("gradient arena", report.gradientBytes);
+  if (report.numSlabs > 0) {
+    std::snprintf(line, sizeof(line),
+                  "    in %lld bucket slabs of up to %.2f MiB, each summed in "
+                  "place by one all_reduce\n",
+                  static_cast<long long>(report.numSlabs),
+                  mib(report.largestSlabBytes));
+    text += line;
+  }
   row("activation arena", report.activationPeakBytes);
   row("inputs and outputs", report.ioBytes);
   row("workspace", report.workspaceBytes);
@@ -155,6 +174,8 @@ std::string sharc::reportJson(const plan::Plan &plan,
   add("parameter_bytes", report.parameterBytes);
   add("optimizer_bytes", report.optimizerBytes);
   add("gradient_bytes", report.gradientBytes);
+  add("gradient_slabs", report.numSlabs);
+  add("largest_slab_bytes", report.largestSlabBytes);
   add("activation_peak_bytes", report.activationPeakBytes);
   add("io_bytes", report.ioBytes);
   add("workspace_bytes", report.workspaceBytes);

@@ -6,7 +6,9 @@
 // before launch: each region is allocated once and never grows. Parameter
 // gradients have an arena of their own, placed by liveness like the
 // activations': a gradient exists from its backward op until its AdamW
-// update has run (the original frees them between steps, set-to-none).
+// update has run (the original frees them between steps, set-to-none). A
+// data-parallel bucket is one slab there: its gradients are views into it,
+// summed in place by one all_reduce, and slabs take turns in slots.
 #pragma once
 
 #include "planner/plan/Plan.h"
@@ -19,7 +21,10 @@ namespace sharc {
 struct MemoryReport {
   int64_t worldSize = 1;
   int64_t parameterBytes = 0, optimizerBytes = 0;
-  int64_t gradientBytes = 0;       ///< the gradient arena
+  int64_t gradientBytes = 0; ///< the gradient arena
+  /// Gradient buckets in the arena: slabs that gradients view, and the
+  /// largest one.
+  int64_t numSlabs = 0, largestSlabBytes = 0;
   int64_t activationPeakBytes = 0; ///< the arena
   int64_t ioBytes = 0;             ///< inputs and outputs
   int64_t workspaceBytes = 0;      ///< library scratch (none on the CPU)
