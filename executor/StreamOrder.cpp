@@ -225,10 +225,12 @@ std::vector<std::vector<int64_t>> lastUses(const plan::Plan &plan,
     for (const auto *ids : {&instr.operands, &instr.results})
       for (int64_t used : *ids)
         // A use of a view (a gradient in its bucket's slab) uses its base:
-        // the slab must outlive the members read after its all_reduce.
+        // the slab must outlive the members read after its all_reduce. The
+        // contract, checked later, refuses a view_of out of range.
         for (int64_t id : {used, plan.buffers[used].viewOf})
-          if (id >= 0 && (users[id].empty() ||
-                          users[id].back() != static_cast<int64_t>(i)))
+          if (id >= 0 && id < static_cast<int64_t>(users.size()) &&
+              (users[id].empty() ||
+               users[id].back() != static_cast<int64_t>(i)))
             users[id].push_back(static_cast<int64_t>(i));
   }
   auto overlaps = [&](int64_t a, int64_t b) {
