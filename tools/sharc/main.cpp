@@ -12,6 +12,7 @@
 #include "planner/MemoryReport.h"
 #include "planner/Timeline.h"
 #include "planner/plan/PlanIO.h"
+#include "tools/sharc/BenchSweep.h"
 #include "tools/sharc/CompileDriver.h"
 #include "tools/sharc/DefaultMachine.h"
 
@@ -60,7 +61,9 @@ void printUsage(FILE *out) {
                "         [--with-dense-reference (also write PLAN.dense for "
                "sharc-run --validate)]\n"
                "         [--report[=text|json]] [--machine MACHINE.yaml] "
-               "[--trace-sim TRACE.json]\n");
+               "[--trace-sim TRACE.json]\n"
+               "       sharc bench --kind memory|throughput ... (the "
+               "benchmark sweep; sharc bench --help)\n");
 }
 
 int usageError(const std::string &message) {
@@ -296,6 +299,10 @@ int main(int argc, char **argv) {
     printUsage(args.empty() ? stderr : stdout);
     return args.empty() ? kExitBadInput : 0;
   }
+  // `sharc bench`: the benchmark sweep (BenchSweep.h).
+  if (args[0] == "bench")
+    return sharc::bench::runBenchCommand({args.begin() + 1, args.end()},
+                                         argv[0]);
   if (args[0] != "compile")
     return usageError("unknown command '" + args[0] + "'");
   CompileFlags flags;

@@ -1,0 +1,292 @@
+//===- BenchFlags.cpp - `sharc bench` flags and the sweep's points --------===//
+//
+// The original's orchestrator arguments (seed-system.md, 3.2), its checks
+// before any run and its batch policies (3.4). Flags keep the original's
+// snake_case spelling so that its commands run unchanged after `sharc
+// bench`; sharc's own additions are kebab-case.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/sharc/BenchSweep.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+namespace sharc::bench {
+namespace {
+
+constexpr int kExitBadInput = 2;
+
+const char *kUsage =
+    "usage: sharc bench --kind memory|throughput [--modes MODE...]\n"
+    "         [--tp_size N] [--num_hidden_layers L...] [--seq_len S...]\n"
+    "         [--hidden_size H] [--num_attention_heads N]\n"
+    "         [--num_key_value_heads N] [--vocab_size V] [--head_dim D]\n"
+    "         [--intermediate_size I] [--micro_batch_size B]\n"
+    "         [--num_microbatches M] [--batch_policy fixed_per_rank|"
+    "fixed_global]\n"
+    "         [--dtype bfloat16|float32] [--warmup_iters N]\n"
+    "         [--benchmark_iters N] [--seed N] [--output_csv FILE]\n"
+    "         [--output_plot FILE] [--backend auto|cpu|cuda]\n"
+    "         [--work-dir DIR] [--machine MACHINE.yaml] [--compile-only]\n"
+    "         [--memory-limit-mib N] [--peak-flops F]\n"
+    "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp\n"
+    "  --compile-only  write the plans and the manifest into --work-dir\n"
+    "                  (default sharc-bench) and print the sharc-run\n"
+    "                  command that runs them (on a GPU node)\n"
+    "  --memory-limit-mib N  the memory one rank may use (a point whose\n"
+    "                  plan needs more is an oom row); default: what the\n"
+    "                  device has free (cuda), the host's available memory\n"
+    "                  shared by the ranks (cpu)\n";
+
+/// The original's labels (seed-system.md, 3.3).
+const std::map<std::string, std::string> &modeLabels() {
+  static const std::map<std::string, std::string> labels = {
+      {"ddp", "DDP"},       {"tp", "TP"},
+      {"tp_sp", "TP + SP"}, {"tp_sp_async", "TP + SP + Async"},
+      {"tp_vp", "TP + VP"}, {"tp_sp_async_vp", "TP + SP + Async + VP"}};
+  return labels;
+}
+
+int badFlags(const std::string &message) {
+  std::fprintf(stderr, "sharc: error: %s\n%s", message.c_str(), kUsage);
+  return kExitBadInput;
+}
+
+std::optional<int64_t> parsePositive(const std::string &text) {
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    return std::nullopt;
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (*end != '\0' || errno == ERANGE || value > (1LL << 40))
+    return std::nullopt;
+  return value;
+}
+
+int64_t defaultIntermediate(int64_t hidden) {
+  // ceil(H * pi / 64) * 64 (seed-system.md, 1.1).
+  return static_cast<int64_t>(std::ceil(hidden * M_PI / 64.0)) * 64;
+}
+
+/// The checks the original makes before any run (3.2); an error or "".
+std::string checkConfig(const BenchConfig &c) {
+  if (c.kind != "memory" && c.kind != "throughput")
+    return "--kind takes memory or throughput, not '" + c.kind + "'";
+  if (c.batchPolicy != "fixed_global" && c.batchPolicy != "fixed_per_rank")
+    return "--batch_policy takes fixed_per_rank or fixed_global, not '" +
+           c.batchPolicy + "'";
+  if (c.dtype != "bfloat16" && c.dtype != "float32")
+    return "--dtype takes bfloat16 or float32, not '" + c.dtype + "'";
+  if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda")
+    return "--backend takes auto, cpu or cuda, not '" + c.backend + "'";
+  if (c.modes.empty())
+    return "--modes needs at least one mode";
+  std::set<std::string> seen;
+  for (const std::string &mode : c.modes) {
+    if (!modeLabels().count(mode))
+      return "unknown mode '" + mode +
+             "' (expected ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp)";
+    if (!seen.insert(mode).second)
+      return "mode '" + mode + "' given twice";
+  }
+  if (c.numHiddenLayers.size() > 1 && c.seqLens.size() > 1)
+    return "at most one of --num_hidden_layers and --seq_len may hold "
+           "several values";
+  if (c.benchmarkIters < 1)
+    return "--benchmark_iters must be at least 1";
+  if (c.hiddenSize % c.numAttentionHeads != 0 && !c.headDim)
+    return "--hidden_size " + std::to_string(c.hiddenSize) +
+           " is not a multiple of --num_attention_heads " +
+           std::to_string(c.numAttentionHeads) + " (give --head_dim)";
+  int64_t modelBatch = c.microBatchSize * c.numMicrobatches;
+  bool hasTp = false;
+  for (const std::string &mode : c.modes)
+    hasTp |= mode != "ddp";
+  if (seen.count("ddp") && c.batchPolicy == "fixed_global" &&
+      modelBatch % c.tpSize != 0)
+    return "ddp with fixed_global needs micro_batch_size * num_microbatches "
+           "(" +
+           std::to_string(modelBatch) + ") divisible by the world size (" +
+           std::to_string(c.tpSize) + ")";
+  for (int64_t seqLen : c.seqLens)
+    for (const std::string &mode : c.modes)
+      if (mode.find("_sp") != std::string::npos && seqLen % c.tpSize != 0)
+        return "mode " + mode + " needs seq_len (" + std::to_string(seqLen) +
+               ") divisible by tp_size (" + std::to_string(c.tpSize) + ")";
+  if (hasTp && c.tpSize < 2)
+    return "tensor-parallel modes need --tp_size of at least 2";
+  if (c.peakFlopsPerGpu <= 0)
+    return "--peak-flops must be positive";
+  return "";
+}
+
+} // namespace
+
+std::variant<BenchConfig, int>
+parseBenchFlags(const std::vector<std::string> &args) {
+  BenchConfig c;
+  std::map<std::string, int64_t *> counts = {
+      {"--tp_size", &c.tpSize},
+      {"--hidden_size", &c.hiddenSize},
+      {"--num_attention_heads", &c.numAttentionHeads},
+      {"--num_key_value_heads", &c.numKeyValueHeads},
+      {"--vocab_size", &c.vocabSize},
+      {"--micro_batch_size", &c.microBatchSize},
+      {"--num_microbatches", &c.numMicrobatches},
+      {"--benchmark_iters", &c.benchmarkIters},
+      {"--memory-limit-mib", &c.memoryLimitMiB}};
+  std::map<std::string, std::string *> strings = {
+      {"--kind", &c.kind},
+      {"--batch_policy", &c.batchPolicy},
+      {"--dtype", &c.dtype},
+      {"--output_csv", &c.outputCsv},
+      {"--output_plot", &c.outputPlot},
+      {"--backend", &c.backend},
+      {"--work-dir", &c.workDir},
+      {"--machine", &c.machinePath}};
+  bool batchPolicyGiven = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &flag = args[i];
+    bool hasValue = i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0;
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (flag == "--compile-only") {
+      c.compileOnly = true;
+    } else if (flag == "--modes") {
+      c.modes.clear();
+      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0)
+        c.modes.push_back(args[++i]);
+    } else if (flag == "--num_hidden_layers" || flag == "--seq_len") {
+      std::vector<int64_t> &list =
+          flag == "--seq_len" ? c.seqLens : c.numHiddenLayers;
+      list.clear();
+      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+        std::optional<int64_t> value = parsePositive(args[++i]);
+        if (!value || *value < 1)
+          return badFlags(flag + " takes positive integers, got '" + args[i] +
+                          "'");
+        list.push_back(*value);
+      }
+      if (list.empty())
+        return badFlags(flag + " needs at least one value");
+    } else if (counts.count(flag) || flag == "--warmup_iters" ||
+               flag == "--seed" || flag == "--head_dim" ||
+               flag == "--intermediate_size") {
+      std::optional<int64_t> value =
+          hasValue ? parsePositive(args[++i]) : std::nullopt;
+      bool zeroAllowed = flag == "--warmup_iters" || flag == "--seed" ||
+                         flag == "--memory-limit-mib";
+      if (!value || (*value < 1 && !zeroAllowed))
+        return badFlags(flag + " needs a " +
+                        (zeroAllowed ? "non-negative" : "positive") +
+                        " integer");
+      if (flag == "--warmup_iters")
+        c.warmupIters = *value;
+      else if (flag == "--seed")
+        c.seed = *value;
+      else if (flag == "--head_dim")
+        c.headDim = *value;
+      else if (flag == "--intermediate_size")
+        c.intermediateSize = *value;
+      else
+        *counts[flag] = *value;
+    } else if (strings.count(flag)) {
+      if (!hasValue)
+        return badFlags(flag + " needs a value");
+      *strings[flag] = args[++i];
+      batchPolicyGiven |= flag == "--batch_policy";
+    } else if (flag == "--peak-flops") {
+      char *end = nullptr;
+      c.peakFlopsPerGpu = hasValue ? std::strtod(args[++i].c_str(), &end) : 0;
+      if (!hasValue || *end != '\0')
+        return badFlags("--peak-flops needs a number (FLOP/s per GPU)");
+    } else {
+      return badFlags("unknown bench flag '" + flag + "'");
+    }
+  }
+  // The original forces fixed_global for throughput: every mode then
+  // processes the same tokens per step.
+  if (c.kind == "throughput") {
+    if (batchPolicyGiven && c.batchPolicy != "fixed_global")
+      std::fprintf(stderr, "sharc: warning: --kind throughput forces "
+                           "--batch_policy fixed_global\n");
+    c.batchPolicy = "fixed_global";
+  }
+  if (std::string error = checkConfig(c); !error.empty())
+    return badFlags(error);
+  std::string stem =
+      c.kind == "memory" ? "parallel_memory_scaling" : "parallel_throughput";
+  if (c.outputCsv.empty())
+    c.outputCsv = stem + ".csv";
+  return c;
+}
+
+std::vector<BenchPoint> expandSweep(const BenchConfig &c) {
+  std::vector<BenchPoint> points;
+  int64_t modelBatch = c.microBatchSize * c.numMicrobatches;
+  int64_t headDim = c.headDim.value_or(c.hiddenSize / c.numAttentionHeads);
+  int64_t intermediate =
+      c.intermediateSize.value_or(defaultIntermediate(c.hiddenSize));
+  for (int64_t layers : c.numHiddenLayers) {
+    for (int64_t seqLen : c.seqLens) {
+      for (const std::string &mode : c.modes) {
+        BenchPoint p;
+        p.mode = mode;
+        p.label = modeLabels().at(mode);
+        p.runner = mode == "ddp" ? "ddp" : "tp";
+        p.tpSize = mode == "ddp" ? 1 : c.tpSize;
+        // DDP's world is the other modes' world (3.3).
+        p.worldSize = c.tpSize;
+        p.sequenceParallel = mode.find("_sp") != std::string::npos;
+        p.asyncCommunication = mode.find("_async") != std::string::npos;
+        p.vocabParallel = mode.find("_vp") != std::string::npos;
+        p.modelBatchSize = modelBatch;
+        p.globalBatchSize = mode == "ddp" && c.batchPolicy == "fixed_per_rank"
+                                ? modelBatch * p.worldSize
+                                : modelBatch;
+        p.layers = layers;
+        p.seqLen = seqLen;
+        p.headDim = headDim;
+        p.intermediateSize = intermediate;
+        p.params = paramCount(c, layers);
+        p.flopsPerToken = flopsPerToken(c, layers, seqLen);
+        std::string stem = mode + "-L" + std::to_string(layers) + "-S" +
+                           std::to_string(seqLen);
+        p.modelPath = "points/" + stem + ".yaml";
+        p.planPath = "points/" + stem + ".plan";
+        points.push_back(std::move(p));
+      }
+    }
+  }
+  return points;
+}
+
+double flopsPerToken(const BenchConfig &c, int64_t layers, int64_t seqLen) {
+  double hidden = static_cast<double>(c.hiddenSize);
+  double headDim = static_cast<double>(
+      c.headDim.value_or(c.hiddenSize / c.numAttentionHeads));
+  double intermediate = static_cast<double>(
+      c.intermediateSize.value_or(defaultIntermediate(c.hiddenSize)));
+  double q = c.numAttentionHeads * headDim, kv = c.numKeyValueHeads * headDim;
+  double linear = hidden * q * 2 + 2 * hidden * kv + 3 * hidden * intermediate;
+  return layers * (6 * linear + 3 * 2 * static_cast<double>(seqLen) * q) +
+         6 * hidden * static_cast<double>(c.vocabSize);
+}
+
+int64_t paramCount(const BenchConfig &c, int64_t layers) {
+  int64_t h = c.hiddenSize;
+  int64_t d = c.headDim.value_or(h / c.numAttentionHeads);
+  int64_t i = c.intermediateSize.value_or(defaultIntermediate(h));
+  int64_t q = c.numAttentionHeads * d, kv = c.numKeyValueHeads * d;
+  return 2 * c.vocabSize * h +
+         layers * (h * q + 2 * h * kv + q * h + 2 * d + 3 * h * i + 2 * h) + h;
+}
+
+} // namespace sharc::bench

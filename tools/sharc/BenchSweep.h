@@ -1,0 +1,89 @@
+//===- BenchSweep.h - `sharc bench`: the sweep, compiled ahead --*- C++ -*-===//
+// defines: BenchConfig, BenchPoint, parseBenchFlags, expandSweep,
+//          flopsPerToken, paramCount, runBenchCommand
+//
+// The original benchmark's orchestrator (seed-system.md, section 3), split
+// at the plan: `sharc bench` expands modes x layers x seq_len, writes each
+// point's model file and compiles its plan into a folder with a manifest
+// (bench.yaml), then runs `sharc-run --bench MANIFEST` once for every point
+// (no process start-up per point) and, when asked, the plot script. With
+// --compile-only it prints those commands instead, for a GPU node that has
+// only sharc-run: the folder travels as it is (paths in the manifest are
+// relative to it).
+//
+//   auto config = parseBenchFlags(args); // exit 2 on bad flags
+//   std::vector<BenchPoint> points = expandSweep(*config);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace sharc::bench {
+
+struct BenchConfig {
+  std::string kind = "memory"; ///< memory or throughput
+  std::vector<std::string> modes = {"ddp", "tp"};
+  int64_t tpSize = 2;
+  std::vector<int64_t> numHiddenLayers = {16};
+  std::vector<int64_t> seqLens = {1024};
+  int64_t hiddenSize = 768, numAttentionHeads = 8, numKeyValueHeads = 4;
+  int64_t vocabSize = 6400;
+  std::optional<int64_t> headDim, intermediateSize; ///< else the rule
+  int64_t microBatchSize = 2, numMicrobatches = 4;
+  std::string batchPolicy = "fixed_global"; ///< or fixed_per_rank
+  std::string dtype = "bfloat16";           ///< or float32
+  int64_t warmupIters = 2, benchmarkIters = 5, seed = 42;
+  std::string outputCsv, outputPlot; ///< defaults by kind
+  std::string backend = "auto";
+  std::string workDir = "sharc-bench"; ///< plans, models, manifest
+  std::string machinePath;             ///< for the predicted timeline
+  /// Test hook: the memory one rank may use; 0 = the device's free memory
+  /// (cuda) or the host's available memory shared by the ranks (cpu).
+  int64_t memoryLimitMiB = 0;
+  double peakFlopsPerGpu = 989.4e12;
+  bool compileOnly = false;
+};
+
+/// One (mode, layers, seq_len) of the sweep, as the manifest records it.
+struct BenchPoint {
+  std::string mode, label, runner;
+  int64_t tpSize = 1, worldSize = 1;
+  bool sequenceParallel = false, asyncCommunication = false;
+  bool vocabParallel = false;
+  int64_t modelBatchSize = 0, globalBatchSize = 0;
+  int64_t layers = 0, seqLen = 0;
+  int64_t headDim = 0, intermediateSize = 0;
+  int64_t params = 0;
+  double flopsPerToken = 0;
+  /// From the planner's simulated timeline (the machine file's figures);
+  /// negative when the point did not compile.
+  double predictedStepMs = -1, exposedCommMs = -1;
+  std::string modelPath, planPath; ///< relative to the work folder
+  std::string status = "ok";       ///< ok, or error when it did not compile
+  std::string reason;
+};
+
+/// Parses the flags after `bench`: the config, or an exit code (2 for bad
+/// flags, 0 for --help) after printing the message.
+std::variant<BenchConfig, int>
+parseBenchFlags(const std::vector<std::string> &args);
+
+/// The points in run order: layers-or-seq outer, modes inner (as the
+/// original), with the batch policy and each mode's sizes applied.
+std::vector<BenchPoint> expandSweep(const BenchConfig &config);
+
+/// torch_peer.py's count, for the training step (forward + backward):
+/// layers * (6 * linear + 6 * seq * q) + 6 * hidden * vocab, with
+/// linear = 2*hidden*q + 2*hidden*kv + 3*hidden*intermediate.
+double flopsPerToken(const BenchConfig &config, int64_t layers, int64_t seqLen);
+/// The original's analytic parameter count, untied (section 3.8).
+int64_t paramCount(const BenchConfig &config, int64_t layers);
+
+/// `sharc bench ARGS`: compiles the sweep, then runs it (or prints how to).
+int runBenchCommand(const std::vector<std::string> &args,
+                    const std::string &argv0);
+
+} // namespace sharc::bench
