@@ -18,6 +18,7 @@
 #include "executor/Validation.h"
 #include "planner/MemoryReport.h"
 #include "planner/plan/PlanIO.h"
+#include "tools/sharc-run/BenchRunner.h"
 
 #include <cerrno>
 #include <cmath>
@@ -376,6 +377,9 @@ int main(int argc, char **argv) {
   // sharc never throws, but the standard library may (std::bad_alloc on a
   // plan sized beyond this host's memory): no exception reaches the user.
   try {
+    // `sharc-run --bench MANIFEST`: a benchmark sweep (BenchRunner.h).
+    if (argc > 1 && std::string(argv[1]) == "--bench")
+      return benchrun::runBenchMain(argc, argv);
     auto options = parseFlags(argc, argv);
     if (!options)
       return fail(options.status());

@@ -1,0 +1,197 @@
+//===- BenchRunner.cpp - run every point of a benchmark sweep -------------===//
+//
+// Each point gets its own Runtime, destroyed before the next one starts, so
+// a point never sees the previous one's memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/sharc-run/BenchRunner.h"
+#include "executor/DataLoader.h"
+#include "executor/Runtime.h"
+#include "planner/plan/PlanIO.h"
+#include "tools/sharc-run/BenchMemory.h"
+#include "tools/sharc-run/BenchReport.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <new>
+
+namespace sharc::benchrun {
+namespace {
+
+constexpr double kMiB = 1048576.0;
+/// On cuda, what a rank holds beyond its plan once running: NCCL's buffers
+/// (a communicator per stream and axis), cuBLASLt workspaces, kernels'
+/// scratch. Measured on an H200: 3,159 MiB in use for a 1,502 MiB plan,
+/// of which about 500 MiB is the CUDA context that cudaMemGetInfo's free
+/// bytes already exclude (docs/benchmarks.md).
+constexpr int64_t kCudaReserveBytes = int64_t{1152} << 20;
+
+BenchResult failed(const std::string &status, const std::string &reason) {
+  BenchResult result;
+  result.status = status;
+  result.reason = reason;
+  return result;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid]
+                           : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+/// Warm-up and timed steps on a created runtime; fills `result`.
+Status measure(const BenchManifest &manifest, const BenchPointSpec &point,
+               exec::Runtime &runtime, BenchResult &result) {
+  const plan::Plan &plan = runtime.plan();
+  SHARC_TRY(runtime.initParams(manifest.seed));
+  exec::DataLoader loader = exec::DataLoader::synthetic(
+      plan.vocabSize, plan.batchSize, plan.seqLen, manifest.seed);
+  std::vector<double> seconds;
+  int64_t total = manifest.warmupIters + manifest.benchmarkIters;
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t step = runtime.nextStep();
+    SHARC_TRY(runtime.setBatch(loader.batch(step)));
+    auto stats = runtime.step();
+    if (!stats)
+      return stats.status();
+    if (!std::isfinite(stats->loss))
+      return Status::runtimeError("the loss of step " + std::to_string(step) +
+                                  " is " + std::to_string(stats->loss));
+    if (i == 0)
+      result.firstLoss = stats->loss;
+    result.lastLoss = stats->loss;
+    if (i >= manifest.warmupIters)
+      seconds.push_back(stats->seconds);
+  }
+  double stepSeconds = median(seconds);
+  result.stepMs = stepSeconds * 1e3;
+  result.tokensPerSecond =
+      stepSeconds > 0 ? static_cast<double>(point.globalBatchSize) *
+                            static_cast<double>(point.seqLen) / stepSeconds
+                      : 0;
+  result.mfu =
+      result.tokensPerSecond * point.flopsPerToken /
+      (static_cast<double>(point.worldSize) * manifest.peakFlopsPerGpu);
+  int64_t inUse = -1;
+  for (int64_t bytes : runtime.deviceBytesInUse())
+    inUse = std::max(inUse, bytes);
+  result.peakMiB = inUse < 0 ? -1 : static_cast<double>(inUse) / kMiB;
+  return Status::ok();
+}
+
+std::string mib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", static_cast<double>(bytes) / kMiB);
+  return text;
+}
+
+} // namespace
+
+BenchResult runBenchPoint(const BenchManifest &manifest,
+                          const BenchPointSpec &point,
+                          const std::string &backend) {
+  if (point.status != "ok")
+    return failed("error", point.reason);
+  auto plan = plan::readPlanFile(point.planPath);
+  if (!plan)
+    return failed("error", plan.status().message());
+  if (plan->worldSize() != point.worldSize ||
+      plan->batchSize != point.globalBatchSize || plan->seqLen != point.seqLen)
+    return failed("error", point.planPath +
+                               ": the plan's world size, batch or seq_len "
+                               "is not the manifest's");
+  int64_t plannedBytes = 0;
+  for (const auto &[region, numBytes] : plan->regionBytes)
+    plannedBytes += numBytes;
+  std::string resolved = backend;
+  if (resolved == "auto")
+    resolved = cudaAvailableFor(point.worldSize) ? "cuda" : "cpu";
+  MemoryBudget budget =
+      memoryBudget(resolved, point.worldSize, manifest.memoryLimitMiB);
+  int64_t reserve = resolved == "cuda" ? kCudaReserveBytes : 0;
+  if (budget.bytesPerRank >= 0 && plannedBytes + reserve > budget.bytesPerRank)
+    return failed(
+        "oom",
+        "the plan needs " + mib(plannedBytes) + " MiB per rank" +
+            (reserve ? " + " + mib(reserve) + " MiB reserve" : std::string()) +
+            ", " + mib(budget.bytesPerRank) + " MiB (" + budget.source +
+            ") are available");
+  BenchResult result;
+  result.plannedPeakMiB = static_cast<double>(plannedBytes) / kMiB;
+  try {
+    exec::RunOptions options;
+    options.backend = resolved;
+    auto runtime = exec::Runtime::create(*plan, options);
+    if (!runtime)
+      return failed("error", runtime.status().message());
+    if (Status status = measure(manifest, point, **runtime, result); !status) {
+      BenchResult error = failed("error", status.message());
+      error.plannedPeakMiB = result.plannedPeakMiB;
+      return error;
+    }
+  } catch (const std::bad_alloc &) {
+    // The simulated ranks' regions are host memory: a failed allocation
+    // is this point not fitting, not a fault of the run.
+    BenchResult oom = failed("oom", "a host allocation failed");
+    oom.plannedPeakMiB = result.plannedPeakMiB;
+    return oom;
+  }
+  return result;
+}
+
+int runBenchMain(int argc, char **argv) {
+  std::string manifestPath, backend, outputCsv;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    std::string *into = flag == "--bench"        ? &manifestPath
+                        : flag == "--backend"    ? &backend
+                        : flag == "--output_csv" ? &outputCsv
+                                                 : nullptr;
+    if (!into || i + 1 >= argc) {
+      std::fprintf(stderr,
+                   "sharc-run: error: %s\nusage: sharc-run --bench "
+                   "MANIFEST [--backend auto|cpu|cuda] [--output_csv FILE]\n",
+                   into ? (flag + " needs a value").c_str()
+                        : ("unknown bench flag '" + flag + "'").c_str());
+      return 2;
+    }
+    *into = argv[++i];
+  }
+  auto manifest = readBenchManifest(manifestPath);
+  if (!manifest) {
+    std::fprintf(stderr, "sharc-run: error: %s\n",
+                 manifest.status().message().c_str());
+    return 2;
+  }
+  if (backend.empty())
+    backend = manifest->backend;
+  if (backend != "auto" && backend != "cpu" && backend != "cuda") {
+    std::fprintf(stderr, "sharc-run: error: unknown backend '%s'\n",
+                 backend.c_str());
+    return 2;
+  }
+  if (!outputCsv.empty())
+    manifest->outputCsv = outputCsv;
+  std::vector<BenchResult> results;
+  bool anyError = false;
+  for (size_t i = 0; i < manifest->points.size(); ++i) {
+    const BenchPointSpec &point = manifest->points[i];
+    results.push_back(runBenchPoint(*manifest, point, backend));
+    anyError |= results.back().status == "error";
+    std::printf("%s\n", formatProgress(*manifest, i, results.back()).c_str());
+    std::fflush(stdout);
+  }
+  std::printf("\n%s", formatTables(*manifest, results).c_str());
+  if (Status status = writeCsv(manifest->outputCsv, *manifest, results);
+      !status) {
+    std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
+    return 1;
+  }
+  std::printf("saved CSV: %s\n", manifest->outputCsv.c_str());
+  return anyError ? 1 : 0;
+}
+
+} // namespace sharc::benchrun
