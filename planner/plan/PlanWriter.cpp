@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/plan/PlanIO.h"
+
+#include "planner/plan/FileText.h"
 #include "planner/plan/PlanText.h"
 
 #include <cerrno>
@@ -123,15 +125,8 @@ std::string writePlan(const Plan &plan) {
 }
 
 Status writePlanFile(const Plan &plan, const std::string &path) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file)
-    return Status::runtimeError("cannot write plan '" + path +
-                                "': " + std::strerror(errno));
-  file << writePlan(plan);
-  file.close();
-  if (!file)
-    return Status::runtimeError("cannot write plan '" + path + "'");
-  return Status::ok();
+  std::string text = writePlan(plan);
+  return writeFileAtomically(path, {text}, "plan");
 }
 
 } // namespace sharc::plan

@@ -311,26 +311,14 @@ Status writeSafeTensors(const std::string &path, const TensorFile &file) {
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
 
-  std::string temporary = path + ".tmp";
-  std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
-  if (!stream)
-    return Status::runtimeError("cannot write '" + temporary +
-                                "': " + std::strerror(errno));
   char length[8];
   for (int i = 0; i < 8; ++i)
     length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
-  stream.write(length, sizeof(length));
-  stream.write(header.data(), static_cast<std::streamsize>(header.size()));
+  std::vector<std::string_view> pieces{{length, sizeof(length)}, header};
   for (const NamedTensor *tensor : order)
-    stream.write(reinterpret_cast<const char *>(tensor->bytes.data()),
-                 static_cast<std::streamsize>(tensor->bytes.size()));
-  stream.close();
-  if (!stream)
-    return Status::runtimeError("cannot write '" + temporary + "'");
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    return Status::runtimeError("cannot rename '" + temporary + "' to '" +
-                                path + "': " + std::strerror(errno));
-  return Status::ok();
+    pieces.emplace_back(reinterpret_cast<const char *>(tensor->bytes.data()),
+                        tensor->bytes.size());
+  return writeFileAtomically(path, pieces, "");
 }
 
 std::vector<double> tensorAsDoubles(const NamedTensor &tensor) {

@@ -17,6 +17,7 @@
 #include "executor/Runtime.h"
 #include "executor/Validation.h"
 #include "planner/MemoryReport.h"
+#include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchRunner.h"
 
@@ -194,6 +195,14 @@ Result<Options> parseFlags(int argc, char **argv) {
     return bad("--trace does not apply to --compare-cpu");
   if (options.compareCpu)
     options.validatePath = options.planPath;
+  // An output may never replace an input of the same run.
+  for (const std::string *output :
+       {&options.savePath, &options.dumpPath, &options.tracePath})
+    for (const std::string *input :
+         {&options.planPath, &options.loadPath, &options.dataPath})
+      if (!output->empty() && !input->empty() && sameFile(*output, *input))
+        return bad("'" + *output + "' is both an input and an output of " +
+                   "this run; write the output elsewhere");
   // Validation starts both runs from --seed's weights: a checkpoint, an
   // output file or a token file would be silently ignored there.
   if (!options.validatePath.empty())
@@ -211,18 +220,7 @@ Status writeTrace(const exec::Runtime &runtime, const std::string &path) {
   auto trace = runtime.lastStepTrace();
   if (!trace)
     return trace.status();
-  FILE *file = std::fopen(path.c_str(), "wb");
-  if (!file)
-    return Status::runtimeError("cannot write trace '" + path +
-                                "': " + std::strerror(errno));
-  bool written =
-      std::fwrite(trace->data(), 1, trace->size(), file) == trace->size();
-  // fclose flushes, so a full disk may only show here.
-  bool closed = std::fclose(file) == 0;
-  if (!written || !closed)
-    return Status::runtimeError("cannot write trace '" + path +
-                                "': " + std::strerror(errno));
-  return Status::ok();
+  return writeFileAtomically(path, {*trace}, "trace");
 }
 
 /// Planned bytes per rank against what the device holds (cuda only): the

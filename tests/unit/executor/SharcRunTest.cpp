@@ -236,11 +236,17 @@ TEST_CASE("sharc-run refuses counts that would wrap and flags a mode ignores",
   for (const char *flags :
        {" --steps 18446744073709551617", " --steps -1", " --seed +3",
         " --steps 100000001", " --validate --load x.safetensors",
-        " --compare-cpu --save x.safetensors", " --validate --data x.tokens"}) {
-    ToolRun run = runTool(planPath + flags);
-    INFO(flags << ": " << run.out);
+        " --compare-cpu --save x.safetensors", " --validate --data x.tokens",
+        " --steps 1 --save PLAN", " --steps 1 --trace PLAN"}) {
+    std::string args = flags;
+    if (size_t at = args.find("PLAN"); at != std::string::npos)
+      args.replace(at, 4, planPath);
+    ToolRun run = runTool(planPath + args);
+    INFO(args << ": " << run.out);
     REQUIRE(run.exitCode == 2);
-    REQUIRE(run.out.rfind("sharc-run: error: --", 0) == 0);
+    REQUIRE(run.out.rfind("sharc-run: error: ", 0) == 0);
   }
+  // The refused outputs left the plan whole.
+  REQUIRE(plan::readPlanFile(planPath));
   std::remove(planPath.c_str());
 }

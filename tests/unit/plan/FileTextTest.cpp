@@ -1,0 +1,90 @@
+//===- FileTextTest.cpp - whole-file reads and atomic writes --------------===//
+
+#include "planner/plan/FileText.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <dirent.h>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace sharc;
+
+namespace {
+
+std::string tempDir() {
+  std::string dir = "/tmp/sharc-filetext-XXXXXX";
+  REQUIRE(::mkdtemp(dir.data()));
+  return dir;
+}
+
+/// The names in `dir` other than . and ..
+std::vector<std::string> entries(const std::string &dir) {
+  std::vector<std::string> names;
+  DIR *handle = ::opendir(dir.c_str());
+  REQUIRE(handle);
+  while (dirent *entry = ::readdir(handle))
+    if (std::string(entry->d_name) != "." && std::string(entry->d_name) != "..")
+      names.push_back(entry->d_name);
+  ::closedir(handle);
+  return names;
+}
+
+} // namespace
+
+TEST_CASE("an atomic write replaces the file and leaves no temporary",
+          "[plan]") {
+  std::string dir = tempDir();
+  std::string path = dir + "/out.txt";
+  REQUIRE(writeFileAtomically(path, {"old"}, "test file"));
+  REQUIRE(writeFileAtomically(path, {"new ", "text"}, "test file"));
+  auto text = readWholeFile(path, "");
+  REQUIRE(text);
+  REQUIRE(*text == "new text");
+  REQUIRE(entries(dir) == std::vector<std::string>{"out.txt"});
+  struct stat info{};
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  REQUIRE((info.st_mode & 0444) == 0444); // not mkstemp's 0600
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("an atomic write never replaces a directory or a FIFO", "[plan]") {
+  std::string dir = tempDir();
+  std::string sub = dir + "/sub";
+  REQUIRE(::mkdir(sub.c_str(), 0755) == 0);
+  Status status = writeFileAtomically(sub, {"x"}, "plan");
+  REQUIRE(status.code() == Status::Code::InvalidInput);
+  REQUIRE(status.message() ==
+          "cannot write plan '" + sub + "': it is a directory");
+  std::string fifo = dir + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(writeFileAtomically(fifo, {"x"}, "").code() ==
+          Status::Code::InvalidInput);
+  // A folder that does not exist: an error, and nothing left behind.
+  Status missing = writeFileAtomically(dir + "/none/out", {"x"}, "trace");
+  REQUIRE(missing.code() == Status::Code::RuntimeError);
+  REQUIRE(entries(dir).size() == 2);
+  std::remove(fifo.c_str());
+  ::rmdir(sub.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("reading a directory or a FIFO names what it is", "[plan]") {
+  std::string dir = tempDir();
+  auto asDir = readWholeFile(dir, "plan");
+  REQUIRE(asDir.status().code() == Status::Code::InvalidInput);
+  REQUIRE(asDir.status().message() ==
+          "plan '" + dir + "' is a directory, not a file");
+  std::string fifo = dir + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto asFifo = readWholeFile(fifo, ""); // must not block
+  REQUIRE(asFifo.status().message() == "'" + fifo + "' is a FIFO, not a file");
+  REQUIRE(sameFile(dir, dir + "/."));
+  REQUIRE_FALSE(sameFile(dir, fifo));
+  REQUIRE_FALSE(sameFile(dir + "/none", dir + "/none"));
+  std::remove(fifo.c_str());
+  ::rmdir(dir.c_str());
+}
