@@ -10,10 +10,6 @@
 #include "planner/plan/FileText.h"
 #include "planner/plan/PlanText.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 namespace sharc::plan {
 
 namespace {
