@@ -150,7 +150,7 @@ std::string formatProgress(const BenchManifest &manifest, size_t index,
   std::string head = "[" + std::to_string(index + 1) + "/" +
                      std::to_string(manifest.points.size()) + "] " +
                      (scansSequence(manifest) ? "seq " : "layers ") +
-                     std::to_string(rowKey(manifest, point)) + "  " +
+                     padded(std::to_string(rowKey(manifest, point)), 7) + " " +
                      padded(point.label, 28);
   if (result.status == "oom")
     return head + "OOM (" + result.reason + ")";

@@ -112,15 +112,18 @@ BenchResult runBenchPoint(const BenchManifest &manifest,
   MemoryBudget budget =
       memoryBudget(resolved, point.worldSize, manifest.memoryLimitMiB);
   int64_t reserve = resolved == "cuda" ? kCudaReserveBytes : 0;
-  if (budget.bytesPerRank >= 0 && plannedBytes + reserve > budget.bytesPerRank)
-    return failed(
-        "oom",
-        "the plan needs " + mib(plannedBytes) + " MiB per rank" +
-            (reserve ? " + " + mib(reserve) + " MiB reserve" : std::string()) +
-            ", " + mib(budget.bytesPerRank) + " MiB (" + budget.source +
-            ") are available");
   BenchResult result;
   result.plannedPeakMiB = static_cast<double>(plannedBytes) / kMiB;
+  if (budget.bytesPerRank >= 0 &&
+      plannedBytes + reserve > budget.bytesPerRank) {
+    result.status = "oom";
+    result.reason =
+        "the plan needs " + mib(plannedBytes) + " MiB per rank" +
+        (reserve ? " + " + mib(reserve) + " MiB reserve" : std::string()) +
+        ", " + mib(budget.bytesPerRank) + " MiB (" + budget.source +
+        ") are available";
+    return result;
+  }
   try {
     exec::RunOptions options;
     options.backend = resolved;

@@ -57,6 +57,8 @@ const char *kUsage =
     "                 [--poison] [--check] [--quiet]\n"
     "                 [--validate DENSE_PLAN | --compare-cpu]\n"
     "                 [--trace FILE.json] [--timeout SECONDS]\n"
+    "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
+    "                 (a sweep `sharc bench` compiled; BenchRunner.h)\n"
     "  --backend       auto (default): cuda when this build has it and the\n"
     "                  node has a GPU per rank, else cpu\n"
     "  --data FILE     raw little-endian int32 token ids, read in windows\n"
