@@ -38,6 +38,13 @@ constexpr const char *kRegionNames =
     "param, opt_state, input, output, activation or gradient";
 constexpr const char *kDTypes = "f32, bf16, i32 or f64";
 
+// Upper bounds of header numbers (see readHeader).
+constexpr int64_t kMaxTokens = INT32_MAX;
+constexpr int64_t kMaxStreams = 64;
+constexpr int64_t kMaxEvents = int64_t{1} << 24;
+constexpr int64_t kMaxRanks = 65536;
+constexpr int64_t kMaxRegionBytes = int64_t{1} << 50; // 1 PiB
+
 std::optional<Region> parseRegion(std::string_view name) {
   for (Region region : kRegions)
     if (name == regionName(region))
@@ -152,7 +159,8 @@ public:
   }
 
   Status readInt(const YAML::Node &node, int64_t &value,
-                 int64_t minimum = INT64_MIN) const {
+                 int64_t minimum = INT64_MIN,
+                 int64_t maximum = INT64_MAX) const {
     std::string text = node.IsScalar() ? node.Scalar() : "";
     if (!node.IsScalar() || !isIntegerSyntax(text))
       return fail(node, "expected an integer, got " + describe(node));
@@ -162,6 +170,9 @@ public:
       return fail(node, "integer " + text + " out of range");
     if (value < minimum)
       return fail(node, "expected an integer >= " + std::to_string(minimum) +
+                            ", got " + text);
+    if (value > maximum)
+      return fail(node, "expected an integer <= " + std::to_string(maximum) +
                             ", got " + text);
     return Status::ok();
   }
@@ -295,13 +306,24 @@ public:
       SHARC_TRY(readString(*found, plan.mode));
     if (auto found = top.find("mesh"))
       SHARC_TRY(readMesh(*found, plan));
-    for (auto [key, field, minimum] : {std::tuple{"seq_len", &plan.seqLen, 0},
-                                       {"batch_size", &plan.batchSize, 0},
-                                       {"vocab_size", &plan.vocabSize, 0},
-                                       {"num_streams", &plan.numStreams, 1},
-                                       {"num_events", &plan.numEvents, 0}})
+    // Every count is bounded by what a run could hold, so that no header
+    // number turns into a huge allocation or a wrap: token ids and token
+    // counts are int32, a stream is a thread or a CUDA stream, an event a
+    // cudaEvent per rank.
+    for (auto [key, field, minimum, maximum] :
+         {std::tuple{"seq_len", &plan.seqLen, 0, kMaxTokens},
+          {"batch_size", &plan.batchSize, 0, kMaxTokens},
+          {"vocab_size", &plan.vocabSize, 0, kMaxTokens},
+          {"num_streams", &plan.numStreams, 1, kMaxStreams},
+          {"num_events", &plan.numEvents, 0, kMaxEvents}})
       if (auto found = top.find(key))
-        SHARC_TRY(readInt(*found, *field, minimum));
+        SHARC_TRY(readInt(*found, *field, minimum, maximum));
+    if (plan.seqLen * plan.batchSize > kMaxTokens)
+      return fail(top.find("seq_len") ? *top.find("seq_len") : node,
+                  "seq_len x batch_size = " +
+                      std::to_string(plan.seqLen * plan.batchSize) +
+                      " tokens exceed the limit of " +
+                      std::to_string(kMaxTokens) + " (int32 token counts)");
     if (auto found = top.find("compute_dtype"))
       SHARC_TRY(
           readName(*found, parseDType, "dtype", kDTypes, plan.computeDType));
@@ -324,7 +346,14 @@ public:
         return fail(value, "name '" + axis.name +
                                "' of a mesh axis is empty or repeated");
       SHARC_TRY(require(fields, "size", "a mesh axis", value));
-      SHARC_TRY(readInt(value, axis.size, 1));
+      SHARC_TRY(readInt(value, axis.size, 1, kMaxRanks));
+      int64_t worldSize = axis.size;
+      for (const MeshAxis &other : plan.mesh)
+        worldSize *= other.size; // each <= kMaxRanks: no overflow
+      if (worldSize > kMaxRanks)
+        return fail(value, "the mesh's " + std::to_string(worldSize) +
+                               " ranks exceed the limit of " +
+                               std::to_string(kMaxRanks));
       plan.mesh.push_back(axis);
     }
     return Status::ok();
@@ -337,7 +366,8 @@ public:
         {"param", "opt_state", "input", "output", "activation", "gradient"},
         fields));
     for (const auto &[name, value] : fields.entries)
-      SHARC_TRY(readInt(value, plan.regionBytes[*parseRegion(name)], 0));
+      SHARC_TRY(readInt(value, plan.regionBytes[*parseRegion(name)], 0,
+                        kMaxRegionBytes));
     return Status::ok();
   }
 

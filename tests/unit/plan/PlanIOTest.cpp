@@ -349,6 +349,27 @@ TEST_CASE("malformed plans name the file, line and column", "[plan]") {
     REQUIRE(parseError("") ==
             "plan.yaml:1:1: a plan must start with 'sharc_plan: 1'");
   }
+  SECTION("header numbers beyond what a run could hold") {
+    REQUIRE(parseError(edit(5, "2", "65")) ==
+            "plan.yaml:5:14: expected an integer <= 64, got 65");
+    REQUIRE(parseError(edit(6, "2", "99999999999")) ==
+            "plan.yaml:6:13: expected an integer <= 16777216, got "
+            "99999999999");
+    REQUIRE(parseError(edit(4, "size: 2", "size: 70000")) ==
+            "plan.yaml:4:46: expected an integer <= 65536, got 70000");
+    REQUIRE(parseError(edit(4, "size: 1}, {name: tp, size: 2}",
+                            "size: 1024}, {name: tp, size: 1024}")) ==
+            "plan.yaml:4:49: the mesh's 1048576 ranks exceed the limit of "
+            "65536");
+    REQUIRE(parseError(edit(7, "128", "2000000000000000000")) ==
+            "plan.yaml:7:34: expected an integer <= 1125899906842624, got "
+            "2000000000000000000");
+    std::string tokens = kBase;
+    tokens.insert(kBase.find("mesh:"), "seq_len: 65536\nbatch_size: 65536\n");
+    REQUIRE(parseError(tokens) ==
+            "plan.yaml:4:10: seq_len x batch_size = 4294967296 tokens exceed "
+            "the limit of 2147483647 (int32 token counts)");
+  }
   SECTION("unknown top-level key") {
     REQUIRE_THAT(parseError(edit(5, "num_streams", "num_stream")),
                  StartsWith("plan.yaml:5:1: unknown key 'num_stream' in the "
