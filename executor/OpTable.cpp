@@ -55,7 +55,7 @@ namespace {
 /// A GEMM runs on the cpu kernel, or on the rank's GemmEngine on a device.
 template <typename Args>
 Result<Launch> launchGemm(
-    const OpEnv &env, const Args &args,
+    const OpEnv &env, int64_t stream, const Args &args,
     Status (GemmEngine::*deviceGemm)(const Args &, kernels::DeviceStream),
     void (*cpuGemm)(const Args &)) {
   if (!env.onDevice)
@@ -63,6 +63,9 @@ Result<Launch> launchGemm(
       cpuGemm(args);
       return Status::ok();
     });
+  if (stream >= 0 && stream < static_cast<int64_t>(env.gemms.size()) &&
+      env.gemms[stream])
+    SHARC_TRY(env.gemms[stream]->prepare(args));
   return Launch([args, deviceGemm](const LaunchContext &context) {
     if (!context.gemm)
       return Status::runtimeError("no GEMM engine on this backend");
@@ -211,7 +214,7 @@ Result<Launch> bindMatmul(const OpCall &c, const OpEnv &env) {
   int64_t m = x.numel() / k;
   SHARC_TRY(isFloat(y, "y"));
   SHARC_TRY(numelIs(y, m * n, "y"));
-  return launchGemm(env,
+  return launchGemm(env, c.instr->stream,
                     kernels::MatmulArgs{.x = x.cview(),
                                         .w = w.cview(),
                                         .y = y.view(),
@@ -234,7 +237,7 @@ Result<Launch> bindMatmulDgrad(const OpCall &c, const OpEnv &env) {
   int64_t m = dy.numel() / n;
   SHARC_TRY(isFloat(dx, "dx"));
   SHARC_TRY(numelIs(dx, m * k, "dx"));
-  return launchGemm(env,
+  return launchGemm(env, c.instr->stream,
                     kernels::MatmulDgradArgs{.dy = dy.cview(),
                                              .w = w.cview(),
                                              .dx = dx.view(),
@@ -257,7 +260,7 @@ Result<Launch> bindMatmulWgrad(const OpCall &c, const OpEnv &env) {
   int64_t m = dy.numel() / n;
   SHARC_TRY(isFloat(x, "x"));
   SHARC_TRY(numelIs(x, m * k, "x"));
-  return launchGemm(env,
+  return launchGemm(env, c.instr->stream,
                     kernels::MatmulWgradArgs{.dy = dy.cview(),
                                              .x = x.cview(),
                                              .dw = dw.view(),

@@ -53,6 +53,8 @@ struct OpCall {
   std::vector<TensorRef> results;
 };
 
+class GemmEngine;
+
 /// What bind may read besides the buffers: the rank's place in the mesh.
 struct OpEnv {
   const std::vector<plan::MeshAxis> *mesh = nullptr;
@@ -62,6 +64,9 @@ struct OpEnv {
   /// Scratch bytes per stream the bound launches need (the runtime's, set
   /// while it binds a rank); needScratch raises them.
   std::vector<int64_t> *scratchBytes = nullptr;
+  /// The GEMM engine of each stream on a device backend (empty on the cpu),
+  /// so a GEMM's algorithm is chosen at bind.
+  std::vector<GemmEngine *> gemms;
 
   /// Coordinate along `axis`, 0 for an axis the mesh lacks.
   int64_t coord(const std::string &axis) const;
@@ -86,6 +91,11 @@ public:
                              kernels::DeviceStream stream) = 0;
   virtual Status matmulWgrad(const kernels::MatmulWgradArgs &args,
                              kernels::DeviceStream stream) = 0;
+  /// Chooses and caches a product's algorithm at set-up, so that the first
+  /// step does not and a shape the library cannot run fails at bind.
+  virtual Status prepare(const kernels::MatmulArgs &args) = 0;
+  virtual Status prepare(const kernels::MatmulDgradArgs &args) = 0;
+  virtual Status prepare(const kernels::MatmulWgradArgs &args) = 0;
 };
 
 /// What a launch gets at run time: the stream it runs on (null on the cpu),

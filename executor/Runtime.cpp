@@ -198,7 +198,12 @@ Status Runtime::setUp() {
     state->device = std::move(*device);
     state->env = OpEnv{.mesh = &plan_.mesh,
                        .coords = meshCoords(plan_.mesh, r),
-                       .onDevice = backend_->enqueues()};
+                       .onDevice = backend_->enqueues(),
+                       .scratchBytes = nullptr,
+                       .gemms = {}};
+    if (backend_->enqueues())
+      for (int64_t stream = 0; stream < plan_.numStreams; ++stream)
+        state->env.gemms.push_back(state->device->context(stream).gemm);
     SHARC_TRY(bindRank(*state));
     ranks_.push_back(std::move(state));
   }

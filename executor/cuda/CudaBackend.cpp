@@ -36,6 +36,15 @@ public:
                      kernels::DeviceStream stream) override {
     return gemm_->matmulWgrad(args, stream);
   }
+  Status prepare(const kernels::MatmulArgs &args) override {
+    return gemm_->prepare(args);
+  }
+  Status prepare(const kernels::MatmulDgradArgs &args) override {
+    return gemm_->prepare(args);
+  }
+  Status prepare(const kernels::MatmulWgradArgs &args) override {
+    return gemm_->prepare(args);
+  }
 
 private:
   std::unique_ptr<kernels::cuda::Gemm> gemm_;

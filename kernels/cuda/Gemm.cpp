@@ -119,87 +119,143 @@ Gemm::~Gemm() {
     cublasLtDestroy(asHandle(handle_));
 }
 
-Status Gemm::run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                 const void *a, int64_t lda, const void *b, int64_t ldb,
-                 void *c, int64_t ldc, DType dtype, DeviceStream stream) {
-  if (m == 0 || n == 0)
-    return Status::ok();
-  Key key{transA, transB, m, n, k, lda, ldb, ldc, static_cast<int>(dtype)};
+Result<const Gemm::Plan *> Gemm::planFor(const Product &p) {
+  Key key{p.transA, p.transB, p.m,
+          p.n,      p.k,      p.lda,
+          p.ldb,    p.ldc,    static_cast<int>(p.dtype)};
   auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    auto type = cudaType(dtype);
-    if (!type)
-      return type.status();
-    auto plan = std::make_unique<Plan>();
-    SHARC_CUBLAS(
-        cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-    SHARC_CUBLAS(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
-    SHARC_CUBLAS(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
-    // Stored shapes: op(A) is m x k, so A is k x m when transposed.
-    SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a, *type, transA ? k : m,
-                                            transA ? m : k, lda));
-    SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b, *type, transB ? n : k,
-                                            transB ? k : n, ldb));
-    SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->c, *type, m, n, ldc));
-    cublasLtMatmulPreference_t preference = nullptr;
-    SHARC_CUBLAS(cublasLtMatmulPreferenceCreate(&preference));
-    uint64_t maxWorkspace = static_cast<uint64_t>(workspaceBytes_);
-    cublasStatus_t setStatus = cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &maxWorkspace,
-        sizeof(maxWorkspace));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    cublasStatus_t heuristic = CUBLAS_STATUS_SUCCESS;
-    if (setStatus == CUBLAS_STATUS_SUCCESS)
-      heuristic = cublasLtMatmulAlgoGetHeuristic(
-          asHandle(handle_), plan->desc, plan->a, plan->b, plan->c, plan->c,
-          preference, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(preference);
-    SHARC_CUBLAS(setStatus);
-    SHARC_CUBLAS(heuristic);
-    if (found == 0)
-      return Status::runtimeError(
-          "cuBLASLt has no algorithm for a " + std::string(dtypeName(dtype)) +
-          " GEMM of m=" + std::to_string(m) + " n=" + std::to_string(n) +
-          " k=" + std::to_string(k));
-    plan->algo = result.algo;
-    it = plans_.emplace(key, std::move(plan)).first;
-  }
-  const Plan &plan = *it->second;
+  if (it != plans_.end())
+    return static_cast<const Plan *>(it->second.get());
+  auto type = cudaType(p.dtype);
+  if (!type)
+    return type.status();
+  auto plan = std::make_unique<Plan>();
+  SHARC_CUBLAS(
+      cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t opA = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  SHARC_CUBLAS(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof(opA)));
+  SHARC_CUBLAS(cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof(opB)));
+  // Stored shapes: op(A) is m x k, so A is k x m when transposed.
+  SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a, *type, p.transA ? p.k : p.m,
+                                          p.transA ? p.m : p.k, p.lda));
+  SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b, *type, p.transB ? p.n : p.k,
+                                          p.transB ? p.k : p.n, p.ldb));
+  SHARC_CUBLAS(cublasLtMatrixLayoutCreate(&plan->c, *type, p.m, p.n, p.ldc));
+  cublasLtMatmulPreference_t preference = nullptr;
+  SHARC_CUBLAS(cublasLtMatmulPreferenceCreate(&preference));
+  uint64_t maxWorkspace = static_cast<uint64_t>(workspaceBytes_);
+  cublasStatus_t setStatus = cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &maxWorkspace,
+      sizeof(maxWorkspace));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t heuristic = CUBLAS_STATUS_SUCCESS;
+  if (setStatus == CUBLAS_STATUS_SUCCESS)
+    heuristic = cublasLtMatmulAlgoGetHeuristic(
+        asHandle(handle_), plan->desc, plan->a, plan->b, plan->c, plan->c,
+        preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  SHARC_CUBLAS(setStatus);
+  SHARC_CUBLAS(heuristic);
+  if (found == 0)
+    return Status::runtimeError(
+        "cuBLASLt has no algorithm for a " + std::string(dtypeName(p.dtype)) +
+        " GEMM of m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+        " k=" + std::to_string(p.k));
+  plan->algo = result.algo;
+  const Plan *made = plan.get();
+  plans_.emplace(key, std::move(plan));
+  return made;
+}
+
+Status Gemm::run(const Product &product, const void *a, const void *b, void *c,
+                 DeviceStream stream) {
+  if (product.m == 0 || product.n == 0)
+    return Status::ok();
+  auto plan = planFor(product);
+  if (!plan)
+    return plan.status();
   float one = 1.0f, zero = 0.0f;
-  SHARC_CUBLAS(cublasLtMatmul(asHandle(handle_), plan.desc, &one, a, plan.a, b,
-                              plan.b, &zero, c, plan.c, c, plan.c, &plan.algo,
-                              workspace_, static_cast<size_t>(workspaceBytes_),
-                              stream));
+  SHARC_CUBLAS(cublasLtMatmul(asHandle(handle_), (*plan)->desc, &one, a,
+                              (*plan)->a, b, (*plan)->b, &zero, c, (*plan)->c,
+                              c, (*plan)->c, &(*plan)->algo, workspace_,
+                              static_cast<size_t>(workspaceBytes_), stream));
   return Status::ok();
 }
 
-Status Gemm::matmul(const MatmulArgs &args, DeviceStream stream) {
-  // y^T (n x m) = op_T(w: k x n) op_N(x^T: k x m)
+// y^T (n x m) = op_T(w: k x n) op_N(x^T: k x m)
+Result<Gemm::Product> Gemm::productOf(const MatmulArgs &args) {
   DType dtype;
   SHARC_TRY(sameType(args.x.dtype, args.w.dtype, args.y.dtype, &dtype));
-  return run(true, false, args.n, args.m, args.k, args.w.data, args.k,
-             args.x.data, args.k, args.y.data, args.n, dtype, stream);
+  return Product{true,   false,  args.n, args.m, args.k,
+                 args.k, args.k, args.n, dtype};
+}
+
+// dx^T (k x m) = op_N(w^T: k x n) op_N(dy^T: n x m)
+Result<Gemm::Product> Gemm::productOf(const MatmulDgradArgs &args) {
+  DType dtype;
+  SHARC_TRY(sameType(args.dy.dtype, args.w.dtype, args.dx.dtype, &dtype));
+  return Product{false,  false,  args.k, args.m, args.n,
+                 args.k, args.n, args.k, dtype};
+}
+
+// dw^T (k x n) = op_N(x^T: k x m) op_T(dy^T: n x m)
+Result<Gemm::Product> Gemm::productOf(const MatmulWgradArgs &args) {
+  DType dtype;
+  SHARC_TRY(sameType(args.dy.dtype, args.x.dtype, args.dw.dtype, &dtype));
+  return Product{false,  true,   args.k, args.n, args.m,
+                 args.k, args.n, args.k, dtype};
+}
+
+Status Gemm::matmul(const MatmulArgs &args, DeviceStream stream) {
+  auto product = productOf(args);
+  if (!product)
+    return product.status();
+  return run(*product, args.w.data, args.x.data, args.y.data, stream);
 }
 
 Status Gemm::matmulDgrad(const MatmulDgradArgs &args, DeviceStream stream) {
-  // dx^T (k x m) = op_N(w^T: k x n) op_N(dy^T: n x m)
-  DType dtype;
-  SHARC_TRY(sameType(args.dy.dtype, args.w.dtype, args.dx.dtype, &dtype));
-  return run(false, false, args.k, args.m, args.n, args.w.data, args.k,
-             args.dy.data, args.n, args.dx.data, args.k, dtype, stream);
+  auto product = productOf(args);
+  if (!product)
+    return product.status();
+  return run(*product, args.w.data, args.dy.data, args.dx.data, stream);
 }
 
 Status Gemm::matmulWgrad(const MatmulWgradArgs &args, DeviceStream stream) {
-  // dw^T (k x n) = op_N(x^T: k x m) op_T(dy^T: n x m)
-  DType dtype;
-  SHARC_TRY(sameType(args.dy.dtype, args.x.dtype, args.dw.dtype, &dtype));
-  return run(false, true, args.k, args.n, args.m, args.x.data, args.k,
-             args.dy.data, args.n, args.dw.data, args.k, dtype, stream);
+  auto product = productOf(args);
+  if (!product)
+    return product.status();
+  return run(*product, args.x.data, args.dy.data, args.dw.data, stream);
+}
+
+Status Gemm::prepare(const MatmulArgs &args) {
+  auto product = productOf(args);
+  if (!product)
+    return product.status();
+  if (product->m == 0 || product->n == 0)
+    return Status::ok();
+  return planFor(*product).status();
+}
+
+Status Gemm::prepare(const MatmulDgradArgs &args) {
+  auto product = productOf(args);
+  if (!product)
+    return product.status();
+  if (product->m == 0 || product->n == 0)
+    return Status::ok();
+  return planFor(*product).status();
+}
+
+Status Gemm::prepare(const MatmulWgradArgs &args) {
+  auto product = productOf(args);
+  if (!product)
+    return product.status();
+  if (product->m == 0 || product->n == 0)
+    return Status::ok();
+  return planFor(*product).status();
 }
 
 } // namespace sharc::kernels::cuda

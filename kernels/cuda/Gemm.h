@@ -33,6 +33,11 @@ public:
   Status matmul(const MatmulArgs &args, DeviceStream stream);
   Status matmulDgrad(const MatmulDgradArgs &args, DeviceStream stream);
   Status matmulWgrad(const MatmulWgradArgs &args, DeviceStream stream);
+  /// Makes the product's descriptors and picks its algorithm now (at
+  /// set-up) instead of at its first launch; only sizes and dtypes are read.
+  Status prepare(const MatmulArgs &args);
+  Status prepare(const MatmulDgradArgs &args);
+  Status prepare(const MatmulWgradArgs &args);
   int64_t workspaceBytes() const { return workspaceBytes_; }
 
   struct Plan; ///< descriptors and algorithm of one cached product
@@ -41,9 +46,18 @@ private:
   Gemm() = default;
   /// One column-major product C[m,n] = op(A)[m,k] op(B)[k,n] as cuBLASLt
   /// sees it; the row-major callers map onto it.
-  Status run(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-             const void *a, int64_t lda, const void *b, int64_t ldb, void *c,
-             int64_t ldc, DType dtype, DeviceStream stream);
+  struct Product {
+    bool transA, transB;
+    int64_t m, n, k, lda, ldb, ldc;
+    DType dtype;
+  };
+  static Result<Product> productOf(const MatmulArgs &args);
+  static Result<Product> productOf(const MatmulDgradArgs &args);
+  static Result<Product> productOf(const MatmulWgradArgs &args);
+  /// The cached descriptors and algorithm of `product`, made on first use.
+  Result<const Plan *> planFor(const Product &product);
+  Status run(const Product &product, const void *a, const void *b, void *c,
+             DeviceStream stream);
 
   void *handle_ = nullptr; ///< cublasLtHandle_t
   void *workspace_ = nullptr;
