@@ -61,8 +61,8 @@ MemoryBudget memoryBudget(const std::string &backend, int64_t worldSize,
         (void)cudaGetLastError();
         continue;
       }
-      int64_t free = static_cast<int64_t>(freeBytes);
-      least = least < 0 ? free : std::min(least, free);
+      int64_t freeNow = static_cast<int64_t>(freeBytes);
+      least = least < 0 ? freeNow : std::min(least, freeNow);
     }
     budget.bytesPerRank = least;
     budget.source = "free on the GPU";

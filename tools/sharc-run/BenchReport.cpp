@@ -187,8 +187,25 @@ std::string formatTables(const BenchManifest &manifest,
   if (measured)
     out += table(manifest, results, "Device memory in use per rank (MiB)",
                  "%.2f", [](const BenchResult &r) { return r.peakMiB; });
-  return out + table(manifest, results, "Step time (ms)", "%.3f",
-                     [](const BenchResult &r) { return r.stepMs; });
+  out += table(manifest, results, "Step time (ms)", "%.3f",
+               [](const BenchResult &r) { return r.stepMs; });
+  if (scansSequence(manifest)) {
+    // As the original: the longest sequence each mode ran.
+    for (const std::string &mode : manifest.modes) {
+      int64_t longest = 0;
+      std::string label = mode;
+      for (size_t i = 0; i < manifest.points.size(); ++i)
+        if (manifest.points[i].mode == mode) {
+          label = manifest.points[i].label;
+          if (results[i].status == "ok")
+            longest = std::max(longest, manifest.points[i].seqLen);
+        }
+      out += "max seq_len " + padded(label, 28) +
+             (longest ? std::to_string(longest) : std::string("none")) + "\n";
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 Status writeCsv(const std::string &path, const BenchManifest &manifest,

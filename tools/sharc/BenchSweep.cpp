@@ -270,7 +270,10 @@ int runBenchCommand(const std::vector<std::string> &args,
   }
   std::string csvPath = std::filesystem::absolute(config.outputCsv).string();
   std::string manifestPath = (workDir / "bench.yaml").string();
-  if (!writeText(manifestPath, manifestYaml(config, points, csvPath))) {
+  // As given: sharc-run resolves it in its own working directory, which
+  // on a GPU node need not hold this one's paths.
+  if (!writeText(manifestPath,
+                 manifestYaml(config, points, config.outputCsv))) {
     std::fprintf(stderr, "sharc: error: cannot write %s\n",
                  manifestPath.c_str());
     return kExitFailure;
