@@ -25,7 +25,7 @@ Result<Arena> Arena::create(const std::map<plan::Region, int64_t> &sizes,
       void *memory = std::aligned_alloc(static_cast<size_t>(kAlignment),
                                         static_cast<size_t>(rounded));
       if (!memory)
-        return Status::runtimeError(
+        return Status::outOfMemory(
             std::string("cannot allocate ") + std::to_string(rounded) +
             " bytes for region " + plan::regionName(region));
       std::memset(memory, 0, static_cast<size_t>(rounded));

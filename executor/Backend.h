@@ -1,5 +1,6 @@
 //===- Backend.h - where a plan runs: memory, streams, events ---*- C++ -*-===//
-// defines: BackendOptions, RankDevice, Backend, createBackend
+// defines: BackendOptions, RankDevice, Backend, createBackend,
+//          resolveBackend, deviceFreeBytes
 //
 // The runtime binds and orders a plan's instructions; a Backend supplies
 // what they run on. Per rank a RankDevice owns the plan's regions (one
@@ -113,6 +114,16 @@ public:
   /// Frees every rank's device (or host) resources held by the backend.
   virtual void release() {}
 };
+
+/// "cpu" or "cuda": what "auto" means for a plan of `worldSize` ranks (cuda
+/// when this build has it and the node has a GPU for every rank, else cpu);
+/// any other name is returned as it is.
+std::string resolveBackend(const std::string &name, int64_t worldSize);
+
+/// The device memory each of `worldSize` ranks can still allocate on the
+/// resolved backend `name` (the least over its GPUs); -1 for the cpu, whose
+/// ranks share the host, or where no device answers.
+int64_t deviceFreeBytes(const std::string &name, int64_t worldSize);
 
 /// "cpu", "cuda", or "auto": cuda when this build has it and the node has a
 /// GPU for every rank of the plan, else cpu. An unknown name, or cuda

@@ -13,6 +13,24 @@
 
 namespace sharc::exec {
 
+std::string resolveBackend(const std::string &name, int64_t worldSize) {
+  if (name != "auto")
+    return name;
+#if SHARC_WITH_CUDA
+  if (cudaDevicesVisible() >= worldSize)
+    return "cuda";
+#endif
+  return "cpu";
+}
+
+int64_t deviceFreeBytes(const std::string &name, int64_t worldSize) {
+#if SHARC_WITH_CUDA
+  if (name == "cuda")
+    return cudaLeastFreeBytes(worldSize);
+#endif
+  return -1;
+}
+
 Result<std::unique_ptr<Backend>> createBackend(const std::string &name,
                                                const plan::Plan &plan,
                                                const BackendOptions &options) {

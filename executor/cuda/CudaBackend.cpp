@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -227,7 +228,7 @@ Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
       (void)cudaGetLastError();
       size_t freeBytes = 0, totalBytes = 0;
       (void)cudaMemGetInfo(&freeBytes, &totalBytes);
-      return Status::runtimeError(
+      return Status::outOfMemory(
           "out of memory on GPU " + std::to_string(device()) + ": the plan's " +
           plan::regionName(region) + " region needs " +
           std::to_string(numBytes >> 20) + " MiB (" +
@@ -403,6 +404,21 @@ Status CudaRank::finishStep() {
 }
 
 } // namespace
+
+int64_t cudaLeastFreeBytes(int64_t numDevices) {
+  int64_t least = -1;
+  for (int device = 0; device < numDevices; ++device) {
+    size_t freeBytes = 0, totalBytes = 0;
+    if (cudaSetDevice(device) != cudaSuccess ||
+        cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    int64_t freeNow = static_cast<int64_t>(freeBytes);
+    least = least < 0 ? freeNow : std::min(least, freeNow);
+  }
+  return least;
+}
 
 int64_t cudaDevicesVisible() {
   int count = 0;

@@ -1,5 +1,5 @@
 //===- CudaBackend.h - plans on NVIDIA GPUs ---------------------*- C++ -*-===//
-// defines: cudaDevicesVisible, createCudaBackend
+// defines: cudaDevicesVisible, cudaLeastFreeBytes, createCudaBackend
 //
 // One process drives rank r on GPU r. Per rank: one device allocation per
 // region of the plan (nothing allocates during a step), one CUDA stream
@@ -17,6 +17,8 @@ namespace sharc::exec {
 
 /// CUDA devices this process can use; 0 without a driver or a device.
 int64_t cudaDevicesVisible();
+/// The least free memory among devices 0 .. numDevices-1; -1 if none.
+int64_t cudaLeastFreeBytes(int64_t numDevices);
 
 Result<std::unique_ptr<Backend>>
 createCudaBackend(const plan::Plan &plan, const BackendOptions &options);

@@ -16,7 +16,14 @@ namespace sharc {
 
 class [[nodiscard]] Status {
 public:
-  enum class Code { Ok = 0, RuntimeError = 1, InvalidInput = 2 };
+  /// OutOfMemory is a runtime error (exit 1) that callers may tell apart:
+  /// a plan that does not fit the device or host it was given.
+  enum class Code {
+    Ok = 0,
+    RuntimeError = 1,
+    InvalidInput = 2,
+    OutOfMemory = 3
+  };
 
   Status() = default;
   static Status ok() { return Status(); }
@@ -26,11 +33,16 @@ public:
   static Status runtimeError(std::string message) {
     return Status(Code::RuntimeError, std::move(message));
   }
+  static Status outOfMemory(std::string message) {
+    return Status(Code::OutOfMemory, std::move(message));
+  }
 
   bool isOk() const { return code_ == Code::Ok; }
   explicit operator bool() const { return isOk(); }
   Code code() const { return code_; }
-  int exitCode() const { return static_cast<int>(code_); }
+  int exitCode() const {
+    return code_ == Code::OutOfMemory ? 1 : static_cast<int>(code_);
+  }
   const std::string &message() const { return message_; }
 
   /// Prefixes the message with where the failure happened.

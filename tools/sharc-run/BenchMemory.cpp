@@ -1,19 +1,17 @@
 //===- BenchMemory.cpp - device free memory and host available memory -----===//
 //
-// Built with SHARC_WITH_CUDA only when the CUDA backend is (CMake sets it on
-// this file alone), like executor/BackendRegistry.cpp.
+// The device side is the backend registry's (executor/Backend.h), the one
+// place that knows whether CUDA was built.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/sharc-run/BenchMemory.h"
 
+#include "executor/Backend.h"
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
-
-#if SHARC_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace sharc::benchrun {
 namespace {
@@ -35,38 +33,15 @@ int64_t hostAvailableBytes() {
 } // namespace
 
 bool cudaAvailableFor(int64_t worldSize) {
-#if SHARC_WITH_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count >= worldSize;
-#else
-  (void)worldSize;
-  return false;
-#endif
+  return exec::resolveBackend("auto", worldSize) == "cuda";
 }
 
 MemoryBudget memoryBudget(const std::string &backend, int64_t worldSize,
                           int64_t limitMiB) {
   MemoryBudget budget;
   if (backend == "cuda") {
-#if SHARC_WITH_CUDA
-    int64_t least = -1;
-    for (int device = 0; device < worldSize; ++device) {
-      size_t freeBytes = 0, totalBytes = 0;
-      if (cudaSetDevice(device) != cudaSuccess ||
-          cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        continue;
-      }
-      int64_t freeNow = static_cast<int64_t>(freeBytes);
-      least = least < 0 ? freeNow : std::min(least, freeNow);
-    }
-    budget.bytesPerRank = least;
+    budget.bytesPerRank = exec::deviceFreeBytes("cuda", worldSize);
     budget.source = "free on the GPU";
-#endif
   } else {
     int64_t available = hostAvailableBytes();
     if (available >= 0) {

@@ -129,7 +129,10 @@ BenchResult runBenchPoint(const BenchManifest &manifest,
     options.backend = resolved;
     auto runtime = exec::Runtime::create(*plan, options);
     if (!runtime)
-      return failed("error", runtime.status().message());
+      return failed(runtime.status().code() == Status::Code::OutOfMemory
+                        ? "oom"
+                        : "error",
+                    runtime.status().message());
     if (Status status = measure(manifest, point, **runtime, result); !status) {
       BenchResult error = failed("error", status.message());
       error.plannedPeakMiB = result.plannedPeakMiB;
