@@ -1,12 +1,15 @@
 //===- BenchManifest.cpp - read bench.yaml --------------------------------===//
 //
-// Scalars go through YAML::convert<T>::decode, which does not throw, so the
-// one try block is around the parse itself; every message carries the
-// node's position (yaml-cpp's Mark counts from 0).
+// Scalars go through YAML::convert<T>::decode, which does not throw; the
+// parse goes through the runtime side's one YAML entry point (FileText.h),
+// so this file has no try block. Every message carries the node's position
+// (yaml-cpp's Mark counts from 0).
 //
 //===----------------------------------------------------------------------===//
 
 #include "tools/sharc-run/BenchManifest.h"
+
+#include "planner/plan/FileText.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -126,19 +129,14 @@ Status readManifest(const FieldReader &r, const YAML::Node &root,
 } // namespace
 
 Result<BenchManifest> readBenchManifest(const std::string &path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile &) {
-    return Status::invalidInput("cannot read manifest '" + path + "'");
-  } catch (const YAML::Exception &error) {
-    return Status::invalidInput(
-        path + ":" + std::to_string(error.mark.line + 1) + ":" +
-        std::to_string(error.mark.column + 1) + ": " + error.msg);
-  }
+  auto text = readWholeFile(path, "manifest");
+  if (!text)
+    return text.status();
   BenchManifest manifest;
   std::filesystem::path folder = std::filesystem::absolute(path).parent_path();
-  SHARC_TRY(readManifest(FieldReader(path), root, folder, manifest));
+  SHARC_TRY(readYaml(*text, path, [&](const YAML::Node &root) {
+    return readManifest(FieldReader(path), root, folder, manifest);
+  }));
   return manifest;
 }
 
