@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Elementwise.h"
+#include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
 #include <cuda_bf16.h>
@@ -34,20 +35,6 @@ constexpr int kVec = 4;
 struct alignas(8) Bf16x4 {
   __nv_bfloat16 values[kVec];
 };
-
-__device__ __forceinline__ float loadAs(ConstTensorView view, int64_t i) {
-  if (view.dtype == DType::BF16)
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(view.data)[i]);
-  return static_cast<const float *>(view.data)[i];
-}
-
-__device__ __forceinline__ void storeAs(TensorView view, int64_t i,
-                                        float value) {
-  if (view.dtype == DType::BF16)
-    static_cast<__nv_bfloat16 *>(view.data)[i] = __float2bfloat16_rn(value);
-  else
-    static_cast<float *>(view.data)[i] = value;
-}
 
 /// Elements [i, i + N) as float; for N == kVec, i is a multiple of kVec and
 /// the data is kVec-element aligned.

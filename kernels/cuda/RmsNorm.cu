@@ -33,6 +33,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/RmsNorm.h"
+#include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
 #include <cuda_bf16.h>
@@ -56,20 +57,6 @@ constexpr int kSumCols = 32;
 constexpr int kSumRows = 32;
 constexpr int kSumThreads = kSumCols * kSumRows;
 constexpr int64_t kDefaultSharedBytes = 48 * 1024;
-
-__device__ __forceinline__ float loadAs(ConstTensorView view, int64_t i) {
-  if (view.dtype == DType::BF16)
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(view.data)[i]);
-  return static_cast<const float *>(view.data)[i];
-}
-
-__device__ __forceinline__ void storeAs(TensorView view, int64_t i,
-                                        float value) {
-  if (view.dtype == DType::BF16)
-    static_cast<__nv_bfloat16 *>(view.data)[i] = __float2bfloat16_rn(value);
-  else
-    static_cast<float *>(view.data)[i] = value;
-}
 
 /// Sum over the calling thread's team, the same bits in each of its
 /// threads. Every thread of the block must call it (it may synchronise the

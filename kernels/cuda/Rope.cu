@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Rope.h"
+#include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
 #include <cuda_bf16.h>
@@ -35,20 +36,6 @@ constexpr int kMaxHalf = 512;
 struct InvFreqTable {
   float values[kMaxHalf];
 };
-
-__device__ __forceinline__ float loadAs(ConstTensorView view, int64_t i) {
-  if (view.dtype == DType::BF16)
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(view.data)[i]);
-  return static_cast<const float *>(view.data)[i];
-}
-
-__device__ __forceinline__ void storeAs(TensorView view, int64_t i,
-                                        float value) {
-  if (view.dtype == DType::BF16)
-    static_cast<__nv_bfloat16 *>(view.data)[i] = __float2bfloat16_rn(value);
-  else
-    static_cast<float *>(view.data)[i] = value;
-}
 
 __global__ void ropeKernel(ConstTensorView x, TensorView y,
                            const __grid_constant__ InvFreqTable invFreq,

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/VocabParallelLoss.h"
+#include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
 #include <cuda_bf16.h>
@@ -36,20 +37,6 @@ namespace {
 constexpr int kRowThreads = 512;
 constexpr int kTokenThreads = 256;
 constexpr int kLossThreads = 1024;
-
-__device__ __forceinline__ float loadAs(ConstTensorView view, int64_t i) {
-  if (view.dtype == DType::BF16)
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(view.data)[i]);
-  return static_cast<const float *>(view.data)[i];
-}
-
-__device__ __forceinline__ void storeAs(TensorView view, int64_t i,
-                                        float value) {
-  if (view.dtype == DType::BF16)
-    static_cast<__nv_bfloat16 *>(view.data)[i] = __float2bfloat16_rn(value);
-  else
-    static_cast<float *>(view.data)[i] = value;
-}
 
 __device__ __forceinline__ bool isCounted(int32_t label, int64_t validVocab) {
   return label >= 0 && label < validVocab;
