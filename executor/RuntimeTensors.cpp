@@ -1,0 +1,268 @@
+//===- RuntimeTensors.cpp - tensors in and out of every rank's memory -----===//
+//
+// The Runtime's host side: parameters drawn or loaded, optimizer state,
+// batches and outputs, each a global tensor on the host that every rank
+// slices (ShardLayout.h) through a host staging buffer and the backend's
+// upload/download, so this file never touches rank memory directly.
+//
+//===----------------------------------------------------------------------===//
+
+#include "executor/Runtime.h"
+
+#include "executor/ParamInit.h"
+#include "executor/ShardLayout.h"
+
+#include <cstddef>
+#include <vector>
+
+namespace sharc::exec {
+
+using plan::Buffer;
+using plan::NamedTensor;
+using plan::ParamEntry;
+using plan::TensorFile;
+
+namespace {
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  return opcheck::shapeText(shape);
+}
+
+bool isFloatType(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F64;
+}
+
+} // namespace
+
+Status Runtime::zeroBuffer(int64_t rank, int64_t bufferId) {
+  std::vector<std::byte> zeros(
+      static_cast<size_t>(plan_.buffers[bufferId].numBytes));
+  return ranks_[rank]->device->upload(storage(rank, bufferId), zeros.data(),
+                                      plan_.buffers[bufferId].numBytes);
+}
+
+Status Runtime::initParams(uint64_t seed) {
+  for (const ParamEntry &param : plan_.params) {
+    // A tied parameter draws its values under the name it is tied to, so
+    // that it equals that parameter even where it has its own storage.
+    const std::string &source =
+        param.tiedTo.empty() ? param.name : param.tiedTo;
+    const Buffer &buffer = plan_.buffers[param.buffer];
+    std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
+    for (const auto &rank : ranks_) {
+      auto slice = shardSlice(plan_.mesh, param.sharding, param.globalShape,
+                              rank->env.coords);
+      if (!slice)
+        return slice.status();
+      SHARC_TRY(initShard(param.init, seed, source, *slice, shard.data(),
+                          buffer.dtype));
+      SHARC_TRY(rank->device->upload(storage(rank->rank, param.buffer),
+                                     shard.data(), buffer.numBytes));
+      for (int64_t state : param.state)
+        SHARC_TRY(zeroBuffer(rank->rank, state));
+    }
+  }
+  nextStep_ = 1;
+  return Status::ok();
+}
+
+Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
+                              const plan::Sharding &sharding) {
+  const Buffer &buffer = plan_.buffers[bufferId];
+  if (isFloatType(tensor.dtype) != isFloatType(buffer.dtype) ||
+      (!isFloatType(buffer.dtype) && tensor.dtype != buffer.dtype))
+    return Status::invalidInput("tensor '" + tensor.name + "' is " +
+                                dtypeName(tensor.dtype) + ", the plan needs " +
+                                dtypeName(buffer.dtype));
+  int64_t needed = numElements(tensor.shape) * dtypeSize(tensor.dtype);
+  if (static_cast<int64_t>(tensor.bytes.size()) != needed)
+    return Status::invalidInput("tensor '" + tensor.name + "' has " +
+                                std::to_string(tensor.bytes.size()) +
+                                " bytes, its shape needs " +
+                                std::to_string(needed));
+  std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
+  for (const auto &rank : ranks_) {
+    auto slice =
+        shardSlice(plan_.mesh, sharding, tensor.shape, rank->env.coords);
+    if (!slice)
+      return slice.status().withContext("tensor '" + tensor.name + "'");
+    if (slice->localShape != buffer.shape)
+      return Status::invalidInput(
+          "tensor '" + tensor.name + "' of shape " + shapeText(tensor.shape) +
+          " does not shard to buffer shape " + shapeText(buffer.shape));
+    copyGlobalToLocal(tensor.bytes.data(), tensor.dtype, *slice, shard.data(),
+                      buffer.dtype);
+    SHARC_TRY(rank->device->upload(storage(rank->rank, bufferId), shard.data(),
+                                   buffer.numBytes));
+  }
+  return Status::ok();
+}
+
+Result<NamedTensor>
+Runtime::gatherTensor(const std::string &name, int64_t bufferId,
+                      const std::vector<int64_t> &globalShape,
+                      const plan::Sharding &sharding, DType dtype) const {
+  const Buffer &buffer = plan_.buffers[bufferId];
+  NamedTensor tensor{
+      .name = name, .dtype = dtype, .shape = globalShape, .bytes = {}};
+  tensor.bytes.resize(
+      static_cast<size_t>(numElements(globalShape) * dtypeSize(dtype)));
+  std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
+  for (const auto &rank : ranks_) {
+    if (!isShardOwner(plan_.mesh, sharding, rank->env.coords))
+      continue;
+    auto slice =
+        shardSlice(plan_.mesh, sharding, globalShape, rank->env.coords);
+    if (!slice)
+      return slice.status().withContext("tensor '" + name + "'");
+    SHARC_TRY(rank->device->download(
+        shard.data(), storage(rank->rank, bufferId), buffer.numBytes));
+    copyLocalToGlobal(shard.data(), buffer.dtype, *slice, tensor.bytes.data(),
+                      dtype);
+  }
+  return tensor;
+}
+
+Status Runtime::loadParams(const TensorFile &file) {
+  for (const ParamEntry &param : plan_.params) {
+    const std::string &source =
+        param.tiedTo.empty() ? param.name : param.tiedTo;
+    const NamedTensor *tensor = file.find(source);
+    if (!tensor)
+      return Status::invalidInput("no tensor '" + source + "' for parameter '" +
+                                  param.name + "'");
+    const ParamEntry *owner = plan_.findParam(source);
+    if (tensor->shape != owner->globalShape)
+      return Status::invalidInput(
+          "tensor '" + source + "' has shape " + shapeText(tensor->shape) +
+          ", the plan expects " + shapeText(owner->globalShape));
+    SHARC_TRY(scatterTensor(*tensor, param.buffer, param.sharding));
+    for (const auto &rank : ranks_)
+      for (int64_t state : param.state)
+        SHARC_TRY(zeroBuffer(rank->rank, state));
+  }
+  nextStep_ = 1;
+  return Status::ok();
+}
+
+Result<TensorFile> Runtime::gatherParams() const {
+  TensorFile file;
+  for (const ParamEntry &param : plan_.params) {
+    if (!param.tiedTo.empty())
+      continue;
+    auto tensor =
+        gatherTensor(param.name, param.buffer, param.globalShape,
+                     param.sharding, plan_.buffers[param.buffer].dtype);
+    if (!tensor)
+      return tensor.status();
+    file.tensors.push_back(std::move(*tensor));
+  }
+  return file;
+}
+
+std::string Runtime::stateTensorName(const std::string &param, size_t index) {
+  // torch.optim.AdamW's names for the two moments.
+  if (index == 0)
+    return param + ".exp_avg";
+  if (index == 1)
+    return param + ".exp_avg_sq";
+  return param + ".state" + std::to_string(index);
+}
+
+Result<TensorFile> Runtime::gatherOptimizerState() const {
+  TensorFile file;
+  for (const ParamEntry &param : plan_.params) {
+    if (!param.tiedTo.empty())
+      continue;
+    for (size_t i = 0; i < param.state.size(); ++i) {
+      auto tensor = gatherTensor(stateTensorName(param.name, i), param.state[i],
+                                 param.globalShape, param.sharding,
+                                 plan_.buffers[param.state[i]].dtype);
+      if (!tensor)
+        return tensor.status();
+      file.tensors.push_back(std::move(*tensor));
+    }
+  }
+  return file;
+}
+
+Status Runtime::loadOptimizerState(const TensorFile &file) {
+  for (const ParamEntry &param : plan_.params) {
+    const std::string &source =
+        param.tiedTo.empty() ? param.name : param.tiedTo;
+    const ParamEntry *owner = plan_.findParam(source);
+    for (size_t i = 0; i < param.state.size(); ++i) {
+      std::string name = stateTensorName(source, i);
+      const NamedTensor *tensor = file.find(name);
+      if (!tensor)
+        return Status::invalidInput("no optimizer state tensor '" + name + "'");
+      if (tensor->shape != owner->globalShape)
+        return Status::invalidInput(
+            "tensor '" + name + "' has shape " + shapeText(tensor->shape) +
+            ", the plan expects " + shapeText(owner->globalShape));
+      SHARC_TRY(scatterTensor(*tensor, param.state[i], param.sharding));
+    }
+  }
+  return Status::ok();
+}
+
+Status Runtime::setBatch(const std::vector<int32_t> &tokens) {
+  const plan::IoEntry *tokensIn = plan_.findInput("tokens");
+  if (!tokensIn)
+    return Status::invalidInput("the plan has no 'tokens' input");
+  int64_t batch = plan_.batchSize, seqLen = plan_.seqLen;
+  if (static_cast<int64_t>(tokens.size()) != batch * seqLen)
+    return Status::invalidInput("a batch needs " + std::to_string(batch) +
+                                " x " + std::to_string(seqLen) +
+                                " tokens, got " +
+                                std::to_string(tokens.size()));
+  // Sequence-first global tensors, then every rank takes its slice.
+  NamedTensor tokensSB{"tokens", DType::I32, {seqLen, batch}, {}};
+  NamedTensor labelsSB{"labels", DType::I32, {seqLen, batch}, {}};
+  std::vector<int32_t> ids(tokens.size()), labels(tokens.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seqLen; ++s) {
+      int32_t id = tokens[b * seqLen + s];
+      if (id < 0 || (plan_.vocabSize > 0 && id >= plan_.vocabSize))
+        return Status::invalidInput(
+            "token " + std::to_string(id) + " at [" + std::to_string(b) + ", " +
+            std::to_string(s) + "] outside the vocabulary [0, " +
+            std::to_string(plan_.vocabSize) + ")");
+      ids[s * batch + b] = id;
+      labels[s * batch + b] =
+          s + 1 < seqLen ? tokens[b * seqLen + s + 1] : -100;
+    }
+  auto asBytes = [](const std::vector<int32_t> &values) {
+    const auto *begin = reinterpret_cast<const uint8_t *>(values.data());
+    return std::vector<uint8_t>(begin, begin + values.size() * 4);
+  };
+  tokensSB.bytes = asBytes(ids);
+  labelsSB.bytes = asBytes(labels);
+  SHARC_TRY(scatterTensor(tokensSB, tokensIn->buffer, tokensIn->sharding));
+  if (const plan::IoEntry *labelsIn = plan_.findInput("labels"))
+    SHARC_TRY(scatterTensor(labelsSB, labelsIn->buffer, labelsIn->sharding));
+  return Status::ok();
+}
+
+Result<NamedTensor> Runtime::gatherOutput(const std::string &name) const {
+  const plan::IoEntry *entry = plan_.findOutput(name);
+  if (!entry)
+    entry = plan_.findInput(name);
+  if (!entry)
+    return Status::invalidInput("the plan has no output '" + name + "'");
+  DType dtype = plan_.buffers[entry->buffer].dtype;
+  return gatherTensor(name, entry->buffer, entry->globalShape, entry->sharding,
+                      isFloatType(dtype) ? DType::F32 : dtype);
+}
+
+Result<TensorFile> Runtime::gatherOutputs() const {
+  TensorFile file;
+  for (const plan::IoEntry &entry : plan_.outputs) {
+    auto tensor = gatherOutput(entry.name);
+    if (!tensor)
+      return tensor.status();
+    file.tensors.push_back(std::move(*tensor));
+  }
+  return file;
+}
+} // namespace sharc::exec
