@@ -210,6 +210,55 @@ def Sharc_FillOp : Sharc_ComputeOp<"fill"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Concatenation (sharc-fuse-projections)
+//===----------------------------------------------------------------------===//
+
+class Sharc_ConcatenationOp<string mnemonic> : Sharc_ComputeOp<mnemonic> {
+  let extraClassDeclaration = [{
+    /// Along dim 0 each piece is a contiguous block of rows: the planner
+    /// gives the pieces views of one buffer and writes no instruction.
+    bool isView() { return getDim() == 0; }
+  }];
+}
+
+def Sharc_ConcatOp : Sharc_ConcatenationOp<"concat"> {
+  let summary = "concatenation of tensors along one dimension";
+  let description = [{
+    The pieces agree in every dimension but `dim`, in element type and in
+    placement; the result's `dim` is the sum of theirs, in operand order.
+    Along the last dimension (a fused projection's output gradients) the
+    planner writes one `column_insert` per piece; along dim 0 (the fused
+    weight of q, k and v) the pieces must be parameters, which the planner
+    places side by side as views of one buffer.
+    ```mlir
+    %w = sharc.concat %wq, %wk, %wv {dim = 0 : i64}
+        : (tensor<64x64xf32>, tensor<32x64xf32>, tensor<32x64xf32>)
+        -> tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Sharc_FloatTensor>:$xs, I64Attr:$dim);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_SplitOp : Sharc_ConcatenationOp<"split"> {
+  let summary = "split of a tensor into consecutive pieces along one dimension";
+  let description = [{
+    The inverse of `sharc.concat`: the result types give each piece's
+    extent along `dim`, in order. Along the last dimension (a fused
+    projection's output) the planner writes one `column_slice` per piece;
+    along dim 0 (a fused weight gradient) each piece is a view of the
+    operand's buffer.
+    ```mlir
+    %q, %k, %v = sharc.split %qkv {dim = 2 : i64}
+        : (tensor<16x2x128xf32>)
+        -> (tensor<16x2x64xf32>, tensor<16x2x32xf32>, tensor<16x2x32xf32>)
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, I64Attr:$dim);
+  let results = (outs Variadic<Sharc_FloatTensor>:$ys);
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
 

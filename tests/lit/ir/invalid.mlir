@@ -199,3 +199,30 @@ func.func @row_result_not_partial(
       -> tensor<8x2x8xf32>
   return
 }
+
+// -----
+
+func.func @concat_dim(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{dim 2 out of range for rank 2}}
+  %w = sharc.concat %a, %a {dim = 2 : i64}
+      : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @concat_piece(%a: tensor<4x8xf32>, %b: tensor<4x4xf32>) {
+  // expected-error @+1 {{piece 1 type 'tensor<4x4xf32>' must match 'tensor<8x8xf32>' but in dim 0}}
+  %w = sharc.concat %a, %b {dim = 0 : i64}
+      : (tensor<4x8xf32>, tensor<4x4xf32>) -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @split_extent(%y: tensor<2x12xf32>) {
+  // expected-error @+1 {{pieces sum to 8 along dim 1, the whole has 12}}
+  %a, %b = sharc.split %y {dim = 1 : i64}
+      : (tensor<2x12xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}

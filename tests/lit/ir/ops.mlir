@@ -87,3 +87,15 @@ func.func @gradient_ops(%x: tensor<16x2x64xf32>, %w: tensor<64xf32>,
       -> (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>)
   return
 }
+
+// CHECK-LABEL: func.func @concatenation_ops
+func.func @concatenation_ops(%wq: tensor<64x64xf32>, %wk: tensor<32x64xf32>,
+                             %y: tensor<16x2x96xf32>) {
+  // CHECK: sharc.concat %{{.*}}, %{{.*}} {dim = 0 : i64} : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<96x64xf32>
+  %w = sharc.concat %wq, %wk {dim = 0 : i64}
+      : (tensor<64x64xf32>, tensor<32x64xf32>) -> tensor<96x64xf32>
+  // CHECK: sharc.split %{{.*}} {dim = 2 : i64} : (tensor<16x2x96xf32>) -> (tensor<16x2x64xf32>, tensor<16x2x32xf32>)
+  %q, %k = sharc.split %y {dim = 2 : i64}
+      : (tensor<16x2x96xf32>) -> (tensor<16x2x64xf32>, tensor<16x2x32xf32>)
+  return
+}
