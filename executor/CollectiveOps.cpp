@@ -3,15 +3,17 @@
 // all_reduce (attrs axis, reduce = "sum" | "max"), all_gather and
 // reduce_scatter (axis, dim), slice_to_rank (axis, dim: this rank's
 // contiguous piece of a replicated tensor, no communication) and replicate
-// (axis: a copy; Megatron's f). Operand 0 is
-// the input, result 0 the output; shapes are local, so all_gather's output
-// is the input with dim `dim` times the axis size.
+// (axis: a copy; Megatron's f); column_slice and column_insert (offset:
+// strided copies of a fused projection's columns, no communication).
+// Operand 0 is the input, result 0 the output; shapes are local, so
+// all_gather's output is the input with dim `dim` times the axis size.
 
 #include "executor/OpTable.h"
 
 #include "executor/ShardLayout.h"
 #include "kernels/Copy.h"
 
+#include <algorithm>
 #include <cstddef>
 
 namespace sharc::exec {
@@ -159,6 +161,55 @@ Result<Launch> bindReplicate(const OpCall &c, const OpEnv &env) {
                       SHARC_KERNELS(copy2d));
 }
 
+/// column_slice (y = columns [offset, offset + n) of x) and column_insert
+/// (columns [offset, offset + n) of y = x): a fused projection's output
+/// split by columns and its gradient joined again. Both tensors are
+/// [rows, columns] row-major, the narrow one n columns wide.
+Result<Launch> bindColumnCopy(const OpCall &c, const OpEnv &env,
+                              bool isInsert) {
+  const TensorRef &in = c.operands[0], &out = c.results[0];
+  const TensorRef &narrow = isInsert ? in : out, &wide = isInsert ? out : in;
+  SHARC_TRY(dtypeIs(out, in.dtype(), "out"));
+  SHARC_TRY(rankIs(narrow, wide.shape().size(), isInsert ? "x" : "y"));
+  if (wide.shape().empty() ||
+      !std::equal(wide.shape().begin(), wide.shape().end() - 1,
+                  narrow.shape().begin()))
+    return Status::invalidInput("x " + shapeText(in.shape()) + " and y " +
+                                shapeText(out.shape()) +
+                                " must agree in every dimension but the last");
+  int64_t offset = c.instr->getInt("offset", -1);
+  int64_t width = narrow.shape().back(), total = wide.shape().back();
+  if (offset < 0 || offset + width > total)
+    return Status::invalidInput("columns [" + std::to_string(offset) + ", " +
+                                std::to_string(offset + width) +
+                                ") out of range for " + std::to_string(total) +
+                                " columns");
+  int64_t elementBytes = dtypeSize(in.dtype());
+  int64_t rows = total == 0 ? 0 : wide.numel() / total;
+  std::byte *columns =
+      static_cast<std::byte *>(wide.data) + offset * elementBytes;
+  const void *src = isInsert ? in.data : columns;
+  void *dst = isInsert ? columns : out.data;
+  return launchKernel(
+      env,
+      kernels::Copy2dArgs{.src = src,
+                          .dst = dst,
+                          .rows = rows,
+                          .rowBytes = width * elementBytes,
+                          .srcPitch = (isInsert ? width : total) * elementBytes,
+                          .dstPitch =
+                              (isInsert ? total : width) * elementBytes},
+      SHARC_KERNELS(copy2d));
+}
+
+Result<Launch> bindColumnSlice(const OpCall &c, const OpEnv &env) {
+  return bindColumnCopy(c, env, /*isInsert=*/false);
+}
+
+Result<Launch> bindColumnInsert(const OpCall &c, const OpEnv &env) {
+  return bindColumnCopy(c, env, /*isInsert=*/true);
+}
+
 } // namespace
 
 void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
@@ -169,6 +220,8 @@ void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
   table["reduce_scatter"] = {bindReduceScatter, 1, 1};
   table["slice_to_rank"] = {bindSliceToRank, 1, 1};
   table["replicate"] = {bindReplicate, 1, 1};
+  table["column_slice"] = {bindColumnSlice, 1, 1};
+  table["column_insert"] = {bindColumnInsert, 1, 1};
 }
 
 } // namespace sharc::exec
