@@ -35,12 +35,19 @@ Hyperparameters readHyperparameters(ModuleOp module, Builder &builder) {
 }
 
 /// The op after which both the gradient is ready and every other reader of
-/// the parameter has run; null when none (update at the block start).
+/// the parameter has run, counting readers of a fused weight the parameter
+/// is a view of (sharc-fuse-projections); null when none (update at the
+/// block start).
 Operation *lastOf(Value grad, Value param, Operation *returnOp) {
   Operation *last = grad.getDefiningOp();
-  for (Operation *user : param.getUsers())
-    if (user != returnOp && (!last || last->isBeforeInBlock(user)))
-      last = user;
+  SmallVector<Value> readers{param};
+  while (!readers.empty())
+    for (Operation *user : readers.pop_back_val().getUsers()) {
+      if (user != returnOp && (!last || last->isBeforeInBlock(user)))
+        last = user;
+      if (auto concat = dyn_cast<ConcatOp>(user); concat && concat.isView())
+        readers.push_back(concat.getY());
+    }
   return last;
 }
 

@@ -81,6 +81,15 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
       sync.getY().replaceAllUsesWith(result);
       sync.erase();
     }
+    // A fused gradient's split into its parameters' gradients
+    // (sharc-fuse-projections) follows the bucket that now syncs it.
+    Operation *last = coalesced;
+    for (Value result : coalesced.getYs())
+      for (Operation *user : llvm::make_early_inc_range(result.getUsers()))
+        if (isa<SplitOp>(user) && user->isBeforeInBlock(coalesced)) {
+          user->moveAfter(last);
+          last = user;
+        }
   }
 }
 

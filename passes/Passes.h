@@ -26,6 +26,7 @@ struct PipelineOptions {
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
   bool withOptimizer = true;      ///< add the AdamW update
   bool keepGradients = false;     ///< also return every gradient
+  bool fuseProjections = false;   ///< one GEMM for q/k/v and for gate/up
 };
 
 /// Sets the layout of one of the original's mode names (ddp, tp, tp_sp,

@@ -98,6 +98,30 @@ def Spmdize : Pass<"sharc-spmdize", "::mlir::ModuleOp"> {
   }];
 }
 
+def FuseProjections : Pass<"sharc-fuse-projections", "::mlir::ModuleOp"> {
+  let summary = "one GEMM for the projections that read one input";
+  let description = [{
+    After autodiff, the column GEMMs reading one input (q, k and v; gate
+    and up) become one GEMM over their weights' rows, because a GEMM of
+    the fused width runs several times faster on a GPU than the separate
+    narrow ones. Each rank concatenates its own shards. The parameters stay
+    apart (names, shapes, placements and checkpoints unchanged): the fused
+    weight is a dim-0 `sharc.concat` of them, which the planner makes one
+    buffer with each parameter a view of it. The output is split by
+    columns; in the backward the output gradients are concatenated by
+    columns and feed one input-gradient GEMM (replacing autodiff's sum of
+    the separate ones) and one weight-gradient GEMM, whose dim-0
+    `sharc.split` gives each parameter's gradient as a view. A gradient
+    synchronisation (all_reduce) moves before the split, so that it stays
+    one collective on one buffer. A weight that anything else reads (a tied
+    table) is left alone.
+
+    Before: `%q = sharc.matmul %x, %wq`, the same for `%k` and `%v`.
+    After: `%w = sharc.concat %wq, %wk, %wv {dim = 0}`,
+    `%qkv = sharc.matmul %x, %w`, `%q, %k, %v = sharc.split %qkv {dim = 2}`.
+  }];
+}
+
 def BucketGradients : Pass<"sharc-bucket-gradients", "::mlir::ModuleOp"> {
   let summary = "gather data-parallel gradient all_reduces into buckets";
   let description = [{

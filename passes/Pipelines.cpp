@@ -55,6 +55,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (sharded)
     pm.addPass(createSpmdize());
   pm.addPass(createAutodiff());
+  if (options.fuseProjections)
+    pm.addPass(createFuseProjections());
   if (options.dpSize > 1)
     pm.addPass(createBucketGradients({options.bucketBytes}));
   if (options.recompute != "none")
