@@ -219,6 +219,16 @@ Status findHazard(const plan::Plan &plan, const StreamOrder &order,
 std::vector<std::vector<int64_t>> lastUses(const plan::Plan &plan,
                                            const StreamOrder &order) {
   size_t numInstrs = plan.instructions.size();
+  // A view inside another view of its base (a parameter's gradient in a
+  // fused gradient, sharc-fuse-projections) is a use of the outer one too.
+  std::vector<int64_t> enclosing(plan.buffers.size(), -1);
+  for (const plan::Buffer &inner : plan.buffers)
+    for (const plan::Buffer &outer : plan.buffers)
+      if (inner.viewOf >= 0 && outer.viewOf == inner.viewOf &&
+          outer.id != inner.id && outer.offset <= inner.offset &&
+          inner.offset + inner.numBytes <= outer.offset + outer.numBytes &&
+          outer.numBytes > inner.numBytes)
+        enclosing[inner.id] = outer.id;
   std::vector<std::vector<int64_t>> users(plan.buffers.size());
   for (size_t i = 0; i < numInstrs; ++i) {
     const plan::Instruction &instr = plan.instructions[i];
@@ -227,7 +237,7 @@ std::vector<std::vector<int64_t>> lastUses(const plan::Plan &plan,
         // A use of a view (a gradient in its bucket's slab) uses its base:
         // the slab must outlive the members read after its all_reduce. The
         // contract, checked later, refuses a view_of out of range.
-        for (int64_t id : {used, plan.buffers[used].viewOf})
+        for (int64_t id : {used, plan.buffers[used].viewOf, enclosing[used]})
           if (id >= 0 && id < static_cast<int64_t>(users.size()) &&
               (users[id].empty() ||
                users[id].back() != static_cast<int64_t>(i)))

@@ -4,6 +4,7 @@
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 #include "planner/BufferAssignment.h"
+#include "planner/PlanRecords.h"
 #include "planner/Schedule.h"
 #include "planner/ScheduleBuilder.h"
 
@@ -21,69 +22,6 @@ int64_t alignTo(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-FailureOr<DType> dtypeOf(Type type, Location loc) {
-  Type element = cast<RankedTensorType>(type).getElementType();
-  if (element.isF32())
-    return DType::F32;
-  if (element.isBF16())
-    return DType::BF16;
-  if (element.isInteger(32))
-    return DType::I32;
-  return emitError(loc) << "no plan element type for " << type;
-}
-
-/// The plan's sharding and global shape of a value with local `type`.
-std::pair<plan::Sharding, std::vector<int64_t>>
-globalLayout(Type type, int64_t dpSize, int64_t tpSize) {
-  auto tensor = cast<RankedTensorType>(type);
-  std::vector<int64_t> shape(tensor.getShape().begin(),
-                             tensor.getShape().end());
-  plan::Sharding sharding;
-  PlacementAttr placement = getPlacement(type);
-  for (auto [axis, size] :
-       {std::pair<StringRef, int64_t>{"dp", dpSize}, {"tp", tpSize}}) {
-    int64_t code = placement.getAxis(axis);
-    if (code >= 0 && size > 1) {
-      sharding.dimOfAxis[axis.str()] = code;
-      shape[code] *= size;
-    }
-  }
-  return {sharding, shape};
-}
-
-std::string locationString(Location loc) {
-  if (auto fileLoc = dyn_cast<FileLineColLoc>(loc))
-    return (fileLoc.getFilename().str() + ":" +
-            std::to_string(fileLoc.getLine()) + ":" +
-            std::to_string(fileLoc.getColumn()));
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::string text = locationString(inner); !text.empty())
-        return text;
-  if (auto named = dyn_cast<NameLoc>(loc))
-    return locationString(named.getChildLoc());
-  return "";
-}
-
-/// Converts the op's attributes to plan attributes, adding what a kernel
-/// needs that the IR keeps in types (rms_norm's group size).
-std::map<std::string, plan::AttrValue> instructionAttrs(Operation *op) {
-  std::map<std::string, plan::AttrValue> attrs;
-  for (NamedAttribute attr : op->getAttrs()) {
-    std::string key = attr.getName().str();
-    if (auto value = dyn_cast<IntegerAttr>(attr.getValue()))
-      attrs[key] = value.getValue().getSExtValue();
-    else if (auto value = dyn_cast<FloatAttr>(attr.getValue()))
-      attrs[key] = value.getValueAsDouble();
-    else if (auto value = dyn_cast<StringAttr>(attr.getValue()))
-      attrs[key] = value.getValue().str();
-  }
-  if (isa<RmsNormOp, RmsNormGradOp>(op))
-    attrs["group_size"] =
-        cast<RankedTensorType>(op->getOperand(1).getType()).getShape()[0];
-  return attrs;
-}
-
 class Emitter {
 public:
   Emitter(func::FuncOp func, const EmitOptions &options)
@@ -93,10 +31,13 @@ public:
 private:
   FailureOr<int64_t> addBuffer(Value value, plan::Region region,
                                std::string name);
+  LogicalResult collectOps();
   LogicalResult assignArguments();
   LogicalResult createSlabs();
   LogicalResult assignResults();
   LogicalResult createActivationBuffers();
+  LogicalResult createFusedWeight(ConcatOp concat);
+  void createSplitViews();
   LogicalResult planSchedule();
   void emitInstructions();
 
@@ -113,6 +54,12 @@ private:
   std::vector<std::tuple<int64_t, int64_t, int64_t>> views;
   llvm::DenseSet<Value> slabOutputs;  ///< step outputs that are views
   llvm::DenseSet<int64_t> arenaSlabs; ///< slabs in the gradient arena
+  /// Fused weights (sharc-fuse-projections): the parameters they join.
+  llvm::DenseMap<Value, ConcatOp> fusedWeightOf;
+  /// Values split into views whose pieces are step outputs: the output
+  /// region holds them, and the outputs table gets the views afterwards.
+  llvm::DenseSet<Value> outputBases;
+  std::vector<std::pair<size_t, Value>> viewOutputs;
   int64_t dpSize = 1, tpSize = 1;
 
 public:
@@ -150,7 +97,13 @@ LogicalResult Emitter::assignArguments() {
     StringRef input = getArgString(func, index, kInputAttr);
     StringRef state = getArgString(func, index, kStateAttr);
     if (!param.empty()) {
-      FailureOr<int64_t> id = addBuffer(arg, plan::Region::Param, param.str());
+      if (auto concat = fusedWeightOf.lookup(arg))
+        if (failed(createFusedWeight(concat)))
+          return failure();
+      FailureOr<int64_t> id =
+          bufferOf.count(arg)
+              ? FailureOr<int64_t>(bufferOf.lookup(arg))
+              : addBuffer(arg, plan::Region::Param, param.str());
       if (failed(id))
         return failure();
       plan::ParamEntry entry;
@@ -206,6 +159,11 @@ LogicalResult Emitter::assignResults() {
     }
     auto [globalSharding, globalShape] =
         globalLayout(value.getType(), dpSize, tpSize);
+    if (auto split = value.getDefiningOp<SplitOp>(); split && split.isView()) {
+      viewOutputs.emplace_back(result.outputs.size(), value);
+      result.outputs.push_back({output, -1, globalShape, globalSharding});
+      continue;
+    }
     if (slabOutputs.erase(value)) {
       result.outputs.push_back(
           {output, bufferOf.lookup(value), globalShape, globalSharding});
@@ -224,73 +182,6 @@ LogicalResult Emitter::assignResults() {
   return success();
 }
 
-/// Where a bucket's slab goes, or nothing when the bucket keeps separate
-/// operands and results. In place, operand i and result i are one buffer,
-/// the slot that the gradient's producer writes: so the bucket must be that
-/// value's only reader, of one element type (one collective call), and no
-/// result may be returned twice. A plan that keeps its gradients returns
-/// them: then the slab goes to the output region, with the members that
-/// feed another collective first (tensor-parallel norms).
-std::optional<plan::Region> slabRegion(AllReduceCoalescedOp bucket,
-                                       Operation *returnOp) {
-  auto elementOf = [](Value value) {
-    return cast<RankedTensorType>(value.getType()).getElementType();
-  };
-  Type element = elementOf(bucket.getXs().front());
-  int64_t numReturned = 0;
-  for (auto [x, y] : llvm::zip(bucket.getXs(), bucket.getYs())) {
-    // replicate and adamw results share another value's buffer.
-    Operation *producer = x.getDefiningOp();
-    if (!producer || isa<ReplicateOp, AdamWOp>(producer) || !x.hasOneUse() ||
-        elementOf(x) != element)
-      return std::nullopt;
-    int64_t returns = llvm::count_if(y.getUses(), [&](OpOperand &use) {
-      return use.getOwner() == returnOp;
-    });
-    if (returns > 1)
-      return std::nullopt;
-    numReturned += returns;
-  }
-  return numReturned > 0 ? plan::Region::Output : plan::Region::Gradient;
-}
-
-/// A readable name for a bucket member: its step output, else the
-/// parameter its update reads it for.
-std::string memberName(func::FuncOp func, Value result, Operation *returnOp,
-                       const std::string &fallback) {
-  for (OpOperand &use : result.getUses()) {
-    if (use.getOwner() == returnOp)
-      return getResultString(func, use.getOperandNumber(), kOutputAttr).str();
-    if (auto adamw = dyn_cast<AdamWOp>(use.getOwner()))
-      if (auto param = dyn_cast<BlockArgument>(adamw.getParam()))
-        return "grad:" +
-               getArgString(func, param.getArgNumber(), kParamAttr).str();
-  }
-  return fallback;
-}
-
-/// The parameter gradients: what each adamw reads, and the partial
-/// gradients its synchronisation (all_reduce, a dp bucket) or accumulation
-/// (a tied table's two uses) is made from.
-llvm::DenseSet<Value> parameterGradients(ArrayRef<Operation *> ops) {
-  llvm::DenseSet<Value> gradients;
-  SmallVector<Value> work;
-  for (Operation *op : ops)
-    if (auto adamw = dyn_cast<AdamWOp>(op))
-      work.push_back(adamw.getGrad());
-  while (!work.empty()) {
-    Value grad = work.pop_back_val();
-    if (!gradients.insert(grad).second)
-      continue;
-    Operation *producer = grad.getDefiningOp();
-    if (isa_and_nonnull<AllReduceOp, AddOp>(producer))
-      llvm::append_range(work, producer->getOperands());
-    else if (auto bucket = dyn_cast_or_null<AllReduceCoalescedOp>(producer))
-      work.push_back(bucket.getXs()[cast<OpResult>(grad).getResultNumber()]);
-  }
-  return gradients;
-}
-
 /// Gives each in-place bucket one slab buffer and its members views into
 /// it, side by side in operand order: the producers write their slots, one
 /// all_reduce sums the slab in place, and the updates read the slots. A
@@ -301,7 +192,8 @@ LogicalResult Emitter::createSlabs() {
     auto bucket = dyn_cast<AllReduceCoalescedOp>(op);
     if (!bucket)
       continue;
-    std::optional<plan::Region> region = slabRegion(bucket, returnOp);
+    std::optional<plan::Region> region =
+        slabRegion(bucket, returnOp, outputBases);
     if (!region)
       continue;
     auto type = cast<RankedTensorType>(bucket.getXs().front().getType());
@@ -373,17 +265,93 @@ LogicalResult Emitter::createActivationBuffers() {
         continue;
       std::string name = op->getName().stripDialect().str() + "#" +
                          std::to_string(activationIds.size());
-      FailureOr<int64_t> id =
-          addBuffer(value,
-                    gradients.contains(value) ? plan::Region::Gradient
-                                              : plan::Region::Activation,
-                    name);
+      plan::Region region = outputBases.contains(value) ? plan::Region::Output
+                            : gradients.contains(value)
+                                ? plan::Region::Gradient
+                                : plan::Region::Activation;
+      FailureOr<int64_t> id = addBuffer(value, region, name);
       if (failed(id))
         return failure();
-      activationIds.push_back(*id);
+      if (region != plan::Region::Output)
+        activationIds.push_back(*id);
     }
   }
+  createSplitViews();
   return success();
+}
+
+/// Makes a fused weight (a dim-0 concat of parameters) one buffer of the
+/// parameter region with each parameter a view of its rows, so that the
+/// parameter table, checkpoints and updates keep one entry per parameter.
+LogicalResult Emitter::createFusedWeight(ConcatOp concat) {
+  if (bufferOf.count(concat.getY()))
+    return success();
+  std::string name = "fused:";
+  for (auto [index, x] : llvm::enumerate(concat.getXs()))
+    name +=
+        (index ? "," : "") +
+        getArgString(func, cast<BlockArgument>(x).getArgNumber(), kParamAttr)
+            .str();
+  FailureOr<int64_t> fused =
+      addBuffer(concat.getY(), plan::Region::Param, name);
+  if (failed(fused))
+    return failure();
+  int64_t offset = result.buffers[*fused].offset;
+  for (Value x : concat.getXs()) {
+    plan::Buffer view = result.buffers[*fused];
+    auto shape = cast<RankedTensorType>(x.getType()).getShape();
+    view.id = static_cast<int64_t>(result.buffers.size());
+    view.name =
+        getArgString(func, cast<BlockArgument>(x).getArgNumber(), kParamAttr)
+            .str();
+    view.shape.assign(shape.begin(), shape.end());
+    view.numBytes = cast<RankedTensorType>(x.getType()).getNumElements() *
+                    dtypeSize(view.dtype);
+    view.offset = offset;
+    view.viewOf = *fused;
+    offset += view.numBytes;
+    result.buffers.push_back(view);
+    bufferOf[x] = view.id;
+  }
+  return success();
+}
+
+/// Gives each piece of a dim-0 split (a fused weight gradient) a view of
+/// its rows of the operand's buffer; a piece of a slab member views the
+/// slab. Step outputs among the pieces then enter the outputs table.
+void Emitter::createSplitViews() {
+  Operation *returnOp = func.getBody().back().getTerminator();
+  llvm::DenseMap<int64_t, int64_t> offsetInBase;
+  for (auto [view, base, offset] : views)
+    offsetInBase[view] = offset;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto split = dyn_cast<SplitOp>(op);
+    if (!split || !split.isView())
+      continue;
+    int64_t whole = bufferOf.lookup(split.getX());
+    int64_t base = result.buffers[whole].viewOf >= 0
+                       ? result.buffers[whole].viewOf
+                       : whole;
+    int64_t offset = offsetInBase.lookup(whole);
+    for (auto [index, y] : llvm::enumerate(split.getYs())) {
+      plan::Buffer view = result.buffers[whole];
+      auto shape = cast<RankedTensorType>(y.getType()).getShape();
+      view.id = static_cast<int64_t>(result.buffers.size());
+      view.name = memberName(func, y, returnOp,
+                             view.name + "[" + std::to_string(index) + "]");
+      view.region = result.buffers[base].region;
+      view.shape.assign(shape.begin(), shape.end());
+      view.numBytes = cast<RankedTensorType>(y.getType()).getNumElements() *
+                      dtypeSize(view.dtype);
+      view.viewOf = base;
+      result.buffers.push_back(view);
+      views.emplace_back(view.id, base, offset);
+      bufferOf[y] = view.id;
+      offset += view.numBytes;
+    }
+  }
+  for (auto [index, value] : viewOutputs)
+    result.outputs[index].buffer = bufferOf.lookup(value);
 }
 
 /// Orders the ops (deferring weight gradients past the next collective),
@@ -497,8 +465,53 @@ void Emitter::emitInstructions() {
     instr.stream = schedule.streams.stream[index];
     instr.waits = schedule.streams.waits[index];
     instr.signals = schedule.streams.signals[index];
+    if (isa<ConcatOp, SplitOp>(op)) {
+      for (plan::Instruction &copy : columnCopies(op, instr, bufferOf))
+        result.instructions.push_back(std::move(copy));
+      continue;
+    }
     result.instructions.push_back(std::move(instr));
   }
+}
+
+/// The ops that become instructions, in program order. Dim-0 concats and
+/// splits (sharc-fuse-projections) are views and become none; concats and
+/// splits along the last dimension become column copies.
+LogicalResult Emitter::collectOps() {
+  Operation *returnOp = func.getBody().back().getTerminator();
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto concat = dyn_cast<ConcatOp>(op);
+    auto split = dyn_cast<SplitOp>(op);
+    if (concat || split) {
+      Value whole = concat ? concat.getY() : split.getX();
+      auto dim =
+          static_cast<int64_t>(concat ? concat.getDim() : split.getDim());
+      if (dim != 0 &&
+          dim + 1 != cast<RankedTensorType>(whole.getType()).getRank())
+        return op.emitError("the planner places a concat or split along dim 0 "
+                            "or the last dimension only");
+    }
+    if (concat && concat.isView()) {
+      for (Value x : concat.getXs()) {
+        auto arg = dyn_cast<BlockArgument>(x);
+        if (!arg ||
+            getArgString(func, arg.getArgNumber(), kParamAttr).empty() ||
+            !fusedWeightOf.try_emplace(x, concat).second)
+          return op.emitError("a dim-0 concat must join parameters, each "
+                              "into one fused weight");
+      }
+      continue;
+    }
+    if (split && split.isView()) {
+      if (llvm::any_of(split.getYs(), [&](Value y) {
+            return llvm::is_contained(y.getUsers(), returnOp);
+          }))
+        outputBases.insert(split.getX());
+      continue;
+    }
+    ops.push_back(&op);
+  }
+  return success();
 }
 
 FailureOr<plan::Plan> Emitter::emit() {
@@ -509,8 +522,8 @@ FailureOr<plan::Plan> Emitter::emit() {
     if (auto tp = mesh.getAs<IntegerAttr>("tp"))
       tpSize = tp.getInt();
   }
-  for (Operation &op : func.getBody().front().without_terminator())
-    ops.push_back(&op);
+  if (failed(collectOps()))
+    return failure();
   for (plan::Region region :
        {plan::Region::Param, plan::Region::OptState, plan::Region::Input,
         plan::Region::Output, plan::Region::Activation, plan::Region::Gradient})

@@ -67,7 +67,15 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     node.commBytes = commBytes;
     node.axis = axis;
     for (Value operand : op->getOperands()) {
-      if (Operation *producer = operand.getDefiningOp())
+      // A dim-0 split makes views and no instruction: depend on what
+      // produced the bytes it views.
+      Value source = operand;
+      while (auto split = source.getDefiningOp<SplitOp>())
+        if (split.isView())
+          source = split.getX();
+        else
+          break;
+      if (Operation *producer = source.getDefiningOp())
         if (auto it = indexOf.find(producer); it != indexOf.end())
           node.inputs.push_back(it->second);
       node.reads.push_back(bufferOf.lookup(operand));

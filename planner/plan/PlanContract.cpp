@@ -10,7 +10,8 @@
 // A declared view (a gradient inside its bucket's slab) shares its base's
 // bytes by design: the pair is exempt, and every use of the view counts as
 // a use of the base, so the base's liveness covers all its views' and any
-// third buffer on those bytes is checked against the whole.
+// third buffer on those bytes is checked against the whole. Two views of
+// one base, one inside the other, are exempt too (sharc-fuse-projections).
 //
 //===----------------------------------------------------------------------===//
 
@@ -479,6 +480,17 @@ private:
            std::to_string(b);
   }
 
+  /// Two views of one base, one inside the other: a fused weight gradient
+  /// in a bucket's slab and the parameters' gradients in its rows.
+  static bool nestedViews(const Buffer &a, const Buffer &b) {
+    auto inside = [](const Buffer &inner, const Buffer &outer) {
+      return inner.offset >= outer.offset &&
+             inner.offset + inner.numBytes <= outer.offset + outer.numBytes;
+    };
+    return a.viewOf >= 0 && a.viewOf == b.viewOf &&
+           (inside(a, b) || inside(b, a));
+  }
+
   Violation checkOverlaps() const {
     std::vector<int64_t> order;
     for (size_t id = 0; id < plan.buffers.size(); ++id)
@@ -499,7 +511,7 @@ private:
         const Buffer &b = plan.buffers[bId];
         if (b.region != a.region || b.offset >= a.offset + a.numBytes)
           break;
-        if (a.viewOf == bId || b.viewOf == aId)
+        if (a.viewOf == bId || b.viewOf == aId || nestedViews(a, b))
           continue; // declared: the view's uses count as its base's
         bool persistent = isPersistentRegion(a.region);
         if (!persistent && (comesBefore(live[aId], live[bId]) ||
