@@ -18,9 +18,10 @@ using namespace sharc::testing;
 namespace {
 
 void requireParity(const std::string &model, const std::string &mode,
-                   int64_t size, int64_t extraDp = 1) {
+                   int64_t size, int64_t extraDp = 1, bool fuse = false) {
   PipelineOptions layout;
   layout.keepGradients = true;
+  layout.fuseProjections = fuse;
   REQUIRE(applyModePreset(mode, size, layout));
   if (extraDp > 1)
     layout.dpSize = extraDp;
@@ -30,7 +31,8 @@ void requireParity(const std::string &model, const std::string &mode,
   plan::Plan sharded = compilePlan(model, layout, /*emitLogits=*/true);
   plan::Plan reference = compilePlan(model, dense, /*emitLogits=*/true);
   auto report = exec::validateAgainstDense(sharded, reference, {});
-  INFO(model << " " << mode << " size " << size << " dp " << extraDp);
+  INFO(model << " " << mode << " size " << size << " dp " << extraDp
+             << (fuse ? " fused" : ""));
   if (!report.isOk())
     FAIL(report.status().message());
   INFO(exec::formatReport(*report));
@@ -78,4 +80,13 @@ TEST_CASE("a padded vocabulary at tp=2 matches the unpadded dense model",
           "[numerics][parity]") {
   requireParity("tiny-tp4.yaml", "tp_vp", 2);
   requireParity("tiny-tp4.yaml", "tp_sp_async_vp", 2, /*extraDp=*/2);
+}
+
+TEST_CASE("fused projections match the dense model", "[numerics][parity]") {
+  // One GEMM for q/k/v and one for gate/up, the parameters views of the
+  // fused weights (sharc-fuse-projections), in each kind of layout.
+  for (const char *mode : {"dense", "tp", "tp_sp_async_vp"})
+    requireParity("tiny.yaml", mode, 2, 1, /*fuse=*/true);
+  requireParity("tiny.yaml", "ddp", 2, 1, /*fuse=*/true);
+  requireParity("tiny-tied.yaml", "tp_sp", 2, /*extraDp=*/2, /*fuse=*/true);
 }

@@ -42,6 +42,7 @@ struct CompileFlags {
   bool emitLogits = false;
   bool withOptimizer = true;
   bool keepGradients = false;
+  bool fuseProjections = false;
   bool withDenseReference = false;
   std::string report; ///< "", "text" or "json"
   std::string machinePath, traceSimPath;
@@ -58,6 +59,8 @@ void printUsage(FILE *out) {
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
                "[--keep-grads] [--no-optimizer]\n"
+               "         [--fuse-projections (one GEMM for q/k/v and for "
+               "gate/up)]\n"
                "         [--with-dense-reference (also write PLAN.dense for "
                "sharc-run --validate)]\n"
                "         [--report[=text|json]] [--machine MACHINE.yaml] "
@@ -121,6 +124,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       flags.withDenseReference = true;
     } else if (arg == "--keep-grads") {
       flags.keepGradients = true;
+    } else if (arg == "--fuse-projections") {
+      flags.fuseProjections = true;
     } else if (arg.rfind("--dump-ir=", 0) == 0) {
       flags.dumpIr = arg.substr(10);
       if (flags.dumpIr != "after-all" && flags.dumpIr != "final")
@@ -219,6 +224,7 @@ int compile(const CompileFlags &flags) {
     return usageError("--sp and --vp need tensor parallelism (--tp N, N > 1)");
   pipeline.withOptimizer = flags.withOptimizer;
   pipeline.keepGradients = flags.keepGradients;
+  pipeline.fuseProjections = flags.fuseProjections;
   if (flags.withDenseReference) {
     if (flags.outputPath.empty())
       return usageError("--with-dense-reference needs -o PLAN");
