@@ -50,10 +50,16 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
                       report.gradientBytes + report.activationPeakBytes +
                       report.ioBytes + report.workspaceBytes;
 
-  std::vector<bool> isSlab(plan.buffers.size(), false);
+  // A slab is a gradient-region base that an all_reduce sums in place; a
+  // fused weight gradient split into views (sharc-fuse-projections) is none.
+  std::vector<bool> isSlab(plan.buffers.size(), false), reduced = isSlab;
+  for (const plan::Instruction &instr : plan.instructions)
+    if (instr.op == "all_reduce")
+      for (int64_t id : instr.operands)
+        reduced[id] = true;
   for (const plan::Buffer &buffer : plan.buffers)
     if (buffer.viewOf >= 0 && !isSlab[buffer.viewOf] &&
-        buffer.region == plan::Region::Gradient) {
+        reduced[buffer.viewOf] && buffer.region == plan::Region::Gradient) {
       isSlab[buffer.viewOf] = true;
       report.numSlabs += 1;
       report.largestSlabBytes = std::max(report.largestSlabBytes,
