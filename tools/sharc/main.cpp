@@ -11,6 +11,7 @@
 #include "planner/CostModel.h"
 #include "planner/MemoryReport.h"
 #include "planner/Timeline.h"
+#include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc/BenchSweep.h"
 #include "tools/sharc/CompileDriver.h"
@@ -145,6 +146,20 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
   }
   if (flags.modelPath.empty())
     return usageError("no model file given");
+  // The machine file only feeds the predicted timeline.
+  if (!flags.machinePath.empty() && flags.report.empty() &&
+      flags.traceSimPath.empty())
+    return usageError("--machine is used by --report and --trace-sim; give "
+                      "one of them");
+  // An output may never replace an input of the same run.
+  for (const std::string *output : {&flags.outputPath, &flags.traceSimPath})
+    for (const std::string *input :
+         {&flags.modelPath, &flags.runPath, &flags.machinePath})
+      if (!output->empty() && !input->empty() &&
+          sharc::sameFile(*output, *input))
+        return usageError("'" + *output +
+                          "' is both an input and an output of this run; "
+                          "write the output elsewhere");
   return std::nullopt;
 }
 
@@ -266,17 +281,13 @@ int compile(const CompileFlags &flags) {
     if (!flags.traceSimPath.empty()) {
       // Every rank runs the same program: one timeline per rank.
       std::vector<sharc::Timeline> perRank(plan.worldSize(), timeline);
-      std::FILE *file = std::fopen(flags.traceSimPath.c_str(), "w");
       std::string trace = sharc::chromeTrace(perRank, schedule.graph);
-      if (!file ||
-          std::fwrite(trace.data(), 1, trace.size(), file) != trace.size()) {
-        std::fprintf(stderr, "sharc: error: cannot write %s\n",
-                     flags.traceSimPath.c_str());
-        if (file)
-          std::fclose(file);
-        return kExitFailure;
+      if (sharc::Status status =
+              sharc::writeFileAtomically(flags.traceSimPath, {trace}, "trace");
+          !status.isOk()) {
+        std::fprintf(stderr, "sharc: error: %s\n", status.message().c_str());
+        return status.exitCode();
       }
-      std::fclose(file);
     }
   }
   if (!flags.report.empty()) {
