@@ -12,9 +12,11 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -389,6 +391,44 @@ MaybeError readFileText(const std::string &path, std::string &text) {
   return std::nullopt;
 }
 
+/// Byte counts of the dense model must stay far inside int64, or the
+/// planner's sizes wrap (a report of negative MiB, a plan that lies). Counted
+/// in long double, so the check itself cannot overflow: the parameters with
+/// their two AdamW moments, and the largest activation of a step.
+MaybeError checkByteCounts(const Config &config) {
+  using Wide = long double;
+  auto bytesText = [](Wide bytes) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2e", static_cast<double>(bytes));
+    return std::string(text);
+  };
+  const ModelConfig &m = config.model;
+  const Wide kLimit = 0x1p60L; // 1 EiB: no plan of any machine comes near
+  Wide hidden = m.hiddenSize.value, vocab = m.vocabSize.value;
+  Wide query = Wide(m.numHeads.value) * m.headDim.value;
+  Wide keyValue = Wide(m.numKvHeads.value) * m.headDim.value;
+  Wide perLayer = hidden * (2 * query + 2 * keyValue) +
+                  3 * hidden * m.intermediateSize.value;
+  Wide paramBytes =
+      4 * 3 * (2 * vocab * hidden + Wide(m.numLayers.value) * perLayer);
+  if (paramBytes > kLimit)
+    return errorAt(m.hiddenSize.loc,
+                   "the model's parameters and AdamW moments need about " +
+                       bytesText(paramBytes) +
+                       " bytes, more than the 2^60 sharc can plan");
+  const RunConfig &run = config.run;
+  Wide widest = std::max({vocab, query, Wide(m.intermediateSize.value)});
+  Wide activationBytes = 4 * Wide(run.seqLen.value) * run.microBatchSize.value *
+                         run.numMicrobatches.value * widest;
+  if (activationBytes > kLimit)
+    return errorAt(run.seqLen.loc,
+                   "one activation of seq_len x batch x " +
+                       std::to_string(static_cast<int64_t>(widest)) +
+                       " elements needs about " + bytesText(activationBytes) +
+                       " bytes, more than the 2^60 sharc can plan");
+  return std::nullopt;
+}
+
 ConfigResult readConfigTexts(const std::string &modelText,
                              const std::string &modelFile,
                              const std::string *runText,
@@ -409,6 +449,8 @@ ConfigResult readConfigTexts(const std::string &modelText,
     if (MaybeError error = applyRun(runTop, config.run))
       return fail(*error);
   }
+  if (MaybeError error = checkByteCounts(config))
+    return fail(*error);
   return ConfigResult{std::move(config), std::nullopt};
 }
 
