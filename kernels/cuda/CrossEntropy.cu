@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/CrossEntropy.h"
+#include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
@@ -43,38 +44,6 @@ namespace {
 constexpr int kLossThreads = 256;
 constexpr int kSumThreads = 1024;
 constexpr int kGradThreads = 512;
-
-__device__ __forceinline__ bool isCounted(int32_t label, int64_t validVocab) {
-  return label >= 0 && label < validVocab;
-}
-
-struct SumOp {
-  template <typename T> __device__ T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-/// Reduction over the block, the same bits in every thread (butterflies,
-/// then every thread combines the warps' values in order). Every thread of
-/// the block must call it; `scratch` holds one T per warp.
-template <typename T, typename Op>
-__device__ T blockReduce(T value, Op op, T *scratch) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2)
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  if (threadIdx.x % 32 == 0)
-    scratch[threadIdx.x / 32] = value;
-  __syncthreads();
-  T total = scratch[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
-    total = op(total, scratch[w]);
-  __syncthreads();
-  return total;
-}
 
 /// log-sum-exp of the first validVocab logits at `base`, in every thread.
 __device__ float rowLse(ConstTensorView logits, int64_t base,

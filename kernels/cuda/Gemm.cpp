@@ -231,31 +231,10 @@ Status Gemm::matmulWgrad(const MatmulWgradArgs &args, DeviceStream stream) {
   return run(*product, args.x.data, args.dy.data, args.dw.data, stream);
 }
 
-Status Gemm::prepare(const MatmulArgs &args) {
-  auto product = productOf(args);
-  if (!product)
-    return product.status();
-  if (product->m == 0 || product->n == 0)
-    return Status::ok();
-  return planFor(*product).status();
-}
+Status Gemm::prepare(const MatmulArgs &args) { return prepareFor(args); }
 
-Status Gemm::prepare(const MatmulDgradArgs &args) {
-  auto product = productOf(args);
-  if (!product)
-    return product.status();
-  if (product->m == 0 || product->n == 0)
-    return Status::ok();
-  return planFor(*product).status();
-}
+Status Gemm::prepare(const MatmulDgradArgs &args) { return prepareFor(args); }
 
-Status Gemm::prepare(const MatmulWgradArgs &args) {
-  auto product = productOf(args);
-  if (!product)
-    return product.status();
-  if (product->m == 0 || product->n == 0)
-    return Status::ok();
-  return planFor(*product).status();
-}
+Status Gemm::prepare(const MatmulWgradArgs &args) { return prepareFor(args); }
 
 } // namespace sharc::kernels::cuda

@@ -58,6 +58,15 @@ private:
   Result<const Plan *> planFor(const Product &product);
   Status run(const Product &product, const void *a, const void *b, void *c,
              DeviceStream stream);
+  /// prepare() of any of the three products: an empty one needs no plan.
+  template <typename Args> Status prepareFor(const Args &args) {
+    auto product = productOf(args);
+    if (!product)
+      return product.status();
+    if (product->m == 0 || product->n == 0)
+      return Status::ok();
+    return planFor(*product).status();
+  }
 
   void *handle_ = nullptr; ///< cublasLtHandle_t
   void *workspace_ = nullptr;

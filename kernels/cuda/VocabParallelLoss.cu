@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/VocabParallelLoss.h"
+#include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
@@ -37,38 +38,6 @@ namespace {
 constexpr int kRowThreads = 512;
 constexpr int kTokenThreads = 256;
 constexpr int kLossThreads = 1024;
-
-__device__ __forceinline__ bool isCounted(int32_t label, int64_t validVocab) {
-  return label >= 0 && label < validVocab;
-}
-
-struct SumOp {
-  template <typename T> __device__ T operator()(T a, T b) const {
-    return a + b;
-  }
-};
-
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-/// Reduction over the block, the same bits in every thread (butterflies,
-/// then every thread combines the warps' values in order). Every thread of
-/// the block must call it; `scratch` holds one T per warp.
-template <typename T, typename Op>
-__device__ T blockReduce(T value, Op op, T *scratch) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2)
-    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  if (threadIdx.x % 32 == 0)
-    scratch[threadIdx.x / 32] = value;
-  __syncthreads();
-  T total = scratch[0];
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
-    total = op(total, scratch[w]);
-  __syncthreads();
-  return total;
-}
 
 __global__ void __launch_bounds__(kRowThreads)
     vocabMaxKernel(ConstTensorView logits, TensorView vocabMax,
