@@ -7,6 +7,8 @@
 
 #include "tools/sharc-run/BenchReport.h"
 
+#include "planner/plan/FileText.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -210,11 +212,7 @@ std::string formatTables(const BenchManifest &manifest,
 
 Status writeCsv(const std::string &path, const BenchManifest &manifest,
                 const std::vector<BenchResult> &results) {
-  FILE *file = std::fopen(path.c_str(), "w");
-  if (!file)
-    return Status::runtimeError("cannot write '" + path +
-                                "': " + std::strerror(errno));
-  std::fprintf(file, "%s\n", kBenchCsvColumns);
+  std::string csv = std::string(kBenchCsvColumns) + "\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const BenchPointSpec &p = manifest.points[i];
     const BenchResult &r = results[i];
@@ -242,12 +240,9 @@ Status writeCsv(const std::string &path, const BenchManifest &manifest,
         (p.exposedCommMs >= 0 ? format("%.4f", p.exposedCommMs) : "") + "," +
         (p.predictedStepMs >= 0 ? format("%.4f", p.predictedStepMs) : "") +
         "," + csvField(r.reason);
-    std::fprintf(file, "%s\n", row.c_str());
+    csv += row + "\n";
   }
-  if (std::fclose(file) != 0)
-    return Status::runtimeError("cannot write '" + path +
-                                "': " + std::strerror(errno));
-  return Status::ok();
+  return writeFileAtomically(path, {csv}, "CSV");
 }
 
 } // namespace sharc::benchrun

@@ -9,8 +9,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/sharc/BenchSweep.h"
+
 #include "planner/CostModel.h"
 #include "planner/Timeline.h"
+#include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc/CompileDriver.h"
 #include "tools/sharc/DefaultMachine.h"
@@ -71,10 +73,7 @@ std::string modelYaml(const BenchConfig &c, const BenchPoint &p) {
 }
 
 bool writeText(const std::string &path, const std::string &text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  return !file.fail();
+  return writeFileAtomically(path, {text}, "").isOk();
 }
 
 /// The predicted step, and the part of it during which no compute node
