@@ -5,6 +5,9 @@ set -euo pipefail
 packages=(cmake ninja-build g++ python3 libmlir-19-dev mlir-19-tools
           llvm-19-dev llvm-19-tools libyaml-cpp-dev catch2 clang-format-19 python3-pip)
 missing=()
+# The data path: prepare-data.py's venv and a public-domain text (the KJV
+# Bible; bible-kjv's reader prints it from bible-kjv-text's data).
+packages+=(python3-venv bible-kjv)
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     missing+=("$p")
@@ -20,3 +23,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 "$(dirname "$0")/fetch-cudnn-frontend.sh"
+# scripts/prepare-data.py's tokenizers, in a git-ignored venv of the repo
+# (Debian's Python is externally managed: no pip install outside a venv).
+venv="$(cd "$(dirname "$0")/.." && pwd)/.venv"
+if ! "$venv/bin/python" -c "import tokenizers" 2>/dev/null; then
+  echo "setup: creating $venv with tokenizers" >&2
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "tokenizers>=0.19,<1"
+fi

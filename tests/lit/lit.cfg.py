@@ -21,3 +21,15 @@ config.substitutions.append(("%sharc", os.path.join(
     config.sharc_tools_dir, "sharc")))
 config.substitutions.append(("%models", os.path.join(
     config.sharc_source_dir, "models")))
+
+# scripts/prepare-data.py runs in the repository's venv (scripts/setup.sh);
+# its tests are UNSUPPORTED, not failed, where the venv lacks tokenizers.
+venv_python = os.path.join(config.sharc_source_dir, ".venv", "bin", "python")
+config.substitutions.append(("%venv-python", venv_python))
+config.substitutions.append(("%scripts", os.path.join(
+    config.sharc_source_dir, "scripts")))
+config.substitutions.append(("%docs", os.path.join(
+    config.sharc_source_dir, "docs")))
+if os.path.exists(venv_python) and __import__("subprocess").call(
+        [venv_python, "-c", "import tokenizers"]) == 0:
+    config.available_features.add("tokenizers")

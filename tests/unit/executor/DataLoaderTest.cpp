@@ -77,6 +77,86 @@ TEST_CASE("a token file is read in windows of S tokens, wrapping",
   REQUIRE(missing.status().code() == Status::Code::InvalidInput);
 }
 
+namespace {
+/// A sharc token file written byte by byte, apart from the reader's code.
+void writeTokenFile(const std::string &path, uint32_t version, uint32_t width,
+                    uint64_t vocab, uint64_t count,
+                    const std::vector<uint32_t> &ids) {
+  std::ofstream out(path, std::ios::binary);
+  out.write("SHARCTOK", 8);
+  auto put = [&](uint64_t value, int bytes) {
+    for (int i = 0; i < bytes; ++i)
+      out.put(static_cast<char>((value >> (8 * i)) & 0xff));
+  };
+  put(version, 4);
+  put(width, 4);
+  put(vocab, 8);
+  put(count, 8);
+  for (uint32_t id : ids)
+    put(id, static_cast<int>(width));
+}
+
+std::string messageOf(const Result<DataLoader> &loader) {
+  return loader ? std::string("(accepted)") : loader.status().message();
+}
+} // namespace
+
+TEST_CASE("a token file with a header is read as uint16 or uint32 ids",
+          "[executor]") {
+  TempPath file("header.tokens");
+  writeTokenFile(file.path, 1, 2, 300, 5, {299, 1, 2, 3, 4});
+  auto narrow = DataLoader::fromFile(file.path, 300, 1, 5);
+  INFO(messageOf(narrow));
+  REQUIRE(narrow);
+  REQUIRE(narrow->batch(1) == std::vector<int32_t>{299, 1, 2, 3, 4});
+  // A model with a padded vocabulary reads ids of a smaller tokenizer.
+  writeTokenFile(file.path, 1, 4, 70000, 3, {69999, 0, 7});
+  auto wide = DataLoader::fromFile(file.path, 70016, 2, 2);
+  INFO(messageOf(wide));
+  REQUIRE(wide);
+  REQUIRE(wide->numWindows() == 1);
+  // Windows 0 and 1 start at tokens 0 and 2; the data position 1 is step
+  // 1 shifted by one window.
+  REQUIRE(wide->batch(1) == std::vector<int32_t>{69999, 0, 7, 69999});
+  REQUIRE(wide->batchAt(1) == std::vector<int32_t>{7, 69999, 0, 7});
+}
+
+TEST_CASE("a token file header that does not fit the plan is refused",
+          "[executor]") {
+  TempPath file("bad.tokens");
+  auto refusal = [&](uint32_t version, uint32_t width, uint64_t vocab,
+                     uint64_t count, std::vector<uint32_t> ids,
+                     int64_t planVocab = 300) {
+    writeTokenFile(file.path, version, width, vocab, count, ids);
+    auto loader = DataLoader::fromFile(file.path, planVocab, 1, 2);
+    REQUIRE(!loader);
+    REQUIRE(loader.status().exitCode() == 2);
+    return loader.status().message();
+  };
+  REQUIRE(refusal(1, 2, 6400, 2, {1, 2}) ==
+          file.path + ": the tokens were made for a vocabulary of 6400 but "
+                      "the plan's model has vocab_size 300 (prepare the data "
+                      "with the model's tokenizer)");
+  REQUIRE(refusal(2, 2, 300, 2, {1, 2}) ==
+          file.path + ": token file version 2 is not supported (expected 1)");
+  REQUIRE(refusal(1, 3, 300, 2, {1, 2}) ==
+          file.path + ": token file dtype has 3-byte ids (expected 2 for "
+                      "uint16 or 4 for uint32)");
+  REQUIRE(refusal(1, 2, 70000, 2, {1, 2}, 80000) ==
+          file.path + ": token file vocabulary 70000 does not fit its uint16 "
+                      "ids (1 to 65536)");
+  REQUIRE(refusal(1, 2, 300, 3, {1, 2}) ==
+          file.path + ": token file header counts 3 ids of 2 bytes, but 4 "
+                      "bytes follow it");
+  REQUIRE(refusal(1, 2, 300, 2, {1, 300}) ==
+          file.path + ": token 1 is 300, outside the vocabulary [0, 300)");
+  std::ofstream(file.path, std::ios::binary) << "SHARCTOK\x01";
+  auto cut = DataLoader::fromFile(file.path, 300, 1, 2);
+  REQUIRE(cut.status().message() ==
+          file.path + ": token file header is cut short: 9 bytes, the header "
+                      "alone has 32");
+}
+
 TEST_CASE("a checkpoint resumes params, optimizer state and step count",
           "[executor]") {
   LinearModel model;
