@@ -3,11 +3,12 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ python3 libmlir-19-dev mlir-19-tools
-          llvm-19-dev llvm-19-tools libyaml-cpp-dev catch2 clang-format-19 python3-pip)
-missing=()
+          llvm-19-dev llvm-19-tools libyaml-cpp-dev catch2 clang-format-19 python3-pip
+          clang-19 libclang-rt-19-dev)  # these two: the fuzz build (.ci/run)
 # The data path: prepare-data.py's venv and a public-domain text (the KJV
 # Bible; bible-kjv's reader prints it from bible-kjv-text's data).
 packages+=(python3-venv bible-kjv)
+missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     missing+=("$p")
