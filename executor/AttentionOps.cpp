@@ -12,6 +12,7 @@
 #include "kernels/Attention.h"
 #include "kernels/Rope.h"
 
+#include <cstdio>
 #include <tuple>
 #include <utility>
 
@@ -86,6 +87,42 @@ Result<std::pair<HeadSizes, int64_t>> attentionSizes(const OpCall &c) {
   return std::pair{*qs, ks->numHeads};
 }
 
+/// The stream's attention engine when it prepares this shape (its
+/// workspace then comes from the stream's scratch), else the backend's own
+/// kernel. A shape the library refuses runs on sharc's kernel, saying so on
+/// stderr at set-up, so a run never fails for want of the faster path.
+template <typename Args>
+Result<Launch> launchAttention(
+    const OpCall &c, const OpEnv &env, const Args &args,
+    std::type_identity_t<void (*)(const Args &)> cpuKernel,
+    std::type_identity_t<Status (*)(const Args &, kernels::DeviceStream)>
+        cudaKernel) {
+  auto stream = static_cast<size_t>(c.instr->stream);
+  AttentionEngine *engine = env.onDevice && stream < env.attentions.size()
+                                ? env.attentions[stream]
+                                : nullptr;
+  if (!engine || !engine->accepts(args.q.dtype, args.headDim))
+    return launchKernel(env, args, cpuKernel, cudaKernel);
+  auto bytes = engine->prepare(args);
+  if (!bytes) {
+    std::fprintf(stderr, "sharc-run: %s at %s runs on sharc's kernel: %s\n",
+                 c.instr->op.c_str(), c.instr->loc.c_str(),
+                 bytes.status().message().c_str());
+    return launchKernel(env, args, cpuKernel, cudaKernel);
+  }
+  int64_t need = *bytes;
+  env.needScratch(*c.instr, need);
+  return Launch([args, need](const LaunchContext &context) {
+    if (!context.attention)
+      return Status::runtimeError("the stream has no attention engine");
+    if (context.scratchBytes < need)
+      return Status::runtimeError(
+          "the stream has " + std::to_string(context.scratchBytes) +
+          " bytes of scratch, the attention needs " + std::to_string(need));
+    return context.attention->run(args, context.scratch);
+  });
+}
+
 Status lseShape(const TensorRef &lse, const HeadSizes &s) {
   SHARC_TRY(dtypeIs(lse, DType::F32, "lse"));
   return numelIs(lse, s.batch * s.numHeads * s.seqLen, "lse");
@@ -100,8 +137,8 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
   SHARC_TRY(isFloat(out, "out"));
   SHARC_TRY(sameShape(out, c.operands[0], "out"));
   SHARC_TRY(lseShape(lse, s));
-  return launchKernel(
-      env,
+  return launchAttention(
+      c, env,
       kernels::AttentionArgs{.q = c.operands[0].cview(),
                              .k = c.operands[1].cview(),
                              .v = c.operands[2].cview(),
@@ -134,8 +171,8 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
     SHARC_TRY(isFloat(*ref, role));
     SHARC_TRY(sameShape(*ref, *like, role));
   }
-  return launchKernel(
-      env,
+  return launchAttention(
+      c, env,
       kernels::AttentionGradArgs{.q = q.cview(),
                                  .k = k.cview(),
                                  .v = c.operands[2].cview(),

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "executor/Communicator.h"
+#include "kernels/Attention.h"
 #include "kernels/Matmul.h"
 #include "kernels/TensorView.h"
 #include "planner/plan/Plan.h"
@@ -54,6 +55,7 @@ struct OpCall {
 };
 
 class GemmEngine;
+class AttentionEngine;
 
 /// What bind may read besides the buffers: the rank's place in the mesh.
 struct OpEnv {
@@ -67,6 +69,9 @@ struct OpEnv {
   /// The GEMM engine of each stream on a device backend (empty on the cpu),
   /// so a GEMM's algorithm is chosen at bind.
   std::vector<GemmEngine *> gemms;
+  /// The fused-attention library of each stream on a device backend (empty,
+  /// or null entries, where there is none: the backend's own kernel runs).
+  std::vector<AttentionEngine *> attentions;
 
   /// Coordinate along `axis`, 0 for an axis the mesh lacks.
   int64_t coord(const std::string &axis) const;
@@ -98,13 +103,32 @@ public:
   virtual Status prepare(const kernels::MatmulWgradArgs &args) = 0;
 };
 
+/// A library's fused causal attention (cuDNN's SDPA on cuda) for the shapes
+/// it accepts; attention and attention_grad fall back to the backend's own
+/// kernels for the rest (f32 plans, head dims it lacks).
+class AttentionEngine {
+public:
+  virtual ~AttentionEngine() = default;
+  /// Whether the library is asked at all for this storage type and head dim
+  /// (the rest quietly run on the backend's kernel).
+  virtual bool accepts(DType dtype, int64_t headDim) const = 0;
+  /// Prepares the shape at set-up; its workspace bytes, or the library's
+  /// refusal.
+  virtual Result<int64_t> prepare(const kernels::AttentionArgs &args) = 0;
+  virtual Result<int64_t> prepare(const kernels::AttentionGradArgs &args) = 0;
+  virtual Status run(const kernels::AttentionArgs &args, void *workspace) = 0;
+  virtual Status run(const kernels::AttentionGradArgs &args,
+                     void *workspace) = 0;
+};
+
 /// What a launch gets at run time: the stream it runs on (null on the cpu),
-/// that stream's communicator, the rank's GEMM engine, the stream's scratch
-/// memory (device memory; none on the cpu) and the step.
+/// that stream's communicator, GEMM and attention engines, the stream's
+/// scratch memory (device memory; none on the cpu) and the step.
 struct LaunchContext {
   kernels::DeviceStream stream = nullptr;
   Communicator *comm = nullptr;
   GemmEngine *gemm = nullptr;
+  AttentionEngine *attention = nullptr;
   void *scratch = nullptr;
   int64_t scratchBytes = 0;
   int64_t step = 1; ///< 1-based optimizer step

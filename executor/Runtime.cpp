@@ -199,10 +199,14 @@ Status Runtime::setUp() {
                        .coords = meshCoords(plan_.mesh, r),
                        .onDevice = backend_->enqueues(),
                        .scratchBytes = nullptr,
-                       .gemms = {}};
+                       .gemms = {},
+                       .attentions = {}};
     if (backend_->enqueues())
-      for (int64_t stream = 0; stream < plan_.numStreams; ++stream)
-        state->env.gemms.push_back(state->device->context(stream).gemm);
+      for (int64_t stream = 0; stream < plan_.numStreams; ++stream) {
+        const LaunchContext &context = state->device->context(stream);
+        state->env.gemms.push_back(context.gemm);
+        state->env.attentions.push_back(context.attention);
+      }
     SHARC_TRY(bindRank(*state));
     ranks_.push_back(std::move(state));
   }

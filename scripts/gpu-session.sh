@@ -4,7 +4,7 @@
 # small plans, and the first throughput numbers beside the PyTorch peer.
 # Logs go to $OUT (the device tool's output folder) or ./out.
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
-#                               [curve] [trace] [ceilings] [peers]
+#                               [curve] [trace] [ceilings] [peers] [attention]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage=$root/.device
@@ -18,11 +18,15 @@ export LD_LIBRARY_PATH=$stage/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for dir in "$torchlib"/nvidia/nccl/lib "$torchlib"/nvidia/cu13/lib; do
   [ -d "$dir" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dir
 done
+# cuDNN: PyTorch's copy first where it is newer than the node's (9.19
+# against 9.14 on the H200 node), as sharc was built against 9.19's headers.
+[ -d "$torchlib/nvidia/cudnn/lib" ] &&
+  export LD_LIBRARY_PATH=$torchlib/nvidia/cudnn/lib:$LD_LIBRARY_PATH
 run=$stage/bin/sharc-run
 steps=${*:-kernels parity sanitize bench trace ceilings peers}
 
 nvidia-smi -L
-ldd "$run" | grep -E "nccl|cublas|cudart|yaml|not found"
+ldd "$run" | grep -E "nccl|cublas|cudnn|nvrtc|cudart|yaml|not found"
 for step in $steps; do
   echo "== $step"
   case $step in
@@ -31,9 +35,15 @@ for step in $steps; do
   parity)
     # Every mode of the small model; minimind (head_dim 96) where its cpu
     # reference stays short.
-    "$root/tests/gpu/parity.sh" "$run" "$stage"/plans/small-*.plan \
-      "$stage"/plans/minimind-f32-dense.plan \
-      "$stage"/plans/minimind-bf16-tp_sp_async_vp.plan 2>&1 |
+    # PARITY_PLANS (names under plans/) narrows it, e.g. to one-GPU plans.
+    if [ -n "${PARITY_PLANS:-}" ]; then
+      plans=()
+      for name in $PARITY_PLANS; do plans+=("$stage/plans/$name.plan"); done
+    else
+      plans=("$stage"/plans/small-*.plan "$stage"/plans/minimind-f32-dense.plan
+             "$stage"/plans/minimind-bf16-tp_sp_async_vp.plan)
+    fi
+    "$root/tests/gpu/parity.sh" "$run" "${plans[@]}" 2>&1 |
       tee "$out/parity.log" ;;
   sanitize)
     for plan in ${SANITIZE_PLANS:-small-f32-tp_sp_async_vp small-bf16-ddp small-f32-dense}; do
@@ -46,12 +56,20 @@ for step in $steps; do
       done
     done ;;
   bench)
+    # BENCH_ATTENTION="cudnn sharc" runs each plan with both attentions.
     for mode in ${BENCH_MODES:-ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp}; do
-      "$run" "$stage/bench/$mode.plan" --backend cuda --steps 20 \
-        >"$out/bench-$mode.log" 2>&1
-      echo "$mode: $(grep -E 'median|mean|tokens' "$out/bench-$mode.log" | tail -n 1)"
-      grep "device in use" "$out/bench-$mode.log" | tail -n 2
+      for attention in ${BENCH_ATTENTION:-cudnn}; do
+        log=$out/bench-$mode-$attention.log
+        SHARC_ATTENTION=$attention "$run" "$stage/bench/$mode.plan" \
+          --backend cuda --steps 20 >"$log" 2>&1
+        echo "$mode ($attention attention): $(grep -E 'median|mean|tokens' "$log" | tail -n 1)"
+        grep -E "device in use|runs on sharc" "$log" | tail -n 3
+      done
     done ;;
+  attention)
+    # The attention kernels alone, beside PyTorch's SDPA on the same shapes.
+    "$stage/bin/sharc-attention-bench" 2>&1 | tee "$out/attention.log"
+    python3 "$stage/attention-peer.py" 2>&1 | tee -a "$out/attention.log" ;;
   curve)
     for plan in "$stage"/curve/*.plan; do
       "$root/tests/gpu/loss-curve.sh" "$run" "$plan" 200 1e-4 5e-2 \

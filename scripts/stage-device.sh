@@ -13,6 +13,8 @@ rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/lib" "$stage/plans" "$stage/bench"
 cp "$build/bin/sharc-run" "$stage/bin/"
 cp "$build/tests/unit/kernels/KernelsCudaTest" "$stage/bin/"
+cp "$build/bin/sharc-attention-bench" "$stage/bin/"
+cp "$root/tests/gpu/attention-peer.py" "$stage/"
 for lib in $(ldd "$build/bin/sharc-run" | awk '/yaml-cpp/ {print $3}'); do
   cp -L "$lib" "$stage/lib/"
 done
@@ -28,6 +30,15 @@ for mode in tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
 done
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   -o "$stage/bench/dense.plan"
+# The same with q/k/v and gate/up fused into one GEMM each.
+"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+  --fuse-projections -o "$stage/bench/dense-fused.plan"
+for mode in ddp tp_sp_async_vp; do
+  flags=(--mode $mode --tp 2)
+  [ $mode = ddp ] && flags=(--mode ddp --dp 2)
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    "${flags[@]}" --fuse-projections -o "$stage/bench/$mode-fused.plan"
+done
 # 200-step loss curves of the tiny model on real text (this repository's
 # documentation as bytes, folded into its 128-token vocabulary).
 mkdir -p "$stage/curve"

@@ -5,12 +5,17 @@
 #include "executor/cuda/NcclCommunicator.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Launch.h"
+#if SHARC_WITH_CUDNN
+#include "kernels/cuda/CudnnAttention.h"
+#endif
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -50,6 +55,57 @@ public:
 private:
   std::unique_ptr<kernels::cuda::Gemm> gemm_;
 };
+
+#if SHARC_WITH_CUDNN
+class CudnnAttentionEngine final : public AttentionEngine {
+public:
+  explicit CudnnAttentionEngine(
+      std::unique_ptr<kernels::cuda::CudnnAttention> attention)
+      : attention_(std::move(attention)) {}
+  bool accepts(DType dtype, int64_t headDim) const override {
+    return kernels::cuda::CudnnAttention::accepts(dtype, headDim);
+  }
+  Result<int64_t> prepare(const kernels::AttentionArgs &args) override {
+    return attention_->prepare(args);
+  }
+  Result<int64_t> prepare(const kernels::AttentionGradArgs &args) override {
+    return attention_->prepare(args);
+  }
+  Status run(const kernels::AttentionArgs &args, void *workspace) override {
+    return attention_->run(args, workspace);
+  }
+  Status run(const kernels::AttentionGradArgs &args, void *workspace) override {
+    return attention_->run(args, workspace);
+  }
+
+private:
+  std::unique_ptr<kernels::cuda::CudnnAttention> attention_;
+};
+#endif
+
+/// SHARC_ATTENTION=sharc runs sharc's own attention kernels even where
+/// cuDNN's would run (to compare the two); unset or "cudnn" prefers cuDNN.
+/// SHARC_CUDNN_DETERMINISTIC=1 picks cuDNN's bit-reproducible backward.
+Result<std::unique_ptr<AttentionEngine>>
+createAttentionEngine(cudaStream_t stream) {
+#if SHARC_WITH_CUDNN
+  const char *choice = std::getenv("SHARC_ATTENTION");
+  if (choice && std::string_view(choice) == "sharc")
+    return std::unique_ptr<AttentionEngine>();
+  if (choice && std::string_view(choice) != "cudnn")
+    return Status::invalidInput(std::string("SHARC_ATTENTION=") + choice +
+                                ": expected cudnn or sharc");
+  const char *deterministic = std::getenv("SHARC_CUDNN_DETERMINISTIC");
+  auto attention = kernels::cuda::CudnnAttention::create(
+      stream, deterministic && std::string_view(deterministic) == "1");
+  if (!attention)
+    return attention.status();
+  return std::unique_ptr<AttentionEngine>(
+      std::make_unique<CudnnAttentionEngine>(std::move(*attention)));
+#else
+  return std::unique_ptr<AttentionEngine>();
+#endif
+}
 
 /// Bytes of staging an inner-dimension gather or scatter of the plan needs.
 int64_t stagingBytes(const plan::Plan &plan) {
@@ -144,6 +200,7 @@ private:
   std::vector<void *> staging_;
   std::vector<void *> scratch_; ///< per stream, null where none is needed
   std::vector<std::unique_ptr<CudaGemmEngine>> gemms_;
+  std::vector<std::unique_ptr<AttentionEngine>> attentions_;
   std::vector<std::unique_ptr<NcclCommunicator>> comms_;
   std::vector<LaunchContext> contexts_;
   /// Profiling: an origin event every stream waits on at the step's start,
@@ -195,6 +252,7 @@ CudaRank::~CudaRank() {
     (void)cudaStreamSynchronize(stream);
   comms_.clear();
   gemms_.clear();
+  attentions_.clear();
   for (cudaEvent_t event : events_)
     (void)cudaEventDestroy(event);
   for (auto [start, end] : instrEvents_) {
@@ -252,6 +310,10 @@ Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
     if (!gemm)
       return gemm.status();
     gemms_.push_back(std::make_unique<CudaGemmEngine>(std::move(*gemm)));
+    auto attention = createAttentionEngine(stream);
+    if (!attention)
+      return attention.status();
+    attentions_.push_back(std::move(*attention));
     void *stagingBuffer = nullptr;
     if (staging > 0)
       SHARC_CUDA(cudaMalloc(&stagingBuffer, static_cast<size_t>(staging)));
@@ -262,7 +324,8 @@ Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
   for (int64_t s = 0; s < plan.numStreams; ++s)
     contexts_.push_back(LaunchContext{.stream = streams_[s],
                                       .comm = comms_[s].get(),
-                                      .gemm = gemms_[s].get()});
+                                      .gemm = gemms_[s].get(),
+                                      .attention = attentions_[s].get()});
   for (int64_t e = 0; e < plan.numEvents; ++e) {
     cudaEvent_t event = nullptr;
     SHARC_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));

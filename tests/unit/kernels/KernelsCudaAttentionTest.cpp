@@ -1,23 +1,28 @@
 //===- KernelsCudaAttentionTest.cpp - cuda attention against the cpu ------===//
 //
-// cuda::attention and cuda::attentionGrad against cpu:: on the same stored
-// inputs, for shapes that are not tile multiples (tiles are 64 and 32 rows)
-// and head dims that fill or pad the 64/96/128 buckets. Outputs are filled
-// with 0xFF bytes (NaN in f32 and bf16) before each launch, so an element
-// the kernel never writes fails the NaN check. Exits 77 (ctest's skip code)
-// on a machine without a device.
+// cuda::attention and cuda::attentionGrad, and cuDNN's SDPA where built
+// with it, against cpu:: on the same stored inputs, for shapes that are not
+// tile multiples (tiles are 64 and 32 rows) and head dims that fill or pad the
+// 64/96/128 buckets. Outputs are filled with 0xFF bytes (NaN in f32 and bf16)
+// before each launch, so an element the kernel never writes fails the NaN
+// check. Exits 77 (ctest's skip code) on a machine without a device.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Attention.h"
 #include "kernels/cuda/DeviceInfo.h"
+#if SHARC_WITH_CUDNN
+#include "kernels/cuda/CudnnAttention.h"
+#endif
 #include "tests/unit/kernels/TestTensors.h"
 
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -136,14 +141,14 @@ CpuForward cpuForward(const Shape &shape, DType dtype, const Inputs &in) {
   return result;
 }
 
-} // namespace
+using ForwardFn = std::function<Status(const AttentionArgs &)>;
+using BackwardFn = std::function<Status(const AttentionGradArgs &)>;
 
-TEST_CASE("cuda::attention matches cpu::attention", "[gpu]") {
-  if (cuda::deviceCount() == 0)
-    std::exit(77);
+/// `forward` against cpu::attention on every shape, in each of `dtypes`.
+void checkForward(const ForwardFn &forward, std::vector<DType> dtypes) {
   std::mt19937 rng(61);
   for (const Shape &shape : kShapes)
-    for (DType dtype : {DType::F32, DType::BF16}) {
+    for (DType dtype : dtypes) {
       INFO(shape.name() << ", " << dtypeName(dtype));
       Inputs in = randomInputs(shape, dtype, rng);
       CpuForward expected = cpuForward(shape, dtype, in);
@@ -153,17 +158,16 @@ TEST_CASE("cuda::attention matches cpu::attention", "[gpu]") {
       DeviceBuffer lse(shape.lseNumel() * int64_t(sizeof(float)));
       out.poison();
       lse.poison();
-      Status status = cuda::attention({.q = {q.data(), dtype},
-                                       .k = {k.data(), dtype},
-                                       .v = {v.data(), dtype},
-                                       .out = {out.data(), dtype},
-                                       .lse = static_cast<float *>(lse.data()),
-                                       .seqLen = shape.seqLen,
-                                       .batch = shape.batch,
-                                       .numHeads = shape.numHeads,
-                                       .numKvHeads = shape.numKvHeads,
-                                       .headDim = shape.headDim},
-                                      nullptr);
+      Status status = forward({.q = {q.data(), dtype},
+                               .k = {k.data(), dtype},
+                               .v = {v.data(), dtype},
+                               .out = {out.data(), dtype},
+                               .lse = static_cast<float *>(lse.data()),
+                               .seqLen = shape.seqLen,
+                               .batch = shape.batch,
+                               .numHeads = shape.numHeads,
+                               .numKvHeads = shape.numKvHeads,
+                               .headDim = shape.headDim});
       INFO(status.message());
       REQUIRE(status.isOk());
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -175,12 +179,12 @@ TEST_CASE("cuda::attention matches cpu::attention", "[gpu]") {
     }
 }
 
-TEST_CASE("cuda::attentionGrad matches cpu::attentionGrad", "[gpu]") {
-  if (cuda::deviceCount() == 0)
-    std::exit(77);
+/// `backward` against cpu::attentionGrad on every shape, in each of
+/// `dtypes`, both reading the cpu forward's out and lse.
+void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes) {
   std::mt19937 rng(62);
   for (const Shape &shape : kShapes)
-    for (DType dtype : {DType::F32, DType::BF16}) {
+    for (DType dtype : dtypes) {
       INFO(shape.name() << ", " << dtypeName(dtype));
       Inputs in = randomInputs(shape, dtype, rng);
       // Both backward passes read the cpu forward's out and lse.
@@ -215,22 +219,20 @@ TEST_CASE("cuda::attentionGrad matches cpu::attentionGrad", "[gpu]") {
       dq.poison();
       dk.poison();
       dv.poison();
-      Status status =
-          cuda::attentionGrad({.q = {q.data(), dtype},
-                               .k = {k.data(), dtype},
-                               .v = {v.data(), dtype},
-                               .out = {out.data(), dtype},
-                               .dout = {dOut.data(), dtype},
-                               .lse = static_cast<const float *>(lse.data()),
-                               .dq = {dq.data(), dtype},
-                               .dk = {dk.data(), dtype},
-                               .dv = {dv.data(), dtype},
-                               .seqLen = shape.seqLen,
-                               .batch = shape.batch,
-                               .numHeads = shape.numHeads,
-                               .numKvHeads = shape.numKvHeads,
-                               .headDim = shape.headDim},
-                              nullptr);
+      Status status = backward({.q = {q.data(), dtype},
+                                .k = {k.data(), dtype},
+                                .v = {v.data(), dtype},
+                                .out = {out.data(), dtype},
+                                .dout = {dOut.data(), dtype},
+                                .lse = static_cast<const float *>(lse.data()),
+                                .dq = {dq.data(), dtype},
+                                .dk = {dk.data(), dtype},
+                                .dv = {dv.data(), dtype},
+                                .seqLen = shape.seqLen,
+                                .batch = shape.batch,
+                                .numHeads = shape.numHeads,
+                                .numKvHeads = shape.numKvHeads,
+                                .headDim = shape.headDim});
       INFO(status.message());
       REQUIRE(status.isOk());
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -243,6 +245,76 @@ TEST_CASE("cuda::attentionGrad matches cpu::attentionGrad", "[gpu]") {
                    expectDv.values(), dtype);
     }
 }
+
+} // namespace
+
+TEST_CASE("cuda::attention matches cpu::attention", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  checkForward(
+      [](const AttentionArgs &args) { return cuda::attention(args, nullptr); },
+      {DType::F32, DType::BF16});
+}
+
+TEST_CASE("cuda::attentionGrad matches cpu::attentionGrad", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  checkBackward(
+      [](const AttentionGradArgs &args) {
+        return cuda::attentionGrad(args, nullptr);
+      },
+      {DType::F32, DType::BF16});
+}
+
+#if SHARC_WITH_CUDNN
+// cuDNN's SDPA through CudnnAttention: prepare (at set-up), then run on a
+// workspace of the prepared size, in both backward algorithms.
+template <typename Args>
+Status runPrepared(cuda::CudnnAttention &engine, const Args &args) {
+  Result<int64_t> bytes = engine.prepare(args);
+  if (!bytes)
+    return bytes.status();
+  DeviceBuffer workspace(std::max<int64_t>(*bytes, 1));
+  workspace.poison();
+  return engine.run(args, workspace.data());
+}
+
+TEST_CASE("cuDNN attention matches cpu::attention", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto engine = cuda::CudnnAttention::create(nullptr);
+  INFO(engine.status().message());
+  REQUIRE(engine);
+  checkForward(
+      [&](const AttentionArgs &args) { return runPrepared(**engine, args); },
+      {DType::BF16});
+}
+
+TEST_CASE("cuDNN attention_grad matches cpu::attentionGrad", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  for (bool deterministic : {false, true}) {
+    INFO("deterministic " << deterministic);
+    auto engine = cuda::CudnnAttention::create(nullptr, deterministic);
+    INFO(engine.status().message());
+    REQUIRE(engine);
+    checkBackward(
+        [&](const AttentionGradArgs &args) {
+          return runPrepared(**engine, args);
+        },
+        {DType::BF16});
+  }
+}
+
+TEST_CASE("cuDNN attention is asked only for bf16 and head dims it has",
+          "[gpu]") {
+  CHECK(cuda::CudnnAttention::accepts(DType::BF16, 64));
+  CHECK(cuda::CudnnAttention::accepts(DType::BF16, 128));
+  CHECK_FALSE(cuda::CudnnAttention::accepts(DType::F32, 64));
+  CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 100));
+  CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 136));
+}
+#endif
 
 TEST_CASE("cuda::attention rejects head dims, dtypes and mixes it lacks",
           "[gpu]") {

@@ -1,0 +1,231 @@
+//===- CudnnAttention.cpp - causal GQA attention on cuDNN's SDPA ----------===//
+//
+// One cuDNN frontend graph per (direction, shape): the sdpa node forward
+// (generating Stats, the log-sum-exp) and the sdpa_backward node, both with
+// the causal mask aligned top-left (key j <= query i) and scale
+// 1/sqrt(head_dim), bf16 in and out with fp32 softmax and accumulation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/CudnnAttention.h"
+
+#include "kernels/cuda/Launch.h"
+
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <cmath>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace sharc::kernels::cuda {
+
+namespace fe = cudnn_frontend;
+
+namespace {
+
+// The uids of the graphs' user tensors (the variant pack's keys).
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+
+Status cudnnStatus(cudnnStatus_t status, const char *call) {
+  if (status == CUDNN_STATUS_SUCCESS)
+    return Status::ok();
+  return Status::runtimeError(std::string("cuDNN: ") + call + ": " +
+                              cudnnGetErrorString(status));
+}
+
+Status frontendStatus(fe::error_t error, const char *step) {
+  if (error.is_good())
+    return Status::ok();
+  return Status::runtimeError(std::string("cuDNN attention: ") + step + ": " +
+                              error.get_message());
+}
+
+/// Sizes of one attention call.
+struct Shape {
+  int64_t seqLen, batch, numHeads, numKvHeads, headDim;
+};
+
+/// A [S, B, heads*D] activation seen as cuDNN's [b, h, s, d].
+std::shared_ptr<fe::graph::Tensor_attributes>
+headTensor(fe::graph::Graph &graph, const char *name, int64_t uid,
+           const Shape &s, int64_t heads) {
+  return graph.tensor(fe::graph::Tensor_attributes()
+                          .set_name(name)
+                          .set_uid(uid)
+                          .set_dim({s.batch, heads, s.seqLen, s.headDim})
+                          .set_stride({heads * s.headDim, s.headDim,
+                                       s.batch * heads * s.headDim, 1}));
+}
+
+void setHeadOutput(fe::graph::Tensor_attributes &tensor, int64_t uid,
+                   const Shape &s, int64_t heads) {
+  tensor.set_output(true)
+      .set_uid(uid)
+      .set_dim({s.batch, heads, s.seqLen, s.headDim})
+      .set_stride(
+          {heads * s.headDim, s.headDim, s.batch * heads * s.headDim, 1});
+}
+
+/// The [B, H, S] fp32 log-sum-exp as cuDNN's [b, h, s, 1] Stats.
+std::vector<int64_t> statsDim(const Shape &s) {
+  return {s.batch, s.numHeads, s.seqLen, 1};
+}
+std::vector<int64_t> statsStride(const Shape &s) {
+  return {s.numHeads * s.seqLen, s.seqLen, 1, 1};
+}
+
+} // namespace
+
+struct CudnnAttention::Graph {
+  fe::graph::Graph graph;
+  int64_t workspaceBytes = 0;
+};
+
+Result<std::unique_ptr<CudnnAttention>>
+CudnnAttention::create(DeviceStream stream, bool deterministic) {
+  std::unique_ptr<CudnnAttention> engine(new CudnnAttention());
+  cudnnHandle_t handle = nullptr;
+  SHARC_TRY(cudnnStatus(cudnnCreate(&handle), "cudnnCreate"));
+  engine->handle_ = handle;
+  engine->deterministic_ = deterministic;
+  SHARC_TRY(cudnnStatus(cudnnSetStream(handle, stream), "cudnnSetStream"));
+  return engine;
+}
+
+CudnnAttention::~CudnnAttention() {
+  graphs_.clear(); // the plans refer to the handle
+  if (handle_)
+    cudnnDestroy(static_cast<cudnnHandle_t>(handle_));
+}
+
+bool CudnnAttention::accepts(DType dtype, int64_t headDim) {
+  return dtype == DType::BF16 && headDim % 8 == 0 && headDim <= 128;
+}
+
+Result<CudnnAttention::Graph *>
+CudnnAttention::graphFor(bool backward, int64_t seqLen, int64_t batch,
+                         int64_t numHeads, int64_t numKvHeads,
+                         int64_t headDim) {
+  Key key{backward, seqLen, batch, numHeads, numKvHeads, headDim};
+  if (auto it = graphs_.find(key); it != graphs_.end())
+    return it->second.get();
+  Shape s{seqLen, batch, numHeads, numKvHeads, headDim};
+  auto built = std::make_unique<Graph>();
+  fe::graph::Graph &graph = built->graph;
+  graph.set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto q = headTensor(graph, "q", kQ, s, numHeads);
+  auto k = headTensor(graph, "k", kK, s, numKvHeads);
+  auto v = headTensor(graph, "v", kV, s, numKvHeads);
+  float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+  if (!backward) {
+    auto options = fe::graph::SDPA_attributes()
+                       .set_name("attention")
+                       .set_generate_stats(true)
+                       .set_causal_mask(true)
+                       .set_attn_scale(scale);
+    auto [o, stats] = graph.sdpa(q, k, v, options);
+    setHeadOutput(*o, kO, s, numHeads);
+    stats->set_output(true)
+        .set_uid(kStats)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim(statsDim(s))
+        .set_stride(statsStride(s));
+  } else {
+    auto o = headTensor(graph, "o", kO, s, numHeads);
+    auto dO = headTensor(graph, "dO", kDO, s, numHeads);
+    auto stats = graph.tensor(fe::graph::Tensor_attributes()
+                                  .set_name("stats")
+                                  .set_uid(kStats)
+                                  .set_data_type(fe::DataType_t::FLOAT)
+                                  .set_dim(statsDim(s))
+                                  .set_stride(statsStride(s)));
+    auto options = fe::graph::SDPA_backward_attributes()
+                       .set_name("attention_grad")
+                       .set_causal_mask(true)
+                       .set_attn_scale(scale)
+                       .set_deterministic_algorithm(deterministic_);
+    auto [dQ, dK, dV] = graph.sdpa_backward(q, k, v, o, dO, stats, options);
+    setHeadOutput(*dQ, kDQ, s, numHeads);
+    setHeadOutput(*dK, kDK, s, numKvHeads);
+    setHeadOutput(*dV, kDV, s, numKvHeads);
+  }
+  auto handle = static_cast<cudnnHandle_t>(handle_);
+  SHARC_TRY(frontendStatus(graph.validate(), "validate"));
+  SHARC_TRY(frontendStatus(graph.build_operation_graph(handle),
+                           "build_operation_graph"));
+  SHARC_TRY(frontendStatus(graph.create_execution_plans({fe::HeurMode_t::A}),
+                           "create_execution_plans"));
+  SHARC_TRY(frontendStatus(graph.check_support(), "check_support"));
+  SHARC_TRY(frontendStatus(graph.build_plans(), "build_plans"));
+  SHARC_TRY(frontendStatus(graph.get_workspace_size(built->workspaceBytes),
+                           "get_workspace_size"));
+  Graph *result = built.get();
+  graphs_.emplace(key, std::move(built));
+  return result;
+}
+
+Result<int64_t> CudnnAttention::prepare(const AttentionArgs &args) {
+  if (!accepts(args.q.dtype, args.headDim))
+    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
+                                "multiple of 8 up to 128");
+  auto graph = graphFor(false, args.seqLen, args.batch, args.numHeads,
+                        args.numKvHeads, args.headDim);
+  if (!graph)
+    return graph.status();
+  return (*graph)->workspaceBytes;
+}
+
+Result<int64_t> CudnnAttention::prepare(const AttentionGradArgs &args) {
+  if (!accepts(args.q.dtype, args.headDim))
+    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
+                                "multiple of 8 up to 128");
+  auto graph = graphFor(true, args.seqLen, args.batch, args.numHeads,
+                        args.numKvHeads, args.headDim);
+  if (!graph)
+    return graph.status();
+  return (*graph)->workspaceBytes;
+}
+
+Status CudnnAttention::run(const AttentionArgs &args, void *workspace) {
+  auto graph = graphFor(false, args.seqLen, args.batch, args.numHeads,
+                        args.numKvHeads, args.headDim);
+  if (!graph)
+    return graph.status();
+  std::unordered_map<int64_t, void *> pack{
+      {kQ, const_cast<void *>(args.q.data)},
+      {kK, const_cast<void *>(args.k.data)},
+      {kV, const_cast<void *>(args.v.data)},
+      {kO, args.out.data},
+      {kStats, args.lse}};
+  return frontendStatus(
+      (*graph)->graph.execute(static_cast<cudnnHandle_t>(handle_), pack,
+                              workspace),
+      "execute (forward)");
+}
+
+Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
+  auto graph = graphFor(true, args.seqLen, args.batch, args.numHeads,
+                        args.numKvHeads, args.headDim);
+  if (!graph)
+    return graph.status();
+  std::unordered_map<int64_t, void *> pack{
+      {kQ, const_cast<void *>(args.q.data)},
+      {kK, const_cast<void *>(args.k.data)},
+      {kV, const_cast<void *>(args.v.data)},
+      {kO, const_cast<void *>(args.out.data)},
+      {kDO, const_cast<void *>(args.dout.data)},
+      {kStats, const_cast<float *>(args.lse)},
+      {kDQ, args.dq.data},
+      {kDK, args.dk.data},
+      {kDV, args.dv.data}};
+  return frontendStatus(
+      (*graph)->graph.execute(static_cast<cudnnHandle_t>(handle_), pack,
+                              workspace),
+      "execute (backward)");
+}
+
+} // namespace sharc::kernels::cuda

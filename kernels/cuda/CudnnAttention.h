@@ -1,0 +1,68 @@
+//===- CudnnAttention.h - causal GQA attention on cuDNN's SDPA --*- C++ -*-===//
+// defines: CudnnAttention (cuda::)
+//
+// kernels/Attention.h's forward and backward as cuDNN's fused flash
+// attention, built through the cuDNN frontend's graph API. The layouts are
+// described to cuDNN by strides, so sequence-first [S, B, heads*D]
+// activations and the [B, H, S] fp32 log-sum-exp are used in place: cuDNN's
+// "Stats" output is exactly that log-sum-exp (natural log, scaled scores),
+// which keeps the IR's contract that only the lse survives the forward.
+// cuDNN runs bf16 only here; f32 plans keep kernels/cuda/Attention.cu.
+//
+// A CudnnAttention belongs to one stream (its handle is bound to it). The
+// graph of each shape is built once, at set-up, by prepare(), which also
+// says how much workspace its launches need; a launch looks the graph up and
+// runs it on the caller's workspace.
+//
+//   auto engine = CudnnAttention::create(stream);
+//   auto bytes = (*engine)->prepare(args);         // at set-up
+//   SHARC_TRY((*engine)->run(args, workspace));     // every step
+#pragma once
+
+#include "kernels/Attention.h"
+#include "planner/plan/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace sharc::kernels::cuda {
+
+class CudnnAttention {
+public:
+  /// A cuDNN handle on the current device, bound to `stream`.
+  /// `deterministic` picks the backward that accumulates dq in a fixed
+  /// order (bit-reproducible, somewhat slower).
+  static Result<std::unique_ptr<CudnnAttention>>
+  create(DeviceStream stream, bool deterministic = false);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention &) = delete;
+  CudnnAttention &operator=(const CudnnAttention &) = delete;
+
+  /// Whether cuDNN is asked at all: bf16 storage and a head dim cuDNN's
+  /// flash kernels take (a multiple of 8, at most 128 for the backward).
+  static bool accepts(DType dtype, int64_t headDim);
+  /// Builds the shape's graph; its workspace bytes, or an error naming what
+  /// cuDNN refused (the caller may then fall back to its own kernel).
+  Result<int64_t> prepare(const AttentionArgs &args);
+  Result<int64_t> prepare(const AttentionGradArgs &args);
+  /// Runs a prepared shape; `workspace` holds prepare()'s bytes.
+  Status run(const AttentionArgs &args, void *workspace);
+  Status run(const AttentionGradArgs &args, void *workspace);
+
+  struct Graph; ///< one built cuDNN graph
+
+private:
+  CudnnAttention() = default;
+  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  Result<Graph *> graphFor(bool backward, int64_t seqLen, int64_t batch,
+                           int64_t numHeads, int64_t numKvHeads,
+                           int64_t headDim);
+
+  void *handle_ = nullptr; ///< cudnnHandle_t
+  bool deterministic_ = false;
+  std::map<Key, std::unique_ptr<Graph>> graphs_;
+};
+
+} // namespace sharc::kernels::cuda
