@@ -35,7 +35,7 @@ inline constexpr llvm::StringLiteral kRoleLmHead = "lm_head";
 /// A parameter's placement requested by the sharding passes (an
 /// argument attribute, PlacementAttr), materialised by sharc-spmdize.
 inline constexpr llvm::StringLiteral kPlacementAttr = "sharc.placement";
-/// The device mesh, a module attribute {dp = N, tp = M}.
+/// The device mesh, a module attribute #sharc.mesh<dp = N, tp = M>.
 inline constexpr llvm::StringLiteral kMeshAttr = "sharc.mesh";
 /// Module unit attributes requesting sequence and vocabulary parallelism.
 inline constexpr llvm::StringLiteral kSequenceParallelAttr =

@@ -1,8 +1,11 @@
-//===- SharcAttrs.cpp - attributes of the sharc dialect -------------------===//
+//===- SharcAttrs.cpp - the mesh and placement attributes -----------------===//
 
 #include "ir/SharcAttrs.h"
+#include "ir/ArgumentRoles.h"
 #include "ir/SharcDialect.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -20,28 +23,41 @@ void SharcDialect::registerAttributes() {
 
 namespace {
 
-void printCode(AsmPrinter &printer, int64_t code) {
-  if (code == PlacementAttr::kInvariant)
-    printer << "I";
-  else if (code == PlacementAttr::kReplicated)
-    printer << "R";
-  else if (code == PlacementAttr::kPartial)
-    printer << "P";
-  else
-    printer << "S(" << code << ")";
+/// The default nesting of the axes sharc knows, outermost first; other
+/// axes go innermost, in the order they are added.
+constexpr llvm::StringLiteral kDefaultNesting[] = {"dp", "pp", "cp", "tp"};
+
+int64_t nestingRank(StringRef axis) {
+  for (auto [rank, name] : llvm::enumerate(kDefaultNesting))
+    if (name == axis)
+      return static_cast<int64_t>(rank);
+  return std::size(kDefaultNesting);
 }
 
 ParseResult parseCode(AsmParser &parser, int64_t &code) {
   StringRef keyword;
   if (parser.parseKeyword(&keyword))
     return failure();
-  if (keyword == "I")
+  if (keyword == "I") {
     code = PlacementAttr::kInvariant;
-  else if (keyword == "R")
+  } else if (keyword == "R") {
     code = PlacementAttr::kReplicated;
-  else if (keyword == "P")
+  } else if (keyword == "P") {
     code = PlacementAttr::kPartial;
-  else if (keyword == "S") {
+    if (succeeded(parser.parseOptionalLParen())) {
+      StringRef kind;
+      if (parser.parseKeyword(&kind))
+        return failure();
+      if (kind == "max")
+        code = PlacementAttr::kPartialMax;
+      else if (kind != "sum")
+        return parser.emitError(parser.getCurrentLocation(),
+                                "expected P(sum) or P(max), got P(")
+               << kind << ")";
+      if (parser.parseRParen())
+        return failure();
+    }
+  } else if (keyword == "S") {
     if (parser.parseLParen() || parser.parseInteger(code) ||
         parser.parseRParen())
       return failure();
@@ -50,81 +66,259 @@ ParseResult parseCode(AsmParser &parser, int64_t &code) {
                               "shard dimension must be non-negative");
   } else {
     return parser.emitError(parser.getCurrentLocation(),
-                            "expected I, R, P or S(dim), got ")
+                            "expected I, R, P, P(max) or S(dim), got ")
            << keyword;
   }
   return success();
 }
 
-} // namespace
-
-Attribute PlacementAttr::parse(AsmParser &parser, Type) {
-  int64_t dp = kInvariant, tp = kInvariant;
+/// Parses `<name = X, ...>` (or `<>`), calling `parseValue` after each `=`
+/// and refusing a name given twice.
+ParseResult parseAxisList(AsmParser &parser, SmallVectorImpl<StringRef> &names,
+                          llvm::function_ref<ParseResult(int64_t &)> parseValue,
+                          SmallVectorImpl<int64_t> &values) {
   if (parser.parseLess())
-    return {};
+    return failure();
+  if (succeeded(parser.parseOptionalGreater()))
+    return success();
   do {
     StringRef axis;
-    if (parser.parseKeyword(&axis) || parser.parseEqual())
-      return {};
-    int64_t *slot = axis == "dp" ? &dp : axis == "tp" ? &tp : nullptr;
-    if (!slot) {
-      parser.emitError(parser.getCurrentLocation(), "unknown mesh axis '")
-          << axis << "' (expected dp or tp)";
-      return {};
-    }
-    if (parseCode(parser, *slot))
-      return {};
+    int64_t value;
+    SMLoc where = parser.getCurrentLocation();
+    if (parser.parseKeyword(&axis) || parser.parseEqual() || parseValue(value))
+      return failure();
+    if (llvm::is_contained(names, axis))
+      return parser.emitError(where, "mesh axis '") << axis << "' given twice";
+    names.push_back(axis);
+    values.push_back(value);
   } while (succeeded(parser.parseOptionalComma()));
-  if (parser.parseGreater())
-    return {};
-  return PlacementAttr::get(parser.getContext(), dp, tp);
+  return parser.parseGreater();
 }
 
-void PlacementAttr::print(AsmPrinter &printer) const {
-  printer << "<dp = ";
-  printCode(printer, getDp());
-  printer << ", tp = ";
-  printCode(printer, getTp());
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// MeshAttr
+//===----------------------------------------------------------------------===//
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringRef> names;
+  SmallVector<int64_t> sizes;
+  if (parseAxisList(
+          parser, names,
+          [&](int64_t &size) { return parser.parseInteger(size); }, sizes))
+    return {};
+  SmallVector<StringAttr> axes;
+  for (StringRef name : names)
+    axes.push_back(StringAttr::get(parser.getContext(), name));
+  return MeshAttr::getChecked(
+      [&] { return parser.emitError(parser.getNameLoc()); },
+      parser.getContext(), axes, sizes);
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  llvm::interleaveComma(
+      llvm::zip(getAxes(), getSizes()), printer, [&](auto axis) {
+        printer << std::get<0>(axis).getValue() << " = " << std::get<1>(axis);
+      });
   printer << ">";
 }
 
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringAttr> axes,
+                               ArrayRef<int64_t> sizes) {
+  if (axes.size() != sizes.size())
+    return emitError() << "mesh has " << axes.size() << " axes and "
+                       << sizes.size() << " sizes";
+  for (auto [index, axis] : llvm::enumerate(axes)) {
+    if (sizes[index] < 1)
+      return emitError() << "mesh axis '" << axis.getValue()
+                         << "' must have size at least 1, got " << sizes[index];
+    if (llvm::count(axes, axis) > 1)
+      return emitError() << "mesh axis '" << axis.getValue() << "' given twice";
+  }
+  return success();
+}
+
+int64_t MeshAttr::indexOf(StringRef axis) const {
+  for (auto [index, name] : llvm::enumerate(getAxes()))
+    if (name.getValue() == axis)
+      return static_cast<int64_t>(index);
+  return -1;
+}
+
+int64_t MeshAttr::getSize(StringRef axis) const {
+  int64_t index = indexOf(axis);
+  return index < 0 ? 1 : getSizes()[index];
+}
+
+int64_t MeshAttr::getNumRanks() const {
+  int64_t ranks = 1;
+  for (int64_t size : getSizes())
+    ranks *= size;
+  return ranks;
+}
+
+MeshAttr MeshAttr::withAxisSize(StringRef axis, int64_t size) const {
+  SmallVector<StringAttr> axes(getAxes());
+  SmallVector<int64_t> sizes(getSizes());
+  if (int64_t index = indexOf(axis); index >= 0) {
+    sizes[index] = size;
+  } else {
+    auto *at = llvm::find_if(axes, [&](StringAttr other) {
+      return nestingRank(other.getValue()) > nestingRank(axis);
+    });
+    sizes.insert(sizes.begin() + (at - axes.begin()), size);
+    axes.insert(at, StringAttr::get(getContext(), axis));
+  }
+  return MeshAttr::get(getContext(), axes, sizes);
+}
+
+MeshAttr MeshAttr::getDefault(MLIRContext *context) {
+  return MeshAttr::get(
+      context, {StringAttr::get(context, "dp"), StringAttr::get(context, "tp")},
+      {1, 1});
+}
+
+MeshAttr sharc::getMesh(Operation *op) {
+  auto module =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  if (module)
+    if (auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttr))
+      return mesh;
+  return MeshAttr::getDefault(op->getContext());
+}
+
+void sharc::setMesh(ModuleOp module, MeshAttr mesh) {
+  module->setAttr(kMeshAttr, mesh);
+}
+
+//===----------------------------------------------------------------------===//
+// PlacementAttr
+//===----------------------------------------------------------------------===//
+
+Attribute PlacementAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringRef> names;
+  SmallVector<int64_t> codes;
+  if (parseAxisList(
+          parser, names, [&](int64_t &code) { return parseCode(parser, code); },
+          codes))
+    return {};
+  SmallVector<std::pair<StringRef, int64_t>> entries;
+  for (auto [name, code] : llvm::zip(names, codes))
+    entries.push_back({name, code});
+  return PlacementAttr::make(parser.getContext(), entries);
+}
+
+void PlacementAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  llvm::interleaveComma(llvm::zip(getAxes(), getCodes()), printer,
+                        [&](auto entry) {
+                          printer << std::get<0>(entry).getValue() << " = "
+                                  << placement::name(std::get<1>(entry));
+                        });
+  printer << ">";
+}
+
+LogicalResult
+PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      ArrayRef<StringAttr> axes, ArrayRef<int64_t> codes) {
+  if (axes.size() != codes.size())
+    return emitError() << "placement has " << axes.size() << " axes and "
+                       << codes.size() << " codes";
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (codes[i] < kPartialMax || codes[i] == kInvariant)
+      return emitError() << "placement on '" << axes[i].getValue()
+                         << "' has no kind (code " << codes[i] << ")";
+    if (i > 0 && axes[i - 1].getValue() >= axes[i].getValue())
+      return emitError() << "placement axes must be unique and sorted";
+  }
+  return success();
+}
+
+/// As a tensor's encoding: every split dimension exists, and an
+/// all-invariant placement is no encoding (so equal types compare equal).
+LogicalResult PlacementAttr::verifyEncoding(
+    ArrayRef<int64_t> shape, Type,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  if (isInvariant())
+    return emitError() << "an invariant placement is written as no encoding";
+  for (auto [axis, code] : llvm::zip(getAxes(), getCodes()))
+    if (code >= static_cast<int64_t>(shape.size()))
+      return emitError() << "placement splits dimension " << code << " over "
+                         << axis.getValue() << " but the tensor has rank "
+                         << shape.size();
+  return success();
+}
+
+PlacementAttr
+PlacementAttr::make(MLIRContext *context,
+                    ArrayRef<std::pair<StringRef, int64_t>> entries) {
+  SmallVector<std::pair<StringRef, int64_t>> kept;
+  for (auto entry : entries)
+    if (entry.second != kInvariant)
+      kept.push_back(entry);
+  llvm::sort(kept, [](auto a, auto b) { return a.first < b.first; });
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> codes;
+  for (auto [axis, code] : kept) {
+    axes.push_back(StringAttr::get(context, axis));
+    codes.push_back(code);
+  }
+  return PlacementAttr::get(context, axes, codes);
+}
+
+PlacementAttr PlacementAttr::getInvariant(MLIRContext *context) {
+  return PlacementAttr::get(context, {}, {});
+}
+
 int64_t PlacementAttr::getAxis(StringRef axis) const {
-  return axis == "dp" ? getDp() : getTp();
+  for (auto [name, code] : llvm::zip(getAxes(), getCodes()))
+    if (name.getValue() == axis)
+      return code;
+  return kInvariant;
 }
 
 PlacementAttr PlacementAttr::withAxis(StringRef axis, int64_t code) const {
-  return axis == "dp" ? PlacementAttr::get(getContext(), code, getTp())
-                      : PlacementAttr::get(getContext(), getDp(), code);
+  SmallVector<std::pair<StringRef, int64_t>> entries;
+  for (auto [name, old] : llvm::zip(getAxes(), getCodes()))
+    if (name.getValue() != axis)
+      entries.push_back({name.getValue(), old});
+  entries.push_back({axis, code});
+  return make(getContext(), entries);
 }
 
 PlacementAttr sharc::getPlacement(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   if (auto placement = dyn_cast_or_null<PlacementAttr>(tensor.getEncoding()))
     return placement;
-  return PlacementAttr::get(type.getContext(), PlacementAttr::kInvariant,
-                            PlacementAttr::kInvariant);
+  return PlacementAttr::getInvariant(type.getContext());
 }
 
 RankedTensorType sharc::withPlacement(Type type, PlacementAttr placement) {
   auto tensor = cast<RankedTensorType>(type);
-  bool invariant = placement.getDp() == PlacementAttr::kInvariant &&
-                   placement.getTp() == PlacementAttr::kInvariant;
   return RankedTensorType::get(tensor.getShape(), tensor.getElementType(),
-                               invariant ? Attribute() : placement);
+                               placement.isInvariant() ? Attribute()
+                                                       : placement);
 }
 
 RankedTensorType sharc::cotangentType(Type primal) {
   PlacementAttr placement = getPlacement(primal);
-  auto dual = [](int64_t code) {
-    if (code == PlacementAttr::kReplicated)
-      return PlacementAttr::kPartial;
-    if (code == PlacementAttr::kPartial)
-      return PlacementAttr::kInvariant;
-    return code;
-  };
-  return withPlacement(primal, PlacementAttr::get(primal.getContext(),
-                                                  dual(placement.getDp()),
-                                                  dual(placement.getTp())));
+  SmallVector<std::pair<StringRef, int64_t>> entries;
+  for (auto [axis, code] :
+       llvm::zip(placement.getAxes(), placement.getCodes())) {
+    // Each rank's use of a replicated value contributes a part of its
+    // cotangent; every summand of a partial sum gets the whole one.
+    int64_t dual =
+        code == PlacementAttr::kReplicated ? PlacementAttr::kPartial
+        : code == PlacementAttr::kPartial || code == PlacementAttr::kPartialMax
+            ? PlacementAttr::kInvariant
+            : code;
+    entries.push_back({axis.getValue(), dual});
+  }
+  return withPlacement(primal,
+                       PlacementAttr::make(primal.getContext(), entries));
 }
 
 std::string sharc::placement::name(int64_t code) {
@@ -134,7 +328,33 @@ std::string sharc::placement::name(int64_t code) {
     return "R";
   if (code == kP)
     return "P";
+  if (code == kPMax)
+    return "P(max)";
   return "S(" + std::to_string(code) + ")";
+}
+
+SmallVector<StringRef> sharc::placement::axesSplitting(PlacementAttr placement,
+                                                       int64_t dim,
+                                                       MeshAttr mesh) {
+  SmallVector<StringRef> axes;
+  for (StringAttr axis : mesh.getAxes())
+    if (placement.getAxis(axis.getValue()) == dim)
+      axes.push_back(axis.getValue());
+  // Axes the mesh does not list come last, in name order (a verifier
+  // names them).
+  for (StringAttr axis : placement.getAxes())
+    if (!mesh.hasAxis(axis.getValue()) &&
+        placement.getAxis(axis.getValue()) == dim)
+      axes.push_back(axis.getValue());
+  return axes;
+}
+
+int64_t sharc::placement::splitFactor(PlacementAttr placement, int64_t dim,
+                                      MeshAttr mesh) {
+  int64_t factor = 1;
+  for (StringRef axis : axesSplitting(placement, dim, mesh))
+    factor *= mesh.getSize(axis);
+  return factor;
 }
 
 std::optional<int64_t> sharc::placement::matmulRule(int64_t x, int64_t w,

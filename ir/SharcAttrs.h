@@ -1,20 +1,32 @@
 //===- SharcAttrs.h - attributes of the sharc dialect -----------*- C++ -*-===//
-// defines: sharc::PlacementAttr, getPlacement, withPlacement, cotangentType,
-//          placement::{kI, kR, kP, name, matmulRule}
+// defines: sharc::MeshAttr, sharc::PlacementAttr, getMesh, setMesh,
+//          getPlacement, withPlacement, cotangentType,
+//          placement::{kI, kR, kP, kPMax, name, axesSplitting, splitFactor,
+//          matmulRule}
 #pragma once
 
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/TensorEncoding.h"
 
 #include <optional>
 #include <string>
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
 
 #define GET_ATTRDEF_CLASSES
 #include "ir/SharcAttrs.h.inc"
 
 namespace sharc {
+
+/// The mesh of the module holding `op` (or of `op`, a module): the one
+/// place mesh sizes are read. MeshAttr::getDefault when none is declared.
+MeshAttr getMesh(mlir::Operation *op);
+void setMesh(mlir::ModuleOp module, MeshAttr mesh);
 
 /// The placement in a tensor type's encoding, or all-invariant when the
 /// type has none.
@@ -29,8 +41,15 @@ namespace placement {
 inline constexpr int64_t kI = PlacementAttr::kInvariant;
 inline constexpr int64_t kR = PlacementAttr::kReplicated;
 inline constexpr int64_t kP = PlacementAttr::kPartial;
-/// "I", "R", "P" or "S(d)", as the IR prints them.
+inline constexpr int64_t kPMax = PlacementAttr::kPartialMax;
+/// "I", "R", "P", "P(max)" or "S(d)", as the IR prints them.
 std::string name(int64_t code);
+/// The axes that split dimension `dim`, outermost (major blocks) first.
+llvm::SmallVector<llvm::StringRef> axesSplitting(PlacementAttr placement,
+                                                 int64_t dim, MeshAttr mesh);
+/// How many blocks dimension `dim` is cut into: the product of the sizes
+/// of the axes splitting it.
+int64_t splitFactor(PlacementAttr placement, int64_t dim, MeshAttr mesh);
 /// The placement rule of y = x w^T on one axis: column parallel (R, S(0))
 /// gives S(last), row parallel (S(last), S(1)) gives P, whole weights keep
 /// an I input I, and a batch or sequence split passes through a weight

@@ -18,20 +18,31 @@ RankedTensorType tensorOf(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
 
-/// Checks the placement change `from` -> one of `to` on `axis`, the other
-/// axis unchanged, and the element type kept.
+/// The mesh axes as "dp, tp", for messages.
+std::string axisList(MeshAttr mesh) {
+  std::string names;
+  for (StringAttr axis : mesh.getAxes())
+    names += (names.empty() ? "" : ", ") + axis.getValue().str();
+  return names;
+}
+
+/// Checks the placement change `from` -> one of `to` on `axis`, every
+/// other axis unchanged, and the element type kept.
 LogicalResult verifyPlacementChange(Operation *op, StringRef axis, Value x,
                                     Value y, int64_t from,
                                     ArrayRef<int64_t> to) {
-  if (axis != "dp" && axis != "tp")
-    return op->emitOpError("axis must be dp or tp, got '") << axis << "'";
+  MeshAttr mesh = getMesh(op);
+  if (!mesh.hasAxis(axis))
+    return op->emitOpError("axis '")
+           << axis << "' is not an axis of the mesh (" << axisList(mesh) << ")";
   PlacementAttr in = getPlacement(x.getType());
   PlacementAttr out = getPlacement(y.getType());
-  StringRef other = axis == "dp" ? "tp" : "dp";
-  if (in.getAxis(other) != out.getAxis(other))
-    return op->emitOpError("must keep the placement on ")
-           << other << ", got " << name(in.getAxis(other)) << " -> "
-           << name(out.getAxis(other));
+  for (PlacementAttr side : {in, out})
+    for (StringAttr other : side.getAxes())
+      if (other.getValue() != axis && in.getAxis(other) != out.getAxis(other))
+        return op->emitOpError("must keep the placement on ")
+               << other.getValue() << ", got " << name(in.getAxis(other))
+               << " -> " << name(out.getAxis(other));
   if (in.getAxis(axis) != from || !llvm::is_contained(to, out.getAxis(axis))) {
     std::string expected;
     for (int64_t code : to)
@@ -42,6 +53,20 @@ LogicalResult verifyPlacementChange(Operation *op, StringRef axis, Value x,
   }
   if (tensorOf(x).getElementType() != tensorOf(y).getElementType())
     return op->emitOpError("must keep the element type");
+  return success();
+}
+
+/// Checks that `axis` is the innermost of the axes splitting `dim` of the
+/// sharded side: blocks of an inner axis are contiguous within the blocks
+/// of an outer one, so only the innermost can be gathered or scattered.
+LogicalResult verifyInnermost(Operation *op, StringRef axis, Value sharded,
+                              int64_t dim) {
+  SmallVector<StringRef> axes =
+      axesSplitting(getPlacement(sharded.getType()), dim, getMesh(op));
+  if (!axes.empty() && axes.back() != axis)
+    return op->emitOpError("dim ")
+           << dim << " is split over " << axis << " and, inside it, over "
+           << axes.back() << "; only the innermost axis can move";
   return success();
 }
 
@@ -92,7 +117,9 @@ LogicalResult AllReduceOp::verify() {
            << getReduce() << "'";
   if (tensorOf(getX()).getShape() != tensorOf(getY()).getShape())
     return emitOpError("must keep the shape");
-  return verifyPlacementChange(*this, getAxis(), getX(), getY(), kP, {kI, kR});
+  int64_t from = getReduce() == "max" ? kPMax : kP;
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), from,
+                               {kI, kR});
 }
 
 LogicalResult AllReduceCoalescedOp::verify() {
@@ -108,21 +135,24 @@ LogicalResult AllReduceCoalescedOp::verify() {
 }
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(verifySplitShape(*this, getY(), getX(), getDim())))
+  if (failed(verifySplitShape(*this, getY(), getX(), getDim())) ||
+      failed(verifyInnermost(*this, getAxis(), getX(), getDim())))
     return failure();
   return verifyPlacementChange(*this, getAxis(), getX(), getY(), getDim(),
                                {kI, kR});
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(verifySplitShape(*this, getX(), getY(), getDim())))
+  if (failed(verifySplitShape(*this, getX(), getY(), getDim())) ||
+      failed(verifyInnermost(*this, getAxis(), getY(), getDim())))
     return failure();
   return verifyPlacementChange(*this, getAxis(), getX(), getY(), kP,
                                {static_cast<int64_t>(getDim())});
 }
 
 LogicalResult SliceToRankOp::verify() {
-  if (failed(verifySplitShape(*this, getX(), getY(), getDim())))
+  if (failed(verifySplitShape(*this, getX(), getY(), getDim())) ||
+      failed(verifyInnermost(*this, getAxis(), getY(), getDim())))
     return failure();
   return verifyPlacementChange(*this, getAxis(), getX(), getY(), kI,
                                {static_cast<int64_t>(getDim())});

@@ -103,13 +103,19 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *context,
   auto ids = cast<RankedTensorType>(adaptor.getIds().getType());
   if (table.getRank() != 2 || ids.getRank() != 2)
     return emitOptionalError(location, "expects a rank-2 table and ids");
-  PlacementAttr pt = getPlacement(table), pi = getPlacement(ids);
-  int64_t tp = pt.getTp() == 0 ? PlacementAttr::kPartial : pi.getTp();
+  PlacementAttr pt = getPlacement(table);
+  PlacementAttr out = getPlacement(ids);
+  for (auto [axis, code] : llvm::zip(pt.getAxes(), pt.getCodes())) {
+    if (code == 0)
+      out = out.withAxis(axis, PlacementAttr::kPartial);
+    else if (code == 1)
+      out = out.withAxis(axis, 2);
+  }
   types.push_back(
       withPlacement(RankedTensorType::get({ids.getShape()[0], ids.getShape()[1],
                                            table.getShape()[1]},
                                           table.getElementType()),
-                    PlacementAttr::get(context, pi.getDp(), tp)));
+                    out));
   return success();
 }
 
@@ -154,9 +160,13 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *context,
   SmallVector<int64_t> shape(x.getShape());
   shape.back() = w.getShape()[0];
   PlacementAttr px = getPlacement(x), pw = getPlacement(w);
-  int64_t codes[2];
-  const char *axes[] = {"dp", "tp"};
-  for (auto [index, axis] : llvm::enumerate(axes)) {
+  SmallVector<std::pair<StringRef, int64_t>> codes;
+  SmallVector<StringAttr> axes(px.getAxes());
+  axes.append(pw.getAxes().begin(), pw.getAxes().end());
+  for (StringAttr axisAttr : axes) {
+    StringRef axis = axisAttr.getValue();
+    if (llvm::any_of(codes, [&](auto entry) { return entry.first == axis; }))
+      continue;
     std::optional<int64_t> code = placement::matmulRule(
         px.getAxis(axis), pw.getAxis(axis), x.getRank() - 1);
     if (!code)
@@ -164,11 +174,11 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *context,
                                placement::name(px.getAxis(axis)),
                                " and weight ",
                                placement::name(pw.getAxis(axis)), " on ", axis);
-    codes[index] = *code;
+    codes.push_back({axis, *code});
   }
   types.push_back(
       withPlacement(RankedTensorType::get(shape, x.getElementType()),
-                    PlacementAttr::get(context, codes[0], codes[1])));
+                    PlacementAttr::make(context, codes)));
   return success();
 }
 
@@ -217,17 +227,20 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
   int64_t headDim = static_cast<int64_t>(adaptor.getHeadDim());
   if (q.getRank() != 3 || headDim <= 0)
     return emitOptionalError(location, "expects q [S, B, heads * head_dim]");
+  // q's [S, B, heads] dimensions are lse's [2, 0, 1].
   PlacementAttr pq = getPlacement(q);
-  auto moved = [](int64_t code, int64_t from, int64_t to) {
-    return code == from ? to : code;
-  };
+  SmallVector<std::pair<StringRef, int64_t>> codes;
+  for (auto [axis, code] : llvm::zip(pq.getAxes(), pq.getCodes())) {
+    const int64_t lseDimOf[] = {2, 0, 1};
+    codes.push_back(
+        {axis.getValue(), code >= 0 && code < 3 ? lseDimOf[code] : code});
+  }
   types.push_back(q);
   types.push_back(withPlacement(
       RankedTensorType::get(
           {q.getShape()[1], q.getShape()[2] / headDim, q.getShape()[0]},
           Float32Type::get(context)),
-      PlacementAttr::get(context, moved(pq.getDp(), 1, 0),
-                         moved(pq.getTp(), 2, 1))));
+      PlacementAttr::make(context, codes)));
   return success();
 }
 

@@ -45,7 +45,9 @@ private:
 /// Any other mismatch is left for verify-placements to report.
 Value synchronize(OpBuilder &builder, Value grad, Value param) {
   PlacementAttr want = getPlacement(param.getType());
-  for (StringRef axis : {"dp", "tp"}) {
+  for (StringAttr axisName :
+       getMesh(param.getParentBlock()->getParentOp()).getAxes()) {
+    StringRef axis = axisName.getValue();
     PlacementAttr have = getPlacement(grad.getType());
     if (want.getAxis(axis) != PlacementAttr::kReplicated ||
         have.getAxis(axis) != PlacementAttr::kPartial)

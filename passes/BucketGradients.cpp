@@ -29,7 +29,7 @@ Operation *readyAfter(Value value) { return value.getDefiningOp(); }
 /// another one would see the sum instead of this rank's partial.
 bool isBucketable(AllReduceOp op) {
   return op.getAxis() == "dp" && op.getReduce() == "sum" &&
-         getPlacement(op.getY().getType()).getDp() ==
+         getPlacement(op.getY().getType()).getAxis("dp") ==
              PlacementAttr::kReplicated &&
          readyAfter(op.getX()) && op.getX().hasOneUse();
 }

@@ -9,27 +9,14 @@ using namespace sharc;
 
 Layout sharc::readLayout(ModuleOp module) {
   Layout layout;
-  if (auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttr)) {
-    if (auto dp = mesh.getAs<IntegerAttr>("dp"))
-      layout.dpSize = dp.getInt();
-    if (auto tp = mesh.getAs<IntegerAttr>("tp"))
-      layout.tpSize = tp.getInt();
-  }
+  layout.mesh = getMesh(module);
   layout.sequenceParallel = module->hasAttr(kSequenceParallelAttr);
   layout.vocabParallel = module->hasAttr(kVocabParallelAttr);
   return layout;
 }
 
 void sharc::setMeshSize(ModuleOp module, StringRef axis, int64_t size) {
-  Layout layout = readLayout(module);
-  (axis == "dp" ? layout.dpSize : layout.tpSize) = size;
-  Builder builder(module.getContext());
-  module->setAttr(
-      kMeshAttr,
-      builder.getDictionaryAttr(
-          {builder.getNamedAttr("dp", builder.getI64IntegerAttr(layout.dpSize)),
-           builder.getNamedAttr("tp",
-                                builder.getI64IntegerAttr(layout.tpSize))}));
+  setMesh(module, getMesh(module).withAxisSize(axis, size));
 }
 
 ModelSizes::ModelSizes(ModuleOp module) : module(module) {
@@ -73,8 +60,7 @@ PlacementAttr sharc::getParamPlacement(func::FuncOp func, unsigned index) {
   if (auto placement =
           func.getArgAttrOfType<PlacementAttr>(index, kPlacementAttr))
     return placement;
-  return PlacementAttr::get(func.getContext(), PlacementAttr::kInvariant,
-                            PlacementAttr::kInvariant);
+  return PlacementAttr::getInvariant(func.getContext());
 }
 
 void sharc::setParamPlacement(func::FuncOp func, unsigned index, StringRef axis,

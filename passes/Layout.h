@@ -17,11 +17,15 @@
 namespace sharc {
 
 struct Layout {
-  int64_t dpSize = 1, tpSize = 1;
+  MeshAttr mesh; ///< getMesh(module): the one place sizes are read
   bool sequenceParallel = false, vocabParallel = false;
+  /// The size of `axis`, 1 where the mesh lacks it.
+  int64_t size(llvm::StringRef axis) const { return mesh.getSize(axis); }
 };
 
 Layout readLayout(mlir::ModuleOp module);
+/// Declares `axis` of `size` on the module's mesh (see
+/// MeshAttr::withAxisSize for where a new axis goes).
 void setMeshSize(mlir::ModuleOp module, llvm::StringRef axis, int64_t size);
 
 /// The model sizes the builder recorded, with where each was written.

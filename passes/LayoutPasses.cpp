@@ -83,10 +83,10 @@ struct SequenceParallelPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Layout layout = readLayout(module);
-    if (layout.tpSize == 1)
+    if (layout.size("tp") == 1)
       return; // nothing to split the sequence over
-    if (failed(
-            ModelSizes(module).requireDivides("tp", layout.tpSize, "seq_len")))
+    if (failed(ModelSizes(module).requireDivides("tp", layout.size("tp"),
+                                                 "seq_len")))
       return signalPassFailure();
     module->setAttr(kSequenceParallelAttr, UnitAttr::get(&getContext()));
     forEachParam(module, [](func::FuncOp func, unsigned i, StringRef role) {
@@ -99,7 +99,7 @@ struct SequenceParallelPass
 struct VocabParallelPass : sharc::impl::VocabParallelBase<VocabParallelPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (readLayout(module).tpSize == 1)
+    if (readLayout(module).size("tp") == 1)
       return;
     module->setAttr(kVocabParallelAttr, UnitAttr::get(&getContext()));
     forEachParam(module, [](func::FuncOp func, unsigned i, StringRef role) {

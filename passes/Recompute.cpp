@@ -22,7 +22,7 @@ namespace {
 void regatherForWeightGradients(func::FuncOp func) {
   SmallVector<AllGatherOp> gathers;
   func.walk([&](AllGatherOp gather) {
-    if (getPlacement(gather.getY().getType()).getTp() ==
+    if (getPlacement(gather.getY().getType()).getAxis(gather.getAxis()) ==
             PlacementAttr::kReplicated &&
         gather.getDim() == 0)
       gathers.push_back(gather);

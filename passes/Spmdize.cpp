@@ -28,8 +28,12 @@ using namespace sharc::placement;
 
 namespace {
 
-int64_t tpOf(Value value) { return getPlacement(value.getType()).getTp(); }
-int64_t dpOf(Value value) { return getPlacement(value.getType()).getDp(); }
+int64_t tpOf(Value value) {
+  return getPlacement(value.getType()).getAxis("tp");
+}
+int64_t dpOf(Value value) {
+  return getPlacement(value.getType()).getAxis("dp");
+}
 ArrayRef<int64_t> shapeOf(Value value) {
   return cast<RankedTensorType>(value.getType()).getShape();
 }
@@ -46,12 +50,13 @@ public:
 private:
   RankedTensorType makeType(ArrayRef<int64_t> shape, Type element, int64_t dp,
                             int64_t tp) {
-    return withPlacement(RankedTensorType::get(shape, element),
-                         PlacementAttr::get(func.getContext(), dp, tp));
+    return withPlacement(
+        RankedTensorType::get(shape, element),
+        PlacementAttr::make(func.getContext(), {{"dp", dp}, {"tp", tp}}));
   }
   /// The dp placement of a tensor whose batch dimension is `batchDim`.
   int64_t batchSharded(int64_t batchDim) const {
-    return layout.dpSize > 1 ? batchDim : kI;
+    return layout.size("dp") > 1 ? batchDim : kI;
   }
   LogicalResult retypeArguments();
   Value convert(Value value, int64_t tpTarget, Location loc);
@@ -73,8 +78,8 @@ private:
 LogicalResult Spmdizer::retypeArguments() {
   int64_t vocab = sizes.get("vocab_size");
   int64_t paddedVocab = vocab;
-  if (layout.vocabParallel && vocab % layout.tpSize != 0)
-    paddedVocab = (vocab / layout.tpSize + 1) * layout.tpSize;
+  if (layout.vocabParallel && vocab % layout.size("tp") != 0)
+    paddedVocab = (vocab / layout.size("tp") + 1) * layout.size("tp");
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
     SmallVector<int64_t> shape(shapeOf(arg));
@@ -87,12 +92,12 @@ LogicalResult Spmdizer::retypeArguments() {
       if (role == kRoleEmbedding || role == kRoleLmHead)
         shape[0] = paddedVocab;
     } else {
-      placement = PlacementAttr::get(func.getContext(), batchSharded(1), kI);
+      placement =
+          PlacementAttr::make(func.getContext(), {{"dp", batchSharded(1)}});
     }
-    for (auto [axis, size] :
-         {std::pair<StringRef, int64_t>{"dp", layout.dpSize},
-          {"tp", layout.tpSize}}) {
-      int64_t code = placement.getAxis(axis);
+    for (StringAttr axisName : layout.mesh.getAxes()) {
+      StringRef axis = axisName.getValue();
+      int64_t code = placement.getAxis(axis), size = layout.size(axis);
       if (code < 0)
         continue;
       if (shape[code] % size != 0)
@@ -102,7 +107,7 @@ LogicalResult Spmdizer::retypeArguments() {
       shape[code] /= size;
     }
     arg.setType(
-        makeType(shape, elementOf(arg), placement.getDp(), placement.getTp()));
+        withPlacement(RankedTensorType::get(shape, elementOf(arg)), placement));
     localOf[arg] = arg;
   }
   return success();
@@ -118,25 +123,25 @@ Value Spmdizer::convert(Value value, int64_t target, Location loc) {
   PlacementAttr placement = getPlacement(value.getType());
   SmallVector<int64_t> shape(shapeOf(value));
   auto typeWith = [&](int64_t code) {
-    return makeType(shape, elementOf(value), placement.getDp(), code);
+    return makeType(shape, elementOf(value), placement.getAxis("dp"), code);
   };
   StringAttr axis = builder.getStringAttr("tp");
   Value result;
   if (current == kI && target == kR) {
     result = builder.create<ReplicateOp>(loc, typeWith(kR), value, axis);
   } else if (current >= 0 && (target == kR || target == kI)) {
-    shape[current] *= layout.tpSize;
+    shape[current] *= layout.size("tp");
     result = builder.create<AllGatherOp>(loc, typeWith(target), value, axis,
                                          builder.getI64IntegerAttr(current));
   } else if (current == kP && target == kI) {
     result = builder.create<AllReduceOp>(loc, typeWith(kI), value, axis,
                                          builder.getStringAttr("sum"));
   } else if (current == kP && target >= 0) {
-    shape[target] /= layout.tpSize;
+    shape[target] /= layout.size("tp");
     result = builder.create<ReduceScatterOp>(loc, typeWith(target), value, axis,
                                              builder.getI64IntegerAttr(target));
   } else if (current == kI && target >= 0) {
-    shape[target] /= layout.tpSize;
+    shape[target] /= layout.size("tp");
     result = builder.create<SliceToRankOp>(loc, typeWith(target), value, axis,
                                            builder.getI64IntegerAttr(target));
   } else {
@@ -158,7 +163,7 @@ Value Spmdizer::rewriteEmbedding(EmbeddingOp op) {
       op.getLoc(), type, table, ids, op.getVocabStartAttr(),
       vocabSharded ? builder.getStringAttr("tp") : StringAttr());
   int64_t target = layout.sequenceParallel ? 0 : kI;
-  return layout.tpSize > 1 ? convert(out, target, op.getLoc()) : out;
+  return layout.size("tp") > 1 ? convert(out, target, op.getLoc()) : out;
 }
 
 /// Column parallel (weight S(0)) needs its input R and gives S(last); row
@@ -192,7 +197,7 @@ Value Spmdizer::rewriteMatmul(MatmulOp op) {
 Value Spmdizer::rewriteLoss(CrossEntropyOp op) {
   Value logits = local(op.getLogits()), labels = local(op.getLabels());
   Location loc = op.getLoc();
-  int64_t lossDp = layout.dpSize > 1 ? kP : kI;
+  int64_t lossDp = layout.size("dp") > 1 ? kP : kI;
   auto lossType = makeType({}, builder.getF32Type(), lossDp, kI);
   Value loss;
   if (tpOf(logits) == 2) {
@@ -206,9 +211,9 @@ Value Spmdizer::rewriteLoss(CrossEntropyOp op) {
                                          builder.getStringAttr(kind));
     };
     IntegerAttr valid = op.getValidVocabAttr();
-    Value max =
-        reduce(builder.create<VocabMaxOp>(loc, statType(kP), logits, valid, tp),
-               "max");
+    Value max = reduce(
+        builder.create<VocabMaxOp>(loc, statType(kPMax), logits, valid, tp),
+        "max");
     Value target = reduce(builder.create<TargetLogitOp>(
                               loc, statType(kP), logits, labels, valid, tp),
                           "sum");
@@ -222,9 +227,9 @@ Value Spmdizer::rewriteLoss(CrossEntropyOp op) {
     loss = builder.create<CrossEntropyOp>(loc, lossType, logits, labels,
                                           op.getValidVocabAttr());
   }
-  if (layout.dpSize > 1) {
+  if (layout.size("dp") > 1) {
     loss = builder.create<ScaleOp>(
-        loc, lossType, loss, builder.getF64FloatAttr(1.0 / layout.dpSize));
+        loc, lossType, loss, builder.getF64FloatAttr(1.0 / layout.size("dp")));
     loss = builder.create<AllReduceOp>(
         loc, makeType({}, builder.getF32Type(), kI, kI), loss,
         builder.getStringAttr("dp"), builder.getStringAttr("sum"));
@@ -312,7 +317,7 @@ struct SpmdizePass : sharc::impl::SpmdizeBase<SpmdizePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Layout layout = readLayout(module);
-    if (layout.dpSize == 1 && layout.tpSize == 1)
+    if (layout.size("dp") == 1 && layout.size("tp") == 1)
       return; // dense: nothing to do
     ModelSizes sizes(module);
     for (auto func : module.getOps<func::FuncOp>())

@@ -35,12 +35,14 @@ LogicalResult checkGradients(func::FuncOp func) {
       continue;
     PlacementAttr want = getPlacement(func.getArgument(it->second).getType());
     PlacementAttr have = getPlacement(returnOp->getOperand(i).getType());
-    for (StringRef axis : {"dp", "tp"})
+    SmallVector<StringAttr> axes(want.getAxes());
+    axes.append(have.getAxes().begin(), have.getAxes().end());
+    for (StringAttr axis : axes)
       if (want.getAxis(axis) != have.getAxis(axis))
         return returnOp->emitError("'")
                << output << "' has placement " << name(have.getAxis(axis))
-               << " on " << axis << " but parameter '" << param << "' is "
-               << name(want.getAxis(axis));
+               << " on " << axis.getValue() << " but parameter '" << param
+               << "' is " << name(want.getAxis(axis));
   }
   return success();
 }

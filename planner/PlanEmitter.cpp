@@ -60,7 +60,7 @@ private:
   /// region holds them, and the outputs table gets the views afterwards.
   llvm::DenseSet<Value> outputBases;
   std::vector<std::pair<size_t, Value>> viewOutputs;
-  int64_t dpSize = 1, tpSize = 1;
+  MeshAttr mesh;
 
 public:
   PlanSchedule schedule;
@@ -110,7 +110,7 @@ LogicalResult Emitter::assignArguments() {
       entry.name = param.str();
       entry.buffer = *id;
       std::tie(entry.sharding, entry.globalShape) =
-          globalLayout(arg.getType(), dpSize, tpSize);
+          globalLayout(arg.getType(), mesh);
       entry.init.kind = getArgString(func, index, kInitAttr).str();
       if (auto std = func.getArgAttrOfType<FloatAttr>(index, kInitStdAttr))
         entry.init.stddev = std.getValueAsDouble();
@@ -120,8 +120,7 @@ LogicalResult Emitter::assignArguments() {
       FailureOr<int64_t> id = addBuffer(arg, plan::Region::Input, input.str());
       if (failed(id))
         return failure();
-      auto [sharding, globalShape] =
-          globalLayout(arg.getType(), dpSize, tpSize);
+      auto [sharding, globalShape] = globalLayout(arg.getType(), mesh);
       result.inputs.push_back({input.str(), *id, globalShape, sharding});
     } else if (!state.empty()) {
       FailureOr<int64_t> id =
@@ -157,8 +156,7 @@ LogicalResult Emitter::assignResults() {
       bufferOf[value] = bufferOf.lookup(target);
       continue;
     }
-    auto [globalSharding, globalShape] =
-        globalLayout(value.getType(), dpSize, tpSize);
+    auto [globalSharding, globalShape] = globalLayout(value.getType(), mesh);
     if (auto split = value.getDefiningOp<SplitOp>(); split && split.isView()) {
       viewOutputs.emplace_back(result.outputs.size(), value);
       result.outputs.push_back({output, -1, globalShape, globalSharding});
@@ -358,7 +356,7 @@ void Emitter::createSplitViews() {
 /// puts collectives on their own stream with events, and places the
 /// activation buffers with lifetimes that respect both streams.
 LogicalResult Emitter::planSchedule() {
-  schedule.graph = buildScheduleGraph(ops, bufferOf, dpSize, tpSize);
+  schedule.graph = buildScheduleGraph(ops, bufferOf, mesh);
   for (auto [index, op] : llvm::enumerate(ops))
     if (slabOf.count(op))
       schedule.graph[index].op = "all_reduce";
@@ -516,12 +514,7 @@ LogicalResult Emitter::collectOps() {
 
 FailureOr<plan::Plan> Emitter::emit() {
   auto module = func->getParentOfType<ModuleOp>();
-  if (auto mesh = module->getAttrOfType<DictionaryAttr>(kMeshAttr)) {
-    if (auto dp = mesh.getAs<IntegerAttr>("dp"))
-      dpSize = dp.getInt();
-    if (auto tp = mesh.getAs<IntegerAttr>("tp"))
-      tpSize = tp.getInt();
-  }
+  mesh = getMesh(module);
   if (failed(collectOps()))
     return failure();
   for (plan::Region region :
@@ -546,7 +539,9 @@ FailureOr<plan::Plan> Emitter::emit() {
     result.vocabSize = getInt("vocab_size");
   }
   result.mode = options.mode;
-  result.mesh = {{"dp", dpSize}, {"tp", tpSize}};
+  result.mesh.clear();
+  for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
+    result.mesh.push_back({axis.getValue().str(), size});
   result.computeDType = DType::F32;
   for (const plan::ParamEntry &param : result.params)
     result.computeDType = result.buffers[param.buffer].dtype;

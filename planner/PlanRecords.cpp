@@ -21,18 +21,17 @@ FailureOr<DType> dtypeOf(Type type, Location loc) {
 }
 
 /// The plan's sharding and global shape of a value with local `type`.
-std::pair<plan::Sharding, std::vector<int64_t>>
-globalLayout(Type type, int64_t dpSize, int64_t tpSize) {
+std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(Type type,
+                                                             MeshAttr mesh) {
   auto tensor = cast<RankedTensorType>(type);
   std::vector<int64_t> shape(tensor.getShape().begin(),
                              tensor.getShape().end());
   plan::Sharding sharding;
   PlacementAttr placement = getPlacement(type);
-  for (auto [axis, size] :
-       {std::pair<StringRef, int64_t>{"dp", dpSize}, {"tp", tpSize}}) {
+  for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes())) {
     int64_t code = placement.getAxis(axis);
     if (code >= 0 && size > 1) {
-      sharding.dimOfAxis[axis.str()] = code;
+      sharding.dimOfAxis[axis.getValue().str()] = code;
       shape[code] *= size;
     }
   }

@@ -25,8 +25,8 @@ namespace sharc {
 mlir::FailureOr<DType> dtypeOf(mlir::Type type, mlir::Location loc);
 
 /// The plan's sharding and global shape of a value with local `type`.
-std::pair<plan::Sharding, std::vector<int64_t>>
-globalLayout(mlir::Type type, int64_t dpSize, int64_t tpSize);
+std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(mlir::Type type,
+                                                             MeshAttr mesh);
 
 /// "file:line:col" of the first file location in `loc`, or "".
 std::string locationString(mlir::Location loc);

@@ -25,9 +25,8 @@ std::string dtypeOf(Operation *op) {
 }
 
 /// Bytes one rank sends and the axis, for a collective; {0, ""} otherwise.
-std::pair<int64_t, std::string> communication(Operation *op, int64_t dpSize,
-                                              int64_t tpSize) {
-  auto sizeOf = [&](StringRef axis) { return axis == "dp" ? dpSize : tpSize; };
+std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
+  auto sizeOf = [&](StringRef axis) { return mesh.getSize(axis); };
   if (auto coalesced = dyn_cast<AllReduceCoalescedOp>(op)) {
     int64_t n = sizeOf(coalesced.getAxis()), bytes = 0;
     for (Value x : coalesced.getXs())
@@ -52,7 +51,7 @@ std::pair<int64_t, std::string> communication(Operation *op, int64_t dpSize,
 ScheduleGraph
 sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
                           const llvm::DenseMap<Value, int64_t> &bufferOf,
-                          int64_t dpSize, int64_t tpSize) {
+                          MeshAttr mesh) {
   llvm::DenseMap<Operation *, int64_t> indexOf;
   ScheduleGraph graph;
   for (Operation *op : ops) {
@@ -62,7 +61,7 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     // Weight gradients and the optimizer updates that consume them are
     // needed by nothing nearby: they can run beside a collective.
     node.deferrable = isa<MatmulWgradOp, AdamWOp>(op);
-    auto [commBytes, axis] = communication(op, dpSize, tpSize);
+    auto [commBytes, axis] = communication(op, mesh);
     node.kind = axis.empty() ? NodeKind::Compute : NodeKind::Collective;
     node.commBytes = commBytes;
     node.axis = axis;

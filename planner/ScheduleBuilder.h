@@ -6,6 +6,7 @@
 // dependencies, the buffers it touches and its cost.
 #pragma once
 
+#include "ir/SharcAttrs.h"
 #include "planner/ScheduleGraph.h"
 
 #include "mlir/IR/Operation.h"
@@ -18,6 +19,6 @@ namespace sharc {
 ScheduleGraph
 buildScheduleGraph(llvm::ArrayRef<mlir::Operation *> ops,
                    const llvm::DenseMap<mlir::Value, int64_t> &bufferOf,
-                   int64_t dpSize, int64_t tpSize);
+                   MeshAttr mesh);
 
 } // namespace sharc

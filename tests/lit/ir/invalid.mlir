@@ -176,12 +176,12 @@ func.func @adamw_moments(%p: tensor<8xf32>, %m: tensor<4xf32>) {
 // an invariant input (Megatron's f missing) has no result type.
 func.func @column_without_f(
     %x: tensor<8x2x8xf32>,
-    %w: tensor<4x8xf32, #sharc.place<dp = I, tp = S(0)>>) {
+    %w: tensor<4x8xf32, #sharc.place<tp = S(0)>>) {
   // expected-error @+2 {{no placement rule for input I and weight S(0) on tp}}
   // expected-error @+1 {{failed to infer returned types}}
   %y = sharc.matmul %x, %w
-      : (tensor<8x2x8xf32>, tensor<4x8xf32, #sharc.place<dp = I, tp = S(0)>>)
-      -> tensor<8x2x4xf32, #sharc.place<dp = I, tp = S(2)>>
+      : (tensor<8x2x8xf32>, tensor<4x8xf32, #sharc.place<tp = S(0)>>)
+      -> tensor<8x2x4xf32, #sharc.place<tp = S(2)>>
   return
 }
 
@@ -189,13 +189,13 @@ func.func @column_without_f(
 
 // A row-parallel matmul whose partial result is labelled as invariant.
 func.func @row_result_not_partial(
-    %x: tensor<8x2x4xf32, #sharc.place<dp = I, tp = S(2)>>,
-    %w: tensor<8x4xf32, #sharc.place<dp = I, tp = S(1)>>) {
-  // expected-error @+2 {{inferred type(s) 'tensor<8x2x8xf32, #sharc.place<dp = I, tp = P>>' are incompatible with return type(s) of operation 'tensor<8x2x8xf32>'}}
+    %x: tensor<8x2x4xf32, #sharc.place<tp = S(2)>>,
+    %w: tensor<8x4xf32, #sharc.place<tp = S(1)>>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<8x2x8xf32, #sharc.place<tp = P>>' are incompatible with return type(s) of operation 'tensor<8x2x8xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}
   %y = sharc.matmul %x, %w
-      : (tensor<8x2x4xf32, #sharc.place<dp = I, tp = S(2)>>,
-         tensor<8x4xf32, #sharc.place<dp = I, tp = S(1)>>)
+      : (tensor<8x2x4xf32, #sharc.place<tp = S(2)>>,
+         tensor<8x4xf32, #sharc.place<tp = S(1)>>)
       -> tensor<8x2x8xf32>
   return
 }

@@ -12,7 +12,7 @@
 // o + k (256 + 256), q + norm (256 + 32), embedding (512). Each bucket
 // follows its last gradient, so it can run while the backward goes on.
 // CHECK: %[[DHEAD:.*]] = sharc.matmul_wgrad
-// CHECK-NEXT: sharc.all_reduce_coalesced %[[DHEAD]] {axis = "dp"} : (tensor<16x8xf32, #sharc.place<dp = P, tp = I>>)
+// CHECK-NEXT: sharc.all_reduce_coalesced %[[DHEAD]] {axis = "dp"} : (tensor<16x8xf32, #sharc.place<dp = P>>)
 // CHECK: %[[DO:.*]] = sharc.matmul_wgrad
 // CHECK: %[[DK:.*]] = sharc.matmul_wgrad
 // CHECK-NEXT: sharc.all_reduce_coalesced %[[DO]], %[[DK]] {axis = "dp"}
@@ -33,10 +33,10 @@
 // A bucket becomes one slab that one collective call reduces, so each
 // element type fills a bucket of its own; the f32 pair shares one although
 // the bf16 gradient comes between them.
-!pf = tensor<8xf32, #sharc.place<dp = P, tp = I>>
-!rf = tensor<8xf32, #sharc.place<dp = R, tp = I>>
-!pb = tensor<8xbf16, #sharc.place<dp = P, tp = I>>
-!rb = tensor<8xbf16, #sharc.place<dp = R, tp = I>>
+!pf = tensor<8xf32, #sharc.place<dp = P>>
+!rf = tensor<8xf32, #sharc.place<dp = R>>
+!pb = tensor<8xbf16, #sharc.place<dp = P>>
+!rb = tensor<8xbf16, #sharc.place<dp = R>>
 
 // CASE-LABEL: func.func @bucket_holds_one_element_type
 // CASE: %[[GA:.*]] = sharc.scale
@@ -61,8 +61,8 @@ func.func @bucket_holds_one_element_type(%a: !pf, %b: !pb, %c: !pf)
 // The planner reduces a bucket in place, so a gradient that something
 // besides its all_reduce reads stays out of the bucket: that reader must
 // see this rank's partial, not the sum.
-!pf = tensor<8xf32, #sharc.place<dp = P, tp = I>>
-!rf = tensor<8xf32, #sharc.place<dp = R, tp = I>>
+!pf = tensor<8xf32, #sharc.place<dp = P>>
+!rf = tensor<8xf32, #sharc.place<dp = R>>
 
 // CASE-LABEL: func.func @gradient_read_twice_keeps_its_all_reduce
 // CASE: %[[GA:.*]] = sharc.scale

@@ -9,16 +9,16 @@
 // feeds q and k, a reduce_scatter ends the row-parallel o, and the whole
 // LM head gets the gathered (invariant) hidden states.
 // FORWARD-LABEL: func.func @train_step
-// FORWARD-SAME: tensor<8xf32, #sharc.place<dp = I, tp = R>> {{.*}}sharc.param = "norm"
+// FORWARD-SAME: tensor<8xf32, #sharc.place<tp = R>> {{.*}}sharc.param = "norm"
 // FORWARD: %[[H:.*]] = sharc.embedding
-// FORWARD-NEXT: %[[HS:.*]] = sharc.slice_to_rank %[[H]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<dp = I, tp = S(0)>>
+// FORWARD-NEXT: %[[HS:.*]] = sharc.slice_to_rank %[[H]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<tp = S(0)>>
 // FORWARD-NEXT: %[[X:.*]] = sharc.rms_norm %[[HS]]
-// FORWARD-NEXT: %[[G:.*]] = sharc.all_gather %[[X]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<8x2x8xf32, #sharc.place<dp = I, tp = R>>
+// FORWARD-NEXT: %[[G:.*]] = sharc.all_gather %[[X]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = R>>
 // FORWARD-NEXT: sharc.matmul %[[G]]
 // FORWARD-NEXT: sharc.matmul %[[G]]
 // FORWARD-NOT: sharc.all_gather %[[X]]
-// FORWARD: %[[O:.*]] = sharc.matmul {{.*}} -> tensor<8x2x8xf32, #sharc.place<dp = I, tp = P>>
-// FORWARD-NEXT: %[[OS:.*]] = sharc.reduce_scatter %[[O]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<dp = I, tp = S(0)>>
+// FORWARD: %[[O:.*]] = sharc.matmul {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = P>>
+// FORWARD-NEXT: %[[OS:.*]] = sharc.reduce_scatter %[[O]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<tp = S(0)>>
 // FORWARD-NEXT: %[[R:.*]] = sharc.add %[[HS]], %[[OS]]
 // FORWARD-NEXT: %[[RG:.*]] = sharc.all_gather %[[R]] {{.*}} -> tensor<8x2x8xf32>
 // FORWARD-NEXT: sharc.matmul %[[RG]]
@@ -33,8 +33,8 @@
 // BACKWARD: sharc.all_gather {{.*}} {axis = "tp", dim = 0 : i64}
 // BACKWARD: sharc.matmul_dgrad
 // BACKWARD: %[[DX:.*]] = sharc.add
-// BACKWARD-NEXT: sharc.reduce_scatter %[[DX]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<dp = I, tp = S(0)>>
+// BACKWARD-NEXT: sharc.reduce_scatter %[[DX]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<tp = S(0)>>
 // BACKWARD: %{{.*}}, %[[DW:.*]] = sharc.rms_norm_grad
 // BACKWARD: sharc.all_gather {{.*}} -> tensor<8x2x8xf32>
 // BACKWARD-NEXT: sharc.embedding_grad
-// BACKWARD: sharc.all_reduce %[[DW]] {axis = "tp"} {{.*}} -> tensor<8xf32, #sharc.place<dp = I, tp = R>>
+// BACKWARD: sharc.all_reduce %[[DW]] {axis = "tp"} {{.*}} -> tensor<8xf32, #sharc.place<tp = R>>

@@ -8,22 +8,22 @@
 
 // The pass requests placements by parameter role: column S(0), row S(1),
 // norms, embedding and head whole.
-// ANNOTATE: module attributes {sharc.mesh = {dp = 1 : i64, tp = 2 : i64}
-// ANNOTATE: sharc.param = "norm", sharc.placement = #sharc.place<dp = I, tp = I>
-// ANNOTATE-SAME: sharc.param = "q", sharc.placement = #sharc.place<dp = I, tp = S(0)>
-// ANNOTATE-SAME: sharc.param = "o", sharc.placement = #sharc.place<dp = I, tp = S(1)>
+// ANNOTATE: module attributes {sharc.mesh = #sharc.mesh<dp = 1, tp = 2>
+// ANNOTATE: sharc.param = "norm", sharc.placement = #sharc.place<>
+// ANNOTATE-SAME: sharc.param = "q", sharc.placement = #sharc.place<tp = S(0)>
+// ANNOTATE-SAME: sharc.param = "o", sharc.placement = #sharc.place<tp = S(1)>
 
 // Forward: Megatron's f (replicate) once before q and k, local shapes, and
 // an all_reduce after the row-parallel o.
 // FORWARD-LABEL: func.func @train_step
-// FORWARD-SAME: tensor<4x8xf32, #sharc.place<dp = I, tp = S(0)>> {{.*}}sharc.param = "q"
-// FORWARD-SAME: tensor<8x4xf32, #sharc.place<dp = I, tp = S(1)>> {{.*}}sharc.param = "o"
+// FORWARD-SAME: tensor<4x8xf32, #sharc.place<tp = S(0)>> {{.*}}sharc.param = "q"
+// FORWARD-SAME: tensor<8x4xf32, #sharc.place<tp = S(1)>> {{.*}}sharc.param = "o"
 // FORWARD: %[[X:.*]] = sharc.rms_norm
-// FORWARD-NEXT: %[[F:.*]] = sharc.replicate %[[X]] {axis = "tp"} {{.*}} -> tensor<8x2x8xf32, #sharc.place<dp = I, tp = R>>
-// FORWARD-NEXT: sharc.matmul %[[F]], {{.*}} -> tensor<8x2x4xf32, #sharc.place<dp = I, tp = S(2)>>
-// FORWARD-NEXT: sharc.matmul %[[F]], {{.*}} -> tensor<8x2x4xf32, #sharc.place<dp = I, tp = S(2)>>
+// FORWARD-NEXT: %[[F:.*]] = sharc.replicate %[[X]] {axis = "tp"} {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = R>>
+// FORWARD-NEXT: sharc.matmul %[[F]], {{.*}} -> tensor<8x2x4xf32, #sharc.place<tp = S(2)>>
+// FORWARD-NEXT: sharc.matmul %[[F]], {{.*}} -> tensor<8x2x4xf32, #sharc.place<tp = S(2)>>
 // FORWARD-NOT: sharc.replicate
-// FORWARD: %[[O:.*]] = sharc.matmul {{.*}} -> tensor<8x2x8xf32, #sharc.place<dp = I, tp = P>>
+// FORWARD: %[[O:.*]] = sharc.matmul {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = P>>
 // FORWARD-NEXT: sharc.all_reduce %[[O]] {axis = "tp"} {{.*}} -> tensor<8x2x8xf32>
 // FORWARD-NOT: sharc.all_gather
 // FORWARD-NOT: sharc.reduce_scatter
@@ -33,8 +33,8 @@
 // to the identity. Norm weights stay whole: no gradient all_reduce.
 // BACKWARD: sharc.fill
 // BACKWARD-NOT: sharc.all_reduce
-// BACKWARD: %[[DQ:.*]] = sharc.matmul_dgrad {{.*}} -> tensor<8x2x8xf32, #sharc.place<dp = I, tp = P>>
-// BACKWARD: %[[DK:.*]] = sharc.matmul_dgrad {{.*}} -> tensor<8x2x8xf32, #sharc.place<dp = I, tp = P>>
+// BACKWARD: %[[DQ:.*]] = sharc.matmul_dgrad {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = P>>
+// BACKWARD: %[[DK:.*]] = sharc.matmul_dgrad {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = P>>
 // BACKWARD: %[[SUM:.*]] = sharc.add
 // BACKWARD-NEXT: sharc.all_reduce %[[SUM]] {axis = "tp"} {{.*}} -> tensor<8x2x8xf32>
 // BACKWARD-NEXT: sharc.rms_norm_grad

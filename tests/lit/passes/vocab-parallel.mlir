@@ -13,10 +13,10 @@
 // of exponentials: three [S, B] all_reduces, no logits gathered. Its
 // backward needs no communication.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: tensor<8x8xf32, #sharc.place<dp = I, tp = S(0)>> {{.*}}sharc.param = "embed"
-// CHECK: %[[E:.*]] = sharc.embedding {{.*}} {vocab_axis = "tp"} {{.*}} -> tensor<8x2x8xf32, #sharc.place<dp = I, tp = P>>
+// CHECK-SAME: tensor<8x8xf32, #sharc.place<tp = S(0)>> {{.*}}sharc.param = "embed"
+// CHECK: %[[E:.*]] = sharc.embedding {{.*}} {vocab_axis = "tp"} {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = P>>
 // CHECK-NEXT: sharc.all_reduce %[[E]] {axis = "tp"}
-// CHECK: %[[LOGITS:.*]] = sharc.matmul {{.*}} -> tensor<8x2x8xf32, #sharc.place<dp = I, tp = S(2)>>
+// CHECK: %[[LOGITS:.*]] = sharc.matmul {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = S(2)>>
 // CHECK-NOT: sharc.all_gather
 // CHECK: %[[M:.*]] = sharc.vocab_max %[[LOGITS]]
 // CHECK-NEXT: %[[MG:.*]] = sharc.all_reduce %[[M]] {axis = "tp", reduce = "max"}
@@ -27,9 +27,9 @@
 // CHECK-NEXT: sharc.vocab_parallel_loss %[[LOGITS]], %{{.*}}, %[[MG]], %[[TG]], %[[SG]]
 // CHECK: sharc.fill
 // CHECK-NEXT: sharc.vocab_parallel_loss_grad %[[LOGITS]], %{{.*}}, %[[MG]], %[[SG]]
-// CHECK: sharc.embedding_grad {{.*}} {vocab_axis = "tp"} {{.*}} -> tensor<8x8xf32, #sharc.place<dp = I, tp = S(0)>>
+// CHECK: sharc.embedding_grad {{.*}} {vocab_axis = "tp"} {{.*}} -> tensor<8x8xf32, #sharc.place<tp = S(0)>>
 
 // A vocabulary of 15 over tp = 2 is padded to 16 rows, 8 per rank; the
 // loss still counts 15 columns.
-// PADDED: tensor<8x8xf32, #sharc.place<dp = I, tp = S(0)>> {{.*}}sharc.param = "embed"
+// PADDED: tensor<8x8xf32, #sharc.place<tp = S(0)>> {{.*}}sharc.param = "embed"
 // PADDED: sharc.vocab_max {{.*}} {valid_vocab = 15 : i64, vocab_axis = "tp"}

@@ -1,0 +1,117 @@
+// RUN: sharc-opt %s --split-input-file --verify-diagnostics
+// One case per message of the mesh, the placements and their use by the
+// collectives; each names the axis at fault.
+
+// expected-error @+1 {{mesh axis 'tp' given twice}}
+module attributes {sharc.mesh = #sharc.mesh<tp = 2, tp = 2>} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'cp' must have size at least 1, got 0}}
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 0>} {}
+
+// -----
+
+// expected-error @+1 {{mesh axis 'dp' given twice}}
+func.func @placement_axis_twice(%x: tensor<8xf32, #sharc.place<dp = R, dp = S(0)>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected P(sum) or P(max), got P(min)}}
+func.func @partial_kind(%x: tensor<8xf32, #sharc.place<tp = P(min)>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expected I, R, P, P(max) or S(dim), got Q}}
+func.func @unknown_kind(%x: tensor<8xf32, #sharc.place<tp = Q>>) {
+  return
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, tp = 2>} {
+  func.func @axis_not_in_mesh(%x: tensor<8xf32, #sharc.place<cp = P>>) {
+    // expected-error @+1 {{axis 'cp' is not an axis of the mesh (dp, tp)}}
+    %y = sharc.all_reduce %x {axis = "cp"}
+        : (tensor<8xf32, #sharc.place<cp = P>>) -> tensor<8xf32>
+    return
+  }
+}
+
+// -----
+
+// The sequence is split over cp and, inside each cp block, over tp: the
+// outer axis cannot be gathered while the inner one still splits it.
+module attributes {sharc.mesh = #sharc.mesh<cp = 2, tp = 2>} {
+  func.func @gather_outer_first(
+      %x: tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>) {
+    // expected-error @+1 {{dim 0 is split over cp and, inside it, over tp; only the innermost axis can move}}
+    %y = sharc.all_gather %x {axis = "cp", dim = 0 : i64}
+        : (tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>)
+        -> tensor<4x2x8xf32, #sharc.place<tp = S(0)>>
+    return
+  }
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<cp = 2, tp = 2>} {
+  func.func @scatter_outside_inner(
+      %x: tensor<4x2x8xf32, #sharc.place<cp = P, tp = S(0)>>) {
+    // expected-error @+1 {{dim 0 is split over cp and, inside it, over tp; only the innermost axis can move}}
+    %y = sharc.reduce_scatter %x {axis = "cp", dim = 0 : i64}
+        : (tensor<4x2x8xf32, #sharc.place<cp = P, tp = S(0)>>)
+        -> tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>
+    return
+  }
+}
+
+// -----
+
+// The row max of the vocab-parallel loss is a partial maximum: an
+// all_reduce sum of it is refused.
+func.func @max_summed(%m: tensor<8x2xf32, #sharc.place<tp = P(max)>>) {
+  // expected-error @+1 {{expects P -> I or R on tp, got P(max) -> I}}
+  %y = sharc.all_reduce %m {axis = "tp", reduce = "sum"}
+      : (tensor<8x2xf32, #sharc.place<tp = P(max)>>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @sum_maxed(%s: tensor<8x2xf32, #sharc.place<tp = P>>) {
+  // expected-error @+1 {{expects P(max) -> I or R on tp, got P -> I}}
+  %y = sharc.all_reduce %s {axis = "tp", reduce = "max"}
+      : (tensor<8x2xf32, #sharc.place<tp = P>>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  func.func @other_axis_changed(
+      %x: tensor<8x2xf32, #sharc.place<cp = S(0), tp = P>>) {
+    // expected-error @+1 {{must keep the placement on cp, got S(0) -> I}}
+    %y = sharc.all_reduce %x {axis = "tp"}
+        : (tensor<8x2xf32, #sharc.place<cp = S(0), tp = P>>) -> tensor<8x2xf32>
+    return
+  }
+}
+
+// -----
+
+// expected-error @+1 {{an invariant placement is written as no encoding}}
+func.func @invariant_encoding(%x: tensor<8xf32, #sharc.place<dp = I, tp = I>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{placement splits dimension 2 over tp but the tensor has rank 2}}
+func.func @split_beyond_rank(%x: tensor<8x2xf32, #sharc.place<tp = S(2)>>) {
+  return
+}

@@ -1,0 +1,53 @@
+// RUN: sharc-opt %s --split-input-file | sharc-opt --split-input-file | FileCheck %s
+// Meshes of any axes and placements over them print and parse back; I
+// entries are dropped and the rest sorted, so equal placements are equal.
+
+// CHECK: module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>}
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  // CHECK-LABEL: func.func @three_axes
+  // CHECK-SAME: tensor<4x1x8xf32, #sharc.place<cp = S(0), dp = S(1), tp = S(0)>>
+  // CHECK-SAME: tensor<16xf32, #sharc.place<cp = R, dp = R, tp = R>>
+  // CHECK-SAME: tensor<4x1xf32, #sharc.place<tp = P(max)>>
+  // CHECK-SAME: tensor<4x1xf32, #sharc.place<tp = P>>
+  func.func @three_axes(
+      %x: tensor<4x1x8xf32, #sharc.place<tp = S(0), dp = S(1), cp = S(0)>>,
+      %w: tensor<16xf32, #sharc.place<dp = R, pp = I, cp = R, tp = R>>,
+      %m: tensor<4x1xf32, #sharc.place<tp = P(max)>>,
+      %s: tensor<4x1xf32, #sharc.place<tp = P(sum)>>) {
+    return
+  }
+}
+
+// -----
+
+// A mesh of one axis with a name sharc gives no meaning to.
+// CHECK: sharc.mesh = #sharc.mesh<ep = 4>
+module attributes {sharc.mesh = #sharc.mesh<ep = 4>} {
+  // CHECK-LABEL: func.func @any_axis_name
+  // CHECK: sharc.all_gather {{.*}} {axis = "ep", dim = 0 : i64} : (tensor<2x8xf32, #sharc.place<ep = S(0)>>) -> tensor<8x8xf32, #sharc.place<ep = R>>
+  func.func @any_axis_name(%x: tensor<2x8xf32, #sharc.place<ep = S(0)>>) {
+    %y = sharc.all_gather %x {axis = "ep", dim = 0 : i64}
+        : (tensor<2x8xf32, #sharc.place<ep = S(0)>>)
+        -> tensor<8x8xf32, #sharc.place<ep = R>>
+    return
+  }
+}
+
+// -----
+
+// The sequence split over cp (outer) and tp (inner): the inner axis is
+// gathered first, then the outer one.
+// CHECK-LABEL: func.func @gather_inner_then_outer
+module attributes {sharc.mesh = #sharc.mesh<cp = 2, tp = 2>} {
+  func.func @gather_inner_then_outer(
+      %x: tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>) {
+    // CHECK: sharc.all_gather {{.*}} {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<cp = S(0)>>
+    %c = sharc.all_gather %x {axis = "tp", dim = 0 : i64}
+        : (tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>)
+        -> tensor<4x2x8xf32, #sharc.place<cp = S(0)>>
+    // CHECK: sharc.all_gather {{.*}} {axis = "cp", dim = 0 : i64} {{.*}} -> tensor<8x2x8xf32>
+    %y = sharc.all_gather %c {axis = "cp", dim = 0 : i64}
+        : (tensor<4x2x8xf32, #sharc.place<cp = S(0)>>) -> tensor<8x2x8xf32>
+    return
+  }
+}
