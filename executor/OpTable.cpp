@@ -408,7 +408,7 @@ Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
   args.beta2 = instr.getFloat("beta2");
   args.eps = instr.getFloat("eps");
   args.weightDecay = instr.getFloat("weight_decay");
-  // The step number is the one argument that changes between steps.
+  // The step number and the scheduled lr change between steps.
   void (*cpuKernel)(const kernels::AdamWArgs &) = nullptr;
   Status (*cudaKernel)(const kernels::AdamWArgs &, kernels::DeviceStream) =
       nullptr;
@@ -419,6 +419,7 @@ Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
                  onDevice = env.onDevice](const LaunchContext &context) {
     kernels::AdamWArgs stepArgs = args;
     stepArgs.step = context.step;
+    stepArgs.lr = args.lr * context.lrScale;
     if (onDevice)
       return cudaKernel(stepArgs, context.stream);
     cpuKernel(stepArgs);

@@ -132,6 +132,9 @@ struct LaunchContext {
   void *scratch = nullptr;
   int64_t scratchBytes = 0;
   int64_t step = 1; ///< 1-based optimizer step
+  /// The schedule's factor on every adamw's `lr` this step (Plan.h's
+  /// LrSchedule); 1 without one.
+  double lrScale = 1.0;
 };
 
 using Launch = std::function<Status(const LaunchContext &)>;

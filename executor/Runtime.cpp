@@ -300,6 +300,7 @@ Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
       SHARC_TRY(device.beginTimed(stream, index));
     LaunchContext context = device.context(stream);
     context.step = nextStep_;
+    context.lrScale = lrScale_;
     if (Status status = bound.launch(context); !status)
       return status.withContext(instrContext(rank.rank, index, instr));
     if (timed)
@@ -325,6 +326,8 @@ void Runtime::abortAll() {
 
 Result<StepStats> Runtime::step() {
   auto start = std::chrono::steady_clock::now();
+  // Once per step: every stream thread only reads it.
+  lrScale_ = plan_.lrSchedule.factor(nextStep_);
   // One task per (rank, stream) that has work on the cpu; one per rank,
   // every instruction in plan order, where launches are enqueued (and the
   // rank's thread begins its step, since a CUDA device is per thread).

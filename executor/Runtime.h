@@ -169,6 +169,8 @@ private:
   std::vector<std::vector<int64_t>> poisonAfter_;
   std::vector<std::unique_ptr<RankState>> ranks_;
   int64_t nextStep_ = 1;
+  /// The schedule's factor on adamw's lr for the step being run.
+  double lrScale_ = 1.0;
   /// recordTrace: the step being run, [rank][stream], each vector written
   /// only by its own thread; swapped into lastTrace_ when the step succeeds.
   StepTrace recording_;

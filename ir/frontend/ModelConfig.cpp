@@ -66,12 +66,19 @@ constexpr std::array<std::string_view, 6> runKeys = {
     "seq_len", "micro_batch_size", "num_microbatches", "dtype",
     "seed",    "optimizer",
 };
-constexpr std::array<std::string_view, 4> optimizerKeys = {
-    "lr",
-    "betas",
-    "eps",
-    "weight_decay",
+constexpr std::array<std::string_view, 5> optimizerKeys = {
+    "lr", "betas", "eps", "weight_decay", "schedule",
 };
+constexpr std::array<std::string_view, 4> scheduleKeys = {
+    "warmup_steps",
+    "decay",
+    "total_steps",
+    "min_lr",
+};
+constexpr std::array<std::string_view, 3> decayNames = {"constant", "linear",
+                                                        "cosine"};
+// A billion steps is far past any run (sharc-run takes at most 10^8).
+constexpr IntBounds stepBounds{0, 1'000'000'000};
 constexpr std::array<std::string_view, 2> dtypeNames = {"float32", "bfloat16"};
 
 // Sizes stay within int32 so that products of two of them (hidden * vocab,
@@ -242,6 +249,8 @@ RunConfig defaultRun(const SourceLoc &loc) {
   optimizer.beta2 = {0.999, loc};
   optimizer.eps = {1.0e-8, loc};
   optimizer.weightDecay = {0.01, loc};
+  optimizer.schedule.decay = {"constant", loc};
+  optimizer.schedule.loc = loc;
   return run;
 }
 
@@ -270,6 +279,38 @@ MaybeError readBetas(const Section &section, OptimizerConfig &optimizer) {
   return std::nullopt;
 }
 
+/// `schedule:` inside an optimizer section, applied field by field like
+/// every run key; what relates the fields is checkSchedule's.
+MaybeError readSchedule(const Section &optimizer, ScheduleConfig &schedule) {
+  if (!optimizer.find("schedule"))
+    return std::nullopt;
+  Section section;
+  if (MaybeError error =
+          openSection(optimizer, "schedule", "in run.optimizer.schedule",
+                      scheduleKeys, section))
+    return error;
+  schedule.loc = section.loc;
+  MaybeError error = readString(section, "decay", schedule.decay);
+  if (!error && section.find("decay") &&
+      std::find(decayNames.begin(), decayNames.end(), schedule.decay.value) ==
+          decayNames.end()) {
+    std::string hint = didYouMean(schedule.decay.value, decayNames);
+    if (hint.empty())
+      hint = " (expected constant, linear or cosine)";
+    error = errorAt(schedule.decay.loc,
+                    "unknown decay '" + schedule.decay.value + "'" + hint);
+  }
+  if (!error)
+    error = readInt(section, "warmup_steps", stepBounds, schedule.warmupSteps);
+  if (!error)
+    error = readInt(section, "total_steps", IntBounds{1, stepBounds.max},
+                    schedule.totalSteps);
+  if (!error)
+    error = readDouble(section, "min_lr", DoubleBounds::NonNegative,
+                       schedule.minLr);
+  return error;
+}
+
 MaybeError readOptimizer(const Section &run, OptimizerConfig &optimizer) {
   Section section;
   if (MaybeError error = openSection(run, "optimizer", "in run.optimizer",
@@ -288,7 +329,34 @@ MaybeError readOptimizer(const Section &run, OptimizerConfig &optimizer) {
   if (!error)
     error = readDouble(section, "weight_decay", DoubleBounds::NonNegative,
                        optimizer.weightDecay);
+  if (!error)
+    error = readSchedule(section, optimizer.schedule);
   return error;
+}
+
+/// The schedule's fields against each other and the learning rate, once
+/// the model file and the run file have both been applied.
+MaybeError checkSchedule(const OptimizerConfig &optimizer) {
+  const ScheduleConfig &schedule = optimizer.schedule;
+  bool decays = schedule.decay.value != "constant";
+  if (decays && schedule.totalSteps.loc.line == 0)
+    return errorAt(schedule.loc, "missing key 'total_steps' in "
+                                 "run.optimizer.schedule (where the " +
+                                     schedule.decay.value + " decay ends)");
+  if (decays && schedule.totalSteps.value <= schedule.warmupSteps.value)
+    return errorAt(schedule.totalSteps.loc,
+                   "total_steps (" + str(schedule.totalSteps.value) +
+                       ") must be greater than warmup_steps (" +
+                       str(schedule.warmupSteps.value) + ")");
+  if (schedule.minLr.loc.line != 0 && !decays)
+    return errorAt(schedule.minLr.loc,
+                   "min_lr needs a decay ('linear' or 'cosine') to reach it");
+  if (schedule.minLr.loc.line != 0 && schedule.minLr.value > optimizer.lr.value)
+    return errorAt(schedule.minLr.loc,
+                   "min_lr (" + std::to_string(schedule.minLr.value) +
+                       ") must not exceed lr (" +
+                       std::to_string(optimizer.lr.value) + ")");
+  return std::nullopt;
 }
 
 MaybeError readDtype(const Section &section, Field<std::string> &dtype) {
@@ -450,6 +518,8 @@ ConfigResult readConfigTexts(const std::string &modelText,
       return fail(*error);
   }
   if (MaybeError error = checkByteCounts(config))
+    return fail(*error);
+  if (MaybeError error = checkSchedule(config.run.optimizer))
     return fail(*error);
   return ConfigResult{std::move(config), std::nullopt};
 }

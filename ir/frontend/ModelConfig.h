@@ -1,5 +1,6 @@
 //===- ModelConfig.h - model and run config from YAML -----------*- C++ -*-===//
-// defines: SourceLoc, Field, ModelConfig, OptimizerConfig, RunConfig, Config,
+// defines: SourceLoc, Field, ModelConfig, ScheduleConfig, OptimizerConfig,
+//          RunConfig, Config,
 //          ConfigError, ConfigResult, readConfigFile, readConfigString,
 //          defaultIntermediateSize
 //
@@ -50,9 +51,20 @@ struct ModelConfig {
   SourceLoc loc; ///< the `model` key
 };
 
+/// `run.optimizer.schedule:`: the learning rate over the steps, warmup
+/// then a decay to min_lr (planner/plan/Plan.h's LrSchedule has the math).
+/// Without the section, lr holds at every step.
+struct ScheduleConfig {
+  Field<std::string> decay; ///< "constant", "linear" or "cosine"
+  Field<int64_t> warmupSteps, totalSteps;
+  Field<double> minLr; ///< absolute; unset (loc.line 0): lr, no decay
+  SourceLoc loc;
+};
+
 /// `run.optimizer:`: AdamW hyperparameters.
 struct OptimizerConfig {
   Field<double> lr, beta1, beta2, eps, weightDecay;
+  ScheduleConfig schedule;
   SourceLoc loc;
 };
 

@@ -2,6 +2,10 @@
 
 #include "planner/plan/Plan.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
 namespace sharc::plan {
 
 const char *regionName(Region region) {
@@ -67,6 +71,20 @@ std::vector<int64_t> Instruction::getInts(const std::string &key) const {
   if (const auto *value = std::get_if<std::vector<int64_t>>(&it->second))
     return *value;
   return {};
+}
+
+double LrSchedule::factor(int64_t step) const {
+  if (warmupSteps > 0 && step <= warmupSteps)
+    return static_cast<double>(step) / static_cast<double>(warmupSteps);
+  if (decay == "constant")
+    return 1.0;
+  double progress = static_cast<double>(step - warmupSteps) /
+                    static_cast<double>(totalSteps - warmupSteps);
+  progress = std::clamp(progress, 0.0, 1.0);
+  if (decay == "cosine")
+    return minFactor + (1.0 - minFactor) * 0.5 *
+                           (1.0 + std::cos(std::numbers::pi * progress));
+  return 1.0 - (1.0 - minFactor) * progress; // linear
 }
 
 int64_t Plan::worldSize() const {

@@ -1,6 +1,6 @@
 //===- Plan.h - the compiler/runtime contract -------------------*- C++ -*-===//
 // defines: Plan, Buffer, Instruction, AttrValue, ParamEntry, IoEntry,
-//          Sharding, MeshAxis, Region, kPlanVersion
+//          Sharding, MeshAxis, Region, LrSchedule, kPlanVersion
 //
 // A plan is one SPMD program for every rank of a device mesh: buffers with
 // local (per-rank) shapes placed at fixed offsets in a few regions, and an
@@ -112,6 +112,23 @@ struct IoEntry {
   Sharding sharding;
 };
 
+/// The learning rate of optimizer step t (1-based) is every adamw's `lr`
+/// attribute times factor(t): linear warmup from lr/warmupSteps to lr over
+/// the first warmupSteps steps, then a decay to minFactor * lr at
+/// totalSteps (cosine: minFactor + (1 - minFactor) (1 + cos(pi p)) / 2,
+/// linear: 1 - (1 - minFactor) p, p the share of the decay done), then flat.
+/// It is a function of t alone, so a resumed run continues it exactly.
+struct LrSchedule {
+  std::string decay = "constant"; ///< "constant", "linear" or "cosine"
+  int64_t warmupSteps = 0;
+  int64_t totalSteps = 0; ///< where the decay ends; > warmupSteps
+  double minFactor = 1.0; ///< the floor as a fraction of lr, in [0, 1]
+
+  /// No warmup and no decay: the factor is 1 at every step.
+  bool isConstant() const { return decay == "constant" && warmupSteps == 0; }
+  double factor(int64_t step) const;
+};
+
 struct Plan {
   int64_t version = kPlanVersion;
   std::string modelName;
@@ -129,6 +146,7 @@ struct Plan {
   std::vector<IoEntry> inputs;
   std::vector<IoEntry> outputs;
   std::vector<Instruction> instructions;
+  LrSchedule lrSchedule;
 
   int64_t worldSize() const;
   int64_t axisSize(const std::string &axis) const;

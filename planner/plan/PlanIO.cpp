@@ -91,12 +91,13 @@ public:
                                    std::to_string(kPlanVersion) + ")");
 
     Fields top;
-    SHARC_TRY(readFields(root, "the plan",
-                         {"sharc_plan", "model", "mode", "mesh", "seq_len",
-                          "batch_size", "vocab_size", "compute_dtype",
-                          "num_streams", "num_events", "regions", "buffers",
-                          "params", "inputs", "outputs", "instructions"},
-                         top));
+    SHARC_TRY(
+        readFields(root, "the plan",
+                   {"sharc_plan", "model", "mode", "mesh", "seq_len",
+                    "batch_size", "vocab_size", "compute_dtype", "num_streams",
+                    "num_events", "regions", "buffers", "params", "inputs",
+                    "outputs", "instructions", "lr_schedule"},
+                   top));
     SHARC_TRY(readHeader(top, plan));
 
     SHARC_TRY(readTable(top, "buffers", [&](const YAML::Node &item) {
@@ -158,6 +159,40 @@ public:
           readName(*found, parseDType, "dtype", kDTypes, plan.computeDType));
     if (auto found = top.find("regions"))
       SHARC_TRY(readRegions(*found, plan));
+    if (auto found = top.find("lr_schedule"))
+      SHARC_TRY(readLrSchedule(*found, plan.lrSchedule));
+    return Status::ok();
+  }
+
+  /// Every field is required, so a hand edit cannot half-change the
+  /// schedule; the bounds are those the compiler's run-file reader keeps.
+  Status readLrSchedule(const YAML::Node &node, LrSchedule &schedule) const {
+    Fields fields;
+    SHARC_TRY(readFields(node, "lr_schedule",
+                         {"decay", "warmup_steps", "total_steps", "min_factor"},
+                         fields));
+    YAML::Node value;
+    SHARC_TRY(require(fields, "decay", "lr_schedule", value));
+    SHARC_TRY(readString(value, schedule.decay));
+    if (schedule.decay != "constant" && schedule.decay != "linear" &&
+        schedule.decay != "cosine")
+      return fail(value, "unknown decay '" + schedule.decay +
+                             "' (expected constant, linear or cosine)");
+    constexpr int64_t kMaxSteps = 1'000'000'000;
+    SHARC_TRY(require(fields, "warmup_steps", "lr_schedule", value));
+    SHARC_TRY(readInt(value, schedule.warmupSteps, 0, kMaxSteps));
+    SHARC_TRY(require(fields, "total_steps", "lr_schedule", value));
+    SHARC_TRY(readInt(value, schedule.totalSteps, 0, kMaxSteps));
+    if (schedule.decay != "constant" &&
+        schedule.totalSteps <= schedule.warmupSteps)
+      return fail(value, "total_steps " + std::to_string(schedule.totalSteps) +
+                             " must exceed warmup_steps " +
+                             std::to_string(schedule.warmupSteps));
+    SHARC_TRY(require(fields, "min_factor", "lr_schedule", value));
+    SHARC_TRY(readDouble(value, schedule.minFactor));
+    if (!(schedule.minFactor >= 0.0 && schedule.minFactor <= 1.0))
+      return fail(value, "min_factor must be in [0, 1], got " +
+                             text::formatDouble(schedule.minFactor));
     return Status::ok();
   }
 

@@ -52,6 +52,12 @@ std::string writePlan(const Plan &plan) {
   out += "compute_dtype: " + std::string(dtypeName(plan.computeDType)) + "\n";
   out += "num_streams: " + std::to_string(plan.numStreams) + "\n";
   out += "num_events: " + std::to_string(plan.numEvents) + "\n";
+  // Written only when there is one, so plans without stay byte-identical.
+  if (!plan.lrSchedule.isConstant())
+    out += "lr_schedule: {decay: " + quoted(plan.lrSchedule.decay) +
+           ", warmup_steps: " + std::to_string(plan.lrSchedule.warmupSteps) +
+           ", total_steps: " + std::to_string(plan.lrSchedule.totalSteps) +
+           ", min_factor: " + formatDouble(plan.lrSchedule.minFactor) + "}\n";
   out += "regions: {";
   for (const auto &[region, numBytes] : plan.regionBytes)
     out += std::string(out.back() == '{' ? "" : ", ") + regionName(region) +

@@ -13,6 +13,28 @@
 using namespace mlir;
 using namespace sharc;
 
+namespace {
+
+/// The run file's schedule as the plan carries it: a factor on the lr of
+/// every adamw, so the runtime changes the rate without rebinding. The floor
+/// defaults to lr / 10, MiniMind's.
+plan::LrSchedule lrSchedule(const frontend::OptimizerConfig &optimizer) {
+  const frontend::ScheduleConfig &config = optimizer.schedule;
+  plan::LrSchedule schedule;
+  schedule.decay = config.decay.value;
+  schedule.warmupSteps = config.warmupSteps.value;
+  schedule.totalSteps = config.totalSteps.value;
+  schedule.minFactor = 1.0;
+  if (schedule.decay != "constant") {
+    double lr = optimizer.lr.value;
+    bool hasMinLr = config.minLr.loc.line != 0;
+    schedule.minFactor = !hasMinLr ? 0.1 : lr > 0 ? config.minLr.value / lr : 0;
+  }
+  return schedule;
+}
+
+} // namespace
+
 std::variant<plan::Plan, CompileError>
 sharc::compileModel(MLIRContext &context, const CompileOptions &options,
                     PlanSchedule *schedule) {
@@ -55,5 +77,6 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options,
   FailureOr<plan::Plan> plan = emitPlan(*module, emitOptions, schedule);
   if (failed(plan))
     return CompileError{1, ""};
+  plan->lrSchedule = lrSchedule(config.config->run.optimizer);
   return std::move(*plan);
 }

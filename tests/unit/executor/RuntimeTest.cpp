@@ -348,3 +348,55 @@ TEST_CASE("stream and event ids outside the plan's counts are rejected",
   REQUIRE(badStream.status().message().find("negative stream -1") !=
           std::string::npos);
 }
+
+TEST_CASE("the lr schedule scales adamw's lr per step without rebinding",
+          "[executor]") {
+  LinearModel model;
+  plan::Plan scheduled = makeLinearPlan(model, 1, 1);
+  scheduled.lrSchedule = {
+      .decay = "linear", .warmupSteps = 2, .totalSteps = 4, .minFactor = 0.25};
+  // The reference: plans whose adamw carries the scheduled lr itself,
+  // step 1 at lr / 2 (warmup), step 3 at lr (1 - 0.75 / 2).
+  auto withLrFactor = [&](double factor) {
+    plan::Plan plan = makeLinearPlan(model, 1, 1);
+    for (plan::Instruction &instr : plan.instructions)
+      if (instr.op == "adamw")
+        instr.attrs["lr"] = instr.getFloat("lr") * factor;
+    return plan;
+  };
+  auto runtime = makeRuntime(scheduled);
+  REQUIRE(runtime->initParams(3));
+  REQUIRE(runtime->setBatch(fixedBatch(model)));
+  std::vector<plan::TensorFile> params;
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(runtime->step());
+    params.push_back(*runtime->gatherParams());
+  }
+  auto reference = makeRuntime(withLrFactor(0.5));
+  REQUIRE(reference->initParams(3));
+  REQUIRE(reference->setBatch(fixedBatch(model)));
+  REQUIRE(reference->step());
+  auto full = makeRuntime(withLrFactor(1.0));
+  auto late = makeRuntime(withLrFactor(1.0 - 0.75 * 0.5));
+  for (Runtime *next : {full.get(), late.get()}) {
+    REQUIRE(next->loadParams(*reference->gatherParams()));
+    REQUIRE(next->loadOptimizerState(*reference->gatherOptimizerState()));
+    next->setNextStep(reference->nextStep());
+    REQUIRE(next->setBatch(fixedBatch(model)));
+    REQUIRE(next->step());
+    reference = next == full.get() ? std::move(full) : std::move(late);
+    if (reference->nextStep() == 3)
+      REQUIRE(asDoubles(*reference->gatherParams()->find("head.weight")) ==
+              asDoubles(*params[1].find("head.weight")));
+  }
+  for (const char *name : {"embed.weight", "head.weight"})
+    REQUIRE(asDoubles(*reference->gatherParams()->find(name)) ==
+            asDoubles(*params[2].find(name)));
+  // And the schedule did change something: step 1 at full lr differs.
+  auto unscheduled = makeRuntime(makeLinearPlan(model, 1, 1));
+  REQUIRE(unscheduled->initParams(3));
+  REQUIRE(unscheduled->setBatch(fixedBatch(model)));
+  REQUIRE(unscheduled->step());
+  REQUIRE(asDoubles(*unscheduled->gatherParams()->find("head.weight")) !=
+          asDoubles(*params[0].find("head.weight")));
+}

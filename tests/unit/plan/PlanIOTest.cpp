@@ -552,3 +552,54 @@ TEST_CASE("the example in docs/plan-format.md is a valid plan", "[plan]") {
   REQUIRE(plan.instructions[1].getString("axis") == "tp");
   REQUIRE(plan.params[0].sharding.dimOfAxis.at("tp") == 1);
 }
+
+TEST_CASE("the lr schedule warms up, decays to its floor and round-trips",
+          "[plan]") {
+  LrSchedule cosine{
+      .decay = "cosine", .warmupSteps = 4, .totalSteps = 14, .minFactor = 0.1};
+  // Warmup: t / 4; then 0.1 + 0.9 (1 + cos(pi (t - 4) / 10)) / 2.
+  REQUIRE(cosine.factor(1) == 0.25);
+  REQUIRE(cosine.factor(4) == 1.0);
+  REQUIRE(cosine.factor(9) == Approx(0.55).epsilon(1e-15)); // halfway
+  REQUIRE(cosine.factor(6) ==
+          Approx(0.1 + 0.45 * (1 + std::cos(0.2 * 3.14159265358979323846)))
+              .epsilon(1e-15));
+  REQUIRE(cosine.factor(14) == Approx(0.1).epsilon(1e-15));
+  REQUIRE(cosine.factor(1000) == Approx(0.1).epsilon(1e-15));
+  LrSchedule linear{
+      .decay = "linear", .warmupSteps = 0, .totalSteps = 10, .minFactor = 0.0};
+  REQUIRE(linear.factor(5) == 0.5);
+  REQUIRE(linear.factor(10) == 0.0);
+  REQUIRE(LrSchedule{}.isConstant());
+  REQUIRE(LrSchedule{}.factor(123) == 1.0);
+
+  Plan plan = makeFullPlan();
+  plan.lrSchedule = cosine;
+  std::string text = writePlan(plan);
+  REQUIRE_THAT(text, Contains("lr_schedule: {decay: \"cosine\", warmup_steps: "
+                              "4, total_steps: 14, min_factor: 0.1}\n"));
+  Plan parsed = parseOk(text);
+  REQUIRE(parsed.lrSchedule.decay == "cosine");
+  REQUIRE(parsed.lrSchedule.warmupSteps == 4);
+  REQUIRE(parsed.lrSchedule.totalSteps == 14);
+  REQUIRE(parsed.lrSchedule.minFactor == 0.1);
+  REQUIRE(writePlan(parsed) == text);
+  // No schedule, no key: plans from before it stay byte-identical.
+  REQUIRE_THAT(writePlan(makeFullPlan()), !Contains("lr_schedule"));
+
+  auto refused = [&](const std::string &from, const std::string &to) {
+    std::string bad = text;
+    bad.replace(bad.find(from), from.size(), to);
+    auto result = parsePlan(bad, "p.yaml", PlanChecks::FormatOnly);
+    REQUIRE(!result);
+    return result.status().message();
+  };
+  REQUIRE_THAT(refused("\"cosine\"", "\"cosin\""),
+               Contains("unknown decay 'cosin'"));
+  REQUIRE_THAT(refused("total_steps: 14", "total_steps: 4"),
+               Contains("total_steps 4 must exceed warmup_steps 4"));
+  REQUIRE_THAT(refused("min_factor: 0.1", "min_factor: 1.5"),
+               Contains("min_factor must be in [0, 1], got 1.5"));
+  REQUIRE_THAT(refused(", min_factor: 0.1", ""),
+               Contains("missing key 'min_factor'"));
+}
