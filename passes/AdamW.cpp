@@ -54,6 +54,14 @@ Operation *lastOf(Value grad, Value param, Operation *returnOp) {
 LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
                            bool keepGradients) {
   auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
+  // A second run would update every kept gradient's parameter twice a step
+  // (with fresh moments each time); sharc-opt lets a user ask for that.
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    StringRef state = getArgString(func, i, kStateAttr);
+    if (!state.empty())
+      return func.emitOpError("already has its optimizer: argument ")
+             << i << " is state '" << state << "'; run sharc-adamw once";
+  }
   llvm::StringMap<unsigned> paramIndex;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     StringRef name = getArgString(func, i, kParamAttr);

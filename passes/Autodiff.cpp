@@ -69,6 +69,13 @@ LogicalResult differentiate(func::FuncOp func) {
       lossIndex = i;
   if (!lossIndex)
     return success(); // not a training function
+  // A second run would differentiate the backward as well and return every
+  // gradient twice; sharc-opt lets a user ask for that, so refuse it here.
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (getResultString(func, i, kOutputAttr).starts_with("grad:"))
+      return func.emitOpError("is already differentiated: result ")
+             << i << " is '" << getResultString(func, i, kOutputAttr)
+             << "'; run sharc-autodiff once";
 
   OpBuilder builder(returnOp);
   GradientMap grads(builder);
