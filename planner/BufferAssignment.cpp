@@ -4,8 +4,10 @@
 // its own: their byte ranges, merged, leave gaps below the current peak, and
 // the buffer takes the smallest gap that fits (the least waste), the lowest
 // of equal gaps. With no fitting gap it goes right above the highest of them,
-// which is where the heap grows. O(n^2 log n), fine for the few thousand
-// buffers of a step.
+// which is where the heap grows. The placed buffers are kept in offset
+// order as they are placed, so a placement is one pass over them with no
+// sort: O(n^2) in all with a small constant (sorting each placement's
+// neighbours was O(n^2 log n) and a quarter of compiling 400 layers).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,19 +24,14 @@ namespace {
 struct Placed {
   int64_t offset;
   int64_t numBytes;
+  int64_t firstStep;
+  int64_t lastStep;
 };
 
-bool livesOverlap(const BufferRequest &a, const BufferRequest &b) {
-  return a.firstStep <= b.lastStep && b.firstStep <= a.lastStep;
-}
-
-/// The best-fit offset for numBytes given the byte ranges of the live
-/// buffers and the arena's current peak.
-int64_t bestFitOffset(std::vector<Placed> &busy, int64_t numBytes,
-                      int64_t peakBytes) {
-  std::sort(busy.begin(), busy.end(), [](const Placed &a, const Placed &b) {
-    return a.offset < b.offset;
-  });
+/// The best-fit offset for numBytes live over [firstStep, lastStep], given
+/// every placed buffer in offset order and the arena's current peak.
+int64_t bestFitOffset(const std::vector<Placed> &byOffset, int64_t numBytes,
+                      int64_t firstStep, int64_t lastStep, int64_t peakBytes) {
   int64_t bestOffset = -1;
   int64_t bestGap = 0;
   int64_t freeFrom = 0;
@@ -45,7 +42,9 @@ int64_t bestFitOffset(std::vector<Placed> &busy, int64_t numBytes,
       bestGap = gap;
     }
   };
-  for (const Placed &placed : busy) {
+  for (const Placed &placed : byOffset) {
+    if (placed.firstStep > lastStep || firstStep > placed.lastStep)
+      continue; // not live at the same time: its bytes are free
     if (placed.offset > freeFrom)
       consider(placed.offset);
     freeFrom = std::max(freeFrom, placed.offset + placed.numBytes);
@@ -104,19 +103,21 @@ BufferAssignment assignBuffers(const std::vector<BufferRequest> &requests,
 
   BufferAssignment result;
   result.offsets.assign(count, 0);
-  std::vector<size_t> placed;
-  std::vector<Placed> busy;
+  std::vector<Placed> byOffset;
   for (size_t index : order) {
     if (sizes[index] == 0)
       continue;
-    busy.clear();
-    for (size_t other : placed)
-      if (livesOverlap(requests[index], requests[other]))
-        busy.push_back({result.offsets[other], sizes[other]});
-    int64_t offset = bestFitOffset(busy, sizes[index], result.peakBytes);
+    const BufferRequest &request = requests[index];
+    int64_t offset = bestFitOffset(byOffset, sizes[index], request.firstStep,
+                                   request.lastStep, result.peakBytes);
     result.offsets[index] = offset;
     result.peakBytes = std::max(result.peakBytes, offset + sizes[index]);
-    placed.push_back(index);
+    auto at = std::upper_bound(byOffset.begin(), byOffset.end(), offset,
+                               [](int64_t value, const Placed &placed) {
+                                 return value < placed.offset;
+                               });
+    byOffset.insert(
+        at, {offset, sizes[index], request.firstStep, request.lastStep});
   }
   result.maxLiveBytes = computeMaxLiveBytes(requests, sizes);
   return result;
