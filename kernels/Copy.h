@@ -5,7 +5,8 @@
 // written at dst + r * dstPitch: the layout of one block along a dimension
 // of a row-major tensor viewed as [outer, extent, inner] (slice_to_rank,
 // replicate, the unpacking of an all_gather along an inner dimension). On
-// the device this is cudaMemcpy2DAsync on the stream.
+// the device, a kernel of 16-, 8- or 4-byte words on the stream
+// (cuda/Copy.cu says why not cudaMemcpy2DAsync).
 #pragma once
 
 #include "kernels/TensorView.h"
