@@ -1,0 +1,122 @@
+//===- CheckpointTest.cpp - checkpoint metadata is range-checked ----------===//
+//
+// A checkpoint is a file a user hands to --load, so everything in it is
+// untrusted: its metadata and its list of tensors are checked before a byte
+// of it is loaded.
+
+#include "executor/Checkpoint.h"
+#include "executor/DataLoader.h"
+
+#include "TestPlans.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <unistd.h>
+
+using namespace sharc;
+using namespace sharc::exec;
+using namespace sharc::exec::test;
+
+namespace {
+struct TempFile {
+  std::string path = "/tmp/sharc-checkpoint-test-" +
+                     std::to_string(::getpid()) + ".safetensors";
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
+/// A good checkpoint of the linear model after 2 steps, as a TensorFile.
+plan::TensorFile trainedCheckpoint(Runtime &runtime, const std::string &path) {
+  REQUIRE(runtime.initParams(3));
+  LinearModel model;
+  DataLoader data =
+      DataLoader::synthetic(model.vocab, model.batch, model.seqLen, 1);
+  for (int64_t step = 1; step <= 2; ++step) {
+    REQUIRE(runtime.setBatch(data.batch(step)));
+    REQUIRE(runtime.step());
+  }
+  REQUIRE(saveCheckpoint(runtime, path));
+  auto file = plan::readSafeTensors(path);
+  REQUIRE(file);
+  return *file;
+}
+
+/// Loads `file` into a fresh runtime whose parameters were drawn from seed
+/// 7; returns the status and whether any parameter changed.
+std::pair<Status, bool> loadInto(const plan::TensorFile &file,
+                                 const std::string &path) {
+  REQUIRE(plan::writeSafeTensors(path, file));
+  auto runtime = Runtime::create(makeLinearPlan(LinearModel{}, 1, 1), {});
+  REQUIRE(runtime);
+  REQUIRE((*runtime)->initParams(7));
+  auto before = (*runtime)->gatherParams();
+  Status status = loadCheckpoint(**runtime, path);
+  auto after = (*runtime)->gatherParams();
+  bool changed = false;
+  for (size_t i = 0; i < before->tensors.size(); ++i)
+    changed |= before->tensors[i].bytes != after->tensors[i].bytes;
+  return {status, changed};
+}
+} // namespace
+
+TEST_CASE("checkpoint metadata out of range is refused before loading",
+          "[executor]") {
+  TempFile temp;
+  auto runtime = Runtime::create(makeLinearPlan(LinearModel{}, 1, 1), {});
+  REQUIRE(runtime);
+  const plan::TensorFile good = trainedCheckpoint(**runtime, temp.path);
+  REQUIRE(good.metadata.at("step") == "2");
+  auto [ok, loaded] = loadInto(good, temp.path);
+  INFO(ok.message());
+  REQUIRE(ok);
+  REQUIRE(loaded);
+
+  struct Case {
+    const char *key, *value, *message;
+  };
+  for (const Case &bad :
+       {Case{"step", "9223372036854775807",
+             "metadata step '9223372036854775807' is not a step count in "
+             "[0, 1000000000000]"},
+        Case{"step", "-1",
+             "metadata step '-1' is not a step count in [0, 1000000000000]"},
+        Case{"step", "2 ",
+             "metadata step '2 ' is not a step count in [0, 1000000000000]"},
+        Case{"step", "",
+             "metadata step '' is not a step count in [0, "
+             "1000000000000]"},
+        Case{"format", "pytorch",
+             "metadata format 'pytorch' is not "
+             "'sharc-checkpoint'"},
+        Case{"optimizer_state", "sgd",
+             "metadata optimizer_state 'sgd' is not 'adamw'"}}) {
+    plan::TensorFile file = good;
+    file.metadata[bad.key] = bad.value;
+    auto [status, changed] = loadInto(file, temp.path);
+    INFO(bad.key << " = '" << bad.value << "': " << status.message());
+    REQUIRE(status.code() == Status::Code::InvalidInput);
+    REQUIRE(status.message() == temp.path + ": " + bad.message);
+    REQUIRE_FALSE(changed);
+  }
+}
+
+TEST_CASE("a checkpoint of a larger model is refused, not half loaded",
+          "[executor]") {
+  TempFile temp;
+  auto runtime = Runtime::create(makeLinearPlan(LinearModel{}, 1, 1), {});
+  REQUIRE(runtime);
+  plan::TensorFile file = trainedCheckpoint(**runtime, temp.path);
+  size_t numTensors = file.tensors.size();
+  plan::NamedTensor extra = file.tensors.front();
+  extra.name = "layers.1.weight";
+  file.tensors.push_back(extra);
+  auto [status, changed] = loadInto(file, temp.path);
+  REQUIRE(status.code() == Status::Code::InvalidInput);
+  REQUIRE(status.message() ==
+          temp.path +
+              ": tensor 'layers.1.weight' is no parameter of model 'linear' "
+              "nor its optimizer state (" +
+              std::to_string(numTensors + 1) +
+              " tensors in the file; a checkpoint of another model?)");
+  REQUIRE_FALSE(changed);
+}
