@@ -228,6 +228,56 @@ TEST_CASE("sharc-run stops a diverged run and saves nothing from it",
     std::remove(path.c_str());
 }
 
+TEST_CASE("sharc-run stops when the gradient norm overflows, loss finite",
+          "[executor]") {
+  LinearModel model;
+  std::string planPath = tempPath("gnorm-plan.yaml");
+  std::string goodPath = tempPath("gnorm-good.safetensors");
+  std::string hugePath = tempPath("gnorm-huge.safetensors");
+  REQUIRE(plan::writePlanFile(makeLinearPlan(model, 1, 1), planPath));
+  REQUIRE(
+      runTool(planPath + " --steps 1 --quiet --save " + goodPath).exitCode ==
+      0);
+  // Row 0 of the head at 1e30: logits near 1e30 keep the loss finite
+  // (about 1e30), but dx and the embedding gradient reach 1e30 too, whose
+  // squares overflow f32: AdamW's v becomes inf and freezes the weights.
+  auto checkpoint = plan::readSafeTensors(goodPath);
+  REQUIRE(checkpoint);
+  for (plan::NamedTensor &tensor : checkpoint->tensors)
+    if (tensor.name == "head.weight")
+      for (int64_t i = 0; i < model.hidden; ++i) {
+        float huge = 1e30f;
+        std::memcpy(tensor.bytes.data() + 4 * i, &huge, sizeof(huge));
+      }
+  REQUIRE(plan::writeSafeTensors(hugePath, *checkpoint));
+  // Caught at the step itself (the checkpoint holds step 1), although its
+  // loss is finite.
+  ToolRun lossOnly =
+      runTool(planPath + " --steps 1 --load " + hugePath + " --backend cpu");
+  INFO(lossOnly.out);
+  REQUIRE(lossOnly.exitCode == 1);
+  REQUIRE(lossOnly.out.find("sharc-run: error: step 2: the gradient norm is "
+                            "not finite (AdamW moment '") != std::string::npos);
+  REQUIRE(lossOnly.out.find("' holds inf): the run diverged; nothing was "
+                            "saved") != std::string::npos);
+
+  // --save onto the good checkpoint keeps it byte for byte.
+  auto goodBefore = plan::readSafeTensors(goodPath);
+  ToolRun run = runTool(planPath + " --steps 3 --load " + hugePath +
+                        " --save " + goodPath);
+  INFO(run.out);
+  REQUIRE(run.exitCode == 1);
+  REQUIRE(run.out.find("step 2: the gradient norm is not finite") !=
+          std::string::npos);
+  auto goodAfter = plan::readSafeTensors(goodPath);
+  REQUIRE(goodAfter);
+  REQUIRE(goodAfter->metadata == goodBefore->metadata);
+  for (size_t i = 0; i < goodBefore->tensors.size(); ++i)
+    REQUIRE(goodAfter->tensors[i].bytes == goodBefore->tensors[i].bytes);
+  for (const std::string &path : {planPath, goodPath, hugePath})
+    std::remove(path.c_str());
+}
+
 TEST_CASE("sharc-run refuses counts that would wrap and flags a mode ignores",
           "[executor]") {
   LinearModel model;
@@ -245,6 +295,14 @@ TEST_CASE("sharc-run refuses counts that would wrap and flags a mode ignores",
     INFO(args << ": " << run.out);
     REQUIRE(run.exitCode == 2);
     REQUIRE(run.out.rfind("sharc-run: error: ", 0) == 0);
+  }
+  // Validation would run without them; refused before any plan is read.
+  for (const char *flags : {" --validate --check", " --compare-cpu --poison",
+                            " --validate --timeout 5"}) {
+    ToolRun run = runTool(planPath + flags);
+    INFO(flags << ": " << run.out);
+    REQUIRE(run.exitCode == 2);
+    REQUIRE(run.out.find(" does not apply to --") != std::string::npos);
   }
   // The refused outputs left the plan whole.
   REQUIRE(plan::readPlanFile(planPath));
