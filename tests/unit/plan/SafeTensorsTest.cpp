@@ -215,6 +215,16 @@ TEST_CASE("malformed files are rejected with a clear message", "[plan]") {
             "t.safetensors: tensor 'a': shape must be a list of non-negative "
             "integers");
   }
+  SECTION("a missing key (yaml-cpp threw on the lookup)") {
+    const std::pair<const char *, const char *> cases[] = {
+        {"dtype", "{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}"},
+        {"shape", "{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}"},
+        {"data_offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}"}};
+    for (const auto &[key, header] : cases)
+      REQUIRE(parseError(fileBytes(header, eightBytes)) ==
+              std::string("t.safetensors: tensor 'a': missing key '") + key +
+                  "'");
+  }
   SECTION("duplicate names and bad metadata") {
     REQUIRE(parseError(
                 fileBytes("{" + tensorA + "," + tensorA + "}", eightBytes)) ==
