@@ -26,16 +26,20 @@ ninja -C build-fuzz -j"${BUILD_JOBS:-$(nproc)}" sharc_fuzzers
 for name in "${names[@]}"; do
   work=build-fuzz/fuzz-work/$name
   mkdir -p "$work"
+  # What an earlier run found was reported then; only this run's count.
+  rm -f "$work"/crash-* "$work"/timeout-* "$work"/oom-* "$work"/leak-*
   echo "== fuzz $name for $seconds s"
   # -timeout: an input that takes 10 s is a hang; -rss_limit_mb: one that
   # needs 2 GiB is unbounded work (every reader caps what it allocates).
   # shellcheck disable=SC2086
   build-fuzz/tests/fuzz/"$name"-fuzz -max_total_time="$seconds" \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    ${FUZZ_JOBS:+-jobs=$FUZZ_JOBS -workers=$FUZZ_JOBS} -artifact_prefix="$work/" ${FUZZ_FLAGS:-} \
+    ${FUZZ_JOBS:+-jobs=$FUZZ_JOBS -workers=$FUZZ_JOBS} \
+    -artifact_prefix="$work/" ${FUZZ_FLAGS:-} \
     "$work" tests/fuzz/corpus/"$name" 2>&1 |
     grep -E "^(stat::|==|SUMMARY|fuzz invariant|#[0-9]+ *DONE)|ERROR|error:" || true
-  if ls "$work"/crash-* "$work"/timeout-* "$work"/oom-* >/dev/null 2>&1; then
+  if [ -n "$(find "$work" -maxdepth 1 \( -name 'crash-*' -o \
+              -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \))" ]; then
     echo "fuzz $name: crashing inputs in $work" >&2
     exit 1
   fi
