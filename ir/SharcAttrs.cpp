@@ -176,6 +176,9 @@ MeshAttr MeshAttr::withAxisSize(StringRef axis, int64_t size) const {
 }
 
 MeshAttr MeshAttr::getDefault(MLIRContext *context) {
+  // A pass may ask a module holding no sharc op, whose context has not
+  // loaded the dialect (and so cannot make its attributes) yet.
+  context->getOrLoadDialect<SharcDialect>();
   return MeshAttr::get(
       context, {StringAttr::get(context, "dp"), StringAttr::get(context, "tp")},
       {1, 1});

@@ -1,10 +1,12 @@
 //===- SharcOps.h - operations of the sharc dialect -------------*- C++ -*-===//
 // defines: the ops of SharcOps.td (EmbeddingOp, MatmulOp, ...) and the
-//          interfaces VJPOpInterface and CostOpInterface
+//          interfaces ShardingRuleOpInterface, VJPOpInterface and
+//          CostOpInterface
 #pragma once
 
 #include "ir/SharcAttrs.h"
 #include "ir/SharcDialect.h"
+#include "ir/ShardingRule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"

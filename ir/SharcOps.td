@@ -34,11 +34,22 @@ class Sharc_DiffOp<string mnemonic, list<Trait> traits = [],
     : Sharc_ComputeOp<mnemonic, !listconcat(traits,
         [DeclareOpInterfaceMethods<Sharc_VJPOpInterface>]), costMethods>;
 
+// A forward op spmdize can shard; `ruleMethods` lists the
+// ShardingRuleOpInterface methods it defines itself (the others keep the
+// elementwise defaults).
+class Sharc_ShardedOp<string mnemonic, list<Trait> traits = [],
+                      list<string> ruleMethods = [],
+                      list<string> costMethods = []>
+    : Sharc_DiffOp<mnemonic, !listconcat(traits,
+        [DeclareOpInterfaceMethods<Sharc_ShardingRuleOpInterface,
+                                   ruleMethods>]), costMethods>;
+
 //===----------------------------------------------------------------------===//
 // Forward ops
 //===----------------------------------------------------------------------===//
 
-def Sharc_EmbeddingOp : Sharc_DiffOp<"embedding", [InferTypeOpAdaptor]> {
+def Sharc_EmbeddingOp : Sharc_ShardedOp<"embedding", [InferTypeOpAdaptor],
+    ["getAxisRule", "buildSharded"]> {
   let summary = "token embedding lookup";
   let description = [{
     `table` is `[V, H]` (rows `[vocab_start, vocab_start + V)` of the
@@ -55,7 +66,8 @@ def Sharc_EmbeddingOp : Sharc_DiffOp<"embedding", [InferTypeOpAdaptor]> {
   let results = (outs Sharc_FloatTensor:$out);
 }
 
-def Sharc_RmsNormOp : Sharc_DiffOp<"rms_norm", [AllTypesMatch<["x", "y"]>]> {
+def Sharc_RmsNormOp : Sharc_ShardedOp<"rms_norm",
+    [AllTypesMatch<["x", "y"]>], ["getAxisRule"]> {
   let summary = "RMSNorm over contiguous groups of the last dimension";
   let description = [{
     `x` is `[.., C]`, `w` is `[G]` with `C % G == 0`; each group of G
@@ -68,7 +80,8 @@ def Sharc_RmsNormOp : Sharc_DiffOp<"rms_norm", [AllTypesMatch<["x", "y"]>]> {
 }
 
 def Sharc_MatmulOp
-    : Sharc_DiffOp<"matmul", [InferTypeOpAdaptor], ["getFlops"]> {
+    : Sharc_ShardedOp<"matmul", [InferTypeOpAdaptor],
+        ["getAxisRule", "buildSharded"], ["getFlops"]> {
   let summary = "linear layer y = x w^T";
   let description = [{
     `x` is `[.., K]`, `w` is `[N, K]` (the `[out, in]` layout), the result
@@ -84,7 +97,7 @@ def Sharc_MatmulOp
   let results = (outs Sharc_FloatTensor:$y);
 }
 
-def Sharc_RopeOp : Sharc_DiffOp<"rope", [AllTypesMatch<["x", "y"]>]> {
+def Sharc_RopeOp : Sharc_ShardedOp<"rope", [AllTypesMatch<["x", "y"]>]> {
   let summary = "rotary position embedding, rotate-half form";
   let description = [{
     `x` is `[S, B, h * head_dim]`; position of row s is
@@ -96,7 +109,8 @@ def Sharc_RopeOp : Sharc_DiffOp<"rope", [AllTypesMatch<["x", "y"]>]> {
 }
 
 def Sharc_AttentionOp
-    : Sharc_DiffOp<"attention", [InferTypeOpAdaptor], ["getFlops"]> {
+    : Sharc_ShardedOp<"attention", [InferTypeOpAdaptor],
+        ["getAxisRule", "buildSharded"], ["getFlops"]> {
   let summary = "causal grouped-query attention";
   let description = [{
     `q` is `[S, B, Hq * D]`, `k` and `v` are `[S, B, Hkv * D]` with
@@ -109,19 +123,20 @@ def Sharc_AttentionOp
 }
 
 def Sharc_SwigluOp
-    : Sharc_DiffOp<"swiglu", [AllTypesMatch<["gate", "up", "y"]>]> {
+    : Sharc_ShardedOp<"swiglu", [AllTypesMatch<["gate", "up", "y"]>]> {
   let summary = "silu(gate) * up";
   let arguments = (ins Sharc_FloatTensor:$gate, Sharc_FloatTensor:$up);
   let results = (outs Sharc_FloatTensor:$y);
 }
 
-def Sharc_AddOp : Sharc_DiffOp<"add", [AllTypesMatch<["a", "b", "y"]>]> {
+def Sharc_AddOp : Sharc_ShardedOp<"add", [AllTypesMatch<["a", "b", "y"]>]> {
   let summary = "elementwise sum of two tensors of one type";
   let arguments = (ins Sharc_FloatTensor:$a, Sharc_FloatTensor:$b);
   let results = (outs Sharc_FloatTensor:$y);
 }
 
-def Sharc_CrossEntropyOp : Sharc_DiffOp<"cross_entropy"> {
+def Sharc_CrossEntropyOp : Sharc_ShardedOp<"cross_entropy", [],
+    ["getAxisRule", "buildSharded"]> {
   let summary = "mean token cross entropy over non-ignored labels";
   let description = [{
     `logits` is `[S, B, V]`, `labels` `[S, B]` (already shifted; -100 is

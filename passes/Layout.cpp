@@ -11,6 +11,9 @@ Layout sharc::readLayout(ModuleOp module) {
   Layout layout;
   layout.mesh = getMesh(module);
   layout.sequenceParallel = module->hasAttr(kSequenceParallelAttr);
+  // Megatron's sequence parallelism splits over the tensor-parallel ranks.
+  if (layout.sequenceParallel)
+    layout.sequenceParallelAxis = "tp";
   layout.vocabParallel = module->hasAttr(kVocabParallelAttr);
   return layout;
 }

@@ -19,6 +19,9 @@ namespace sharc {
 struct Layout {
   MeshAttr mesh; ///< getMesh(module): the one place sizes are read
   bool sequenceParallel = false, vocabParallel = false;
+  /// The axis whose activations sequence parallelism splits over the
+  /// sequence between layers ("" without it).
+  llvm::StringRef sequenceParallelAxis;
   /// The size of `axis`, 1 where the mesh lacks it.
   int64_t size(llvm::StringRef axis) const { return mesh.getSize(axis); }
 };

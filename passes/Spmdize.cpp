@@ -1,10 +1,11 @@
 //===- Spmdize.cpp - a layout as a per-rank program -----------------------===//
 //
 // Walks the dense forward once, in order. Arguments get their local types
-// from the placements the layout passes requested; each op is rebuilt on
-// local operands with its result placement given by its rule, after the
-// collectives that bring its operands to the placements the rule needs.
-// Conversions are cached per (value, placement), so a value feeding
+// from the placements the layout passes requested; for each op and each
+// mesh axis, the op's sharding rule (ShardingRuleOpInterface) says which
+// placements its operands need, the generic reshard brings them there, and
+// the op builds itself on the local operands. Nothing here knows an op
+// type. Reshards are cached per (value, placement), so a value feeding
 // several consumers is gathered or replicated once.
 //
 //===----------------------------------------------------------------------===//
@@ -12,6 +13,7 @@
 #include "ir/SharcOps.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
+#include "passes/Reshard.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -28,17 +30,8 @@ using namespace sharc::placement;
 
 namespace {
 
-int64_t tpOf(Value value) {
-  return getPlacement(value.getType()).getAxis("tp");
-}
-int64_t dpOf(Value value) {
-  return getPlacement(value.getType()).getAxis("dp");
-}
 ArrayRef<int64_t> shapeOf(Value value) {
   return cast<RankedTensorType>(value.getType()).getShape();
-}
-Type elementOf(Value value) {
-  return cast<RankedTensorType>(value.getType()).getElementType();
 }
 
 class Spmdizer {
@@ -48,52 +41,43 @@ public:
   LogicalResult run();
 
 private:
-  RankedTensorType makeType(ArrayRef<int64_t> shape, Type element, int64_t dp,
-                            int64_t tp) {
-    return withPlacement(
-        RankedTensorType::get(shape, element),
-        PlacementAttr::make(func.getContext(), {{"dp", dp}, {"tp", tp}}));
-  }
-  /// The dp placement of a tensor whose batch dimension is `batchDim`.
-  int64_t batchSharded(int64_t batchDim) const {
-    return layout.size("dp") > 1 ? batchDim : kI;
-  }
   LogicalResult retypeArguments();
-  Value convert(Value value, int64_t tpTarget, Location loc);
+  /// The code activations take on `axis` between layers (AxisQuery).
+  int64_t activationCode(StringRef axis) const;
+  FailureOr<Value> convert(Value value, PlacementAttr target, Location loc);
   /// The local value standing for a dense one.
   Value local(Value dense) { return localOf.lookup(dense); }
   LogicalResult rewrite(Operation *op);
-  Value rewriteEmbedding(EmbeddingOp op);
-  Value rewriteMatmul(MatmulOp op);
-  Value rewriteLoss(CrossEntropyOp op);
 
   func::FuncOp func;
   const Layout &layout;
   const ModelSizes &sizes;
   OpBuilder builder;
   llvm::DenseMap<Value, Value> localOf;
-  llvm::DenseMap<std::pair<Value, int64_t>, Value> conversions;
+  llvm::DenseMap<std::pair<Value, Attribute>, Value> conversions;
+  /// The token inputs' placement: their splits are the activations'.
+  PlacementAttr tokenPlacement;
 };
 
 LogicalResult Spmdizer::retypeArguments() {
-  int64_t vocab = sizes.get("vocab_size");
-  int64_t paddedVocab = vocab;
-  if (layout.vocabParallel && vocab % layout.size("tp") != 0)
-    paddedVocab = (vocab / layout.size("tp") + 1) * layout.size("tp");
+  MLIRContext *context = func.getContext();
+  int64_t dp = layout.size("dp");
+  tokenPlacement =
+      PlacementAttr::make(context, {{"dp", dp > 1 ? int64_t(1) : kI}});
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
     SmallVector<int64_t> shape(shapeOf(arg));
-    PlacementAttr placement;
+    PlacementAttr placement = tokenPlacement;
     if (!getArgString(func, index, kParamAttr).empty()) {
       placement = getParamPlacement(func, index);
       StringRef role = getArgString(func, index, kRoleAttr);
-      // Megatron pads the vocabulary to a multiple of tp; the padded rows
-      // are never looked up and their logits are masked out of the loss.
-      if (role == kRoleEmbedding || role == kRoleLmHead)
-        shape[0] = paddedVocab;
-    } else {
-      placement =
-          PlacementAttr::make(func.getContext(), {{"dp", batchSharded(1)}});
+      // Megatron pads the vocabulary to a multiple of its split; the padded
+      // rows are never looked up and their logits are masked out of the
+      // loss.
+      int64_t split = splitFactor(placement, 0, layout.mesh);
+      if ((role == kRoleEmbedding || role == kRoleLmHead) && split > 1 &&
+          shape[0] % split != 0)
+        shape[0] = (shape[0] / split + 1) * split;
     }
     for (StringAttr axisName : layout.mesh.getAxes()) {
       StringRef axis = axisName.getValue();
@@ -106,188 +90,96 @@ LogicalResult Spmdizer::retypeArguments() {
                << " (" << shape[code] << ") of argument " << index;
       shape[code] /= size;
     }
-    arg.setType(
-        withPlacement(RankedTensorType::get(shape, elementOf(arg)), placement));
+    arg.setType(withPlacement(
+        RankedTensorType::get(shape, getElementTypeOrSelf(arg.getType())),
+        placement));
     localOf[arg] = arg;
   }
   return success();
 }
 
-Value Spmdizer::convert(Value value, int64_t target, Location loc) {
-  int64_t current = tpOf(value);
-  if (current == target)
+int64_t Spmdizer::activationCode(StringRef axis) const {
+  if (int64_t token = tokenPlacement.getAxis(axis); token >= 0)
+    return token;
+  return axis == layout.sequenceParallelAxis ? 0 : kI;
+}
+
+FailureOr<Value> Spmdizer::convert(Value value, PlacementAttr target,
+                                   Location loc) {
+  if (getPlacement(value.getType()) == target)
     return value;
-  auto key = std::make_pair(value, target);
+  auto key = std::make_pair(value, Attribute(target));
   if (Value cached = conversions.lookup(key))
     return cached;
-  PlacementAttr placement = getPlacement(value.getType());
-  SmallVector<int64_t> shape(shapeOf(value));
-  auto typeWith = [&](int64_t code) {
-    return makeType(shape, elementOf(value), placement.getAxis("dp"), code);
-  };
-  StringAttr axis = builder.getStringAttr("tp");
-  Value result;
-  if (current == kI && target == kR) {
-    result = builder.create<ReplicateOp>(loc, typeWith(kR), value, axis);
-  } else if (current >= 0 && (target == kR || target == kI)) {
-    shape[current] *= layout.size("tp");
-    result = builder.create<AllGatherOp>(loc, typeWith(target), value, axis,
-                                         builder.getI64IntegerAttr(current));
-  } else if (current == kP && target == kI) {
-    result = builder.create<AllReduceOp>(loc, typeWith(kI), value, axis,
-                                         builder.getStringAttr("sum"));
-  } else if (current == kP && target >= 0) {
-    shape[target] /= layout.size("tp");
-    result = builder.create<ReduceScatterOp>(loc, typeWith(target), value, axis,
-                                             builder.getI64IntegerAttr(target));
-  } else if (current == kI && target >= 0) {
-    shape[target] /= layout.size("tp");
-    result = builder.create<SliceToRankOp>(loc, typeWith(target), value, axis,
-                                           builder.getI64IntegerAttr(target));
-  } else {
-    return Value();
-  }
-  conversions[key] = result;
+  FailureOr<Value> result = reshard(builder, loc, value, target, layout.mesh);
+  if (succeeded(result))
+    conversions[key] = *result;
   return result;
-}
-
-/// The lookup; under vocab parallelism each rank holds a block of rows and
-/// the zero rows of the others sum to the dense result.
-Value Spmdizer::rewriteEmbedding(EmbeddingOp op) {
-  Value table = local(op.getTable()), ids = local(op.getIds());
-  bool vocabSharded = tpOf(table) == 0;
-  auto type =
-      makeType({shapeOf(ids)[0], shapeOf(ids)[1], shapeOf(table)[1]},
-               elementOf(table), batchSharded(1), vocabSharded ? kP : kI);
-  Value out = builder.create<EmbeddingOp>(
-      op.getLoc(), type, table, ids, op.getVocabStartAttr(),
-      vocabSharded ? builder.getStringAttr("tp") : StringAttr());
-  int64_t target = layout.sequenceParallel ? 0 : kI;
-  return layout.size("tp") > 1 ? convert(out, target, op.getLoc()) : out;
-}
-
-/// Column parallel (weight S(0)) needs its input R and gives S(last); row
-/// parallel (weight S(1)) takes S(last) and gives a partial sum, reduced
-/// right away (reduce_scatter over the sequence under SP); a whole weight
-/// needs its input invariant.
-Value Spmdizer::rewriteMatmul(MatmulOp op) {
-  Value x = local(op.getX()), w = local(op.getW());
-  int64_t lastDim = static_cast<int64_t>(shapeOf(x).size()) - 1;
-  int64_t weightCode = tpOf(w);
-  int64_t inputCode = weightCode == 0 ? kR : weightCode == 1 ? lastDim : kI;
-  x = convert(x, inputCode, op.getLoc());
-  if (!x)
-    return Value();
-  std::optional<int64_t> resultCode =
-      matmulRule(inputCode, weightCode, lastDim);
-  if (!resultCode)
-    return Value();
-  SmallVector<int64_t> shape(shapeOf(x));
-  shape.back() = shapeOf(w)[0];
-  Value y = builder.create<MatmulOp>(
-      op.getLoc(), makeType(shape, elementOf(x), dpOf(x), *resultCode), x, w);
-  if (*resultCode == kP)
-    y = convert(y, layout.sequenceParallel ? 0 : kI, op.getLoc());
-  return y;
-}
-
-/// The loss; under vocab parallelism from all-reduced row statistics (the
-/// full logits are never gathered), and under data parallelism the mean
-/// of the per-rank means.
-Value Spmdizer::rewriteLoss(CrossEntropyOp op) {
-  Value logits = local(op.getLogits()), labels = local(op.getLabels());
-  Location loc = op.getLoc();
-  int64_t lossDp = layout.size("dp") > 1 ? kP : kI;
-  auto lossType = makeType({}, builder.getF32Type(), lossDp, kI);
-  Value loss;
-  if (tpOf(logits) == 2) {
-    auto statType = [&](int64_t tpCode) {
-      return makeType(shapeOf(labels), builder.getF32Type(), dpOf(labels),
-                      tpCode);
-    };
-    StringAttr tp = builder.getStringAttr("tp");
-    auto reduce = [&](Value partial, StringRef kind) -> Value {
-      return builder.create<AllReduceOp>(loc, statType(kI), partial, tp,
-                                         builder.getStringAttr(kind));
-    };
-    IntegerAttr valid = op.getValidVocabAttr();
-    Value max = reduce(
-        builder.create<VocabMaxOp>(loc, statType(kPMax), logits, valid, tp),
-        "max");
-    Value target = reduce(builder.create<TargetLogitOp>(
-                              loc, statType(kP), logits, labels, valid, tp),
-                          "sum");
-    Value sumExp = reduce(
-        builder.create<SumExpOp>(loc, statType(kP), logits, max, valid, tp),
-        "sum");
-    loss = builder.create<VocabParallelLossOp>(loc, lossType, logits, labels,
-                                               max, target, sumExp, valid, tp);
-  } else {
-    logits = convert(logits, kI, loc);
-    loss = builder.create<CrossEntropyOp>(loc, lossType, logits, labels,
-                                          op.getValidVocabAttr());
-  }
-  if (layout.size("dp") > 1) {
-    loss = builder.create<ScaleOp>(
-        loc, lossType, loss, builder.getF64FloatAttr(1.0 / layout.size("dp")));
-    loss = builder.create<AllReduceOp>(
-        loc, makeType({}, builder.getF32Type(), kI, kI), loss,
-        builder.getStringAttr("dp"), builder.getStringAttr("sum"));
-  }
-  return loss;
 }
 
 LogicalResult Spmdizer::rewrite(Operation *op) {
   builder.setInsertionPoint(op);
-  SmallVector<Value> results;
-  if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
-    results.push_back(rewriteEmbedding(embedding));
-  } else if (auto matmul = dyn_cast<MatmulOp>(op)) {
-    results.push_back(rewriteMatmul(matmul));
-  } else if (auto loss = dyn_cast<CrossEntropyOp>(op)) {
-    results.push_back(rewriteLoss(loss));
-  } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
-    Value x = local(norm.getX()), w = local(norm.getW());
-    // A norm on whole rows (I) needs a weight every rank uses alike; on
-    // sequence or head shards, a weight each rank uses on its own part.
-    int64_t weightCode = tpOf(x) == kI ? kI : kR;
-    if (tpOf(w) != weightCode)
-      return norm.emitOpError("weight placement on tp does not fit its "
-                              "input's (the layout passes disagree)");
-    results.push_back(builder.create<RmsNormOp>(norm.getLoc(), x.getType(), x,
-                                                w, norm.getEpsAttr()));
-  } else if (auto rope = dyn_cast<RopeOp>(op)) {
-    Value x = local(rope.getX());
-    results.push_back(builder.create<RopeOp>(
-        rope.getLoc(), x.getType(), x, rope.getHeadDimAttr(),
-        rope.getThetaAttr(), rope.getPositionOffsetAttr()));
-  } else if (auto attention = dyn_cast<AttentionOp>(op)) {
-    Value q = local(attention.getQ()), k = local(attention.getK()),
-          v = local(attention.getV());
-    auto qShape = shapeOf(q);
-    int64_t heads = qShape[2] / attention.getHeadDim();
-    auto lseType = makeType({qShape[1], heads, qShape[0]}, builder.getF32Type(),
-                            batchSharded(0), tpOf(q) == 2 ? 1 : kI);
-    auto rebuilt =
-        builder.create<AttentionOp>(attention.getLoc(), q.getType(), lseType, q,
-                                    k, v, attention.getHeadDimAttr());
-    results.append({rebuilt.getOut(), rebuilt.getLse()});
-  } else if (isa<AddOp, SwigluOp>(op)) {
-    Value a = local(op->getOperand(0)), b = local(op->getOperand(1));
-    b = convert(b, tpOf(a), op->getLoc());
-    if (!b)
-      return op->emitOpError("operands have incompatible placements");
-    OperationState state(op->getLoc(), op->getName());
-    state.addOperands({a, b});
-    state.addTypes(a.getType());
-    results.push_back(builder.create(state)->getResult(0));
-  } else {
+  auto rules = dyn_cast<ShardingRuleOpInterface>(op);
+  if (!rules)
     return op->emitOpError("has no sharding rule");
+  SmallVector<Value> operands;
+  for (Value dense : op->getOperands())
+    operands.push_back(local(dense));
+  // Ask the rule axis by axis, collecting each operand's target placement.
+  size_t numOperands = operands.size();
+  SmallVector<SmallVector<std::pair<StringRef, int64_t>>> targets(numOperands);
+  SmallVector<SmallVector<std::pair<StringRef, int64_t>>> expected(
+      op->getNumResults());
+  for (StringAttr axisName : layout.mesh.getAxes()) {
+    AxisQuery query;
+    query.axis = axisName.getValue();
+    query.size = layout.size(query.axis);
+    query.activation = activationCode(query.axis);
+    for (Value operand : operands)
+      query.operands.push_back(
+          getPlacement(operand.getType()).getAxis(query.axis));
+    AxisRule rule;
+    if (failed(rules.getAxisRule(query, rule))) {
+      InFlightDiagnostic diag = op->emitOpError("has no sharding rule on ")
+                                << query.axis << " for operands";
+      for (int64_t code : query.operands)
+        diag << " " << name(code);
+      return diag;
+    }
+    for (size_t i = 0; i < numOperands; ++i)
+      targets[i].push_back({query.axis, rule.operands[i]});
+    for (auto [i, code] : llvm::enumerate(rule.results))
+      expected[i].push_back({query.axis, code});
   }
-  for (auto [dense, rebuilt] : llvm::zip(op->getResults(), results)) {
-    if (!rebuilt)
-      return op->emitOpError("operands cannot be brought to the placements "
-                             "its rule needs");
+  for (size_t i = 0; i < numOperands; ++i) {
+    // A value brought to where activations live (a row-parallel sum, the
+    // embedding's output) is its producer's doing, so it carries the
+    // producer's location; a placement only this op needs carries the op's.
+    PlacementAttr target = PlacementAttr::make(op->getContext(), targets[i]);
+    PlacementAttr current = getPlacement(operands[i].getType());
+    bool toActivation = llvm::all_of(layout.mesh.getAxes(), [&](StringAttr a) {
+      return current.getAxis(a) == target.getAxis(a) ||
+             target.getAxis(a) == activationCode(a);
+    });
+    FailureOr<Value> converted =
+        convert(operands[i], target,
+                toActivation ? operands[i].getLoc() : op->getLoc());
+    if (failed(converted))
+      return op->emitOpError("operand ")
+             << i << " cannot be brought to the placement its rule needs";
+    operands[i] = *converted;
+  }
+  FailureOr<SmallVector<Value>> results = rules.buildSharded(builder, operands);
+  if (failed(results))
+    return failure();
+  for (auto [index, pair] :
+       llvm::enumerate(llvm::zip(op->getResults(), *results))) {
+    auto [dense, rebuilt] = pair;
+    PlacementAttr want = PlacementAttr::make(op->getContext(), expected[index]);
+    if (getPlacement(rebuilt.getType()) != want)
+      return op->emitOpError("result ")
+             << index << " was built " << getPlacement(rebuilt.getType())
+             << " but its rule says " << want;
     localOf[dense] = rebuilt;
   }
   return success();
@@ -302,9 +194,23 @@ LogicalResult Spmdizer::run() {
   for (Operation *op : denseOps)
     if (failed(rewrite(op)))
       return failure();
+  // A partial result (the loss of a batch split) is summed before it is
+  // returned; every other result keeps its placement for the plan.
+  Operation *returnOp = func.getBody().front().getTerminator();
+  builder.setInsertionPoint(returnOp);
   SmallVector<Value> results;
-  for (Value dense : func.getBody().front().getTerminator()->getOperands())
-    results.push_back(local(dense));
+  for (Value dense : returnOp->getOperands()) {
+    Value value = local(dense);
+    PlacementAttr placement = getPlacement(value.getType());
+    for (auto [axis, code] :
+         llvm::zip(placement.getAxes(), placement.getCodes()))
+      if (code == kP)
+        placement = placement.withAxis(axis, kI);
+    FailureOr<Value> returned = convert(value, placement, value.getLoc());
+    if (failed(returned))
+      return failure();
+    results.push_back(*returned);
+  }
   SmallVector<DictionaryAttr> resultAttrs;
   func.getAllResultAttrs(resultAttrs);
   setResults(func, results, resultAttrs);
@@ -317,7 +223,7 @@ struct SpmdizePass : sharc::impl::SpmdizeBase<SpmdizePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Layout layout = readLayout(module);
-    if (layout.size("dp") == 1 && layout.size("tp") == 1)
+    if (layout.mesh.getNumRanks() == 1)
       return; // dense: nothing to do
     ModelSizes sizes(module);
     for (auto func : module.getOps<func::FuncOp>())

@@ -1,0 +1,197 @@
+//===- SharcShardingRules.cpp - each op's rule on one mesh axis -----------===//
+//
+// ShardingRuleOpInterface of the forward ops. A rule sees one axis and the
+// codes of the local operands there; it says which codes the op needs and
+// which its results get. Ops whose results match their operands (rope,
+// swiglu, add) keep the interface's elementwise default.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ir/SharcOps.h"
+
+using namespace mlir;
+using namespace sharc;
+using namespace sharc::placement;
+
+namespace {
+
+LogicalResult setRule(AxisRule &rule, ArrayRef<int64_t> operands,
+                      ArrayRef<int64_t> results) {
+  rule.operands.assign(operands.begin(), operands.end());
+  rule.results.assign(results.begin(), results.end());
+  return success();
+}
+
+bool isPartial(int64_t code) { return code == kP || code == kPMax; }
+
+} // namespace
+
+/// A table split over the vocabulary gives partial sums (each rank's zero
+/// rows for ids it does not hold); otherwise the rows follow the ids.
+LogicalResult EmbeddingOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
+  int64_t table = query.operands[0], ids = query.operands[1];
+  if (ids != kI && ids != 1)
+    return failure(); // only a batch split of the ids passes through
+  if (table == 0 && ids == kI)
+    return setRule(rule, {0, kI}, {kP});
+  if (table == kI || table == kR)
+    return setRule(rule, {table, ids}, {ids});
+  return failure();
+}
+
+FailureOr<SmallVector<Value>> EmbeddingOp::buildSharded(OpBuilder &builder,
+                                                        ValueRange operands) {
+  // The rank's rows start at its block of the vocabulary: the kernel reads
+  // the offset from the rank's coordinate on the axis splitting the table.
+  PlacementAttr table = getPlacement(operands[0].getType());
+  StringAttr vocabAxis;
+  for (auto [axis, code] : llvm::zip(table.getAxes(), table.getCodes()))
+    if (code == 0) {
+      if (vocabAxis)
+        return emitOpError("vocabulary split over two axes (")
+               << vocabAxis.getValue() << ", " << axis.getValue()
+               << ") is not supported";
+      vocabAxis = axis;
+    }
+  Value out = builder.create<EmbeddingOp>(getLoc(), operands[0], operands[1],
+                                          getVocabStartAttr(), vocabAxis);
+  return SmallVector<Value>{out};
+}
+
+/// A norm on whole rows (I) needs a weight every rank uses alike; on
+/// token or head shards, a weight each rank uses on its own part (R).
+LogicalResult RmsNormOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
+  int64_t x = query.operands[0], w = query.operands[1];
+  // A sum, or a whole value meeting a weight used per part, is brought to
+  // where activations live on this axis (SP's sequence split).
+  if (isPartial(x) || (w == kR && x == kI))
+    x = query.activation;
+  if (w == kI && (x == kI || isPartial(x)))
+    return setRule(rule, {kI, kI}, {kI});
+  if (w == kR && x >= 0)
+    return setRule(rule, {x, kR}, {x});
+  return failure();
+}
+
+/// Column parallel (weight S(0)) needs its input R and gives S(last); row
+/// parallel (weight S(1)) takes S(last) and gives a partial sum; a weight
+/// used alike everywhere (I) needs its input I; a weight each rank uses on
+/// its own batch or sequence block (R) passes that split through.
+LogicalResult MatmulOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
+  int64_t x = query.operands[0], w = query.operands[1];
+  int64_t lastDim = cast<RankedTensorType>(getX().getType()).getRank() - 1;
+  if (w == 0)
+    return setRule(rule, {kR, 0}, {lastDim});
+  if (w == 1)
+    return setRule(rule, {lastDim, 1}, {kP});
+  if (w == kI)
+    return setRule(rule, {kI, kI}, {kI});
+  if (w == kR && x >= 0 && x != lastDim)
+    return setRule(rule, {x, kR}, {x});
+  return failure();
+}
+
+FailureOr<SmallVector<Value>> MatmulOp::buildSharded(OpBuilder &builder,
+                                                     ValueRange operands) {
+  return SmallVector<Value>{
+      builder.create<MatmulOp>(getLoc(), operands[0], operands[1])};
+}
+
+/// Heads split (S(2)) or batch split (S(1)) pass through; the sequence
+/// must be whole (a split one needs context parallelism's exchange).
+LogicalResult AttentionOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
+  int64_t q = query.operands[0];
+  if (q != kI && q != 1 && q != 2)
+    return failure();
+  const int64_t lseDimOf[] = {2, 0, 1}; // lse is [B, Hq, S]
+  return setRule(rule, {q, q, q}, {q, q >= 0 ? lseDimOf[q] : q});
+}
+
+FailureOr<SmallVector<Value>> AttentionOp::buildSharded(OpBuilder &builder,
+                                                        ValueRange operands) {
+  auto rebuilt = builder.create<AttentionOp>(getLoc(), operands[0], operands[1],
+                                             operands[2], getHeadDimAttr());
+  return SmallVector<Value>{rebuilt.getOut(), rebuilt.getLse()};
+}
+
+/// Logits split over the vocabulary (S(last)) give the vocab-parallel loss,
+/// invariant after its all-reduced row statistics; logits and labels split
+/// over tokens give each rank's mean, a partial of the mean over ranks
+/// (scaled by 1/size, exact when every rank has as many valid labels).
+LogicalResult CrossEntropyOp::getAxisRule(const AxisQuery &query,
+                                          AxisRule &rule) {
+  int64_t logits = query.operands[0], labels = query.operands[1];
+  int64_t lastDim = 2;
+  if (logits == lastDim && labels == kI)
+    return setRule(rule, {lastDim, kI}, {kI});
+  if (logits >= 0 && logits < lastDim && labels == logits)
+    return setRule(rule, {logits, labels}, {kP});
+  if (labels == kI)
+    return setRule(rule, {kI, kI}, {kI});
+  return failure();
+}
+
+FailureOr<SmallVector<Value>>
+CrossEntropyOp::buildSharded(OpBuilder &builder, ValueRange operands) {
+  Value logits = operands[0], labels = operands[1];
+  Location loc = getLoc();
+  MeshAttr mesh = getMesh(*this);
+  PlacementAttr logitsPlace = getPlacement(logits.getType());
+  PlacementAttr labelsPlace = getPlacement(labels.getType());
+  StringAttr vocabAxis;
+  for (auto [axis, code] :
+       llvm::zip(logitsPlace.getAxes(), logitsPlace.getCodes()))
+    if (code == 2) {
+      if (vocabAxis)
+        return emitOpError("vocabulary split over two axes (")
+               << vocabAxis.getValue() << ", " << axis.getValue()
+               << ") is not supported";
+      vocabAxis = axis;
+    }
+  SmallVector<std::pair<StringRef, int64_t>> lossCodes;
+  double scale = 1.0;
+  for (auto [axis, code] :
+       llvm::zip(labelsPlace.getAxes(), labelsPlace.getCodes()))
+    if (code >= 0) {
+      lossCodes.push_back({axis.getValue(), kP});
+      scale /= static_cast<double>(mesh.getSize(axis.getValue()));
+    }
+  auto lossType = withPlacement(RankedTensorType::get({}, builder.getF32Type()),
+                                PlacementAttr::make(getContext(), lossCodes));
+  Value loss;
+  if (vocabAxis) {
+    // The full logits are never gathered: three [S, B] row statistics are
+    // all-reduced over the vocabulary axis instead.
+    auto statType = [&](int64_t code) {
+      return withPlacement(
+          RankedTensorType::get(
+              cast<RankedTensorType>(labels.getType()).getShape(),
+              builder.getF32Type()),
+          labelsPlace.withAxis(vocabAxis, code));
+    };
+    auto reduce = [&](Value partial, StringRef kind) -> Value {
+      return builder.create<AllReduceOp>(loc, statType(kI), partial, vocabAxis,
+                                         builder.getStringAttr(kind));
+    };
+    IntegerAttr valid = getValidVocabAttr();
+    Value max = reduce(builder.create<VocabMaxOp>(loc, statType(kPMax), logits,
+                                                  valid, vocabAxis),
+                       "max");
+    Value target =
+        reduce(builder.create<TargetLogitOp>(loc, statType(kP), logits, labels,
+                                             valid, vocabAxis),
+               "sum");
+    Value sumExp = reduce(builder.create<SumExpOp>(loc, statType(kP), logits,
+                                                   max, valid, vocabAxis),
+                          "sum");
+    loss = builder.create<VocabParallelLossOp>(
+        loc, lossType, logits, labels, max, target, sumExp, valid, vocabAxis);
+  } else {
+    loss = builder.create<CrossEntropyOp>(loc, lossType, logits, labels,
+                                          getValidVocabAttr());
+  }
+  if (scale != 1.0)
+    loss = builder.create<ScaleOp>(loc, lossType, loss,
+                                   builder.getF64FloatAttr(scale));
+  return SmallVector<Value>{loss};
+}

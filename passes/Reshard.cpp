@@ -1,0 +1,103 @@
+//===- Reshard.cpp - one value from one placement to another --------------===//
+
+#include "passes/Reshard.h"
+#include "ir/SharcOps.h"
+
+using namespace mlir;
+using namespace sharc;
+using namespace sharc::placement;
+
+namespace {
+
+/// The collectives of one reshard, applied one axis at a time.
+class Resharder {
+public:
+  Resharder(OpBuilder &builder, Location loc, Value value, MeshAttr mesh)
+      : builder(builder), loc(loc), value(value), mesh(mesh) {}
+
+  /// Moves `axis` from its current code to `to` if one collective can.
+  /// `splitting` selects the phase: false for changes that end a split or
+  /// a sum, true for those that start a split.
+  LogicalResult step(StringRef axis, int64_t to, bool splitting);
+  Value result() const { return value; }
+
+private:
+  /// value's type with `axis` set to `code` and dimension `dim` scaled.
+  RankedTensorType typeWith(StringRef axis, int64_t code, int64_t dim,
+                            int64_t multiply, int64_t divide) {
+    auto type = cast<RankedTensorType>(value.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    if (dim >= 0)
+      shape[dim] = shape[dim] * multiply / divide;
+    return withPlacement(RankedTensorType::get(shape, type.getElementType()),
+                         getPlacement(type).withAxis(axis, code));
+  }
+
+  OpBuilder &builder;
+  Location loc;
+  Value value;
+  MeshAttr mesh;
+};
+
+LogicalResult Resharder::step(StringRef axis, int64_t to, bool splitting) {
+  int64_t from = getPlacement(value.getType()).getAxis(axis);
+  int64_t size = mesh.getSize(axis);
+  StringAttr axisAttr = builder.getStringAttr(axis);
+  if (from == to)
+    return success();
+  bool startsSplit = to >= 0 && (from == kI || from == kP);
+  if (startsSplit != splitting)
+    return success(); // the other phase's change
+  if (from >= 0 && (to == kR || to == kI)) {
+    value = builder.create<AllGatherOp>(loc, typeWith(axis, to, from, size, 1),
+                                        value, axisAttr,
+                                        builder.getI64IntegerAttr(from));
+  } else if ((from == kP && (to == kI || to == kR)) ||
+             (from == kPMax && to == kI)) {
+    value = builder.create<AllReduceOp>(
+        loc, typeWith(axis, to, -1, 1, 1), value, axisAttr,
+        builder.getStringAttr(from == kPMax ? "max" : "sum"));
+  } else if (from == kI && to == kR) {
+    value = builder.create<ReplicateOp>(loc, typeWith(axis, kR, -1, 1, 1),
+                                        value, axisAttr);
+  } else if (from == kP && to >= 0) {
+    value = builder.create<ReduceScatterOp>(
+        loc, typeWith(axis, to, to, 1, size), value, axisAttr,
+        builder.getI64IntegerAttr(to));
+  } else if (from == kI && to >= 0) {
+    value = builder.create<SliceToRankOp>(loc, typeWith(axis, to, to, 1, size),
+                                          value, axisAttr,
+                                          builder.getI64IntegerAttr(to));
+  } else {
+    return emitError(loc) << "no collective brings a value from " << name(from)
+                          << " to " << name(to) << " on " << axis;
+  }
+  return success();
+}
+
+} // namespace
+
+FailureOr<Value> sharc::reshard(OpBuilder &builder, Location loc, Value value,
+                                PlacementAttr target, MeshAttr mesh) {
+  if (getPlacement(value.getType()) == target)
+    return value;
+  SmallVector<StringRef> axes;
+  for (StringAttr axis : mesh.getAxes())
+    axes.push_back(axis.getValue());
+  for (PlacementAttr side : {getPlacement(value.getType()), target})
+    for (StringAttr axis : side.getAxes())
+      if (!mesh.hasAxis(axis.getValue()))
+        return emitError(loc) << "placement names axis '" << axis.getValue()
+                              << "', which the mesh lacks";
+  Resharder resharder(builder, loc, value, mesh);
+  for (StringRef axis : llvm::reverse(axes))
+    if (failed(resharder.step(axis, target.getAxis(axis), false)))
+      return failure();
+  for (StringRef axis : axes)
+    if (failed(resharder.step(axis, target.getAxis(axis), true)))
+      return failure();
+  if (getPlacement(resharder.result().getType()) != target)
+    return emitError(loc) << "no collectives bring a value from "
+                          << getPlacement(value.getType()) << " to " << target;
+  return resharder.result();
+}
