@@ -2,6 +2,7 @@
 
 #include "planner/plan/FileText.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -69,14 +70,20 @@ Result<std::string> sharc::readWholeFile(const std::string &path,
 
 Status sharc::readYaml(const std::string &text, const std::string &fileName,
                        const std::function<Status(const YAML::Node &)> &read) {
+  auto at = [&](const YAML::Mark &mark) {
+    if (mark.is_null())
+      return fileName;
+    return fileName + ":" + std::to_string(mark.line + 1) + ":" +
+           std::to_string(mark.column + 1);
+  };
   try {
     return read(YAML::Load(text));
+  } catch (const YAML::DeepRecursion &error) {
+    // yaml-cpp's depth guard says only "bad file" (ErrorMsg::BAD_FILE).
+    return Status::invalidInput(at(error.mark) +
+                                ": nesting deeper than the YAML parser allows");
   } catch (const YAML::Exception &error) {
-    std::string where = fileName;
-    if (!error.mark.is_null())
-      where += ":" + std::to_string(error.mark.line + 1) + ":" +
-               std::to_string(error.mark.column + 1);
-    return Status::invalidInput(where + ": " + error.msg);
+    return Status::invalidInput(at(error.mark) + ": " + error.msg);
   } catch (const std::exception &error) {
     return Status::invalidInput(fileName + ": " + error.what());
   }

@@ -9,6 +9,7 @@
 #include "planner/plan/SafeTensors.h"
 #include "planner/plan/FileText.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -241,6 +242,9 @@ Result<TensorFile> parseSafeTensors(std::string_view fileBytes,
   YAML::Node header;
   try {
     header = YAML::Load(std::string(headerText));
+  } catch (const YAML::DeepRecursion &) {
+    return invalid("header is not valid JSON: nesting deeper than the YAML "
+                   "parser allows");
   } catch (const YAML::Exception &error) {
     return invalid("header is not valid JSON: " + error.msg);
   }

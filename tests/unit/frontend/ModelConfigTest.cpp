@@ -356,6 +356,28 @@ TEST_CASE("deep nesting is an error, not a stack overflow", "[frontend]") {
              Catch::Contains("nesting deeper than the parser allows"));
 }
 
+TEST_CASE("CRLF line ends read the same values and report the same places",
+          "[frontend]") {
+  auto crlf = [](std::string text) {
+    for (size_t at = text.find('\n'); at != std::string::npos;
+         at = text.find('\n', at + 2))
+      text.insert(at, "\r");
+    return text;
+  };
+  ConfigResult good = readConfigString(crlf(tinyModel), "w.yaml");
+  REQUIRE(good.ok());
+  CHECK(good.config->model.name.value == "t");
+  CHECK(good.config->model.vocabSize.value == 128);
+  ConfigError error = errorOf(readConfigString(
+      crlf(tinyWith("  hidden_size", "  hiden_size: 64")), "w.yaml"));
+  CHECK(error.format() == "w.yaml:3:3: unknown key 'hiden_size' in model "
+                          "(did you mean 'hidden_size'?)");
+  ConfigError stray = errorOf(readConfigString(crlf(", model\n"), "w.yaml"));
+  CHECK(stray.format() ==
+        "w.yaml:1:1: invalid YAML: unexpected ',' where a document should "
+        "start");
+}
+
 TEST_CASE("a trailing document marker is not a second document", "[frontend]") {
   ConfigResult result = readConfigString(tinyModel + "---\n", "t.yaml");
   INFO((result.error ? result.error->format() : ""));

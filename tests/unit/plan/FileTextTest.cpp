@@ -2,6 +2,8 @@
 
 #include "planner/plan/FileText.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -87,4 +89,24 @@ TEST_CASE("reading a directory or a FIFO names what it is", "[plan]") {
   REQUIRE_FALSE(sameFile(dir + "/none", dir + "/none"));
   std::remove(fifo.c_str());
   ::rmdir(dir.c_str());
+}
+
+TEST_CASE("deep nesting and CRLF line ends read as plain YAML errors",
+          "[plan]") {
+  auto readError = [](const std::string &text) {
+    Status status = readYaml(text, "f.yaml", [](const YAML::Node &root) {
+      return root["k"]["x"].as<int>() == 7
+                 ? Status::ok()
+                 : Status::invalidInput("f.yaml: x is not 7");
+    });
+    return status.message();
+  };
+  // yaml-cpp's depth guard (2000 levels) said only "bad file".
+  std::string deep = "k: " + std::string(5000, '[') + std::string(5000, ']');
+  REQUIRE(readError(deep) ==
+          "f.yaml:1:10004: nesting deeper than the YAML parser allows");
+  // Windows line ends: the same value and the same places, no stray '\r'.
+  REQUIRE(readError("k:\r\n  x: 7\r\n").empty());
+  REQUIRE(readError("k:\r\n  x: [7\r\n") ==
+          "f.yaml:3:1: end of sequence flow not found");
 }
