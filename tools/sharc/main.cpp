@@ -237,6 +237,13 @@ int compile(const CompileFlags &flags) {
   if ((pipeline.sequenceParallel || pipeline.vocabParallel) &&
       pipeline.tpSize == 1)
     return usageError("--sp and --vp need tensor parallelism (--tp N, N > 1)");
+  // Flags the layout would drop without a word are errors instead.
+  if (flags.bucketBytes && pipeline.dpSize == 1)
+    return usageError("--bucket-bytes sizes data-parallel gradient buckets; "
+                      "it needs --dp N, N > 1");
+  if (pipeline.recompute == "sp-allgather" && !pipeline.sequenceParallel)
+    return usageError("--recompute sp-allgather re-gathers sequence-parallel "
+                      "inputs; it needs --sp");
   pipeline.withOptimizer = flags.withOptimizer;
   pipeline.keepGradients = flags.keepGradients;
   pipeline.fuseProjections = flags.fuseProjections;
