@@ -89,6 +89,29 @@ public:
   virtual Result<std::vector<std::vector<TraceRecord>>> timings() {
     return std::vector<std::vector<TraceRecord>>{};
   }
+  /// Step constants (OpTable.h's StepConstants) on a device: once, after
+  /// binding, `bytes` of device memory whose address every stream's
+  /// LaunchContext then carries; before each step, the table's upload,
+  /// ordered before any of the step's work on every stream. The cpu's
+  /// launches take the step from their context instead.
+  virtual Status allocateStepConstants(int64_t bytes) { return Status::ok(); }
+  virtual Status uploadStepConstants(const void *table, int64_t bytes) {
+    return Status::ok();
+  }
+  /// CUDA graphs: capture one step's enqueued work (every stream's) between
+  /// beginCapture and endCapture, then replayStep enqueues all of it as one
+  /// graph launch. Devices that cannot capture say so in canCapture.
+  virtual bool canCapture() const { return false; }
+  virtual bool hasCapturedStep() const { return false; }
+  virtual Status beginCapture() {
+    return Status::invalidInput("this backend cannot capture a step");
+  }
+  virtual Status endCapture() {
+    return Status::invalidInput("this backend cannot capture a step");
+  }
+  virtual Status replayStep() {
+    return Status::invalidInput("this backend cannot capture a step");
+  }
   /// Device memory this process holds on the rank's device (every
   /// allocation, the CUDA context, NCCL's and cuBLASLt's buffers
   /// included); -1 where there is no device.

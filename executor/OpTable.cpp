@@ -48,6 +48,18 @@ void OpEnv::needScratch(const plan::Instruction &instr, int64_t bytes) const {
   (*scratchBytes)[stream] = std::max((*scratchBytes)[stream], bytes);
 }
 
+int64_t StepConstants::reserve(int64_t bytes, Fill fill) {
+  int64_t offset = bytes_;
+  slots_.push_back({offset, std::move(fill)});
+  bytes_ += (bytes + 15) / 16 * 16;
+  return offset;
+}
+
+void StepConstants::fillAll(void *table, int64_t step, double lrScale) const {
+  for (const auto &[offset, fill] : slots_)
+    fill(static_cast<char *>(table) + offset, step, lrScale);
+}
+
 using namespace opcheck;
 
 namespace {
@@ -415,6 +427,27 @@ Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
   std::tie(cpuKernel, cudaKernel) = std::pair{SHARC_KERNELS(adamw)};
   if (env.onDevice && !cudaKernel)
     return Status::invalidInput("this build has no CUDA kernel for the op");
+  if (env.onDevice && env.stepConstants) {
+    // The step's scalars come from the rank's step constants.
+    int64_t offset = env.stepConstants->reserve(
+        sizeof(kernels::AdamWStepScalars),
+        [args](void *slot, int64_t step, double lrScale) {
+          kernels::AdamWArgs stepArgs = args;
+          stepArgs.step = step;
+          stepArgs.lr = args.lr * lrScale;
+          *static_cast<kernels::AdamWStepScalars *>(slot) =
+              kernels::adamwScalars(stepArgs);
+        });
+    return Launch([args, cudaKernel, offset](const LaunchContext &context) {
+      if (!context.stepConstants)
+        return Status::runtimeError("adamw: the rank has no step constants");
+      kernels::AdamWArgs stepArgs = args;
+      stepArgs.deviceScalars =
+          reinterpret_cast<const kernels::AdamWStepScalars *>(
+              static_cast<const char *>(context.stepConstants) + offset);
+      return cudaKernel(stepArgs, context.stream);
+    });
+  }
   return Launch([args, cpuKernel, cudaKernel,
                  onDevice = env.onDevice](const LaunchContext &context) {
     kernels::AdamWArgs stepArgs = args;

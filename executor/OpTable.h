@@ -57,6 +57,26 @@ struct OpCall {
 class GemmEngine;
 class AttentionEngine;
 
+/// Per-step values that device launches read from device memory instead of
+/// their arguments, so that a step captured once as a CUDA graph replays
+/// with each step's values (adamw's step and scheduled lr). Bind reserves a
+/// slot and says how to fill it; before each step the runtime fills every
+/// slot on the host and the rank device uploads the table, whose device
+/// address launches find in LaunchContext::stepConstants.
+class StepConstants {
+public:
+  using Fill = std::function<void(void *slot, int64_t step, double lrScale)>;
+  /// A slot of `bytes` (16-byte aligned); its offset in the table.
+  int64_t reserve(int64_t bytes, Fill fill);
+  int64_t bytes() const { return bytes_; }
+  /// Writes every slot for `step` into `table` (bytes() of host memory).
+  void fillAll(void *table, int64_t step, double lrScale) const;
+
+private:
+  std::vector<std::pair<int64_t, Fill>> slots_;
+  int64_t bytes_ = 0;
+};
+
 /// What bind may read besides the buffers: the rank's place in the mesh.
 struct OpEnv {
   const std::vector<plan::MeshAxis> *mesh = nullptr;
@@ -72,6 +92,9 @@ struct OpEnv {
   /// The fused-attention library of each stream on a device backend (empty,
   /// or null entries, where there is none: the backend's own kernel runs).
   std::vector<AttentionEngine *> attentions;
+  /// The rank's step constants on a device backend (null on the cpu, whose
+  /// launches take the step from LaunchContext).
+  StepConstants *stepConstants = nullptr;
 
   /// Coordinate along `axis`, 0 for an axis the mesh lacks.
   int64_t coord(const std::string &axis) const;
@@ -132,6 +155,8 @@ struct LaunchContext {
   void *scratch = nullptr;
   int64_t scratchBytes = 0;
   int64_t step = 1; ///< 1-based optimizer step
+  /// The device address of the rank's StepConstants table.
+  const void *stepConstants = nullptr;
   /// The schedule's factor on every adamw's `lr` this step (Plan.h's
   /// LrSchedule); 1 without one.
   double lrScale = 1.0;

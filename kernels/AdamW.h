@@ -1,5 +1,5 @@
 //===- AdamW.h - decoupled-weight-decay Adam update -------------*- C++ -*-===//
-// defines: AdamWArgs, adamw (cpu::, cuda::)
+// defines: AdamWStepScalars, AdamWArgs, adamwScalars, adamw (cpu::, cuda::)
 //
 // In place, elementwise, exactly in torch.optim.AdamW's order (step >= 1):
 //   p  = p * (1 - lr * weightDecay)
@@ -14,7 +14,15 @@
 #include "kernels/TensorView.h"
 #include "planner/plan/Status.h"
 
+#include <cmath>
+
 namespace sharc::kernels {
+
+/// One step's scalars in fp32, each rounded once from double (adamwScalars).
+struct AdamWStepScalars {
+  float beta1, beta2, oneMinusBeta1, oneMinusBeta2, decay, stepSize, bc2Sqrt,
+      eps;
+};
 
 struct AdamWArgs {
   TensorView param, m, v;
@@ -22,7 +30,26 @@ struct AdamWArgs {
   int64_t numel = 0;
   int64_t step = 1;
   double lr = 5e-4, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
+  /// Device only: read the step's scalars from this device memory instead
+  /// of forming them from step and lr, so that a launch captured in a CUDA
+  /// graph takes each replay's step (the runtime writes them before it).
+  const AdamWStepScalars *deviceScalars = nullptr;
 };
+
+/// The scalars of args' step and lr, as the cpu forms them in double.
+inline AdamWStepScalars adamwScalars(const AdamWArgs &args) {
+  double step = static_cast<double>(args.step);
+  return {.beta1 = static_cast<float>(args.beta1),
+          .beta2 = static_cast<float>(args.beta2),
+          .oneMinusBeta1 = static_cast<float>(1.0 - args.beta1),
+          .oneMinusBeta2 = static_cast<float>(1.0 - args.beta2),
+          .decay = static_cast<float>(1.0 - args.lr * args.weightDecay),
+          .stepSize =
+              static_cast<float>(args.lr / (1.0 - std::pow(args.beta1, step))),
+          .bc2Sqrt =
+              static_cast<float>(std::sqrt(1.0 - std::pow(args.beta2, step))),
+          .eps = static_cast<float>(args.eps)};
+}
 
 namespace cpu {
 void adamw(const AdamWArgs &args);

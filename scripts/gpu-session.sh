@@ -5,6 +5,7 @@
 # Logs go to $OUT (the device tool's output folder) or ./out.
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
+#                               [graph]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage=$root/.device
@@ -61,11 +62,16 @@ for step in $steps; do
       for attention in ${BENCH_ATTENTION:-cudnn}; do
         log=$out/bench-$mode-$attention.log
         SHARC_ATTENTION=$attention "$run" "$stage/bench/$mode.plan" \
-          --backend cuda --steps 20 >"$log" 2>&1
+          --backend cuda --steps 20 ${BENCH_FLAGS:-} >"$log" 2>&1
         echo "$mode ($attention attention): $(grep -E 'median|mean|tokens' "$log" | tail -n 1)"
         grep -E "device in use|runs on sharc" "$log" | tail -n 3
       done
     done ;;
+  graph)
+    # CUDA-graph replay against eager enqueueing: identical checkpoints.
+    "$root/tests/gpu/graph-parity.sh" "$run" 6 \
+      ${GRAPH_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/bench/dense.plan "$stage"/bench/tp_sp_async_vp.plan} \
+      2>&1 | tee "$out/graph.log" ;;
   attention)
     # The attention kernels alone, beside PyTorch's SDPA on the same shapes.
     "$stage/bin/sharc-attention-bench" 2>&1 | tee "$out/attention.log"

@@ -3,6 +3,7 @@
 #include "executor/cuda/CudaBackend.h"
 
 #include "executor/cuda/NcclCommunicator.h"
+#include "executor/cuda/StepGraph.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Launch.h"
 #if SHARC_WITH_CUDNN
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -180,6 +182,13 @@ public:
   Status beginTimed(int64_t stream, int64_t index) override;
   Status endTimed(int64_t stream, int64_t index) override;
   Result<std::vector<std::vector<TraceRecord>>> timings() override;
+  Status allocateStepConstants(int64_t bytes) override;
+  Status uploadStepConstants(const void *table, int64_t bytes) override;
+  bool canCapture() const override { return true; }
+  bool hasCapturedStep() const override { return graph_.captured(); }
+  Status beginCapture() override { return graph_.begin(streams_); }
+  Status endCapture() override { return graph_.end(); }
+  Status replayStep() override { return graph_.replay(); }
   int64_t deviceBytesInUse() const override {
     size_t freeBytes = 0, totalBytes = 0;
     if (cudaSetDevice(device()) != cudaSuccess ||
@@ -208,6 +217,13 @@ private:
   cudaEvent_t origin_ = nullptr;
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> instrEvents_;
   std::vector<std::vector<int64_t>> timedInstrs_; ///< per stream, in order
+  /// Step constants: the device table, its pinned host staging, and the
+  /// event every other stream waits on after the upload.
+  void *stepConstants_ = nullptr;
+  void *stepConstantsHost_ = nullptr;
+  int64_t stepConstantsBytes_ = 0;
+  cudaEvent_t uploaded_ = nullptr;
+  StepGraph graph_;
 };
 
 class CudaBackend final : public Backend {
@@ -267,6 +283,12 @@ CudaRank::~CudaRank() {
     (void)cudaFree(buffer);
   for (void *buffer : scratch_)
     (void)cudaFree(buffer);
+  if (stepConstants_)
+    (void)cudaFree(stepConstants_);
+  if (stepConstantsHost_)
+    (void)cudaFreeHost(stepConstantsHost_);
+  if (uploaded_)
+    (void)cudaEventDestroy(uploaded_);
   for (auto &[region, base] : regions_)
     (void)cudaFree(base);
 }
@@ -373,6 +395,37 @@ Status CudaRank::allocateScratch(const std::vector<int64_t> &bytesPerStream) {
     contexts_[s].scratch = scratch_[s];
     contexts_[s].scratchBytes = bytesPerStream[s];
   }
+  return Status::ok();
+}
+
+Status CudaRank::allocateStepConstants(int64_t bytes) {
+  if (bytes <= 0)
+    return Status::ok();
+  SHARC_CUDA(cudaSetDevice(device()));
+  SHARC_CUDA(cudaMalloc(&stepConstants_, static_cast<size_t>(bytes)));
+  SHARC_CUDA(cudaMallocHost(&stepConstantsHost_, static_cast<size_t>(bytes)));
+  SHARC_CUDA(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+  stepConstantsBytes_ = bytes;
+  for (LaunchContext &context : contexts_)
+    context.stepConstants = stepConstants_;
+  return Status::ok();
+}
+
+Status CudaRank::uploadStepConstants(const void *table, int64_t bytes) {
+  if (bytes != stepConstantsBytes_)
+    return Status::invalidInput(
+        "step constants of " + std::to_string(bytes) + " bytes, " +
+        std::to_string(stepConstantsBytes_) + " were allocated");
+  if (bytes == 0)
+    return Status::ok();
+  // The last step has drained (finishStep), so the staging is free.
+  std::memcpy(stepConstantsHost_, table, static_cast<size_t>(bytes));
+  SHARC_CUDA(cudaMemcpyAsync(stepConstants_, stepConstantsHost_,
+                             static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
+                             streams_[0]));
+  SHARC_CUDA(cudaEventRecord(uploaded_, streams_[0]));
+  for (size_t s = 1; s < streams_.size(); ++s)
+    SHARC_CUDA(cudaStreamWaitEvent(streams_[s], uploaded_, 0));
   return Status::ok();
 }
 

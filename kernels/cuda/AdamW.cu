@@ -88,10 +88,7 @@ __device__ __forceinline__ float roundTo(DType dtype, float value) {
 }
 
 /// The step's scalars, each rounded once from double as the cpu forms them.
-struct AdamWScalars {
-  float beta1, beta2, oneMinusBeta1, oneMinusBeta2, decay, stepSize, bc2Sqrt,
-      eps;
-};
+using AdamWScalars = AdamWStepScalars;
 
 struct AdamWViews {
   void *param, *m, *v;
@@ -126,8 +123,13 @@ updateElements(const AdamWViews &views, const AdamWScalars &s, int64_t i) {
   storeN(views.v, views.vType, i, vs);
 }
 
+/// `deviceScalars`, where given, replaces `scalars` (a graph replay's
+/// step).
 __global__ void adamwKernel(AdamWViews views, AdamWScalars scalars,
-                            int64_t numel, int64_t vectorEnd) {
+                            const AdamWScalars *deviceScalars, int64_t numel,
+                            int64_t vectorEnd) {
+  if (deviceScalars)
+    scalars = *deviceScalars;
   int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = first * kVec; i < vectorEnd; i += stride * kVec)
@@ -152,18 +154,7 @@ Status adamw(const AdamWArgs &args, DeviceStream stream) {
                                   "(expected f32 or bf16)");
   if (args.numel <= 0)
     return Status::ok();
-  double step = static_cast<double>(args.step);
-  AdamWScalars scalars;
-  scalars.beta1 = static_cast<float>(args.beta1);
-  scalars.beta2 = static_cast<float>(args.beta2);
-  scalars.oneMinusBeta1 = static_cast<float>(1.0 - args.beta1);
-  scalars.oneMinusBeta2 = static_cast<float>(1.0 - args.beta2);
-  scalars.decay = static_cast<float>(1.0 - args.lr * args.weightDecay);
-  scalars.stepSize =
-      static_cast<float>(args.lr / (1.0 - std::pow(args.beta1, step)));
-  scalars.bc2Sqrt =
-      static_cast<float>(std::sqrt(1.0 - std::pow(args.beta2, step)));
-  scalars.eps = static_cast<float>(args.eps);
+  AdamWScalars scalars = adamwScalars(args);
   AdamWViews views{args.param.data, args.m.data,      args.v.data,
                    args.grad.data,  args.param.dtype, args.m.dtype,
                    args.v.dtype,    args.grad.dtype};
@@ -175,8 +166,8 @@ Status adamw(const AdamWArgs &args, DeviceStream stream) {
   int64_t numThreads = vectorEnd / kVec + (args.numel - vectorEnd);
   auto numBlocks = static_cast<unsigned>(
       std::min(ceilDiv(numThreads, kThreads), kMaxBlocks));
-  adamwKernel<<<numBlocks, kThreads, 0, stream>>>(views, scalars, args.numel,
-                                                  vectorEnd);
+  adamwKernel<<<numBlocks, kThreads, 0, stream>>>(
+      views, scalars, args.deviceScalars, args.numel, vectorEnd);
   return launchStatus("adamwKernel");
 }
 
