@@ -4,8 +4,11 @@
 // A checkpoint holds global (unsharded) tensors, so any plan of the same
 // model (dense, tp, dp, ...) can resume from it: parameters by name in their
 // storage type, and with optimizer state "<param>.exp_avg" and
-// "<param>.exp_avg_sq". Metadata: format = "sharc-checkpoint", model, and
-// step (the number of optimizer steps already taken).
+// "<param>.exp_avg_sq". Metadata: format = "sharc-checkpoint", model,
+// step (the number of optimizer steps already taken, which is also the
+// position in the learning-rate schedule, a function of the step), the
+// plan's lr_schedule as text, and data_position (the token windows the run
+// has consumed, DataLoader.h), so a resumed run continues both exactly.
 #pragma once
 
 #include "executor/Runtime.h"
@@ -15,12 +18,17 @@
 
 namespace sharc::exec {
 
+/// dataPosition < 0: none is written (a run without a data stream).
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
-                      bool withOptimizerState = true);
+                      bool withOptimizerState = true,
+                      int64_t dataPosition = -1);
 
 /// Loads the parameters; when the file carries optimizer state, loads it
 /// too and continues the step count, otherwise the optimizer starts fresh.
 /// A missing or mis-shaped tensor is invalid input naming it.
-Status loadCheckpoint(Runtime &runtime, const std::string &path);
+/// With dataPosition, it receives the file's data_position, range-checked,
+/// or -1 when the file has none (a checkpoint from before it existed).
+Status loadCheckpoint(Runtime &runtime, const std::string &path,
+                      int64_t *dataPosition = nullptr);
 
 } // namespace sharc::exec

@@ -36,12 +36,28 @@ double Metrics::medianTokensPerSecond() const {
   return seconds > 0 ? static_cast<double>(tokensPerStep_) / seconds : 0.0;
 }
 
+std::string Metrics::formatDuration(double seconds) {
+  long long whole = static_cast<long long>(seconds + 0.5);
+  char text[48];
+  std::snprintf(text, sizeof(text), "%lld:%02lld:%02lld", whole / 3600,
+                whole / 60 % 60, whole % 60);
+  return text;
+}
+
 std::string Metrics::formatStep(const StepRecord &record) {
-  char line[128];
+  char lr[32] = "";
+  if (record.lr >= 0)
+    std::snprintf(lr, sizeof(lr), "  lr %.3e", record.lr);
+  std::string progress;
+  if (record.elapsedSeconds >= 0)
+    progress += "  elapsed " + formatDuration(record.elapsedSeconds);
+  if (record.etaSeconds >= 0)
+    progress += "  eta " + formatDuration(record.etaSeconds);
+  char line[192];
   std::snprintf(line, sizeof(line),
-                "step %4lld  loss %.5f  time %.1f ms  tokens/s %.0f",
-                static_cast<long long>(record.step), record.loss,
-                record.seconds * 1e3, record.tokensPerSecond);
+                "step %4lld  loss %.5f%s  time %.1f ms  tokens/s %.0f%s",
+                static_cast<long long>(record.step), record.loss, lr,
+                record.seconds * 1e3, record.tokensPerSecond, progress.c_str());
   return line;
 }
 

@@ -19,6 +19,11 @@ struct StepRecord {
   double loss = 0.0;
   double seconds = 0.0;
   double tokensPerSecond = 0.0;
+  /// Shown by formatStep only when set (>= 0): the step's learning rate,
+  /// the wall time since the run's first step and the estimated rest.
+  double lr = -1.0;
+  double elapsedSeconds = -1.0;
+  double etaSeconds = -1.0;
 };
 
 class Metrics {
@@ -30,10 +35,13 @@ public:
   double medianSeconds() const;
   double medianTokensPerSecond() const;
 
-  /// "step    1  loss 4.85231  time 123.4 ms  tokens/s 1234"
+  /// "step    1  loss 4.85231  lr 1.000e-03  time 123.4 ms  tokens/s 1234
+  ///  elapsed 0:00:01  eta 0:02:03" (lr, elapsed and eta when set)
   static std::string formatStep(const StepRecord &record);
   /// One line: steps, first and last loss, median time and tokens/s.
   std::string summary() const;
+  /// Seconds as H:MM:SS.
+  static std::string formatDuration(double seconds);
 
 private:
   int64_t tokensPerStep_;

@@ -1,6 +1,7 @@
 //===- Runtime.cpp - runs a plan: per-rank arenas, threads, steps ---------===//
 
 #include "executor/Runtime.h"
+#include "executor/ForwardPrefix.h"
 
 #include "executor/ShardLayout.h"
 #include "planner/plan/PlanContract.h"
@@ -228,12 +229,36 @@ Status Runtime::bindRank(RankState &rank) {
   // The binds raise each stream's scratch; the device allocates it once.
   std::vector<int64_t> scratchBytes(static_cast<size_t>(plan_.numStreams), 0);
   rank.env.scratchBytes = &scratchBytes;
+  rank.stepConstants = StepConstants();
+  rank.env.stepConstants = backend_->enqueues() ? &rank.stepConstants : nullptr;
   Status status = bindInstrs(rank);
   rank.env.scratchBytes = nullptr;
+  rank.env.stepConstants = nullptr;
   if (!status)
     return status;
-  return rank.device->allocateScratch(scratchBytes)
-      .withContext("rank " + std::to_string(rank.rank));
+  std::string context = "rank " + std::to_string(rank.rank);
+  SHARC_TRY(rank.device->allocateScratch(scratchBytes).withContext(context));
+  rank.stepTable.assign(static_cast<size_t>(rank.stepConstants.bytes()), 0);
+  return rank.device->allocateStepConstants(rank.stepConstants.bytes())
+      .withContext(context);
+}
+
+Status Runtime::enqueueStep(RankState &rank, const std::vector<int64_t> &order,
+                            bool capture) {
+  rank.stepConstants.fillAll(rank.stepTable.data(), nextStep_, lrScale_);
+  SHARC_TRY(rank.device->uploadStepConstants(
+      rank.stepTable.data(), static_cast<int64_t>(rank.stepTable.size())));
+  if (!capture)
+    return runInstrs(rank, order, nullptr);
+  if (!rank.device->hasCapturedStep()) {
+    SHARC_TRY(rank.device->beginCapture());
+    Status enqueued = runInstrs(rank, order, nullptr);
+    // Always end the capture: the streams must leave capture mode.
+    Status ended = rank.device->endCapture();
+    SHARC_TRY(enqueued);
+    SHARC_TRY(ended.withContext("capturing the step as a CUDA graph"));
+  }
+  return rank.device->replayStep();
 }
 
 Status Runtime::bindInstrs(RankState &rank) {
@@ -328,6 +353,51 @@ Result<StepStats> Runtime::step() {
   auto start = std::chrono::steady_clock::now();
   // Once per step: every stream thread only reads it.
   lrScale_ = plan_.lrSchedule.factor(nextStep_);
+  SHARC_TRY(runProgram(order_.streamInstrs, planOrder_, options_.recordTrace));
+  StepStats stats;
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  stats.loss = std::numeric_limits<double>::quiet_NaN();
+  if (plan_.findOutput("loss")) {
+    auto loss = readLoss();
+    if (!loss)
+      return loss.status();
+    stats.loss = *loss;
+  }
+  if (options_.recordTrace)
+    std::swap(recording_, lastTrace_);
+  ++nextStep_;
+  return stats;
+}
+
+Result<double> Runtime::evalLoss() {
+  if (evalOrder_.empty()) {
+    auto end = forwardLossEnd(plan_, OpTable::get());
+    if (!end)
+      return end.status().withContext("evaluation");
+    evalStreamInstrs_.assign(order_.numStreams, {});
+    for (int64_t i = 0; i < *end; ++i) {
+      evalOrder_.push_back(i);
+      evalStreamInstrs_[plan_.instructions[i].stream].push_back(i);
+    }
+  }
+  SHARC_TRY(runProgram(evalStreamInstrs_, evalOrder_, /*record=*/false));
+  return readLoss();
+}
+
+Result<double> Runtime::readLoss() const {
+  const plan::IoEntry *loss = plan_.findOutput("loss");
+  const Buffer &buffer = plan_.buffers[loss->buffer];
+  double word = 0; // room for any dtype's one element
+  SHARC_TRY(ranks_[0]->device->download(&word, storage(0, loss->buffer),
+                                        dtypeSize(buffer.dtype)));
+  return kernels::loadElement({&word, buffer.dtype}, 0);
+}
+
+Status
+Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
+                    const std::vector<int64_t> &order, bool record) {
   // One task per (rank, stream) that has work on the cpu; one per rank,
   // every instruction in plan order, where launches are enqueued (and the
   // rank's thread begins its step, since a CUDA device is per thread).
@@ -345,10 +415,10 @@ Result<StepStats> Runtime::step() {
       continue;
     }
     for (int64_t s = 0; s < order_.numStreams; ++s)
-      if (!order_.streamInstrs[s].empty())
+      if (!streamInstrs[s].empty())
         tasks.push_back({r, s});
   }
-  if (options_.recordTrace) {
+  if (record) {
     // Sized once; clear() keeps each vector's capacity, so a stream thread
     // never allocates while it is timed after the first step.
     recording_.step = nextStep_;
@@ -357,10 +427,14 @@ Result<StepStats> Runtime::step() {
       streams.resize(order_.numStreams);
       for (size_t s = 0; s < streams.size(); ++s) {
         streams[s].clear();
-        streams[s].reserve(order_.streamInstrs[s].size());
+        streams[s].reserve(streamInstrs[s].size());
       }
     }
   }
+  // Only whole training steps are captured, after an eager first one.
+  bool capture = options_.captureSteps && enqueues && !record &&
+                 !options_.poisonActivations && &order == &planOrder_ &&
+                 nextStep_ > 1 && ranks_[0]->device->canCapture();
   std::vector<Status> statuses(tasks.size());
   // The first task to fail holds the cause; it aborts the collectives and
   // event waits the others are in, whose errors only say they were aborted.
@@ -370,11 +444,11 @@ Result<StepStats> Runtime::step() {
     RankState &rank = *ranks_[r];
     if (s < 0) {
       rank.device->beginStep();
-      statuses[t] = runInstrs(rank, planOrder_, nullptr);
+      statuses[t] = enqueueStep(rank, order, capture);
       if (statuses[t])
         statuses[t] =
             rank.device->finishStep().withContext("rank " + std::to_string(r));
-      if (statuses[t] && options_.recordTrace) {
+      if (statuses[t] && record) {
         auto timings = rank.device->timings();
         if (timings)
           recording_.records[r] = std::move(*timings);
@@ -382,9 +456,8 @@ Result<StepStats> Runtime::step() {
           statuses[t] = timings.status();
       }
     } else {
-      statuses[t] =
-          runInstrs(rank, order_.streamInstrs[s],
-                    options_.recordTrace ? &recording_.records[r][s] : nullptr);
+      statuses[t] = runInstrs(rank, streamInstrs[s],
+                              record ? &recording_.records[r][s] : nullptr);
     }
     if (!statuses[t]) {
       int64_t none = -1;
@@ -409,22 +482,7 @@ Result<StepStats> Runtime::step() {
     backend_->reset();
     return statuses[firstFailure.load()];
   }
-  StepStats stats;
-  stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  stats.loss = std::numeric_limits<double>::quiet_NaN();
-  if (const plan::IoEntry *loss = plan_.findOutput("loss")) {
-    const Buffer &buffer = plan_.buffers[loss->buffer];
-    double word = 0; // room for any dtype's one element
-    SHARC_TRY(ranks_[0]->device->download(&word, storage(0, loss->buffer),
-                                          dtypeSize(buffer.dtype)));
-    stats.loss = kernels::loadElement({&word, buffer.dtype}, 0);
-  }
-  if (options_.recordTrace)
-    std::swap(recording_, lastTrace_);
-  ++nextStep_;
-  return stats;
+  return Status::ok();
 }
 
 std::vector<int64_t> Runtime::deviceBytesInUse() const {

@@ -61,6 +61,11 @@ struct RunOptions {
   /// Time every instruction of every step; off, a stream pays one branch
   /// per instruction.
   bool recordTrace = false;
+  /// On a device that can (CUDA): capture the second step's enqueued work
+  /// as a graph and replay it for every later step. The first step runs
+  /// eagerly (NCCL and the libraries set up on their first calls), and so
+  /// do steps that trace or poison.
+  bool captureSteps = false;
 };
 
 struct StepStats {
@@ -105,6 +110,12 @@ public:
   /// Runs every rank's instruction list once; the step counter advances
   /// only on success.
   Result<StepStats> step();
+  /// The loss of the batch setBatch wrote, computed by the instructions up
+  /// to the one completing `loss` (ForwardPrefix.h): parameters, optimizer
+  /// state, the step counter and the schedule are untouched, so training
+  /// after it is bit for bit what it would have been. Invalid input for a
+  /// plan whose prefix would write a parameter.
+  Result<double> evalLoss();
   /// The global tensor of an output (or input) of the last step, gathered
   /// over shards; float outputs come back as f32, i32 as i32.
   Result<plan::NamedTensor> gatherOutput(const std::string &name) const;
@@ -132,7 +143,14 @@ private:
     std::unique_ptr<RankDevice> device;
     OpEnv env;
     std::vector<BoundInstr> program;
+    /// Device launches' per-step values, and their host table.
+    StepConstants stepConstants;
+    std::vector<char> stepTable;
   };
+  /// Enqueues one step of a rank: uploads its step constants, then replays
+  /// the captured graph, captures one, or enqueues eagerly.
+  Status enqueueStep(RankState &rank, const std::vector<int64_t> &order,
+                     bool capture);
 
   Runtime(const plan::Plan &plan, const RunOptions &options);
   Status setUp();
@@ -144,6 +162,12 @@ private:
   /// record per instruction when set.
   Status runInstrs(RankState &rank, const std::vector<int64_t> &indices,
                    std::vector<TraceRecord> *trace);
+  /// Runs one pass: a task per (rank, stream) with work in streamInstrs on
+  /// the cpu, or per rank over `order` where the backend enqueues; `record`
+  /// times every instruction into recording_.
+  Status runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
+                    const std::vector<int64_t> &order, bool record);
+  Result<double> readLoss() const;
   /// Wakes every collective and event wait after a failure.
   void abortAll();
   void *storage(int64_t rank, int64_t bufferId) const;
@@ -171,6 +195,10 @@ private:
   int64_t nextStep_ = 1;
   /// The schedule's factor on adamw's lr for the step being run.
   double lrScale_ = 1.0;
+  /// evalLoss's prefix, per stream and in plan order; empty until the first
+  /// evaluation.
+  std::vector<std::vector<int64_t>> evalStreamInstrs_;
+  std::vector<int64_t> evalOrder_;
   /// recordTrace: the step being run, [rank][stream], each vector written
   /// only by its own thread; swapped into lastTrace_ when the step succeeds.
   StepTrace recording_;

@@ -21,8 +21,10 @@
 #include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchRunner.h"
+#include "tools/sharc-run/Training.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,21 +51,37 @@ struct Options {
   bool poison = false;
   bool check = false;
   bool quiet = false;
+  bool cudaGraph = false;   ///< --cuda-graph: replay steps as one graph
+  std::string valPath;      ///< --val-data; empty: no evaluation
+  int64_t evalEvery = 0;    ///< steps between evaluations (0: at the end)
+  int64_t evalBatches = 16; ///< batches of the validation file per eval
+  int64_t saveEvery = 0;    ///< 0: only the final --save
+  int64_t keepLast = 3;     ///< rotating checkpoints kept
 };
 
 const char *kUsage =
     "usage: sharc-run PLAN [--backend auto|cpu|cuda] [--steps N] [--seed N]\n"
     "                 [--data FILE | --synthetic] [--load CKPT]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
-    "                 [--poison] [--check] [--quiet]\n"
+    "                 [--poison] [--check] [--quiet] [--cuda-graph]\n"
     "                 [--validate DENSE_PLAN | --compare-cpu]\n"
     "                 [--trace FILE.json] [--timeout SECONDS]\n"
+    "                 [--val-data FILE [--eval-every N] [--eval-batches N]]\n"
+    "                 [--save-every N [--keep-last K]]\n"
     "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
     "                 (a sweep `sharc bench` compiled; BenchRunner.h)\n"
     "  --backend       auto (default): cuda when this build has it and the\n"
     "                  node has a GPU per rank, else cpu\n"
-    "  --data FILE     raw little-endian int32 token ids, read in windows\n"
-    "                  of seq_len tokens (default: --synthetic)\n"
+    "  --data FILE     a token file (docs/data.md: scripts/prepare-data.py's,\n"
+    "                  or raw int32 ids), read in windows of seq_len tokens\n"
+    "                  (default: --synthetic)\n"
+    "  --val-data FILE  validation tokens: prints the loss and perplexity\n"
+    "                  of the forward pass alone (no parameter changes) on\n"
+    "                  its first --eval-batches batches (16) every\n"
+    "                  --eval-every steps and after the last\n"
+    "  --save-every N  also write CKPT-stepNNNNNN.safetensors every N steps\n"
+    "                  (--save CKPT names them), keeping the last\n"
+    "                  --keep-last K (3); every checkpoint is atomic\n"
     "  --poison        fill activations with NaN before every step\n"
     "  --check         reject a plan whose streams may touch the same\n"
     "                  bytes without an event ordering them (exit 1),\n"
@@ -81,7 +99,10 @@ const char *kUsage =
     "                  a step's drain on the GPU (default 60)\n"
     "  --trace FILE.json  write the last step's instruction timings as a\n"
     "                  Chrome trace (chrome://tracing, Perfetto): one\n"
-    "                  process per rank, one thread per stream\n";
+    "                  process per rank, one thread per stream\n"
+    "  --cuda-graph    on the GPU, capture the second step as a CUDA graph\n"
+    "                  and replay it for every later step (fewer launches;\n"
+    "                  traced steps run eagerly)\n";
 
 int fail(const Status &status) {
   std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
@@ -151,6 +172,20 @@ Result<Options> parseFlags(int argc, char **argv) {
       SHARC_TRY(needCount(options.seed));
     } else if (flag == "--data") {
       SHARC_TRY(needValue(options.dataPath));
+    } else if (flag == "--val-data") {
+      SHARC_TRY(needValue(options.valPath));
+    } else if (flag == "--eval-every") {
+      SHARC_TRY(needCount(options.evalEvery));
+    } else if (flag == "--eval-batches") {
+      SHARC_TRY(needCount(options.evalBatches));
+      if (options.evalBatches < 1)
+        return bad("--eval-batches needs at least 1");
+    } else if (flag == "--save-every") {
+      SHARC_TRY(needCount(options.saveEvery));
+    } else if (flag == "--keep-last") {
+      SHARC_TRY(needCount(options.keepLast));
+      if (options.keepLast < 1)
+        return bad("--keep-last needs at least 1");
     } else if (flag == "--synthetic") {
       options.dataPath.clear();
     } else if (flag == "--load") {
@@ -174,6 +209,8 @@ Result<Options> parseFlags(int argc, char **argv) {
       options.check = true;
     } else if (flag == "--quiet") {
       options.quiet = true;
+    } else if (flag == "--cuda-graph") {
+      options.cudaGraph = true;
     } else if (!flag.empty() && flag[0] == '-') {
       return bad("unknown flag '" + flag + "' (see --help)");
     } else if (options.planPath.empty()) {
@@ -188,6 +225,10 @@ Result<Options> parseFlags(int argc, char **argv) {
     return bad("--trace needs --steps >= 1");
   if (!options.tracePath.empty() && !options.validatePath.empty())
     return bad("--trace does not apply to --validate");
+  if (options.evalEvery > 0 && options.valPath.empty())
+    return bad("--eval-every needs --val-data FILE");
+  if (options.saveEvery > 0 && options.savePath.empty())
+    return bad("--save-every needs --save CKPT (it names the checkpoints)");
   if (options.validatePath == "<plan>.dense")
     options.validatePath = options.planPath + ".dense";
   if (options.backend != "cpu" && options.backend != "cuda" &&
@@ -203,8 +244,8 @@ Result<Options> parseFlags(int argc, char **argv) {
   // An output may never replace an input of the same run.
   for (const std::string *output :
        {&options.savePath, &options.dumpPath, &options.tracePath})
-    for (const std::string *input :
-         {&options.planPath, &options.loadPath, &options.dataPath})
+    for (const std::string *input : {&options.planPath, &options.loadPath,
+                                     &options.dataPath, &options.valPath})
       if (!output->empty() && !input->empty() && sameFile(*output, *input))
         return bad("'" + *output + "' is both an input and an output of " +
                    "this run; write the output elsewhere");
@@ -214,7 +255,8 @@ Result<Options> parseFlags(int argc, char **argv) {
     for (const auto &[flag, value] : {std::pair{"--load", &options.loadPath},
                                       {"--save", &options.savePath},
                                       {"--dump-outputs", &options.dumpPath},
-                                      {"--data", &options.dataPath}})
+                                      {"--data", &options.dataPath},
+                                      {"--val-data", &options.valPath}})
       if (!value->empty())
         return bad(std::string(flag) + " does not apply to " +
                    (options.compareCpu ? "--compare-cpu" : "--validate"));
@@ -313,6 +355,7 @@ int run(const Options &options, bool stepsGiven) {
   runOptions.poisonActivations = options.poison;
   runOptions.checkHazards = options.check;
   runOptions.recordTrace = !options.tracePath.empty();
+  runOptions.captureSteps = options.cudaGraph;
   auto runtime = exec::Runtime::create(*plan, runOptions);
   if (!runtime)
     return fail(runtime.status().withContext(options.planPath));
@@ -328,8 +371,12 @@ int run(const Options &options, bool stepsGiven) {
     printDeviceMemory(rt, "after set-up");
   }
 
+  // The token windows consumed so far: a checkpoint's, else the step's.
+  int64_t dataPosition = -1;
   if (!options.loadPath.empty()) {
-    if (Status status = exec::loadCheckpoint(rt, options.loadPath); !status)
+    if (Status status =
+            exec::loadCheckpoint(rt, options.loadPath, &dataPosition);
+        !status)
       return fail(status);
   } else if (Status status = rt.initParams(options.seed); !status) {
     return fail(status);
@@ -351,15 +398,37 @@ int run(const Options &options, bool stepsGiven) {
       return fail(fromFile.status());
     loader = std::move(*fromFile);
   }
+  if (dataPosition < 0)
+    dataPosition = (rt.nextStep() - 1) * batch;
+  std::optional<exec::DataLoader> valLoader;
+  if (!options.valPath.empty()) {
+    auto fromFile = exec::DataLoader::fromFile(options.valPath, plan->vocabSize,
+                                               batch, seqLen);
+    if (!fromFile)
+      return fail(fromFile.status());
+    valLoader = std::move(*fromFile);
+  }
+  auto evaluate = [&](int64_t step) -> Status {
+    auto result = training::evaluate(rt, *valLoader, options.evalBatches);
+    if (!result)
+      return result.status();
+    std::printf("%s\n", training::formatEval(step, *result).c_str());
+    std::fflush(stdout);
+    return Status::ok();
+  };
+  training::CheckpointRotation rotation(options.savePath, options.keepLast);
+  double baseLr = training::baseLearningRate(*plan);
+  auto runStart = std::chrono::steady_clock::now();
 
   exec::Metrics metrics(batch * seqLen);
   for (int64_t i = 0; i < options.steps; ++i) {
     int64_t step = rt.nextStep();
-    if (Status status = rt.setBatch(loader->batch(step)); !status)
+    if (Status status = rt.setBatch(loader->batchAt(dataPosition)); !status)
       return fail(status);
     auto stats = rt.step();
     if (!stats)
       return fail(stats.status());
+    dataPosition += batch;
     // A diverged run stops here: nothing after it, a checkpoint least of
     // all, may be written from that state.
     if (plan->findOutput("loss") && !std::isfinite(stats->loss))
@@ -373,9 +442,32 @@ int run(const Options &options, bool stepsGiven) {
     if (rt.backendName() == std::string("cpu"))
       if (Status status = checkDivergence(rt, step); !status)
         return fail(status);
-    const exec::StepRecord &record = metrics.record(step, *stats);
+    exec::StepRecord record = metrics.record(step, *stats);
+    if (baseLr >= 0)
+      record.lr = baseLr * plan->lrSchedule.factor(step);
+    // Wall time per step so far, evaluations and saves included.
+    record.elapsedSeconds = std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - runStart)
+                                .count();
+    record.etaSeconds = record.elapsedSeconds / static_cast<double>(i + 1) *
+                        static_cast<double>(options.steps - i - 1);
     if (!options.quiet)
       std::printf("%s\n", exec::Metrics::formatStep(record).c_str());
+    // The last step's evaluation comes after --dump-outputs, which must
+    // see the training step's outputs.
+    if (valLoader && options.evalEvery > 0 && step % options.evalEvery == 0 &&
+        i + 1 < options.steps)
+      if (Status status = evaluate(step); !status)
+        return fail(status);
+    if (options.saveEvery > 0 && step % options.saveEvery == 0) {
+      if (Status status = checkDivergence(rt, step); !status)
+        return fail(status);
+      auto saved = rotation.save(rt, dataPosition);
+      if (!saved)
+        return fail(saved.status());
+      if (!options.quiet)
+        std::printf("saved %s\n", saved->c_str());
+    }
   }
   std::printf("%s\n", metrics.summary().c_str());
   if (!options.quiet && options.steps > 0)
@@ -392,10 +484,15 @@ int run(const Options &options, bool stepsGiven) {
         !status)
       return fail(status);
   }
+  if (valLoader)
+    if (Status status = evaluate(rt.nextStep() - 1); !status)
+      return fail(status);
   if (!options.savePath.empty()) {
     if (Status status = checkDivergence(rt, rt.nextStep() - 1); !status)
       return fail(status);
-    if (Status status = exec::saveCheckpoint(rt, options.savePath); !status)
+    if (Status status =
+            exec::saveCheckpoint(rt, options.savePath, true, dataPosition);
+        !status)
       return fail(status);
   }
   if (!options.tracePath.empty())

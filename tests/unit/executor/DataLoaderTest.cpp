@@ -226,3 +226,48 @@ TEST_CASE("metrics report tokens per second and the median step",
   REQUIRE(Metrics::formatStep(last) ==
           "step    3  loss 3.50000  time 200.0 ms  tokens/s 5000");
 }
+
+TEST_CASE("a checkpoint carries its data position, range-checked",
+          "[executor]") {
+  LinearModel model;
+  TempPath checkpoint("position.safetensors");
+  auto runtime = Runtime::create(makeLinearPlan(model, 1, 1), {});
+  REQUIRE(runtime);
+  REQUIRE((*runtime)->initParams(2));
+  REQUIRE(saveCheckpoint(**runtime, checkpoint.path, true, 12345));
+  auto file = plan::readSafeTensors(checkpoint.path);
+  REQUIRE(file);
+  REQUIRE(file->metadata.at("data_position") == "12345");
+  REQUIRE(file->metadata.at("lr_schedule") == "constant");
+  int64_t position = -7;
+  REQUIRE(loadCheckpoint(**runtime, checkpoint.path, &position));
+  REQUIRE(position == 12345);
+  for (const char *bad : {"-1", "12x", "", "4611686018427387905"}) {
+    file->metadata["data_position"] = bad;
+    REQUIRE(plan::writeSafeTensors(checkpoint.path, *file));
+    Status status = loadCheckpoint(**runtime, checkpoint.path, &position);
+    INFO(bad);
+    REQUIRE(status.code() == Status::Code::InvalidInput);
+    REQUIRE(status.message() == checkpoint.path + ": metadata data_position '" +
+                                    bad +
+                                    "' is not a window count in [0, 2^62]");
+  }
+  file->metadata.erase("data_position");
+  REQUIRE(plan::writeSafeTensors(checkpoint.path, *file));
+  REQUIRE(loadCheckpoint(**runtime, checkpoint.path, &position));
+  REQUIRE(position == -1);
+}
+
+TEST_CASE("the step line shows the lr, the elapsed time and the rest",
+          "[executor]") {
+  StepRecord record{
+      .step = 12, .loss = 3.25, .seconds = 0.5, .tokensPerSecond = 2048};
+  REQUIRE(Metrics::formatStep(record) ==
+          "step   12  loss 3.25000  time 500.0 ms  tokens/s 2048");
+  record.lr = 3e-4;
+  record.elapsedSeconds = 3725.4;
+  record.etaSeconds = 59.6;
+  REQUIRE(Metrics::formatStep(record) ==
+          "step   12  loss 3.25000  lr 3.000e-04  time 500.0 ms  tokens/s "
+          "2048  elapsed 1:02:05  eta 0:01:00");
+}

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -399,4 +400,43 @@ TEST_CASE("the lr schedule scales adamw's lr per step without rebinding",
   REQUIRE(unscheduled->step());
   REQUIRE(asDoubles(*unscheduled->gatherParams()->find("head.weight")) !=
           asDoubles(*params[0].find("head.weight")));
+}
+
+TEST_CASE("evalLoss runs the forward alone and leaves training untouched",
+          "[executor]") {
+  LinearModel model;
+  // dp=2: the loss is complete only after an all_reduce, past the first
+  // backward instruction.
+  plan::Plan plan = makeLinearPlan(model, 2, 1);
+  auto evaluated = makeRuntime(plan);
+  auto plain = makeRuntime(plan);
+  for (Runtime *runtime : {evaluated.get(), plain.get()}) {
+    REQUIRE(runtime->initParams(5));
+    REQUIRE(runtime->setBatch(fixedBatch(model)));
+  }
+  // The eval loss is the loss the next training step reports.
+  auto evalLoss = evaluated->evalLoss();
+  INFO(evalLoss.status().message());
+  REQUIRE(evalLoss);
+  REQUIRE(evaluated->nextStep() == 1);
+  auto stepped = evaluated->step();
+  REQUIRE(stepped);
+  REQUIRE(*evalLoss == stepped->loss);
+  REQUIRE(plain->step()->loss == stepped->loss);
+  for (const char *name : {"embed.weight", "head.weight"})
+    REQUIRE(asDoubles(*evaluated->gatherParams()->find(name)) ==
+            asDoubles(*plain->gatherParams()->find(name)));
+
+  // A plan whose prefix updates a parameter would train while evaluating.
+  plan::Plan early = plan;
+  size_t adamw = early.instructions.size() - 1;
+  REQUIRE(early.instructions[adamw].op == "adamw");
+  std::rotate(early.instructions.begin(), early.instructions.begin() + adamw,
+              early.instructions.begin() + adamw + 1);
+  auto refused = makeRuntime(early)->evalLoss();
+  REQUIRE(refused.status().code() == Status::Code::InvalidInput);
+  REQUIRE_THAT(refused.status().message(),
+               Catch::Matchers::Contains("instr 0 (adamw) writes param "
+                                         "buffer 'head.weight' before the "
+                                         "loss is complete"));
 }
