@@ -1,7 +1,8 @@
 //===- CollectiveOps.cpp - collective instructions on a Communicator ------===//
 //
 // all_reduce (attrs axis, reduce = "sum" | "max"), all_gather and
-// reduce_scatter (axis, dim), slice_to_rank (axis, dim: this rank's
+// reduce_scatter (axis, dim), all_to_all (axis, split_dim, concat_dim:
+// Ulysses's exchange), slice_to_rank (axis, dim: this rank's
 // contiguous piece of a replicated tensor, no communication) and replicate
 // (axis: a copy; Megatron's f); column_slice and column_insert (offset:
 // strided copies of a fused projection's columns, no communication).
@@ -92,6 +93,35 @@ Result<Launch> bindReduceScatter(const OpCall &c, const OpEnv &env) {
   return Launch([in, out, dim, axis = *axis](const LaunchContext &context) {
     return context.comm->reduceScatter(in.data, out.data, in.dtype(),
                                        in.shape(), dim, axis);
+  });
+}
+
+Result<Launch> bindAllToAll(const OpCall &c, const OpEnv &env) {
+  auto axis = axisAttr(c);
+  if (!axis)
+    return axis.status();
+  int64_t splitDim = c.instr->getInt("split_dim");
+  int64_t concatDim = c.instr->getInt("concat_dim");
+  int64_t size = env.axisSize(*axis);
+  const TensorRef &in = c.operands[0], &out = c.results[0];
+  SHARC_TRY(dtypeIs(out, in.dtype(), "out"));
+  int64_t rank = static_cast<int64_t>(in.shape().size());
+  if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank ||
+      splitDim == concatDim || in.shape()[splitDim] % size != 0)
+    return Status::invalidInput("split_dim " + std::to_string(splitDim) +
+                                " and concat_dim " + std::to_string(concatDim) +
+                                " do not fit input " + shapeText(in.shape()) +
+                                " over " + std::to_string(size) + " ranks");
+  std::vector<int64_t> expected = in.shape();
+  expected[splitDim] /= size;
+  expected[concatDim] *= size;
+  if (out.shape() != expected)
+    return Status::invalidInput("out has shape " + shapeText(out.shape()) +
+                                ", expected " + shapeText(expected));
+  return Launch([in, out, splitDim, concatDim,
+                 axis = *axis](const LaunchContext &context) {
+    return context.comm->allToAll(in.data, out.data, in.dtype(), in.shape(),
+                                  splitDim, concatDim, axis);
   });
 }
 
@@ -218,6 +248,7 @@ void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
                                    OpDef::kVariadic};
   table["all_gather"] = {bindAllGather, 1, 1};
   table["reduce_scatter"] = {bindReduceScatter, 1, 1};
+  table["all_to_all"] = {bindAllToAll, 1, 1};
   table["slice_to_rank"] = {bindSliceToRank, 1, 1};
   table["replicate"] = {bindReplicate, 1, 1};
   table["column_slice"] = {bindColumnSlice, 1, 1};

@@ -290,6 +290,64 @@ Status LocalCommunicator::reduceScatter(const void *send, void *recv,
   return run(axis, call);
 }
 
+Status LocalCommunicator::allToAll(const void *send, void *recv, DType dtype,
+                                   const std::vector<int64_t> &sendShape,
+                                   int64_t splitDim, int64_t concatDim,
+                                   const std::string &axis) {
+  SHARC_TRY(checkDim("all_to_all", sendShape, splitDim));
+  SHARC_TRY(checkDim("all_to_all", sendShape, concatDim));
+  int64_t members = groupSize(axis);
+  if (sendShape[splitDim] % members != 0 || splitDim == concatDim)
+    return Status::runtimeError(
+        "all_to_all over " + axis + ": dim " + std::to_string(splitDim) +
+        " of extent " + std::to_string(sendShape[splitDim]) +
+        " does not split over " + std::to_string(members) + " ranks into dim " +
+        std::to_string(concatDim));
+  std::vector<int64_t> outShape = sendShape;
+  outShape[splitDim] /= members;
+  outShape[concatDim] *= members;
+  int64_t rank = static_cast<int64_t>(sendShape.size());
+  int64_t elementBytes = dtypeSize(dtype), numel = 1;
+  std::vector<int64_t> inStride(rank, 1);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    numel *= outShape[d];
+    if (d + 1 < rank)
+      inStride[d] = inStride[d + 1] * sendShape[d + 1];
+  }
+  Call call{
+      "all_to_all",
+      "all_to_all split " + std::to_string(splitDim) + " concat " +
+          std::to_string(concatDim) + " " + shapeText(dtype, sendShape),
+      send,
+      recv,
+      numel * elementBytes,
+      [&](const std::vector<const void *> &sends, int64_t index,
+          std::byte *out) {
+        // Element by element: the reference, not the fast path. Output
+        // index o comes from member o[concat] / extent, at o with that
+        // block removed and this rank's piece of the split dim added.
+        std::vector<int64_t> at(rank, 0);
+        for (int64_t flat = 0; flat < numel; ++flat) {
+          int64_t member = at[concatDim] / sendShape[concatDim], offset = 0;
+          for (int64_t d = 0; d < rank; ++d) {
+            int64_t i = at[d];
+            if (d == concatDim)
+              i %= sendShape[concatDim];
+            else if (d == splitDim)
+              i += index * outShape[splitDim];
+            offset += i * inStride[d];
+          }
+          std::memcpy(out + flat * elementBytes,
+                      static_cast<const std::byte *>(sends[member]) +
+                          offset * elementBytes,
+                      static_cast<size_t>(elementBytes));
+          for (int64_t d = rank - 1; d >= 0 && ++at[d] == outShape[d]; --d)
+            at[d] = 0;
+        }
+      }};
+  return run(axis, call);
+}
+
 Status LocalCommunicator::barrier(const std::string &axis) {
   Call call{"barrier",
             "barrier",

@@ -21,6 +21,7 @@
 //   LocalCommunicator comm = world.communicator(rank); // on rank's thread
 //   SHARC_TRY(comm.allReduce(x, x, DType::F32, n, ReduceOp::Sum, "tp"));
 //   SHARC_TRY(comm.allGather(in, out, DType::BF16, {s, b, h}, 0, "tp"));
+//   SHARC_TRY(comm.allToAll(in, out, DType::F32, {s, b, h}, 2, 0, "cp"));
 #pragma once
 
 #include "planner/plan/Plan.h"
@@ -61,6 +62,18 @@ public:
   virtual Status reduceScatter(const void *send, void *recv, DType dtype,
                                const std::vector<int64_t> &sendShape,
                                int64_t dim, const std::string &axis) = 0;
+  /// out: sendShape with dim `splitDim` divided by and dim `concatDim`
+  /// multiplied by the group size; piece j (along splitDim) of member m's
+  /// input lands in member j's output as block m along concatDim.
+  /// Backends without it refuse at run time.
+  // TODO(#9): NcclCommunicator (grouped ncclSend/ncclRecv).
+  virtual Status allToAll(const void *send, void *recv, DType dtype,
+                          const std::vector<int64_t> &sendShape,
+                          int64_t splitDim, int64_t concatDim,
+                          const std::string &axis) {
+    return Status::runtimeError("all_to_all over " + axis +
+                                " is not implemented on this backend");
+  }
 };
 
 class LocalCommunicator;
@@ -107,6 +120,9 @@ public:
   Status reduceScatter(const void *send, void *recv, DType dtype,
                        const std::vector<int64_t> &sendShape, int64_t dim,
                        const std::string &axis) override;
+  Status allToAll(const void *send, void *recv, DType dtype,
+                  const std::vector<int64_t> &sendShape, int64_t splitDim,
+                  int64_t concatDim, const std::string &axis) override;
   Status barrier(const std::string &axis);
 
 private:

@@ -158,6 +158,34 @@ LogicalResult SliceToRankOp::verify() {
                                {static_cast<int64_t>(getDim())});
 }
 
+LogicalResult AllToAllOp::verify() {
+  auto in = tensorOf(getX()).getShape(), out = tensorOf(getY()).getShape();
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  int64_t rank = static_cast<int64_t>(in.size());
+  if (split < 0 || split >= rank || concat < 0 || concat >= rank ||
+      split == concat)
+    return emitOpError("split_dim ")
+           << split << " and concat_dim " << concat
+           << " must be two dimensions of a rank-" << rank << " tensor";
+  int64_t size = getMesh(*this).getSize(getAxis());
+  SmallVector<int64_t> expected(in);
+  expected[concat] *= size;
+  if (expected[split] % size != 0 || out.size() != in.size())
+    return emitOpError("dim ")
+           << split << " of extent " << in[split] << " does not split over "
+           << getAxis() << " (" << size << ")";
+  expected[split] /= size;
+  if (out != ArrayRef<int64_t>(expected))
+    return emitOpError("result shape must be the input's with dim ")
+           << concat << " times and dim " << split << " divided by "
+           << getAxis() << " (" << size << "), got " << getY().getType();
+  if (failed(verifyInnermost(*this, getAxis(), getX(), concat)) ||
+      failed(verifyInnermost(*this, getAxis(), getY(), split)))
+    return failure();
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), concat,
+                               {split});
+}
+
 LogicalResult ReplicateOp::verify() {
   if (tensorOf(getX()).getShape() != tensorOf(getY()).getShape())
     return emitOpError("must keep the shape");
@@ -183,6 +211,7 @@ LogicalResult VocabParallelLossGradOp::verify() {
 int64_t AllReduceOp::getFlops() { return 0; }
 int64_t AllGatherOp::getFlops() { return 0; }
 int64_t ReduceScatterOp::getFlops() { return 0; }
+int64_t AllToAllOp::getFlops() { return 0; }
 int64_t SliceToRankOp::getFlops() { return 0; }
 int64_t ReplicateOp::getFlops() { return 0; }
 
@@ -194,6 +223,9 @@ int64_t AllGatherOp::getNumBytesSent(int64_t n) {
 }
 int64_t ReduceScatterOp::getNumBytesSent(int64_t n) {
   return (n - 1) * bytesOf(getY());
+}
+int64_t AllToAllOp::getNumBytesSent(int64_t n) {
+  return (n - 1) * bytesOf(getX()) / n; // keeps one of its n pieces
 }
 int64_t SliceToRankOp::getNumBytesSent(int64_t) { return 0; }
 int64_t ReplicateOp::getNumBytesSent(int64_t) { return 0; }
@@ -235,6 +267,16 @@ Grads ReduceScatterOp::buildVJP(OpBuilder &builder,
       retyped(dy.getType(), getAxis(), kI, tensorOf(getX()).getShape());
   return SmallVector<Value>{builder.create<AllGatherOp>(
       getLoc(), dxType, dy, getAxisAttr(), getDimAttr())};
+}
+
+Grads AllToAllOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  // A permutation of blocks: its transpose sends every block back.
+  Value dy = resultGrads[0];
+  Type dxType = retyped(dy.getType(), getAxis(), getConcatDim(),
+                        tensorOf(getX()).getShape());
+  return SmallVector<Value>{
+      builder.create<AllToAllOp>(getLoc(), dxType, dy, getAxisAttr(),
+                                 getConcatDimAttr(), getSplitDimAttr())};
 }
 
 Grads SliceToRankOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {

@@ -3,7 +3,8 @@
 // Collectives move values between placements over one mesh axis. Each one
 // declares its transpose as its VJP, so autodiff derives the backward
 // collectives mechanically (all_gather <-> reduce_scatter, Megatron's f
-// <-> all_reduce, slice_to_rank <-> all_gather).
+// <-> all_reduce, slice_to_rank <-> all_gather, all_to_all <-> its
+// inverse).
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,6 +63,24 @@ def Sharc_ReduceScatterOp : Sharc_CollectiveOp<"reduce_scatter"> {
   let summary = "sum over the axis, keeping this rank's block along dim";
   let description = [{ P to S(dim); the transpose is all_gather to I. }];
   let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$dim);
+}
+
+def Sharc_AllToAllOp : Sharc_CollectiveOp<"all_to_all"> {
+  let summary = "exchange blocks: split along split_dim, concat along concat_dim";
+  let description = [{
+    S(concat_dim) to S(split_dim) on one axis (Ulysses's sequence <-> heads
+    exchange): each rank cuts its block into n pieces along `split_dim`,
+    sends piece j to rank j, and concatenates what it receives along
+    `concat_dim` in rank order. The transpose is the inverse exchange.
+    ```mlir
+    %y = sharc.all_to_all %x {axis = "cp", split_dim = 2 : i64,
+                              concat_dim = 0 : i64}
+        : (tensor<4x2x8xf32, #sharc.place<cp = S(0)>>)
+        -> tensor<8x2x4xf32, #sharc.place<cp = S(2)>>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis,
+                       I64Attr:$split_dim, I64Attr:$concat_dim);
 }
 
 def Sharc_SliceToRankOp : Sharc_CollectiveOp<"slice_to_rank"> {

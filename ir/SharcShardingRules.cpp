@@ -66,7 +66,7 @@ LogicalResult RmsNormOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
   // where activations live on this axis (SP's sequence split).
   if (isPartial(x) || (w == kR && x == kI))
     x = query.activation;
-  if (w == kI && (x == kI || isPartial(x)))
+  if (w == kI) // used alike everywhere: on whole rows, gathered or summed
     return setRule(rule, {kI, kI}, {kI});
   if (w == kR && x >= 0)
     return setRule(rule, {x, kR}, {x});

@@ -64,6 +64,16 @@ LogicalResult Resharder::step(StringRef axis, int64_t to, bool splitting) {
     value = builder.create<ReduceScatterOp>(
         loc, typeWith(axis, to, to, 1, size), value, axisAttr,
         builder.getI64IntegerAttr(to));
+  } else if (from >= 0 && to >= 0) {
+    // One exchange moves the split from dimension `from` to `to`.
+    RankedTensorType type = typeWith(axis, to, from, size, 1);
+    SmallVector<int64_t> shape(type.getShape());
+    shape[to] /= size;
+    value = builder.create<AllToAllOp>(
+        loc,
+        RankedTensorType::get(shape, type.getElementType(), type.getEncoding()),
+        value, axisAttr, builder.getI64IntegerAttr(to),
+        builder.getI64IntegerAttr(from));
   } else if (from == kI && to >= 0) {
     value = builder.create<SliceToRankOp>(loc, typeWith(axis, to, to, 1, size),
                                           value, axisAttr,

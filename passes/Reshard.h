@@ -4,7 +4,7 @@
 // The one conversion between placements that spmdize (and later context
 // parallelism) uses: one collective per mesh axis whose code changes, each
 // differentiable through its own VJP (all_gather <-> reduce_scatter or
-// slice_to_rank, replicate <-> all_reduce).
+// slice_to_rank, replicate <-> all_reduce, all_to_all <-> its inverse).
 //
 //   FailureOr<Value> y = reshard(builder, loc, x, target, getMesh(module));
 #pragma once
@@ -16,9 +16,10 @@
 namespace sharc {
 
 /// Brings `value` to `target` at the builder's insertion point: first the
-/// axes that stop splitting or summing (gathers innermost axis first, so
-/// each moves contiguous blocks; all_reduce; replicate), then the axes that
-/// start splitting (reduce_scatter, slice_to_rank) outermost first. Emits
+/// axes that stop splitting, move a split or stop summing (all_gather and
+/// all_to_all innermost axis first, so each moves contiguous blocks;
+/// all_reduce; replicate), then the axes that start splitting
+/// (reduce_scatter, slice_to_rank) outermost first. Emits
 /// an error at `loc` naming the axis where no collective makes the change.
 mlir::FailureOr<mlir::Value> reshard(mlir::OpBuilder &builder,
                                      mlir::Location loc, mlir::Value value,

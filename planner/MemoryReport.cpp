@@ -12,12 +12,12 @@ namespace {
 
 bool isCollective(const std::string &op) {
   return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" ||
-         op == "all_reduce_coalesced";
+         op == "all_reduce_coalesced" || op == "all_to_all";
 }
 
 /// Bytes one rank sends for a collective over `n` ranks (ring algorithms:
 /// all_reduce 2(n-1)/n of its input, all_gather (n-1) input blocks,
-/// reduce_scatter (n-1) output blocks).
+/// reduce_scatter (n-1) output blocks, all_to_all (n-1)/n of its input).
 int64_t bytesSent(const plan::Plan &plan, const plan::Instruction &instr,
                   int64_t n) {
   auto bytesOf = [&](int64_t id) { return plan.buffers[id].numBytes; };
@@ -29,6 +29,8 @@ int64_t bytesSent(const plan::Plan &plan, const plan::Instruction &instr,
     sent = (n - 1) * bytesOf(instr.operands[0]);
   else if (instr.op == "reduce_scatter")
     sent = (n - 1) * bytesOf(instr.results[0]);
+  else if (instr.op == "all_to_all")
+    sent = (n - 1) * bytesOf(instr.operands[0]) / n;
   return sent;
 }
 

@@ -43,6 +43,8 @@ std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
     return {gather.getNumBytesSent(n), axis.str()};
   if (auto scatter = dyn_cast<ReduceScatterOp>(op))
     return {scatter.getNumBytesSent(n), axis.str()};
+  if (auto exchange = dyn_cast<AllToAllOp>(op))
+    return {exchange.getNumBytesSent(n), axis.str()};
   return {0, ""}; // slice_to_rank and replicate move nothing between ranks
 }
 

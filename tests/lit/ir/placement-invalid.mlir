@@ -115,3 +115,39 @@ func.func @invariant_encoding(%x: tensor<8xf32, #sharc.place<dp = I, tp = I>>) {
 func.func @split_beyond_rank(%x: tensor<8x2xf32, #sharc.place<tp = S(2)>>) {
   return
 }
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<cp = 2>} {
+  func.func @all_to_all_same_dim(%x: tensor<4x2x8xf32, #sharc.place<cp = S(0)>>) {
+    // expected-error @+1 {{split_dim 0 and concat_dim 0 must be two dimensions of a rank-3 tensor}}
+    %y = sharc.all_to_all %x {axis = "cp", split_dim = 0 : i64, concat_dim = 0 : i64}
+        : (tensor<4x2x8xf32, #sharc.place<cp = S(0)>>)
+        -> tensor<4x2x8xf32, #sharc.place<cp = S(0)>>
+    return
+  }
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<cp = 2>} {
+  func.func @all_to_all_shape(%x: tensor<4x2x8xf32, #sharc.place<cp = S(0)>>) {
+    // expected-error @+1 {{result shape must be the input's with dim 0 times and dim 2 divided by cp (2), got 'tensor<8x2x8xf32, #sharc.place<cp = S(2)>>'}}
+    %y = sharc.all_to_all %x {axis = "cp", split_dim = 2 : i64, concat_dim = 0 : i64}
+        : (tensor<4x2x8xf32, #sharc.place<cp = S(0)>>)
+        -> tensor<8x2x8xf32, #sharc.place<cp = S(2)>>
+    return
+  }
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<cp = 2>} {
+  func.func @all_to_all_placement(%x: tensor<4x2x8xf32, #sharc.place<cp = S(0)>>) {
+    // expected-error @+1 {{expects S(0) -> S(2) on cp, got S(0) -> S(1)}}
+    %y = sharc.all_to_all %x {axis = "cp", split_dim = 2 : i64, concat_dim = 0 : i64}
+        : (tensor<4x2x8xf32, #sharc.place<cp = S(0)>>)
+        -> tensor<8x2x4xf32, #sharc.place<cp = S(1)>>
+    return
+  }
+}

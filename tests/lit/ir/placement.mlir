@@ -51,3 +51,18 @@ module attributes {sharc.mesh = #sharc.mesh<cp = 2, tp = 2>} {
     return
   }
 }
+
+// -----
+
+// CHECK-LABEL: func.func @all_to_all_round_trip
+// CHECK: sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 0 : i64, split_dim = 2 : i64} : (tensor<4x2x8xf32, #sharc.place<cp = S(0)>>) -> tensor<8x2x4xf32, #sharc.place<cp = S(2)>>
+module attributes {sharc.mesh = #sharc.mesh<cp = 2>} {
+  func.func @all_to_all_round_trip(
+      %x: tensor<4x2x8xf32, #sharc.place<cp = S(0)>>) {
+    %y = sharc.all_to_all %x {axis = "cp", split_dim = 2 : i64,
+                              concat_dim = 0 : i64}
+        : (tensor<4x2x8xf32, #sharc.place<cp = S(0)>>)
+        -> tensor<8x2x4xf32, #sharc.place<cp = S(2)>>
+    return
+  }
+}

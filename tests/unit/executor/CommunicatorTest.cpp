@@ -201,3 +201,49 @@ TEST_CASE("many collectives in a row stay in step", "[executor]") {
   // rising by 3 (rank 3's increment) per round from then on.
   REQUIRE(final[3] == Approx(3.f + 199 * 3.f + 3.f));
 }
+
+TEST_CASE("all_to_all moves a split from one dim to another, any axis",
+          "[executor]") {
+  // dp2 x cp2 x tp2: rank = 4 dp + 2 cp + tp. Over cp, a global [8, 4]
+  // tensor g[s][h] = 10 s + h (the same on every dp and tp coordinate)
+  // goes from rows split (S(0): [4, 4] per rank) to columns split (S(1):
+  // [8, 2]); the reference is the global tensor's slice, and the inverse
+  // exchange gives the input back.
+  CommWorld world({{"dp", 2}, {"cp", 2}, {"tp", 2}});
+  std::vector<std::vector<float>> columns(8), back(8);
+  requireAllOk(onRanks(world, [&](int64_t r, Communicator &comm) {
+    int64_t cp = r / 2 % 2;
+    std::vector<float> rows;
+    for (int64_t s = 4 * cp; s < 4 * cp + 4; ++s)
+      for (int64_t h = 0; h < 4; ++h)
+        rows.push_back(10.f * s + h);
+    columns[r].resize(16);
+    back[r].resize(16);
+    SHARC_TRY(comm.allToAll(rows.data(), columns[r].data(), DType::F32, {4, 4},
+                            /*splitDim=*/1, /*concatDim=*/0, "cp"));
+    SHARC_TRY(comm.allToAll(columns[r].data(), back[r].data(), DType::F32,
+                            {8, 2}, /*splitDim=*/0, /*concatDim=*/1, "cp"));
+    if (back[r] != rows)
+      return Status::runtimeError("the inverse exchange changed the input");
+    return Status::ok();
+  }));
+  for (int64_t r = 0; r < 8; ++r) {
+    int64_t cp = r / 2 % 2;
+    std::vector<float> expected;
+    for (int64_t s = 0; s < 8; ++s)
+      for (int64_t h = 2 * cp; h < 2 * cp + 2; ++h)
+        expected.push_back(10.f * s + h);
+    INFO("rank " << r);
+    REQUIRE(columns[r] == expected);
+  }
+}
+
+TEST_CASE("all_to_all refuses a dim that does not split", "[executor]") {
+  CommWorld world(mesh2x2());
+  auto statuses = onRanks(world, [&](int64_t, Communicator &comm) {
+    std::vector<float> x(3), y(3);
+    return comm.allToAll(x.data(), y.data(), DType::F32, {3, 1}, 0, 1, "tp");
+  });
+  REQUIRE(statuses[0].message().find("does not split over 2 ranks") !=
+          std::string::npos);
+}

@@ -1,0 +1,59 @@
+// RUN: sharc-opt %s --split-input-file --sharc-spmdize | FileCheck %s
+// RUN: sharc-opt %s --split-input-file --sharc-spmdize --sharc-autodiff \
+// RUN:   --sharc-verify-placements | FileCheck %s --check-prefix=GRAD
+// The generic reshard on meshes of two and three axes: one collective per
+// changed axis, a split dimension gathered innermost axis first and split
+// outermost axis first, a split moved between dimensions by all_to_all,
+// and each collective's transpose in the backward.
+
+// The sequence split over cp and, inside it, tp (dp2 x cp2 x tp2): a norm
+// with a whole weight needs its input whole, so tp is gathered, then cp;
+// a whole addend of the split value is sliced over cp, then tp.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  // CHECK-LABEL: func.func @gather_and_slice_two_axes
+  func.func @gather_and_slice_two_axes(
+      %x: tensor<8x2x8xf32> {sharc.param = "x", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(0), tp = S(0)>},
+      %z: tensor<8x2x8xf32> {sharc.param = "z", sharc.role = "norm"},
+      %w: tensor<8xf32> {sharc.param = "w", sharc.role = "norm"})
+      -> (tensor<8x2x8xf32>, tensor<8x2x8xf32>) {
+    // CHECK: %[[T:.*]] = sharc.all_gather %{{.*}} {axis = "tp", dim = 0 : i64} : (tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>) -> tensor<4x2x8xf32, #sharc.place<cp = S(0)>>
+    // CHECK-NEXT: %[[C:.*]] = sharc.all_gather %[[T]] {axis = "cp", dim = 0 : i64} {{.*}} -> tensor<8x2x8xf32>
+    // CHECK-NEXT: sharc.rms_norm %[[C]]
+    %n = sharc.rms_norm %x, %w {eps = 1.0e-6 : f64}
+        : (tensor<8x2x8xf32>, tensor<8xf32>) -> tensor<8x2x8xf32>
+    // CHECK: %[[SC:.*]] = sharc.slice_to_rank %{{.*}} {axis = "cp", dim = 0 : i64} : (tensor<8x2x8xf32>) -> tensor<4x2x8xf32, #sharc.place<cp = S(0)>>
+    // CHECK-NEXT: %[[ST:.*]] = sharc.slice_to_rank %[[SC]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>
+    // CHECK-NEXT: sharc.add %{{.*}}, %[[ST]]
+    %s = sharc.add %x, %z
+        : (tensor<8x2x8xf32>, tensor<8x2x8xf32>) -> tensor<8x2x8xf32>
+    return %n, %s : tensor<8x2x8xf32>, tensor<8x2x8xf32>
+  }
+}
+
+// -----
+
+// Sequence-split and head-split addends (Ulysses's two layouts on cp):
+// the second is exchanged into the first's split by one all_to_all, whose
+// transpose in the backward is the inverse exchange.
+module attributes {sharc.mesh = #sharc.mesh<cp = 2>} {
+  // CHECK-LABEL: func.func @split_moves_by_all_to_all
+  // GRAD-LABEL: func.func @split_moves_by_all_to_all
+  func.func @split_moves_by_all_to_all(
+      %x: tensor<8x2x16xf32> {sharc.param = "x", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(0)>},
+      %y: tensor<8x2x16xf32> {sharc.param = "y", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(2)>},
+      %labels: tensor<8x2xi32> {sharc.input = "labels"})
+      -> (tensor<f32> {sharc.output = "loss"}) {
+    // CHECK: %[[E:.*]] = sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 2 : i64, split_dim = 0 : i64} : (tensor<8x2x8xf32, #sharc.place<cp = S(2)>>) -> tensor<4x2x16xf32, #sharc.place<cp = S(0)>>
+    // CHECK-NEXT: sharc.add %{{.*}}, %[[E]]
+    // GRAD: %[[DY:.*]] = sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 0 : i64, split_dim = 2 : i64} : (tensor<4x2x16xf32, #sharc.place<cp = S(0)>>) -> tensor<8x2x8xf32, #sharc.place<cp = S(2)>>
+    // GRAD: return {{.*}}, %[[DY]]
+    %s = sharc.add %x, %y
+        : (tensor<8x2x16xf32>, tensor<8x2x16xf32>) -> tensor<8x2x16xf32>
+    %loss = sharc.cross_entropy %s, %labels {valid_vocab = 16 : i64}
+        : (tensor<8x2x16xf32>, tensor<8x2xi32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
