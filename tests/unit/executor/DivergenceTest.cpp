@@ -1,0 +1,72 @@
+//===- DivergenceTest.cpp - a diverged state is found in any dtype --------===//
+
+#include "executor/Divergence.h"
+
+#include "TestPlans.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+using namespace sharc;
+using namespace sharc::exec;
+using namespace sharc::exec::test;
+
+namespace {
+/// Sets element `index` of the tensor called `name` to the raw `bits`.
+template <typename Bits>
+void poke(plan::TensorFile &file, const std::string &name, size_t index,
+          Bits bits) {
+  for (plan::NamedTensor &tensor : file.tensors)
+    if (tensor.name == name) {
+      REQUIRE(tensor.bytes.size() >= (index + 1) * sizeof(Bits));
+      std::memcpy(tensor.bytes.data() + index * sizeof(Bits), &bits,
+                  sizeof(Bits));
+      return;
+    }
+  FAIL("no tensor " << name);
+}
+} // namespace
+
+TEST_CASE("a non-finite moment or parameter is found, bf16 and f32",
+          "[executor]") {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    INFO(dtypeName(dtype));
+    auto runtime =
+        Runtime::create(makeLinearPlan(LinearModel{}, 1, 2, dtype), {});
+    REQUIRE(runtime);
+    Runtime &rt = **runtime;
+    REQUIRE(rt.initParams(5));
+    auto clean = findDivergence(rt);
+    REQUIRE(clean);
+    REQUIRE_FALSE(clean->has_value());
+
+    // +inf in the last element of v: its exponent bits alone.
+    auto state = rt.gatherOptimizerState();
+    REQUIRE(state);
+    size_t last = 8 * 4 - 1; // head.weight is [8, 4]
+    if (dtype == DType::BF16)
+      poke<uint16_t>(*state, "head.weight.exp_avg_sq", last, 0x7f80);
+    else
+      poke<uint32_t>(*state, "head.weight.exp_avg_sq", last, 0x7f800000);
+    REQUIRE(rt.loadOptimizerState(*state));
+    auto moment = findDivergence(rt);
+    REQUIRE(moment);
+    REQUIRE(moment->value_or("") ==
+            "the gradient norm is not finite (AdamW moment "
+            "'head.weight.exp_avg_sq' holds inf)");
+
+    // A NaN parameter with finite moments.
+    REQUIRE(rt.initParams(5));
+    auto params = rt.gatherParams();
+    REQUIRE(params);
+    if (dtype == DType::BF16)
+      poke<uint16_t>(*params, "embed.weight", 3, 0x7fc1);
+    else
+      poke<uint32_t>(*params, "embed.weight", 3, 0x7fc00001);
+    REQUIRE(rt.loadParams(*params));
+    auto param = findDivergence(rt);
+    REQUIRE(param);
+    REQUIRE(param->value_or("") == "parameter 'embed.weight' holds nan");
+  }
+}
