@@ -18,6 +18,7 @@
 #include "executor/Runtime.h"
 #include "executor/Validation.h"
 #include "planner/MemoryReport.h"
+#include "planner/plan/DeviceWorkspace.h"
 #include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchRunner.h"
@@ -77,8 +78,9 @@ const char *kUsage =
     "                  (default: --synthetic)\n"
     "  --val-data FILE  validation tokens: prints the loss and perplexity\n"
     "                  of the forward pass alone (no parameter changes) on\n"
-    "                  its first --eval-batches batches (16) every\n"
-    "                  --eval-every steps and after the last\n"
+    "                  its first --eval-batches batches (16) before the\n"
+    "                  first step, every --eval-every steps and after the\n"
+    "                  last\n"
     "  --save-every N  also write CKPT-stepNNNNNN.safetensors every N steps\n"
     "                  (--save CKPT names them), keeping the last\n"
     "                  --keep-last K (3); every checkpoint is atomic\n"
@@ -279,18 +281,23 @@ Status writeTrace(const exec::Runtime &runtime, const std::string &path) {
 }
 
 /// Planned bytes per rank against what the device holds (cuda only): the
-/// plan's regions are the planned part; the CUDA context, NCCL's buffers,
-/// the GEMM workspaces, the kernels' scratch and the staging of inner-dim
-/// gathers come on top.
+/// plan's regions, then the workspace the compiler predicted
+/// (plan/DeviceWorkspace.h: GEMM workspaces, kernel scratch, staging)
+/// against what the device allocated; the CUDA context and NCCL's buffers
+/// come on top in "device in use".
 void printDeviceMemory(const exec::Runtime &runtime, const char *when) {
   std::vector<int64_t> inUse = runtime.deviceBytesInUse();
+  std::vector<int64_t> workspace = runtime.workspaceBytes();
   int64_t planned = 0;
   for (const auto &[region, numBytes] : runtime.plan().regionBytes)
     planned += numBytes;
+  int64_t predicted = plan::predictDeviceWorkspace(runtime.plan()).totalBytes();
   for (size_t r = 0; r < inUse.size(); ++r)
     if (inUse[r] >= 0)
-      std::printf("rank %zu: plan %.1f MiB, device in use %.1f MiB %s\n", r,
-                  planned / 1048576.0, inUse[r] / 1048576.0, when);
+      std::printf("rank %zu: plan %.1f MiB + workspace %.1f MiB predicted, "
+                  "%.1f MiB allocated; device in use %.1f MiB %s\n",
+                  r, planned / 1048576.0, predicted / 1048576.0,
+                  workspace[r] / 1048576.0, inUse[r] / 1048576.0, when);
 }
 
 int validate(const Options &options, const plan::Plan &plan, bool stepsGiven) {
@@ -419,6 +426,11 @@ int run(const Options &options, bool stepsGiven) {
   training::CheckpointRotation rotation(options.savePath, options.keepLast);
   double baseLr = training::baseLearningRate(*plan);
   auto runStart = std::chrono::steady_clock::now();
+
+  // Where the run starts, so that the first comparison is on the page.
+  if (valLoader && options.steps > 0)
+    if (Status status = evaluate(rt.nextStep() - 1); !status)
+      return fail(status);
 
   exec::Metrics metrics(batch * seqLen);
   for (int64_t i = 0; i < options.steps; ++i) {
