@@ -64,9 +64,29 @@ Result<Launch> bindAllReduce(const OpCall &c, const OpEnv &env) {
   SHARC_TRY(dtypeIs(out, in.dtype(), "out"));
   SHARC_TRY(numelIs(out, in.numel(), "out"));
   ReduceOp op = reduce == "sum" ? ReduceOp::Sum : ReduceOp::Max;
-  return Launch([in, out, op, axis = *axis](const LaunchContext &context) {
-    return context.comm->allReduce(in.data, out.data, in.dtype(), in.numel(),
-                                   op, axis);
+  // Over several axes at once ("dp,tp") without a group for them: one
+  // reduction per axis, in place after the first, sums the same.
+  std::vector<std::string> steps{*axis};
+  if (axis->find(',') != std::string::npos) {
+    steps.clear();
+    for (size_t start = 0; start <= axis->size();) {
+      size_t end = std::min(axis->find(',', start), axis->size());
+      steps.push_back(axis->substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return Launch([in, out, op, axis = *axis,
+                 steps](const LaunchContext &context) -> Status {
+    if (context.comm->hasGroup(axis))
+      return context.comm->allReduce(in.data, out.data, in.dtype(), in.numel(),
+                                     op, axis);
+    const void *source = in.data;
+    for (const std::string &step : steps) {
+      SHARC_TRY(context.comm->allReduce(source, out.data, in.dtype(),
+                                        in.numel(), op, step));
+      source = out.data;
+    }
+    return Status::ok();
   });
 }
 

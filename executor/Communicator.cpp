@@ -55,20 +55,25 @@ CommWorld::CommWorld(std::vector<plan::MeshAxis> mesh, double timeoutSeconds)
   for (int64_t r = 0; r < worldSize_; ++r)
     everyone[r] = r;
   addGroup("world", everyone);
-  // The group of axis a: ranks whose coordinates agree except along a,
-  // ordered by their coordinate along a (which is rank order).
-  for (size_t a = 0; a < mesh_.size(); ++a) {
-    int64_t stride = 1;
-    for (size_t b = a + 1; b < mesh_.size(); ++b)
-      stride *= mesh_[b].size;
+  // The group of a set of axes (one axis, or "dp,tp" for a reduction over
+  // several at once): ranks whose coordinates agree off those axes, in
+  // rank order (for one axis, its coordinate order).
+  size_t numAxes = mesh_.size();
+  for (uint64_t subset = 1; subset < (uint64_t{1} << numAxes); ++subset) {
+    std::string name;
+    for (size_t a = 0; a < numAxes; ++a)
+      if (subset >> a & 1)
+        name += (name.empty() ? "" : ",") + mesh_[a].name;
+    std::map<std::vector<int64_t>, std::vector<int64_t>> groupOf;
     for (int64_t r = 0; r < worldSize_; ++r) {
-      if (meshCoords(mesh_, r)[a] != 0)
-        continue;
-      std::vector<int64_t> ranks;
-      for (int64_t i = 0; i < mesh_[a].size; ++i)
-        ranks.push_back(r + i * stride);
-      addGroup(mesh_[a].name, ranks);
+      std::vector<int64_t> key = meshCoords(mesh_, r);
+      for (size_t a = 0; a < numAxes; ++a)
+        if (subset >> a & 1)
+          key[a] = 0;
+      groupOf[key].push_back(r);
     }
+    for (const auto &[key, ranks] : groupOf)
+      addGroup(name, ranks);
   }
 }
 
@@ -99,6 +104,10 @@ int64_t LocalCommunicator::groupSize(const std::string &axis) const {
   const auto &groups = world_->membership_[rank_];
   auto it = groups.find(axis);
   return it == groups.end() ? 1 : it->second.first->size;
+}
+
+bool LocalCommunicator::hasGroup(const std::string &axis) const {
+  return world_->membership_[rank_].count(axis) > 0;
 }
 
 int64_t LocalCommunicator::groupIndex(const std::string &axis) const {

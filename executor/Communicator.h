@@ -9,7 +9,8 @@
 //
 // LocalCommunicator: one thread per rank; a CommWorld holds one rendezvous per
 // group of ranks that share every mesh coordinate but one (the sub-communicator
-// of that axis), plus "world" for all ranks. A collective is two
+// of that axis), one per set of axes ("dp,tp": those sharing the other
+// coordinates), plus "world" for all ranks. A collective is two
 // generation-counted barriers: members publish their send pointers, each member
 // computes its own result from every member's input in rank order (so sums are
 // reproducible bit for bit), and after the second barrier it writes its
@@ -47,6 +48,13 @@ public:
   /// the mesh lacks is a group of one, as Plan::axisSize says.
   virtual int64_t groupSize(const std::string &axis) const = 0;
   virtual int64_t groupIndex(const std::string &axis) const = 0;
+  /// Whether the communicator has one group for `axis`. A reduction over
+  /// several axes ("dp,tp") without one runs as one reduction per axis
+  /// (the sum is the same), which is what a backend gets by default.
+  // TODO(#9): NcclCommunicator groups over several axes.
+  virtual bool hasGroup(const std::string &axis) const {
+    return axis.find(',') == std::string::npos;
+  }
 
   /// out = elementwise reduction over the group's `numel`-element inputs.
   virtual Status allReduce(const void *send, void *recv, DType dtype,
@@ -112,6 +120,7 @@ public:
   int64_t rank() const { return rank_; }
   int64_t groupSize(const std::string &axis) const override;
   int64_t groupIndex(const std::string &axis) const override;
+  bool hasGroup(const std::string &axis) const override;
   Status allReduce(const void *send, void *recv, DType dtype, int64_t numel,
                    ReduceOp op, const std::string &axis) override;
   Status allGather(const void *send, void *recv, DType dtype,

@@ -6,6 +6,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -195,6 +196,16 @@ MeshAttr sharc::getMesh(Operation *op) {
 
 void sharc::setMesh(ModuleOp module, MeshAttr mesh) {
   module->setAttr(kMeshAttr, mesh);
+}
+
+SmallVector<StringRef> sharc::splitAxes(StringRef axisList) {
+  SmallVector<StringRef> axes;
+  axisList.split(axes, ',');
+  return axes;
+}
+
+std::string sharc::joinAxes(ArrayRef<StringRef> axes) {
+  return llvm::join(axes, ",");
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,6 +1,6 @@
 //===- SharcAttrs.h - attributes of the sharc dialect -----------*- C++ -*-===//
 // defines: sharc::MeshAttr, sharc::PlacementAttr, getMesh, setMesh,
-//          getPlacement, withPlacement, cotangentType,
+//          splitAxes, joinAxes, getPlacement, withPlacement, cotangentType,
 //          placement::{kI, kR, kP, kPMax, name, axesSplitting, splitFactor,
 //          matmulRule}
 #pragma once
@@ -27,6 +27,13 @@ namespace sharc {
 /// place mesh sizes are read. MeshAttr::getDefault when none is declared.
 MeshAttr getMesh(mlir::Operation *op);
 void setMesh(mlir::ModuleOp module, MeshAttr mesh);
+
+/// The axes of a collective's `axis` attribute: one name, or for a
+/// reduction over several axes at once their names joined by ',' in mesh
+/// order ("dp,tp"), the plan's spelling too.
+llvm::SmallVector<llvm::StringRef> splitAxes(llvm::StringRef axisList);
+/// `axes` joined as splitAxes reads them.
+std::string joinAxes(llvm::ArrayRef<llvm::StringRef> axes);
 
 /// The placement in a tensor type's encoding, or all-invariant when the
 /// type has none.

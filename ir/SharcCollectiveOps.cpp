@@ -19,38 +19,55 @@ RankedTensorType tensorOf(Value value) {
 }
 
 /// The mesh axes as "dp, tp", for messages.
-std::string axisList(MeshAttr mesh) {
+std::string meshAxisNames(MeshAttr mesh) {
   std::string names;
   for (StringAttr axis : mesh.getAxes())
     names += (names.empty() ? "" : ", ") + axis.getValue().str();
   return names;
 }
 
-/// Checks the placement change `from` -> one of `to` on `axis`, every
-/// other axis unchanged, and the element type kept.
-LogicalResult verifyPlacementChange(Operation *op, StringRef axis, Value x,
-                                    Value y, int64_t from,
-                                    ArrayRef<int64_t> to) {
+/// Checks the placement change `from` -> one of `to` on each axis of
+/// `axisList` (one mesh axis, or for a reduction over several at once,
+/// "dp,tp": distinct axes in mesh order), every other axis unchanged, and
+/// the element type kept.
+LogicalResult verifyPlacementChange(Operation *op, StringRef axisList, Value x,
+                                    Value y, int64_t from, ArrayRef<int64_t> to,
+                                    bool allowSeveral = false) {
   MeshAttr mesh = getMesh(op);
-  if (!mesh.hasAxis(axis))
-    return op->emitOpError("axis '")
-           << axis << "' is not an axis of the mesh (" << axisList(mesh) << ")";
+  SmallVector<StringRef> axes = splitAxes(axisList);
+  if (axes.size() > 1 && !allowSeveral)
+    return op->emitOpError("axis must name one mesh axis, got '")
+           << axisList << "'";
+  int64_t previous = -1;
+  for (StringRef axis : axes) {
+    if (!mesh.hasAxis(axis))
+      return op->emitOpError("axis '")
+             << axis << "' is not an axis of the mesh (" << meshAxisNames(mesh)
+             << ")";
+    if (mesh.indexOf(axis) <= previous)
+      return op->emitOpError("axes '")
+             << axisList << "' must be distinct and in the mesh's order";
+    previous = mesh.indexOf(axis);
+  }
   PlacementAttr in = getPlacement(x.getType());
   PlacementAttr out = getPlacement(y.getType());
   for (PlacementAttr side : {in, out})
     for (StringAttr other : side.getAxes())
-      if (other.getValue() != axis && in.getAxis(other) != out.getAxis(other))
+      if (!llvm::is_contained(axes, other.getValue()) &&
+          in.getAxis(other) != out.getAxis(other))
         return op->emitOpError("must keep the placement on ")
                << other.getValue() << ", got " << name(in.getAxis(other))
                << " -> " << name(out.getAxis(other));
-  if (in.getAxis(axis) != from || !llvm::is_contained(to, out.getAxis(axis))) {
-    std::string expected;
-    for (int64_t code : to)
-      expected += (expected.empty() ? "" : " or ") + name(code);
-    return op->emitOpError("expects ")
-           << name(from) << " -> " << expected << " on " << axis << ", got "
-           << name(in.getAxis(axis)) << " -> " << name(out.getAxis(axis));
-  }
+  for (StringRef axis : axes)
+    if (in.getAxis(axis) != from ||
+        !llvm::is_contained(to, out.getAxis(axis))) {
+      std::string expected;
+      for (int64_t code : to)
+        expected += (expected.empty() ? "" : " or ") + name(code);
+      return op->emitOpError("expects ")
+             << name(from) << " -> " << expected << " on " << axis << ", got "
+             << name(in.getAxis(axis)) << " -> " << name(out.getAxis(axis));
+    }
   if (tensorOf(x).getElementType() != tensorOf(y).getElementType())
     return op->emitOpError("must keep the element type");
   return success();
@@ -61,6 +78,8 @@ LogicalResult verifyPlacementChange(Operation *op, StringRef axis, Value x,
 /// of an outer one, so only the innermost can be gathered or scattered.
 LogicalResult verifyInnermost(Operation *op, StringRef axis, Value sharded,
                               int64_t dim) {
+  if (axis.contains(','))
+    return success(); // verifyPlacementChange refuses several axes here
   SmallVector<StringRef> axes =
       axesSplitting(getPlacement(sharded.getType()), dim, getMesh(op));
   if (!axes.empty() && axes.back() != axis)
@@ -118,8 +137,8 @@ LogicalResult AllReduceOp::verify() {
   if (tensorOf(getX()).getShape() != tensorOf(getY()).getShape())
     return emitOpError("must keep the shape");
   int64_t from = getReduce() == "max" ? kPMax : kP;
-  return verifyPlacementChange(*this, getAxis(), getX(), getY(), from,
-                               {kI, kR});
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), from, {kI, kR},
+                               /*allowSeveral=*/true);
 }
 
 LogicalResult AllReduceCoalescedOp::verify() {
@@ -128,7 +147,8 @@ LogicalResult AllReduceCoalescedOp::verify() {
   for (auto [x, y] : llvm::zip(getXs(), getYs())) {
     if (tensorOf(x).getShape() != tensorOf(y).getShape())
       return emitOpError("must keep every shape");
-    if (failed(verifyPlacementChange(*this, getAxis(), x, y, kP, {kI, kR})))
+    if (failed(verifyPlacementChange(*this, getAxis(), x, y, kP, {kI, kR},
+                                     /*allowSeveral=*/true)))
       return failure();
   }
   return success();
@@ -242,8 +262,9 @@ Grads AllReduceOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   // d(sum_r x_r)/d x_r = 1: every rank's summand gets the whole cotangent,
   // which is invariant (an I result's cotangent is I already).
   Value dy = resultGrads[0];
-  if (getPlacement(dy.getType()).getAxis(getAxis()) != kI)
-    return emitOpError("expects an invariant cotangent on ") << getAxis();
+  for (StringRef axis : splitAxes(getAxis()))
+    if (getPlacement(dy.getType()).getAxis(axis) != kI)
+      return emitOpError("expects an invariant cotangent on ") << axis;
   return SmallVector<Value>{dy};
 }
 

@@ -45,20 +45,24 @@ private:
 /// Any other mismatch is left for verify-placements to report.
 Value synchronize(OpBuilder &builder, Value grad, Value param) {
   PlacementAttr want = getPlacement(param.getType());
+  PlacementAttr have = getPlacement(grad.getType());
+  // One all_reduce over every such axis at once (q_norm's gradient under
+  // dp x tp is partial on both), the axes in mesh order.
+  SmallVector<StringRef> axes;
   for (StringAttr axisName :
        getMesh(param.getParentBlock()->getParentOp()).getAxes()) {
     StringRef axis = axisName.getValue();
-    PlacementAttr have = getPlacement(grad.getType());
     if (want.getAxis(axis) != PlacementAttr::kReplicated ||
         have.getAxis(axis) != PlacementAttr::kPartial)
       continue;
-    Type synced = withPlacement(
-        grad.getType(), have.withAxis(axis, PlacementAttr::kReplicated));
-    grad = builder.create<AllReduceOp>(param.getLoc(), synced, grad,
-                                       builder.getStringAttr(axis),
-                                       builder.getStringAttr("sum"));
+    axes.push_back(axis);
+    have = have.withAxis(axis, PlacementAttr::kReplicated);
   }
-  return grad;
+  if (axes.empty())
+    return grad;
+  return builder.create<AllReduceOp>(
+      param.getLoc(), withPlacement(grad.getType(), have), grad,
+      builder.getStringAttr(joinAxes(axes)), builder.getStringAttr("sum"));
 }
 
 LogicalResult differentiate(func::FuncOp func) {

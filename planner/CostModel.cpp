@@ -189,12 +189,31 @@ Result<Machine> readMachineFile(const std::string &path) {
   return parseMachine(*text, path);
 }
 
-double nodeSeconds(const Machine &machine, const ScheduleNode &node) {
-  if (node.kind == NodeKind::Collective) {
-    if (auto it = machine.links.find(node.axis); it != machine.links.end())
-      return it->second.alpha +
-             static_cast<double>(node.commBytes) / it->second.beta;
+namespace {
+
+/// The link a collective over `axisList` runs at: its axis's, or for a
+/// reduction over several axes at once ("dp,tp") the slowest of theirs,
+/// which bounds it. nullptr when the machine lacks one of them.
+const Link *linkOf(const Machine &machine, const std::string &axisList) {
+  const Link *slowest = nullptr;
+  for (size_t start = 0; start <= axisList.size();) {
+    size_t end = std::min(axisList.find(',', start), axisList.size());
+    auto it = machine.links.find(axisList.substr(start, end - start));
+    if (it == machine.links.end())
+      return nullptr;
+    if (!slowest || it->second.beta < slowest->beta)
+      slowest = &it->second;
+    start = end + 1;
   }
+  return slowest;
+}
+
+} // namespace
+
+double nodeSeconds(const Machine &machine, const ScheduleNode &node) {
+  if (node.kind == NodeKind::Collective)
+    if (const Link *link = linkOf(machine, node.axis))
+      return link->alpha + static_cast<double>(node.commBytes) / link->beta;
   return computeSeconds(machine, node);
 }
 
@@ -203,7 +222,7 @@ Status checkMachineCovers(const Machine &machine, const ScheduleGraph &graph) {
     const ScheduleNode &node = graph[index];
     std::string where = "node " + std::to_string(index) + " (" + node.op + ")";
     if (node.kind == NodeKind::Collective && node.commBytes > 0 &&
-        !machine.links.count(node.axis))
+        !linkOf(machine, node.axis))
       return Status::invalidInput(where + ": machine '" + machine.name +
                                   "' has no link for axis '" + node.axis + "'");
     if (node.kind == NodeKind::Compute && node.flops > 0 &&

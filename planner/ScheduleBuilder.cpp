@@ -26,7 +26,13 @@ std::string dtypeOf(Operation *op) {
 
 /// Bytes one rank sends and the axis, for a collective; {0, ""} otherwise.
 std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
-  auto sizeOf = [&](StringRef axis) { return mesh.getSize(axis); };
+  // A reduction over several axes ("dp,tp") spans their product.
+  auto sizeOf = [&](StringRef axisList) {
+    int64_t size = 1;
+    for (StringRef axis : splitAxes(axisList))
+      size *= mesh.getSize(axis);
+    return size;
+  };
   if (auto coalesced = dyn_cast<AllReduceCoalescedOp>(op)) {
     int64_t n = sizeOf(coalesced.getAxis()), bytes = 0;
     for (Value x : coalesced.getXs())

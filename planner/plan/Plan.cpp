@@ -96,11 +96,19 @@ int64_t Plan::worldSize() const {
 
 int64_t Plan::axisSize(const std::string &axis) const {
   // A plan without an axis behaves as if the axis had size 1, so a kernel
-  // may ask for "tp" in a dense plan.
-  for (const MeshAxis &meshAxis : mesh)
-    if (meshAxis.name == axis)
-      return meshAxis.size;
-  return 1;
+  // may ask for "tp" in a dense plan. A reduction over several axes at
+  // once names them joined by ',' ("dp,tp") and spans their product.
+  int64_t size = 1;
+  size_t start = 0;
+  while (start <= axis.size()) {
+    size_t end = std::min(axis.find(',', start), axis.size());
+    std::string name = axis.substr(start, end - start);
+    for (const MeshAxis &meshAxis : mesh)
+      if (meshAxis.name == name)
+        size *= meshAxis.size;
+    start = end + 1;
+  }
+  return size;
 }
 
 namespace {

@@ -220,10 +220,25 @@ private:
                          text::quoted(*string),
                      spec.name);
     }
-    if (spec.kind == AttrKind::Axis &&
-        std::none_of(
-            plan.mesh.begin(), plan.mesh.end(),
-            [&](const MeshAxis &axis) { return axis.name == *string; })) {
+    // An all_reduce over several axes at once names them joined by ','
+    // ("dp,tp"); each must be an axis of the mesh.
+    auto isMeshAxis = [&](const std::string &name) {
+      return std::any_of(
+          plan.mesh.begin(), plan.mesh.end(),
+          [&](const MeshAxis &axis) { return axis.name == name; });
+    };
+    bool allMeshAxes = true;
+    if (spec.kind == AttrKind::Axis) {
+      size_t start = 0;
+      while (start <= string->size()) {
+        size_t end = std::min(string->find(',', start), string->size());
+        allMeshAxes &= isMeshAxis(string->substr(start, end - start));
+        start = end + 1;
+      }
+      allMeshAxes &= string->find(',') == std::string::npos ||
+                     spec.name == std::string("axis");
+    }
+    if (spec.kind == AttrKind::Axis && !allMeshAxes) {
       std::vector<std::string> axes;
       for (const MeshAxis &axis : plan.mesh)
         axes.push_back(axis.name);

@@ -151,3 +151,28 @@ module attributes {sharc.mesh = #sharc.mesh<cp = 2>} {
     return
   }
 }
+
+// -----
+
+// A reduction over several axes names them in the mesh's order.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, tp = 2>} {
+  func.func @axes_out_of_order(%g: tensor<8xf32, #sharc.place<dp = P, tp = P>>) {
+    // expected-error @+1 {{axes 'tp,dp' must be distinct and in the mesh's order}}
+    %y = sharc.all_reduce %g {axis = "tp,dp"}
+        : (tensor<8xf32, #sharc.place<dp = P, tp = P>>)
+        -> tensor<8xf32, #sharc.place<dp = R, tp = R>>
+    return
+  }
+}
+
+// -----
+
+// Only a reduction may span several axes.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, tp = 2>} {
+  func.func @gather_over_two_axes(%x: tensor<2xf32, #sharc.place<dp = S(0), tp = S(0)>>) {
+    // expected-error @+1 {{axis must name one mesh axis, got 'dp,tp'}}
+    %y = sharc.all_gather %x {axis = "dp,tp", dim = 0 : i64}
+        : (tensor<2xf32, #sharc.place<dp = S(0), tp = S(0)>>) -> tensor<8xf32>
+    return
+  }
+}

@@ -66,3 +66,17 @@ module attributes {sharc.mesh = #sharc.mesh<cp = 2>} {
     return
   }
 }
+
+// -----
+
+// CHECK-LABEL: func.func @all_reduce_over_two_axes
+// CHECK: sharc.all_reduce %{{.*}} {axis = "dp,tp"} : (tensor<8xf32, #sharc.place<dp = P, tp = P>>) -> tensor<8xf32, #sharc.place<dp = R, tp = R>>
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  func.func @all_reduce_over_two_axes(
+      %g: tensor<8xf32, #sharc.place<dp = P, tp = P>>) {
+    %y = sharc.all_reduce %g {axis = "dp,tp"}
+        : (tensor<8xf32, #sharc.place<dp = P, tp = P>>)
+        -> tensor<8xf32, #sharc.place<dp = R, tp = R>>
+    return
+  }
+}

@@ -36,9 +36,9 @@
 // CHECK-NEXT: %[[LS:.*]] = sharc.scale %[[L]] {factor = 5.000000e-01 : f64} : (tensor<f32, #sharc.place<dp = P>>)
 // CHECK-NEXT: %[[LOSS:.*]] = sharc.all_reduce %[[LS]] {axis = "dp"} : (tensor<f32, #sharc.place<dp = P>>) -> tensor<f32>
 // The norm weight, replicated over dp and tp, gets its gradient summed
-// over both; q/k/v/o and the tables over dp only.
-// CHECK: sharc.all_reduce {{.*}} {axis = "dp"} : (tensor<8xf32, #sharc.place<dp = P, tp = P>>)
-// CHECK-NEXT: sharc.all_reduce {{.*}} {axis = "tp"} : (tensor<8xf32, #sharc.place<dp = R, tp = P>>) -> tensor<8xf32, #sharc.place<dp = R, tp = R>>
+// over both by one all_reduce; q/k/v/o and the tables over dp only.
+// CHECK: sharc.all_reduce {{.*}} {axis = "dp,tp"} : (tensor<8xf32, #sharc.place<dp = P, tp = P>>) -> tensor<8xf32, #sharc.place<dp = R, tp = R>>
+// CHECK-NOT: {axis = "tp"} : (tensor<8xf32
 // CHECK: return %[[LOSS]]
 
 // -----

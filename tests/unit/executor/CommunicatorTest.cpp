@@ -4,6 +4,7 @@
 // {0,1} and {2,3}, the dp groups {0,2} and {1,3}.
 
 #include "executor/Communicator.h"
+#include "executor/OpTable.h"
 
 #include <catch2/catch.hpp>
 
@@ -246,4 +247,91 @@ TEST_CASE("all_to_all refuses a dim that does not split", "[executor]") {
   });
   REQUIRE(statuses[0].message().find("does not split over 2 ranks") !=
           std::string::npos);
+}
+
+namespace {
+
+/// A communicator with groups of one axis only, as a backend without
+/// groups over several axes (NCCL today) is: it forwards to the
+/// in-process one and records the axes it was asked for.
+class SingleAxisComm final : public Communicator {
+public:
+  SingleAxisComm(Communicator &inner, std::vector<std::string> &calls)
+      : inner(inner), calls(calls) {}
+  int64_t groupSize(const std::string &axis) const override {
+    return inner.groupSize(axis);
+  }
+  int64_t groupIndex(const std::string &axis) const override {
+    return inner.groupIndex(axis);
+  }
+  Status allReduce(const void *send, void *recv, DType dtype, int64_t numel,
+                   ReduceOp op, const std::string &axis) override {
+    calls.push_back(axis);
+    return inner.allReduce(send, recv, dtype, numel, op, axis);
+  }
+  Status allGather(const void *, void *, DType, const std::vector<int64_t> &,
+                   int64_t, const std::string &) override {
+    return Status::runtimeError("unused");
+  }
+  Status reduceScatter(const void *, void *, DType,
+                       const std::vector<int64_t> &, int64_t,
+                       const std::string &) override {
+    return Status::runtimeError("unused");
+  }
+
+private:
+  Communicator &inner;
+  std::vector<std::string> &calls;
+};
+
+} // namespace
+
+TEST_CASE("an all_reduce over two axes sums over both, with or without a "
+          "group for them",
+          "[executor]") {
+  // dp2 x cp2 x tp2, rank = 4 dp + 2 cp + tp; rank r holds {r + 1, 10 r}.
+  // Over "dp,tp" the group of cp coordinate c is {2c, 2c+1, 2c+4, 2c+5}.
+  std::vector<plan::MeshAxis> mesh{{"dp", 2}, {"cp", 2}, {"tp", 2}};
+  auto expected = [](int64_t r) {
+    int64_t c = r / 2 % 2;
+    std::vector<float> sum{0, 0};
+    for (int64_t member : {2 * c, 2 * c + 1, 2 * c + 4, 2 * c + 5}) {
+      sum[0] += static_cast<float>(member + 1);
+      sum[1] += 10.f * static_cast<float>(member);
+    }
+    return sum;
+  };
+  plan::Buffer buffer;
+  buffer.dtype = DType::F32;
+  buffer.shape = {2};
+  plan::Instruction instr;
+  instr.op = "all_reduce";
+  instr.attrs["axis"] = std::string("dp,tp");
+  instr.attrs["reduce"] = std::string("sum");
+  std::unordered_map<std::string, OpDef> table;
+  addCollectiveOps(table);
+  for (bool grouped : {true, false}) {
+    CommWorld world(mesh);
+    std::vector<std::vector<float>> out(8, std::vector<float>(2));
+    std::vector<std::vector<std::string>> calls(8);
+    requireAllOk(onRanks(world, [&](int64_t r, Communicator &comm) {
+      std::vector<float> x{static_cast<float>(r + 1), 10.f * r};
+      OpCall call{&instr, {{&buffer, x.data()}}, {{&buffer, out[r].data()}}};
+      OpEnv env;
+      env.mesh = &mesh;
+      auto launch = table["all_reduce"].bind(call, env);
+      if (!launch.isOk())
+        return launch.status();
+      SingleAxisComm single(comm, calls[r]);
+      LaunchContext context;
+      context.comm = grouped ? &comm : static_cast<Communicator *>(&single);
+      return (*launch)(context);
+    }));
+    for (int64_t r = 0; r < 8; ++r) {
+      INFO("rank " << r << (grouped ? ", one group" : ", axis by axis"));
+      REQUIRE(out[r] == expected(r));
+      if (!grouped)
+        REQUIRE(calls[r] == std::vector<std::string>{"dp", "tp"});
+    }
+  }
 }
