@@ -16,6 +16,7 @@
 #include "tools/sharc/BenchSweep.h"
 #include "tools/sharc/CompileDriver.h"
 #include "tools/sharc/DefaultMachine.h"
+#include "tools/sharc/HfConvert.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -67,7 +68,9 @@ void printUsage(FILE *out) {
                "         [--report[=text|json]] [--machine MACHINE.yaml] "
                "[--trace-sim TRACE.json]\n"
                "       sharc bench --kind memory|throughput ... (the "
-               "benchmark sweep; sharc bench --help)\n");
+               "benchmark sweep; sharc bench --help)\n"
+               "       sharc export --format hf CKPT MODEL.yaml -o DIR\n"
+               "       sharc import DIR -o MODEL.yaml --checkpoint CKPT\n");
 }
 
 int usageError(const std::string &message) {
@@ -327,6 +330,11 @@ int main(int argc, char **argv) {
   if (args[0] == "bench")
     return sharc::bench::runBenchCommand({args.begin() + 1, args.end()},
                                          argv[0]);
+  // `sharc export` / `sharc import`: Hugging Face checkpoints (HfConvert.h).
+  if (args[0] == "export")
+    return sharc::runExportCommand({args.begin() + 1, args.end()});
+  if (args[0] == "import")
+    return sharc::runImportCommand({args.begin() + 1, args.end()});
   if (args[0] != "compile")
     return usageError("unknown command '" + args[0] + "'");
   CompileFlags flags;
