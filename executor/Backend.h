@@ -112,6 +112,9 @@ public:
   virtual Status replayStep() {
     return Status::invalidInput("this backend cannot capture a step");
   }
+  /// Working memory the device allocated beside the plan's regions
+  /// (library workspaces, kernel scratch, staging); 0 on the cpu.
+  virtual int64_t workspaceBytes() const { return 0; }
   /// Device memory this process holds on the rank's device (every
   /// allocation, the CUDA context, NCCL's and cuBLASLt's buffers
   /// included); -1 where there is no device.

@@ -492,6 +492,13 @@ std::vector<int64_t> Runtime::deviceBytesInUse() const {
   return bytes;
 }
 
+std::vector<int64_t> Runtime::workspaceBytes() const {
+  std::vector<int64_t> bytes;
+  for (const auto &rank : ranks_)
+    bytes.push_back(rank->device->workspaceBytes());
+  return bytes;
+}
+
 Result<std::string> Runtime::lastStepTrace() const {
   if (!options_.recordTrace)
     return Status::runtimeError(

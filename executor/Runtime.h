@@ -128,6 +128,9 @@ public:
   /// Per rank, the device memory the process holds there (allocations,
   /// CUDA context, library buffers); -1 on the cpu backend.
   std::vector<int64_t> deviceBytesInUse() const;
+  /// Per rank, the working memory the device allocated beside the plan's
+  /// regions (library workspaces, kernel scratch, staging); 0 on the cpu.
+  std::vector<int64_t> workspaceBytes() const;
   /// Its records; empty when there is none.
   const StepTrace &lastStepRecords() const { return lastTrace_; }
 

@@ -27,8 +27,10 @@ struct MemoryReport {
   int64_t numSlabs = 0, largestSlabBytes = 0;
   int64_t activationPeakBytes = 0; ///< the arena
   int64_t ioBytes = 0;             ///< inputs and outputs
-  int64_t workspaceBytes = 0;      ///< library scratch (none on the CPU)
-  int64_t totalBytes = 0;
+  int64_t totalBytes = 0; ///< the regions above: what every backend holds
+  /// What the CUDA backend adds (cuBLASLt, kernel scratch, staging:
+  /// plan/DeviceWorkspace.h); not in totalBytes, none on the cpu.
+  int64_t workspaceBytes = 0;
   /// The instruction at which the live activation bytes peak.
   int64_t peakInstruction = -1;
   std::string peakOp, peakLoc;

@@ -6,6 +6,7 @@
 #include "executor/cuda/StepGraph.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Launch.h"
+#include "planner/plan/DeviceWorkspace.h"
 #if SHARC_WITH_CUDNN
 #include "kernels/cuda/CudnnAttention.h"
 #endif
@@ -24,9 +25,6 @@
 namespace sharc::exec {
 
 namespace {
-
-/// 32 MiB per stream: cuBLASLt's Hopper kernels want up to that much.
-constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
 
 class CudaGemmEngine final : public GemmEngine {
 public:
@@ -109,25 +107,6 @@ createAttentionEngine(cudaStream_t stream) {
 #endif
 }
 
-/// Bytes of staging an inner-dimension gather or scatter of the plan needs.
-int64_t stagingBytes(const plan::Plan &plan) {
-  int64_t bytes = 0;
-  for (const plan::Instruction &instr : plan.instructions) {
-    bool gather = instr.op == "all_gather";
-    if (!gather && instr.op != "reduce_scatter")
-      continue;
-    if (instr.operands.size() != 1 || instr.results.size() != 1)
-      continue;
-    const plan::Buffer &in = plan.buffers[instr.operands[0]];
-    const plan::Buffer &out = plan.buffers[instr.results[0]];
-    const plan::Buffer &big = gather ? out : in;
-    bytes =
-        std::max(bytes, NcclCommunicator::stagingFor(
-                            in.shape, instr.getInt("dim", 0), big.numBytes));
-  }
-  return bytes;
-}
-
 class CudaBackend;
 
 class CudaRank final : public RankDevice {
@@ -189,6 +168,13 @@ public:
   Status beginCapture() override { return graph_.begin(streams_); }
   Status endCapture() override { return graph_.end(); }
   Status replayStep() override { return graph_.replay(); }
+  int64_t workspaceBytes() const override {
+    int64_t bytes =
+        static_cast<int64_t>(gemms_.size()) * plan::kGemmWorkspaceBytes;
+    for (const LaunchContext &context : contexts_)
+      bytes += context.scratchBytes;
+    return bytes + stagingBytes_ * static_cast<int64_t>(staging_.size());
+  }
   int64_t deviceBytesInUse() const override {
     size_t freeBytes = 0, totalBytes = 0;
     if (cudaSetDevice(device()) != cudaSuccess ||
@@ -207,6 +193,7 @@ private:
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
   std::vector<void *> staging_;
+  int64_t stagingBytes_ = 0;    ///< of each stream's staging buffer
   std::vector<void *> scratch_; ///< per stream, null where none is needed
   std::vector<std::unique_ptr<CudaGemmEngine>> gemms_;
   std::vector<std::unique_ptr<AttentionEngine>> attentions_;
@@ -323,12 +310,13 @@ Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
     SHARC_CUDA(
         cudaMemset(base, poisoned ? 0xff : 0, static_cast<size_t>(numBytes)));
   }
-  int64_t staging = stagingBytes(plan);
+  int64_t staging = plan::collectiveStagingBytes(plan);
+  stagingBytes_ = staging;
   for (int64_t s = 0; s < plan.numStreams; ++s) {
     cudaStream_t stream = nullptr;
     SHARC_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     streams_.push_back(stream);
-    auto gemm = kernels::cuda::Gemm::create(kGemmWorkspaceBytes);
+    auto gemm = kernels::cuda::Gemm::create(plan::kGemmWorkspaceBytes);
     if (!gemm)
       return gemm.status();
     gemms_.push_back(std::make_unique<CudaGemmEngine>(std::move(*gemm)));

@@ -177,11 +177,6 @@ int64_t NcclCommunicator::groupIndex(const std::string &axis) const {
   return groups_.groupIndex(rank_, axis);
 }
 
-int64_t NcclCommunicator::stagingFor(const std::vector<int64_t> &shape,
-                                     int64_t dim, int64_t numBytes) {
-  return splitAt(shape, dim, 1).outer > 1 ? numBytes : 0;
-}
-
 Status NcclCommunicator::allReduce(const void *send, void *recv, DType dtype,
                                    int64_t numel, ReduceOp op,
                                    const std::string &axis) {

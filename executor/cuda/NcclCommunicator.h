@@ -77,12 +77,6 @@ public:
                        const std::vector<int64_t> &sendShape, int64_t dim,
                        const std::string &axis) override;
 
-  /// Staging bytes an all_gather (the output) or reduce_scatter (the
-  /// input) of `numBytes` along `dim` of `shape` needs; 0 along the
-  /// outermost non-trivial dimension.
-  static int64_t stagingFor(const std::vector<int64_t> &shape, int64_t dim,
-                            int64_t numBytes);
-
 private:
   const NcclGroups &groups_;
   int64_t rank_, stream_;

@@ -1,0 +1,84 @@
+//===- DeviceWorkspace.cpp - what a GPU rank holds beside the plan --------===//
+
+#include "planner/plan/DeviceWorkspace.h"
+
+#include <algorithm>
+
+namespace sharc::plan {
+namespace {
+
+/// Mirrors kernels/cuda/RmsNormVec.h's kGradBlocks: both rms_norm_grad
+/// paths leave at most this many partial dw rows.
+constexpr int64_t kNormGradBlocks = 512;
+
+int64_t numel(const Buffer &buffer) {
+  int64_t n = 1;
+  for (int64_t extent : buffer.shape)
+    n *= extent;
+  return n;
+}
+
+/// The scratch instruction `instr` may ask of its stream.
+int64_t scratchFor(const Plan &plan, const Instruction &instr) {
+  auto operand = [&](size_t i) -> const Buffer * {
+    return i < instr.operands.size() ? &plan.buffers[instr.operands[i]]
+                                     : nullptr;
+  };
+  if (instr.op == "rms_norm_grad")
+    return kNormGradBlocks * instr.getInt("group_size", 0) * 4;
+  if (instr.op == "cross_entropy") {
+    const Buffer *labels = operand(1);
+    return labels ? numel(*labels) * 4 : 0;
+  }
+  if (instr.op == "attention_grad") {
+    // cuDNN's backward (bf16 only) as measured on an H200 with cuDNN 9.19
+    // for every shape of sharc-attention-bench: two fp32 tensors of q's
+    // size, one fp32 row statistic, 256 bytes of alignment.
+    const Buffer *q = operand(0), *lse = operand(4);
+    if (!q || q->dtype != DType::BF16)
+      return 0;
+    return numel(*q) * 8 + (lse ? numel(*lse) * 4 : 0) + 256;
+  }
+  return 0;
+}
+
+} // namespace
+
+int64_t collectiveStagingBytes(const Plan &plan) {
+  int64_t bytes = 0;
+  for (const Instruction &instr : plan.instructions) {
+    bool gather = instr.op == "all_gather";
+    if (!gather && instr.op != "reduce_scatter")
+      continue;
+    if (instr.operands.size() != 1 || instr.results.size() != 1)
+      continue;
+    const Buffer &in = plan.buffers[instr.operands[0]];
+    const Buffer &big =
+        plan.buffers[gather ? instr.results[0] : instr.operands[0]];
+    int64_t dim = instr.getInt("dim", 0), outer = 1;
+    for (int64_t d = 0; d < dim && d < static_cast<int64_t>(in.shape.size());
+         ++d)
+      outer *= in.shape[d];
+    if (outer > 1)
+      bytes = std::max(bytes, big.numBytes);
+  }
+  return bytes;
+}
+
+DeviceWorkspace predictDeviceWorkspace(const Plan &plan) {
+  DeviceWorkspace workspace;
+  int64_t streams = std::max<int64_t>(plan.numStreams, 1);
+  workspace.gemmBytes = streams * kGemmWorkspaceBytes;
+  std::vector<int64_t> scratch(static_cast<size_t>(streams), 0);
+  for (const Instruction &instr : plan.instructions) {
+    auto s =
+        static_cast<size_t>(std::clamp<int64_t>(instr.stream, 0, streams - 1));
+    scratch[s] = std::max(scratch[s], scratchFor(plan, instr));
+  }
+  for (int64_t bytes : scratch)
+    workspace.scratchBytes += bytes;
+  workspace.stagingBytes = streams * collectiveStagingBytes(plan);
+  return workspace;
+}
+
+} // namespace sharc::plan

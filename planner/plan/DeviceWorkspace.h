@@ -1,0 +1,50 @@
+//===- DeviceWorkspace.h - what a GPU rank holds beside the plan *- C++ -*-===//
+// defines: kGemmWorkspaceBytes, DeviceWorkspace, predictDeviceWorkspace,
+//          collectiveStagingBytes
+//
+// The plan's regions are all a rank's tensors; on the CUDA backend the
+// libraries and kernels need working memory too, sized at set-up and never
+// grown during a step. The compiler's report predicts it from the plan
+// alone (the same rules the CUDA backend allocates by, written once here),
+// and sharc-run prints the prediction beside what was allocated:
+//  - cuBLASLt: kGemmWorkspaceBytes per stream (CudaBackend gives each
+//    stream's GEMM engine that much);
+//  - kernel scratch, per stream the largest need of its instructions:
+//    rms_norm_grad's per-block dw rows (at most 512 blocks of group_size
+//    fp32), cross_entropy's per-token losses (fp32), and cuDNN's attention
+//    backward (two fp32 tensors of q's size and a row statistic, as cuDNN
+//    9.19 states at set-up; its deterministic backward, asked for with
+//    SHARC_CUDNN_DETERMINISTIC=1, takes several times more and is not
+//    predicted);
+//  - staging of gathers and scatters along an inner dimension (NCCL moves
+//    contiguous blocks only), per stream.
+// The CUDA context and NCCL's own buffers are the driver's and NCCL's, not
+// predicted here; sharc-run's "device in use" line includes them.
+#pragma once
+
+#include "planner/plan/Plan.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace sharc::plan {
+
+/// cuBLASLt's workspace per stream: its Hopper kernels want up to this.
+inline constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
+
+struct DeviceWorkspace {
+  int64_t gemmBytes = 0;
+  int64_t scratchBytes = 0; ///< summed over streams
+  int64_t stagingBytes = 0; ///< summed over streams
+  int64_t totalBytes() const { return gemmBytes + scratchBytes + stagingBytes; }
+};
+
+/// Per rank (the plan's ranks are alike in size).
+DeviceWorkspace predictDeviceWorkspace(const Plan &plan);
+
+/// Bytes of staging one stream's inner-dimension all_gather or
+/// reduce_scatter needs: the largest gathered (or scattered) tensor whose
+/// split dimension has a non-unit dimension before it.
+int64_t collectiveStagingBytes(const Plan &plan);
+
+} // namespace sharc::plan

@@ -1,0 +1,64 @@
+//===- DeviceWorkspaceTest.cpp - the GPU workspace a plan predicts --------===//
+//
+// predictDeviceWorkspace against the sizes worked out by hand from the rules
+// DeviceWorkspace.h states; the GPU session prints the prediction beside
+// what the CUDA backend allocated for the same plans.
+//
+//===----------------------------------------------------------------------===//
+
+#include "planner/plan/DeviceWorkspace.h"
+#include "planner/plan/PlanIO.h"
+
+#include <catch2/catch.hpp>
+
+using namespace sharc;
+using namespace sharc::plan;
+
+namespace {
+
+/// Two streams: an rms_norm_grad (group 4) and an attention_grad in bf16
+/// on stream 0; a cross_entropy over 8 tokens and an all_gather along the
+/// inner dimension of a [2, 4] tensor on stream 1.
+const std::string kPlan = R"(sharc_plan: 1
+mesh: [{name: dp, size: 1}, {name: tp, size: 2}]
+num_streams: 2
+num_events: 0
+regions: {param: 16, activation: 1024}
+buffers:
+  - {id: 0, name: "w", region: param, offset: 0, bytes: 16, dtype: f32, shape: [4]}
+  - {id: 1, name: "x", region: activation, offset: 0, bytes: 32, dtype: f32, shape: [2, 4]}
+  - {id: 2, name: "dy", region: activation, offset: 32, bytes: 32, dtype: f32, shape: [2, 4]}
+  - {id: 3, name: "dx", region: activation, offset: 64, bytes: 32, dtype: f32, shape: [2, 4]}
+  - {id: 4, name: "dw", region: activation, offset: 96, bytes: 16, dtype: f32, shape: [4]}
+  - {id: 5, name: "logits", region: activation, offset: 112, bytes: 96, dtype: f32, shape: [8, 3]}
+  - {id: 6, name: "labels", region: activation, offset: 208, bytes: 32, dtype: i32, shape: [8]}
+  - {id: 7, name: "loss", region: activation, offset: 240, bytes: 4, dtype: f32, shape: [1]}
+  - {id: 8, name: "gathered", region: activation, offset: 256, bytes: 64, dtype: f32, shape: [2, 8]}
+  - {id: 9, name: "q", region: activation, offset: 320, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 10, name: "lse", region: activation, offset: 448, bytes: 16, dtype: f32, shape: [1, 1, 4]}
+instructions:
+  - {op: rms_norm_grad, in: [1, 0, 2], out: [3, 4], attrs: {eps: 1e-06, group_size: 4}}
+  - {op: cross_entropy, in: [5, 6], out: [7], stream: 1}
+  - {op: all_gather, in: [1], out: [8], stream: 1, attrs: {axis: "tp", dim: 1}}
+  - {op: attention_grad, in: [9, 9, 9, 9, 10, 9], out: [9, 9, 9], attrs: {head_dim: 16}}
+)";
+
+} // namespace
+
+TEST_CASE("the GPU workspace follows the plan's streams, kernels and "
+          "gathers",
+          "[plan]") {
+  Result<Plan> plan = parsePlan(kPlan, "plan.yaml", PlanChecks::FormatOnly);
+  INFO(plan.status().message());
+  REQUIRE(plan);
+  DeviceWorkspace workspace = predictDeviceWorkspace(*plan);
+  CHECK(workspace.gemmBytes == 2 * kGemmWorkspaceBytes);
+  // Stream 0: max(512 blocks x 4 columns x 4 bytes, cuDNN's 64 q
+  // elements x 8 + 4 lse x 4 + 256); stream 1: 8 tokens x 4 bytes.
+  CHECK(workspace.scratchBytes == 512 * 4 * 4 + 8 * 4);
+  // The gather along dim 1 of [2, 4] stages its 64-byte result, per stream.
+  CHECK(collectiveStagingBytes(*plan) == 64);
+  CHECK(workspace.stagingBytes == 2 * 64);
+  CHECK(workspace.totalBytes() ==
+        workspace.gemmBytes + workspace.scratchBytes + workspace.stagingBytes);
+}
