@@ -27,11 +27,12 @@
 //    sizes only). Reads grid * groupSize * 4 bytes from L2 (1.5 MB at
 //    groupSize 768).
 //
-// The vector path (rmsNormVecKernel, rmsNormGradVecKernel) replaces both
+// The vector path (RmsNormVec.cu) replaces both
 // where all views share one dtype, are 16-byte aligned and a group is whole
-// 16-byte vectors, at most kMaxVecsPerLane per lane: a team of 1 to 32
-// lanes of one warp owns a unit, reads 16 bytes per load (8 bf16 or 4 f32)
-// and reduces with shuffles only, with no block barrier in the row loop;
+// 16-byte vectors, at most kMaxVecsPerLane per lane: a team of 1 to 256
+// threads owns a unit, reads 16 bytes per load (8 bf16 or 4 f32) and
+// reduces with shuffles (and, for a team of several warps, one float per
+// warp through shared memory);
 // the backward keeps each lane's dw columns in registers across its units
 // and leaves one partial row per block for rmsNormDwKernel, as above. The
 // generic path's scalar loads reached about 1 TB/s on an H200 (30 us for
@@ -45,6 +46,7 @@
 #include "kernels/RmsNorm.h"
 #include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
+#include "kernels/cuda/RmsNormVec.h"
 
 #include <cuda_bf16.h>
 
@@ -60,13 +62,11 @@ constexpr int kMaxTeam = 1024;
 /// The backward's partition: at most kGradBlocks blocks of at least
 /// kGradThreads threads, 262144 threads in all, one wave on a 132-SM H200
 /// at four blocks per SM.
-constexpr int kGradBlocks = 512;
 constexpr int kGradThreads = 512;
 /// The dw sum's block: kSumCols columns, kSumRows partials at a time.
 constexpr int kSumCols = 32;
 constexpr int kSumRows = 32;
 constexpr int kSumThreads = kSumCols * kSumRows;
-constexpr int64_t kDefaultSharedBytes = 48 * 1024;
 
 /// Sum over the calling thread's team, the same bits in each of its
 /// threads. Every thread of the block must call it (it may synchronise the
@@ -259,267 +259,6 @@ UnitLaunch gradLaunchFor(const RmsNormGradArgs &args) {
   return {static_cast<unsigned>(numBlocks), blockThreads, teamSize};
 }
 
-// --- The vector path -------------------------------------------------------
-
-constexpr int kVecBytes = 16;
-constexpr int kMaxVecsPerLane = 8;
-constexpr int kVecBlockThreads = 256;
-
-/// One 16-byte vector of T widened to float.
-template <typename T> struct Vec {
-  static constexpr int kElems = kVecBytes / static_cast<int>(sizeof(T));
-  float v[kElems];
-};
-
-template <typename T>
-__device__ __forceinline__ Vec<T> loadVec(const T *base, int64_t vec) {
-  uint4 raw = reinterpret_cast<const uint4 *>(base)[vec];
-  Vec<T> out;
-  if constexpr (sizeof(T) == 2) {
-    const auto *pairs = reinterpret_cast<const __nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 f = __bfloat1622float2(pairs[i]);
-      out.v[2 * i] = f.x;
-      out.v[2 * i + 1] = f.y;
-    }
-  } else {
-    const auto *floats = reinterpret_cast<const float *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      out.v[i] = floats[i];
-  }
-  return out;
-}
-
-template <typename T>
-__device__ __forceinline__ void
-storeVec(T *base, int64_t vec, const float (&values)[Vec<T>::kElems]) {
-  uint4 raw;
-  if constexpr (sizeof(T) == 2) {
-    auto *pairs = reinterpret_cast<__nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      pairs[i] = __floats2bfloat162_rn(values[2 * i], values[2 * i + 1]);
-  } else {
-    auto *floats = reinterpret_cast<float *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      floats[i] = values[i];
-  }
-  reinterpret_cast<uint4 *>(base)[vec] = raw;
-}
-
-/// Sum over a team of `teamLanes` (a power of two up to 32) consecutive,
-/// aligned lanes; every lane of the warp must call it.
-__device__ __forceinline__ float laneTeamSum(float value, int teamLanes) {
-  for (int offset = teamLanes / 2; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
-/// y for one unit per team; lane l of a team handles vectors l,
-/// l + teamLanes, ... (fewer than kMaxVecsPerLane of them).
-template <typename T>
-__global__ void __launch_bounds__(kVecBlockThreads)
-    rmsNormVecKernel(const T *x, const T *w, T *y, int64_t numUnits,
-                     int numVecs, int teamLanes, float eps) {
-  constexpr int E = Vec<T>::kElems;
-  int64_t unit =
-      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / teamLanes;
-  int lane = threadIdx.x % teamLanes;
-  bool active = unit < numUnits;
-  const T *xUnit = x + unit * numVecs * E;
-  float sumSquares = 0.0f;
-  if (active)
-    for (int vec = lane; vec < numVecs; vec += teamLanes) {
-      Vec<T> xv = loadVec(xUnit, vec);
-#pragma unroll
-      for (int i = 0; i < E; ++i)
-        sumSquares += xv.v[i] * xv.v[i];
-    }
-  float meanSquare =
-      laneTeamSum(sumSquares, teamLanes) / static_cast<float>(numVecs * E);
-  if (!active)
-    return;
-  float rstd = 1.0f / sqrtf(meanSquare + eps);
-  T *yUnit = y + unit * numVecs * E;
-  for (int vec = lane; vec < numVecs; vec += teamLanes) {
-    Vec<T> xv = loadVec(xUnit, vec), wv = loadVec(w, vec);
-    float out[E];
-#pragma unroll
-    for (int i = 0; i < E; ++i)
-      out[i] = (xv.v[i] * rstd) * wv.v[i];
-    storeVec(yUnit, vec, out);
-  }
-}
-
-/// The backward for the units [begin, end) of block b (a partition fixed by
-/// the sizes), teams taking every teamsPerBlock-th unit in order; each lane
-/// adds dy * xhat of its columns in registers, the teams' sums meet in
-/// shared memory in team order, and the block's row goes to partials[b].
-template <typename T>
-__global__ void __launch_bounds__(kVecBlockThreads)
-    rmsNormGradVecKernel(const T *x, const T *w, const T *dy, T *dx,
-                         float *partials, int64_t numUnits, int numVecs,
-                         int teamLanes, float eps) {
-  constexpr int E = Vec<T>::kElems;
-  extern __shared__ float teamSums[]; // [teams per block][numVecs * E]
-  int teamsPerBlock = blockDim.x / teamLanes;
-  int team = threadIdx.x / teamLanes;
-  int lane = threadIdx.x % teamLanes;
-  int64_t groupSize = static_cast<int64_t>(numVecs) * E;
-  float dwSums[kMaxVecsPerLane][E] = {};
-  int64_t begin = numUnits * blockIdx.x / gridDim.x;
-  int64_t end = numUnits * (blockIdx.x + 1) / gridDim.x;
-  // Every lane runs the same trip count, since a warp may hold several
-  // teams and the shuffles take all its lanes.
-  for (int64_t first = begin; first < end; first += teamsPerBlock) {
-    int64_t unit = first + team;
-    bool active = unit < end;
-    const T *xUnit = x + unit * groupSize;
-    const T *dyUnit = dy + unit * groupSize;
-    float sumSquares = 0.0f, sumGradX = 0.0f;
-    for (int vec = lane; active && vec < numVecs; vec += teamLanes) {
-      Vec<T> xv = loadVec(xUnit, vec), dyv = loadVec(dyUnit, vec),
-             wv = loadVec(w, vec);
-#pragma unroll
-      for (int i = 0; i < E; ++i) {
-        sumSquares += xv.v[i] * xv.v[i];
-        sumGradX += dyv.v[i] * wv.v[i] * xv.v[i];
-      }
-    }
-    float meanSquare =
-        laneTeamSum(sumSquares, teamLanes) / static_cast<float>(groupSize);
-    float rstd = 1.0f / sqrtf(meanSquare + eps);
-    // mean of g * xhat = rstd * mean of dy * w * x
-    float meanGradXhat =
-        rstd * laneTeamSum(sumGradX, teamLanes) / static_cast<float>(groupSize);
-    if (!active)
-      continue;
-    T *dxUnit = dx + unit * groupSize;
-#pragma unroll
-    for (int k = 0; k < kMaxVecsPerLane; ++k) {
-      int vec = lane + k * teamLanes;
-      if (vec >= numVecs)
-        break;
-      Vec<T> xv = loadVec(xUnit, vec), dyv = loadVec(dyUnit, vec),
-             wv = loadVec(w, vec);
-      float out[E];
-#pragma unroll
-      for (int i = 0; i < E; ++i) {
-        float xhat = xv.v[i] * rstd;
-        dwSums[k][i] += dyv.v[i] * xhat;
-        out[i] = rstd * (dyv.v[i] * wv.v[i] - xhat * meanGradXhat);
-      }
-      storeVec(dxUnit, vec, out);
-    }
-  }
-  float *mySums = teamSums + static_cast<int64_t>(team) * groupSize;
-#pragma unroll
-  for (int k = 0; k < kMaxVecsPerLane; ++k) {
-    int vec = lane + k * teamLanes;
-    if (vec >= numVecs)
-      break;
-#pragma unroll
-    for (int i = 0; i < E; ++i)
-      mySums[static_cast<int64_t>(vec) * E + i] = dwSums[k][i];
-  }
-  __syncthreads();
-  float *blockSums = partials + static_cast<int64_t>(blockIdx.x) * groupSize;
-  for (int64_t c = threadIdx.x; c < groupSize; c += blockDim.x) {
-    float sum = teamSums[c];
-    for (int t = 1; t < teamsPerBlock; ++t)
-      sum += teamSums[t * groupSize + c];
-    blockSums[c] = sum;
-  }
-}
-
-/// The vector path's shape: lanes per team and blocks, or none (numBlocks
-/// 0) where the sizes or dtypes do not fit it.
-struct VecLaunch {
-  unsigned numBlocks = 0;
-  int teamLanes = 0, numVecs = 0;
-};
-
-bool aligned(const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % kVecBytes == 0;
-}
-
-/// Pointers are checked at launch; the shape alone (what scratch sizing
-/// sees) decides the rest.
-VecLaunch vecShapeFor(DType dtype, int64_t rows, int64_t cols,
-                      int64_t groupSize, bool backward) {
-  if (groupSize <= 0 || cols % groupSize != 0 ||
-      (dtype != DType::BF16 && dtype != DType::F32))
-    return {};
-  int64_t elems = kVecBytes / dtypeSize(dtype);
-  if (groupSize % elems != 0)
-    return {};
-  int64_t numVecs = groupSize / elems;
-  int teamLanes = 1;
-  while (teamLanes < numVecs && teamLanes < 32)
-    teamLanes *= 2;
-  if (ceilDiv(numVecs, teamLanes) > kMaxVecsPerLane)
-    return {};
-  int64_t numUnits = rows * (cols / groupSize);
-  int64_t teamsPerBlock = kVecBlockThreads / teamLanes;
-  int64_t numBlocks = ceilDiv(numUnits, teamsPerBlock);
-  if (backward) {
-    numBlocks = std::min<int64_t>(numBlocks, kGradBlocks);
-    // The block's dw rows in shared memory.
-    if (teamsPerBlock * groupSize * 4 > kDefaultSharedBytes)
-      return {};
-  }
-  return {static_cast<unsigned>(numBlocks), teamLanes,
-          static_cast<int>(numVecs)};
-}
-
-bool sameDtype(std::initializer_list<DType> dtypes) {
-  for (DType dtype : dtypes)
-    if (dtype != *dtypes.begin())
-      return false;
-  return true;
-}
-
-VecLaunch vecLaunchFor(const RmsNormArgs &a) {
-  if (!sameDtype({a.x.dtype, a.w.dtype, a.y.dtype}) || !aligned(a.x.data) ||
-      !aligned(a.w.data) || !aligned(a.y.data))
-    return {};
-  return vecShapeFor(a.x.dtype, a.rows, a.cols, a.groupSize, false);
-}
-
-VecLaunch vecGradShapeFor(const RmsNormGradArgs &a) {
-  if (!sameDtype({a.x.dtype, a.w.dtype, a.dy.dtype, a.dx.dtype}))
-    return {};
-  return vecShapeFor(a.x.dtype, a.rows, a.cols, a.groupSize, true);
-}
-
-bool vecGradAligned(const RmsNormGradArgs &a) {
-  return aligned(a.x.data) && aligned(a.w.data) && aligned(a.dy.data) &&
-         aligned(a.dx.data);
-}
-
-template <typename T>
-void launchVec(const RmsNormArgs &a, const VecLaunch &l, DeviceStream stream) {
-  rmsNormVecKernel<T><<<l.numBlocks, kVecBlockThreads, 0, stream>>>(
-      static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
-      static_cast<T *>(a.y.data), a.rows * (a.cols / a.groupSize), l.numVecs,
-      l.teamLanes, static_cast<float>(a.eps));
-}
-
-template <typename T>
-void launchGradVec(const RmsNormGradArgs &a, const VecLaunch &l,
-                   float *partials, DeviceStream stream) {
-  int64_t sharedBytes =
-      (kVecBlockThreads / l.teamLanes) * a.groupSize * int64_t(sizeof(float));
-  rmsNormGradVecKernel<T>
-      <<<l.numBlocks, kVecBlockThreads, sharedBytes, stream>>>(
-          static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
-          static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
-          partials, a.rows * (a.cols / a.groupSize), l.numVecs, l.teamLanes,
-          static_cast<float>(a.eps));
-}
 } // namespace
 
 Status rmsNorm(const RmsNormArgs &args, DeviceStream stream) {
@@ -531,13 +270,8 @@ Status rmsNorm(const RmsNormArgs &args, DeviceStream stream) {
   int64_t numUnits = args.rows * (args.cols / args.groupSize);
   if (numUnits == 0)
     return Status::ok();
-  if (VecLaunch vec = vecLaunchFor(args); vec.numBlocks > 0) {
-    if (args.x.dtype == DType::BF16)
-      launchVec<__nv_bfloat16>(args, vec, stream);
-    else
-      launchVec<float>(args, vec, stream);
+  if (rmsNormVec(args, stream))
     return launchStatus("rmsNormVecKernel");
-  }
   UnitLaunch launch = unitLaunchFor(numUnits, args.groupSize);
   rmsNormKernel<<<launch.numBlocks, launch.blockThreads, 0, stream>>>(
       args.x, args.w, args.y, numUnits, args.groupSize, launch.teamSize,
@@ -548,8 +282,8 @@ Status rmsNorm(const RmsNormArgs &args, DeviceStream stream) {
 int64_t rmsNormGradScratchBytes(const RmsNormGradArgs &args) {
   // Either path may run (the vector one needs aligned pointers, seen only
   // at launch): room for the larger partition.
-  int64_t numBlocks =
-      std::max(gradLaunchFor(args).numBlocks, vecGradShapeFor(args).numBlocks);
+  int64_t numBlocks = std::max<int64_t>(gradLaunchFor(args).numBlocks,
+                                        rmsNormGradVecBlocks(args));
   return numBlocks * std::max<int64_t>(args.groupSize, 0) *
          static_cast<int64_t>(sizeof(float));
 }
@@ -562,16 +296,11 @@ Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream) {
     return Status::ok();
   SHARC_TRY(checkShape("rmsNormGradKernel", args.cols, args.groupSize));
   auto *partials = static_cast<float *>(args.scratch);
-  if (VecLaunch vec = vecGradShapeFor(args);
-      vec.numBlocks > 0 && vecGradAligned(args) && partials) {
-    if (args.x.dtype == DType::BF16)
-      launchGradVec<__nv_bfloat16>(args, vec, partials, stream);
-    else
-      launchGradVec<float>(args, vec, partials, stream);
+  if (int64_t vecBlocks = rmsNormGradVec(args, partials, stream)) {
     SHARC_TRY(launchStatus("rmsNormGradVecKernel"));
     auto sumBlocks = static_cast<unsigned>(ceilDiv(args.groupSize, kSumCols));
     rmsNormDwKernel<<<sumBlocks, dim3(kSumCols, kSumRows), 0, stream>>>(
-        partials, static_cast<int>(vec.numBlocks), args.dw, args.groupSize);
+        partials, static_cast<int>(vecBlocks), args.dw, args.groupSize);
     return launchStatus("rmsNormDwKernel");
   }
   UnitLaunch launch = gradLaunchFor(args);
