@@ -30,6 +30,9 @@ for mode in tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
 done
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   -o "$stage/bench/dense.plan"
+# The compute-bound point of the speed issue, on one GPU.
+"$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
+  -o "$stage/bench/dense-h4096.plan"
 # The same with q/k/v and gate/up fused into one GEMM each.
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   --fuse-projections -o "$stage/bench/dense-fused.plan"

@@ -201,6 +201,14 @@ int main(int argc, char **argv) {
           timeMs([&] { return (*engine)->run(bwd, workspace); }, warmup, iters);
       report(s, deterministic ? "cuDNN (deterministic)" : "cuDNN", cudnnFwd,
              cudnnBwd);
+      // Beside plan/DeviceWorkspace.h's estimate of the backward's: two
+      // fp32 tensors of q's size, the lse, 256 bytes.
+      int64_t estimate = s.seqLen * s.batch * s.numHeads * s.headDim * 8 +
+                         s.batch * s.numHeads * s.seqLen * 4 + 256;
+      std::printf("    cuDNN workspace: forward %lld, backward %lld bytes "
+                  "(sharc's estimate %lld)\n",
+                  (long long)*fwdBytes, (long long)*bwdBytes,
+                  (long long)estimate);
       cudaFree(workspace);
     }
 #endif
