@@ -147,8 +147,8 @@ std::string sharc::sharcTensorName(const std::string &hfName) {
 }
 
 Status sharc::exportHf(const std::string &checkpointPath,
-                       const std::string &modelPath,
-                       const std::string &outDir) {
+                       const std::string &modelPath, const std::string &outDir,
+                       const std::string &tokenizerPath) {
   frontend::ConfigResult config = frontend::readConfigFile(modelPath);
   if (!config.ok())
     return Status::invalidInput(config.error->format());
@@ -177,8 +177,29 @@ Status sharc::exportHf(const std::string &checkpointPath,
     out.name = hfTensorName(param.name);
     hf.tensors.push_back(std::move(out));
   }
+  std::string tokenizer;
+  if (!tokenizerPath.empty()) {
+    auto text = readWholeFile(tokenizerPath, "tokenizer");
+    if (!text)
+      return text.status();
+    tokenizer = std::move(*text);
+  }
   SHARC_TRY(makeDirectory(outDir));
   SHARC_TRY(plan::writeSafeTensors(outDir + "/model.safetensors", hf));
+  if (!tokenizerPath.empty()) {
+    SHARC_TRY(writeFileAtomically(outDir + "/tokenizer.json", {tokenizer},
+                                  "tokenizer"));
+    // What AutoTokenizer needs beside tokenizer.json; the special tokens
+    // are prepare-data.py's (MiniMind's), whose ids config.json names.
+    SHARC_TRY(writeJson(
+        outDir + "/tokenizer_config.json",
+        llvm::json::Object{{"tokenizer_class", "PreTrainedTokenizerFast"},
+                           {"bos_token", "<|im_start|>"},
+                           {"eos_token", "<|im_end|>"},
+                           {"unk_token", "<|endoftext|>"},
+                           {"pad_token", "<|endoftext|>"},
+                           {"model_max_length", 32768}}));
+  }
   return writeJson(outDir + "/config.json", hfConfig(*config.config, dtype));
 }
 
@@ -363,7 +384,8 @@ int report(const Status &status) {
 int usage(const std::string &message) {
   std::fprintf(stderr,
                "sharc: error: %s\nusage: sharc export --format hf CKPT "
-               "MODEL.yaml -o DIR\n       sharc import DIR -o MODEL.yaml "
+               "MODEL.yaml -o DIR [--tokenizer tokenizer.json]\n       sharc "
+               "import DIR -o MODEL.yaml "
                "--checkpoint CKPT\n",
                message.c_str());
   return 2;
@@ -372,13 +394,15 @@ int usage(const std::string &message) {
 } // namespace
 
 int sharc::runExportCommand(const std::vector<std::string> &args) {
-  std::string format, outDir;
+  std::string format, outDir, tokenizer;
   std::vector<std::string> positional;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--format" || args[i] == "-o") {
+    if (args[i] == "--format" || args[i] == "-o" || args[i] == "--tokenizer") {
       if (i + 1 >= args.size())
         return usage(args[i] + " needs a value");
-      std::string &into = args[i] == "-o" ? outDir : format;
+      std::string &into = args[i] == "-o"         ? outDir
+                          : args[i] == "--format" ? format
+                                                  : tokenizer;
       into = args[++i];
     } else if (!args[i].empty() && args[i][0] == '-') {
       return usage("unknown flag '" + args[i] + "'");
@@ -392,7 +416,7 @@ int sharc::runExportCommand(const std::vector<std::string> &args) {
                      : "unknown format '" + format + "' (expected hf)");
   if (positional.size() != 2 || outDir.empty())
     return usage("export needs CKPT, MODEL.yaml and -o DIR");
-  return report(exportHf(positional[0], positional[1], outDir));
+  return report(exportHf(positional[0], positional[1], outDir, tokenizer));
 }
 
 int sharc::runImportCommand(const std::vector<std::string> &args) {

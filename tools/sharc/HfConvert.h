@@ -9,8 +9,9 @@
 // renaming: "model." in front of everything but lm_head. A tied model
 // stores no lm_head.
 //
-//   sharc export --format hf CKPT MODEL.yaml -o DIR
+//   sharc export --format hf CKPT MODEL.yaml -o DIR [--tokenizer TOK]
 //     -> DIR/config.json (Qwen3ForCausalLM) and DIR/model.safetensors
+//        (and DIR/tokenizer.json, tokenizer_config.json)
 //   sharc import DIR -o MODEL.yaml --checkpoint CKPT
 //     -> a model file and a checkpoint of its parameters (no optimizer
 //        state: training continues with fresh AdamW moments)
@@ -32,8 +33,11 @@ std::string sharcTensorName(const std::string &hfName);
 
 /// Every parameter the model file describes must be in the checkpoint with
 /// its shape (bad input naming it otherwise); optimizer state is left out.
+/// With tokenizerPath, DIR also gets that tokenizer.json and a
+/// tokenizer_config.json, so AutoTokenizer loads DIR too.
 Status exportHf(const std::string &checkpointPath, const std::string &modelPath,
-                const std::string &outDir);
+                const std::string &outDir,
+                const std::string &tokenizerPath = "");
 
 /// Reads DIR/config.json (a Qwen3ForCausalLM sharc can train: silu, no
 /// biases, no rope scaling or sliding window) and DIR/model.safetensors.

@@ -69,7 +69,8 @@ void printUsage(FILE *out) {
                "[--trace-sim TRACE.json]\n"
                "       sharc bench --kind memory|throughput ... (the "
                "benchmark sweep; sharc bench --help)\n"
-               "       sharc export --format hf CKPT MODEL.yaml -o DIR\n"
+               "       sharc export --format hf CKPT MODEL.yaml -o DIR "
+               "[--tokenizer tokenizer.json]\n"
                "       sharc import DIR -o MODEL.yaml --checkpoint CKPT\n");
 }
 
