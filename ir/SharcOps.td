@@ -17,6 +17,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Sharc_FloatTensor : RankedTensorOf<[F32, BF16]>;
 def Sharc_IdTensor : RankedTensorOf<[I32]>;
 def Sharc_ScalarF32 : 0DTensorOf<[F32]>;
+// A copy moves any element type (a microbatch's slice of the token ids).
+def Sharc_AnyTensor : RankedTensorOf<[F32, BF16, I32]>;
 
 // `costMethods` lists the CostOpInterface methods an op defines itself; the
 // others keep the interface's elementwise default.
@@ -260,17 +262,17 @@ def Sharc_SplitOp : Sharc_ConcatenationOp<"split"> {
   let description = [{
     The inverse of `sharc.concat`: the result types give each piece's
     extent along `dim`, in order. Along the last dimension (a fused
-    projection's output) the planner writes one `column_slice` per piece;
-    along dim 0 (a fused weight gradient) each piece is a view of the
-    operand's buffer.
+    projection's output, or a microbatch's ids: sharc-microbatch) the
+    planner writes one `column_slice` per piece; along dim 0 (a fused
+    weight gradient) each piece is a view of the operand's buffer.
     ```mlir
     %q, %k, %v = sharc.split %qkv {dim = 2 : i64}
         : (tensor<16x2x128xf32>)
         -> (tensor<16x2x64xf32>, tensor<16x2x32xf32>, tensor<16x2x32xf32>)
     ```
   }];
-  let arguments = (ins Sharc_FloatTensor:$x, I64Attr:$dim);
-  let results = (outs Variadic<Sharc_FloatTensor>:$ys);
+  let arguments = (ins Sharc_AnyTensor:$x, I64Attr:$dim);
+  let results = (outs Variadic<Sharc_AnyTensor>:$ys);
 }
 
 //===----------------------------------------------------------------------===//

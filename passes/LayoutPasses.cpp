@@ -41,6 +41,10 @@ struct DataParallelPass : sharc::impl::DataParallelBase<DataParallelPass> {
     if (failed(requirePositive(module, "dp", dpSize)) ||
         failed(sizes.requireDivides("dp", dpSize, "batch")))
       return signalPassFailure();
+    // Each microbatch is split over the dp ranks.
+    if (sizes.get("num_microbatches") > 1 &&
+        failed(sizes.requireDivides("dp", dpSize, "micro_batch_size")))
+      return signalPassFailure();
     setMeshSize(module, "dp", dpSize);
     if (dpSize == 1)
       return;

@@ -98,6 +98,28 @@ def Spmdize : Pass<"sharc-spmdize", "::mlir::ModuleOp"> {
   }];
 }
 
+def Microbatch : Pass<"sharc-microbatch", "::mlir::ModuleOp"> {
+  let summary = "gradient accumulation over the run's microbatches";
+  let description = [{
+    After autodiff, with `num_microbatches` M > 1 in the module's model
+    sizes: the token inputs are split along the batch into M pieces
+    (`sharc.split`, dim 1) and the forward and backward run once per piece,
+    one after the other, so activations live for one microbatch at a time.
+    Each piece's gradients are added to a running sum; the seed of each
+    backward is 1/M and the loss is the mean of the pieces' losses, so the
+    step equals the dense step on the whole batch (each piece's mean over
+    its tokens; exact when every piece has as many valid labels, as the
+    data-parallel mean is). Values that do not depend on the tokens (fused
+    weights, zero gradients) are computed once, and a gradient's
+    synchronisation (an all_reduce of the returned value) runs once, on the
+    sum, not once per piece.
+
+    Before: `%g = all_reduce(backward(tokens))`, returned.
+    After: `%t0, %t1 = split %tokens`; `%s = add(backward(%t0),
+    backward(%t1))`; `%g = all_reduce(%s)`, returned.
+  }];
+}
+
 def FuseProjections : Pass<"sharc-fuse-projections", "::mlir::ModuleOp"> {
   let summary = "one GEMM for the projections that read one input";
   let description = [{

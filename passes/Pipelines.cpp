@@ -57,6 +57,9 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createAutodiff());
   if (options.fuseProjections)
     pm.addPass(createFuseProjections());
+  // After fusing, so fused weights are built once for all microbatches;
+  // before bucketing, so each dp gradient sync runs once per step.
+  pm.addPass(createMicrobatch());
   if (options.dpSize > 1)
     pm.addPass(createBucketGradients({options.bucketBytes}));
   if (options.recompute != "none")

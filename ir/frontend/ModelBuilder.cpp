@@ -24,7 +24,9 @@ public:
                       ? Type(builder.getBF16Type())
                       : Type(builder.getF32Type());
     seqLen = config.run.seqLen.value;
-    batch = config.run.microBatchSize.value * config.run.numMicrobatches.value;
+    // The program is one microbatch's; sharc-microbatch runs it on each
+    // slice of the step's batch.
+    batch = config.run.microBatchSize.value;
   }
 
   OwningOpRef<ModuleOp> build(const BuildOptions &options);
@@ -206,7 +208,8 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
     places.push_back(builder.getNamedAttr(key, loc(where)));
   };
   record("seq_len", seqLen, config.run.seqLen.loc);
-  record("batch", batch, config.run.microBatchSize.loc);
+  int64_t numMicrobatches = config.run.numMicrobatches.value;
+  record("batch", batch * numMicrobatches, config.run.microBatchSize.loc);
   record("vocab_size", vocab, model.vocabSize.loc);
   record("hidden_size", hidden, model.hiddenSize.loc);
   record("num_attention_heads", model.numHeads.value, model.numHeads.loc);
@@ -214,6 +217,13 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   record("head_dim", model.headDim.value, model.headDim.loc);
   record("intermediate_size", model.intermediateSize.value,
          model.intermediateSize.loc);
+  // sharc-microbatch splits the batch; one microbatch needs no record (and
+  // keeps the IR of every one-microbatch model as it was).
+  if (numMicrobatches > 1) {
+    record("num_microbatches", numMicrobatches,
+           config.run.numMicrobatches.loc);
+    record("micro_batch_size", batch, config.run.microBatchSize.loc);
+  }
   module->getOperation()->setAttr(kModelAttr, builder.getDictionaryAttr(sizes));
   module->getOperation()->setAttr(kModelLocsAttr,
                                   builder.getDictionaryAttr(places));

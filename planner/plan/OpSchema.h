@@ -40,7 +40,8 @@ struct AttrSpec {
 /// An operand or result: its role (for messages) and the element type its
 /// kernel takes: 'T' a float type, f32 or bf16, shared by every 'T' slot of
 /// the instruction (cuBLASLt and the fused kernels take one float type);
-/// 'F' f32 (statistics, the loss); 'I' i32 (token ids, labels).
+/// 'F' f32 (statistics, the loss); 'I' i32 (token ids, labels); 'A' any
+/// type, shared by every 'A' slot (byte copies: column_slice of ids).
 struct SlotSpec {
   std::string role;
   char type = 'T';

@@ -284,10 +284,11 @@ private:
     return std::nullopt;
   }
 
-  /// Slots marked 'T' share one float type; 'F' and 'I' are fixed.
+  /// Slots marked 'T' share one float type, those marked 'A' one type of
+  /// any kind; 'F' and 'I' are fixed.
   Violation checkGroup(int64_t i, const OpSchema &schema,
                        const std::vector<Slot> &members) const {
-    const Slot *firstFloat = nullptr;
+    const Slot *firstFloat = nullptr, *firstAny = nullptr;
     std::vector<std::string> floatRoles;
     for (const Slot &slot : members)
       if (slot.type == 'T')
@@ -300,6 +301,16 @@ private:
         return atInstr(i, "dtype", what + ", must be f32");
       if (slot.type == 'I' && dtype != DType::I32)
         return atInstr(i, "dtype", what + ", must be i32");
+      if (slot.type == 'A') {
+        if (!firstAny)
+          firstAny = &slot;
+        else if (dtype != plan.buffers[firstAny->buffer].dtype)
+          return atInstr(i, "dtype",
+                         what + " but " + firstAny->role + " (" +
+                             bufferName(firstAny->buffer) + ") is " +
+                             dtypeName(plan.buffers[firstAny->buffer].dtype));
+        continue;
+      }
       if (slot.type != 'T')
         continue;
       if (dtype != DType::F32 && dtype != DType::BF16)

@@ -382,13 +382,13 @@ TEST_CASE("the executor's hand-built test plans keep the contract", "[plan]") {
 TEST_CASE("every op of the schema names its slots and attributes", "[plan]") {
   for (const char *op :
        {"embedding", "rms_norm_grad", "attention_grad", "all_reduce_coalesced",
-        "vocab_parallel_loss_grad", "adamw"}) {
+        "column_slice", "vocab_parallel_loss_grad", "adamw"}) {
     const OpSchema *schema = findOpSchema(op);
     REQUIRE(schema);
     for (const auto *slots : {&schema->operands, &schema->results})
       for (const SlotSpec &slot : *slots) {
         REQUIRE_FALSE(slot.role.empty());
-        REQUIRE(std::string("TFI").find(slot.type) != std::string::npos);
+        REQUIRE(std::string("TFIA").find(slot.type) != std::string::npos);
       }
   }
   REQUIRE(findOpSchema("embedding")->findAttr("vocab_axis")->kind ==

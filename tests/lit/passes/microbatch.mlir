@@ -1,0 +1,37 @@
+// RUN: sed 's/module attributes {sharc.model = {/module attributes {sharc.model = {num_microbatches = 2 : i64, /' \
+// RUN:   %S/Inputs/block.mlir \
+// RUN:   | sharc-opt --sharc-data-parallel=dp=2 --sharc-spmdize --sharc-autodiff \
+// RUN:     --sharc-microbatch --sharc-verify-placements | FileCheck %s
+// RUN: sharc-opt %S/Inputs/block.mlir --sharc-autodiff --sharc-microbatch \
+// RUN:   | FileCheck %s --check-prefix=ONE
+
+// Two microbatches under dp=2: the program was built for one, so the token
+// inputs take both side by side and are split; the forward and backward run
+// once per piece, in order; each backward is seeded with 1/2; gradients are
+// summed and each dp sync runs once, on the sum; the loss is the pieces'
+// mean, summed over dp once.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<8x2xi32, #sharc.place<dp = S(1)>> {sharc.input = "tokens"}
+// CHECK: %[[SEED:.*]] = sharc.fill {value = 5.000000e-01 : f64} : tensor<f32>
+// CHECK: %[[T:.*]]:2 = sharc.split %[[TOKENS]] {dim = 1 : i64} : (tensor<8x2xi32, #sharc.place<dp = S(1)>>) -> (tensor<8x1xi32, #sharc.place<dp = S(1)>>, tensor<8x1xi32, #sharc.place<dp = S(1)>>)
+// CHECK: sharc.embedding %{{.*}}, %[[T]]#0
+// CHECK: %[[L0:.*]] = sharc.cross_entropy
+// CHECK-NOT: sharc.all_reduce
+// CHECK: sharc.embedding_grad
+// CHECK-NOT: sharc.all_reduce
+// CHECK: sharc.embedding %{{.*}}, %[[T]]#1
+// CHECK: %[[L1:.*]] = sharc.cross_entropy
+// CHECK-NOT: sharc.all_reduce
+// CHECK: %[[DE1:.*]] = sharc.embedding_grad
+// CHECK: sharc.add %{{.*}}, %{{.*}} : (tensor<f32, #sharc.place<dp = P>>
+// CHECK: %[[MEAN:.*]] = sharc.scale %{{.*}} {factor = 5.000000e-01 : f64} : (tensor<f32, #sharc.place<dp = P>>)
+// CHECK-NEXT: %[[LOSS:.*]] = sharc.all_reduce %[[MEAN]] {axis = "dp"}
+// CHECK-COUNT-6: sharc.all_reduce {{.*}} {axis = "dp"}
+// CHECK-NOT: sharc.all_reduce
+// CHECK: return %[[LOSS]]
+
+// One microbatch (no num_microbatches in the model sizes): nothing changes.
+// ONE-LABEL: func.func @train_step
+// ONE: sharc.fill {value = 1.000000e+00 : f64}
+// ONE-NOT: sharc.split
+// ONE-COUNT-1: sharc.cross_entropy
