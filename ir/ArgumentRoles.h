@@ -32,12 +32,14 @@ inline constexpr llvm::StringLiteral kRoleNorm = "norm";     // layer norms
 inline constexpr llvm::StringLiteral kRoleHeadNorm = "head_norm"; // q/k norm
 inline constexpr llvm::StringLiteral kRoleEmbedding = "embedding";
 inline constexpr llvm::StringLiteral kRoleLmHead = "lm_head";
-/// A parameter's placement requested by the sharding passes (an
+/// A parameter's or input's placement requested by the sharding passes (an
 /// argument attribute, PlacementAttr), materialised by sharc-spmdize.
 inline constexpr llvm::StringLiteral kPlacementAttr = "sharc.placement";
 /// The device mesh, a module attribute #sharc.mesh<dp = N, tp = M>.
 inline constexpr llvm::StringLiteral kMeshAttr = "sharc.mesh";
-/// Module unit attributes requesting sequence and vocabulary parallelism.
+/// Module attributes requesting sequence parallelism (the name of the axis
+/// whose ranks split the sequence between layers) and vocabulary
+/// parallelism (a unit attribute).
 inline constexpr llvm::StringLiteral kSequenceParallelAttr =
     "sharc.sequence_parallel";
 inline constexpr llvm::StringLiteral kVocabParallelAttr =

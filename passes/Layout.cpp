@@ -11,9 +11,8 @@ Layout sharc::readLayout(ModuleOp module) {
   Layout layout;
   layout.mesh = getMesh(module);
   layout.sequenceParallel = module->hasAttr(kSequenceParallelAttr);
-  // Megatron's sequence parallelism splits over the tensor-parallel ranks.
-  if (layout.sequenceParallel)
-    layout.sequenceParallelAxis = "tp";
+  if (auto axis = module->getAttrOfType<StringAttr>(kSequenceParallelAttr))
+    layout.sequenceParallelAxis = axis.getValue();
   layout.vocabParallel = module->hasAttr(kVocabParallelAttr);
   return layout;
 }

@@ -51,6 +51,11 @@ struct DataParallelPass : sharc::impl::DataParallelBase<DataParallelPass> {
     forEachParam(module, [](func::FuncOp func, unsigned i, StringRef) {
       setParamPlacement(func, i, "dp", kR);
     });
+    // Tokens and labels, [S, B], are split along the batch.
+    for (auto func : module.getOps<func::FuncOp>())
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (!getArgString(func, i, kInputAttr).empty())
+          setParamPlacement(func, i, "dp", 1);
   }
 };
 
@@ -92,7 +97,10 @@ struct SequenceParallelPass
     if (failed(ModelSizes(module).requireDivides("tp", layout.size("tp"),
                                                  "seq_len")))
       return signalPassFailure();
-    module->setAttr(kSequenceParallelAttr, UnitAttr::get(&getContext()));
+    // The axis whose ranks split the sequence between layers: Megatron's
+    // sequence parallelism reuses the tensor-parallel ranks.
+    module->setAttr(kSequenceParallelAttr,
+                    StringAttr::get(&getContext(), "tp"));
     forEachParam(module, [](func::FuncOp func, unsigned i, StringRef role) {
       if (role == kRoleNorm)
         setParamPlacement(func, i, "tp", kR);

@@ -60,16 +60,16 @@ private:
 };
 
 LogicalResult Spmdizer::retypeArguments() {
-  MLIRContext *context = func.getContext();
-  int64_t dp = layout.size("dp");
-  tokenPlacement =
-      PlacementAttr::make(context, {{"dp", dp > 1 ? int64_t(1) : kI}});
+  tokenPlacement = PlacementAttr::getInvariant(func.getContext());
+  for (BlockArgument arg : func.getArguments())
+    if (!getArgString(func, arg.getArgNumber(), kInputAttr).empty())
+      tokenPlacement = getParamPlacement(func, arg.getArgNumber());
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
     SmallVector<int64_t> shape(shapeOf(arg));
-    PlacementAttr placement = tokenPlacement;
+    // What the layout passes requested (invariant where they said nothing).
+    PlacementAttr placement = getParamPlacement(func, index);
     if (!getArgString(func, index, kParamAttr).empty()) {
-      placement = getParamPlacement(func, index);
       StringRef role = getArgString(func, index, kRoleAttr);
       // Megatron pads the vocabulary to a multiple of its split; the padded
       // rows are never looked up and their logits are masked out of the

@@ -11,7 +11,7 @@
 // summed and each dp sync runs once, on the sum; the loss is the pieces'
 // mean, summed over dp once.
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<8x2xi32, #sharc.place<dp = S(1)>> {sharc.input = "tokens"}
+// CHECK-SAME: %[[TOKENS:[^:]*]]: tensor<8x2xi32, #sharc.place<dp = S(1)>> {sharc.input = "tokens", sharc.placement = #sharc.place<dp = S(1)>}
 // CHECK: %[[SEED:.*]] = sharc.fill {value = 5.000000e-01 : f64} : tensor<f32>
 // CHECK: %[[T:.*]]:2 = sharc.split %[[TOKENS]] {dim = 1 : i64} : (tensor<8x2xi32, #sharc.place<dp = S(1)>>) -> (tensor<8x1xi32, #sharc.place<dp = S(1)>>, tensor<8x1xi32, #sharc.place<dp = S(1)>>)
 // CHECK: sharc.embedding %{{.*}}, %[[T]]#0
