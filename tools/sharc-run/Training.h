@@ -1,4 +1,4 @@
-//===- Training.h - sharc-run's evaluation and checkpoint rotation -*- C++ -*-//
+//===- Training.h - sharc-run's evaluation and checkpoints ------*- C++ -*-===//
 // defines: baseLearningRate, evaluate, EvalResult, formatEval,
 //          rotatingCheckpointPath, CheckpointRotation
 //
