@@ -27,13 +27,16 @@ bool isPartial(int64_t code) { return code == kP || code == kPMax; }
 } // namespace
 
 /// A table split over the vocabulary gives partial sums (each rank's zero
-/// rows for ids it does not hold); otherwise the rows follow the ids.
+/// rows for ids it does not hold), one split over the hidden dimension a
+/// result split there; otherwise the rows follow the ids.
 LogicalResult EmbeddingOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
   int64_t table = query.operands[0], ids = query.operands[1];
   if (ids != kI && ids != 1)
     return failure(); // only a batch split of the ids passes through
   if (table == 0 && ids == kI)
     return setRule(rule, {0, kI}, {kP});
+  if (table == 1 && ids == kI) // hidden split: each rank its columns
+    return setRule(rule, {1, kI}, {2});
   if (table == kI || table == kR)
     return setRule(rule, {table, ids}, {ids});
   return failure();
