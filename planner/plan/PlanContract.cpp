@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/plan/PlanContract.h"
+#include "planner/plan/ContractValues.h"
 #include "planner/plan/OpSchema.h"
 #include "planner/plan/PlanText.h"
 
@@ -575,7 +576,9 @@ private:
 } // namespace
 
 std::optional<ContractViolation> findContractViolation(const Plan &plan) {
-  return Checker(plan).run();
+  if (auto violation = Checker(plan).run())
+    return violation;
+  return findValueViolation(plan);
 }
 
 Status checkPlanContract(const Plan &plan) {

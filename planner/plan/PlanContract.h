@@ -16,6 +16,8 @@
 //   buffer overlap  no two buffers share bytes while both are live, unless
 //                one is a declared view of the other (Buffer::viewOf), which
 //                lies inside it
+// then the rules on values (ContractValues.h): program, optimizer,
+// vocabulary and in place.
 //
 //   if (auto violation = findContractViolation(plan))
 //     puts(violation->message.c_str()); // "instr 7 (rms_norm): op schema:

@@ -475,8 +475,11 @@ public:
   /// Where a broken contract shows: the attribute, else the entry at fault.
   YAML::Node locate(const YAML::Node &root, const ContractViolation &v) const {
     bool isBuffer = v.site == ContractViolation::Site::Buffer;
-    const YAML::Node entry =
-        root[isBuffer ? "buffers" : "instructions"][v.index];
+    const YAML::Node table = root[isBuffer ? "buffers" : "instructions"];
+    // A rule about the whole table (an empty program) points at its key.
+    if (!table.IsSequence() || v.index >= static_cast<int64_t>(table.size()))
+      return table;
+    const YAML::Node entry = table[v.index];
     if (v.attr.empty())
       return entry;
     const YAML::Node value = entry["attrs"][v.attr];

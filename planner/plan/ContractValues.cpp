@@ -1,0 +1,116 @@
+//===- ContractValues.cpp - the contract's rules on values ----------------===//
+
+#include "planner/plan/ContractValues.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace sharc::plan {
+namespace {
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+ContractViolation atInstr(const Plan &plan, int64_t i, const std::string &attr,
+                          const std::string &rule, const std::string &detail) {
+  return {ContractViolation::Site::Instruction, i, attr,
+          "instr " + std::to_string(i) + " (" + plan.instructions[i].op +
+              "): " + rule + ": " + detail};
+}
+
+std::optional<ContractViolation> checkOptimizer(const Plan &plan, int64_t i) {
+  const Instruction &instr = plan.instructions[i];
+  struct Bound {
+    const char *attr;
+    double low;
+    bool lowOpen;
+    double high; ///< exclusive
+  };
+  for (const Bound &bound :
+       {Bound{"lr", 0, false, INFINITY}, Bound{"beta1", 0, false, 1},
+        Bound{"beta2", 0, false, 1}, Bound{"eps", 0, true, INFINITY},
+        Bound{"weight_decay", 0, false, INFINITY}}) {
+    double value = instr.getFloat(bound.attr, NAN);
+    bool inside = std::isfinite(value) &&
+                  (bound.lowOpen ? value > bound.low : value >= bound.low) &&
+                  value < bound.high;
+    if (!inside)
+      return atInstr(plan, i, bound.attr, "optimizer",
+                     std::string(bound.attr) + " " + number(value) +
+                         " is outside " + (bound.lowOpen ? "(" : "[") +
+                         number(bound.low) + ", " + number(bound.high) + ")");
+  }
+  return std::nullopt;
+}
+
+std::optional<ContractViolation> checkVocabulary(const Plan &plan, int64_t i) {
+  const Instruction &instr = plan.instructions[i];
+  if (instr.op == "embedding" || instr.op == "embedding_grad") {
+    int64_t table =
+        instr.op == "embedding" ? instr.operands[0] : instr.results[0];
+    const std::vector<int64_t> &shape = plan.buffers[table].shape;
+    if (shape.size() != 2)
+      return std::nullopt; // the kernel's bind refuses it, naming the rank
+    std::string axis = instr.getString("vocab_axis");
+    int64_t parts = axis.empty() ? 1 : plan.axisSize(axis);
+    int64_t start = instr.getInt("vocab_start", 0);
+    int64_t end = start + shape[0] * parts;
+    if (start > 0 || end < plan.vocabSize)
+      return atInstr(plan, i, start > 0 ? "vocab_start" : "", "vocabulary",
+                     "the table's rows cover token ids [" +
+                         std::to_string(start) + ", " + std::to_string(end) +
+                         "), but vocab_size is " +
+                         std::to_string(plan.vocabSize));
+  }
+  auto valid = instr.attrs.find("valid_vocab");
+  if (valid != instr.attrs.end() &&
+      instr.getInt("valid_vocab") < plan.vocabSize)
+    return atInstr(
+        plan, i, "valid_vocab", "vocabulary",
+        "valid_vocab " + std::to_string(instr.getInt("valid_vocab")) +
+            " is below vocab_size " + std::to_string(plan.vocabSize) +
+            ": a label would fall outside the softmax");
+  return std::nullopt;
+}
+
+std::optional<ContractViolation> checkInPlace(const Plan &plan, int64_t i) {
+  const Instruction &instr = plan.instructions[i];
+  if (instr.op == "all_reduce" || instr.op == "all_reduce_coalesced" ||
+      instr.op == "replicate")
+    return std::nullopt;
+  for (int64_t result : instr.results)
+    if (std::find(instr.operands.begin(), instr.operands.end(), result) !=
+        instr.operands.end())
+      return atInstr(plan, i, "", "in place",
+                     "writes buffer " + std::to_string(result) + " '" +
+                         plan.buffers[result].name +
+                         "', which it also reads; only all_reduce, "
+                         "all_reduce_coalesced and replicate work in place");
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<ContractViolation> findValueViolation(const Plan &plan) {
+  if (plan.instructions.empty())
+    return ContractViolation{ContractViolation::Site::Instruction, 0, "",
+                             "program: the plan has no instructions, so a "
+                             "run would train nothing"};
+  for (int64_t i = 0; i < static_cast<int64_t>(plan.instructions.size()); ++i) {
+    if (auto violation = checkInPlace(plan, i))
+      return violation;
+    if (plan.instructions[i].op == "adamw")
+      if (auto violation = checkOptimizer(plan, i))
+        return violation;
+    if (auto violation = checkVocabulary(plan, i))
+      return violation;
+  }
+  return std::nullopt;
+}
+
+} // namespace sharc::plan

@@ -1,0 +1,126 @@
+//===- ContractValuesTest.cpp - plans whose numbers contradict them -------===//
+//
+// Each case takes a valid plan, breaks one value rule of ContractValues.h
+// and asserts the exact message; before these rules every one of them ran
+// to exit 0 (an empty program at loss 0, ids past the embedding table read
+// as zeros, a label past the softmax read the next row's logits).
+
+#include "planner/plan/ContractValues.h"
+#include "planner/plan/PlanIO.h"
+#include "tests/unit/executor/TestPlans.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace sharc;
+using namespace sharc::plan;
+
+namespace {
+
+Plan linearPlan(int64_t tp = 1) {
+  exec::test::LinearModel model;
+  model.vocabParallel = tp > 1;
+  return exec::test::makeLinearPlan(model, 1, tp);
+}
+
+int64_t indexOf(const Plan &plan, const std::string &op) {
+  for (size_t i = 0; i < plan.instructions.size(); ++i)
+    if (plan.instructions[i].op == op)
+      return static_cast<int64_t>(i);
+  FAIL("no " << op);
+  return -1;
+}
+
+std::string violation(const Plan &plan) {
+  std::optional<ContractViolation> found = findContractViolation(plan);
+  REQUIRE(found);
+  return found->message;
+}
+
+} // namespace
+
+TEST_CASE("program: a plan without instructions is refused", "[plan]") {
+  Plan plan = linearPlan();
+  REQUIRE_FALSE(findContractViolation(plan));
+  plan.instructions.clear();
+  REQUIRE(violation(plan) ==
+          "program: the plan has no instructions, so a run would train "
+          "nothing");
+  // Read from a file, it points at the instructions key.
+  std::string text = writePlan(plan);
+  Result<Plan> read = parsePlan(text, "p.yaml");
+  REQUIRE(read.status().exitCode() == 2);
+  REQUIRE_THAT(read.status().message(),
+               Catch::Matchers::StartsWith("p.yaml:") &&
+                   Catch::Matchers::EndsWith(": program: the plan has no "
+                                             "instructions, so a run would "
+                                             "train nothing"));
+}
+
+TEST_CASE("optimizer: adamw hyperparameters stay in range", "[plan]") {
+  struct Case {
+    const char *attr;
+    double value;
+    const char *message;
+  };
+  for (const Case &bad :
+       {Case{"lr", -1e-3, "lr -0.001 is outside [0, inf)"},
+        Case{"beta1", 1.5, "beta1 1.5 is outside [0, 1)"},
+        Case{"beta2", 1.0, "beta2 1 is outside [0, 1)"},
+        Case{"eps", 0.0, "eps 0 is outside (0, inf)"},
+        Case{"weight_decay", NAN, "weight_decay nan is outside [0, inf)"}}) {
+    Plan plan = linearPlan();
+    int64_t adamw = indexOf(plan, "adamw");
+    plan.instructions[adamw].attrs[bad.attr] = bad.value;
+    std::optional<ContractViolation> found = findContractViolation(plan);
+    REQUIRE(found);
+    CHECK(found->attr == bad.attr);
+    CHECK(found->message == "instr " + std::to_string(adamw) +
+                                " (adamw): optimizer: " + bad.message);
+  }
+}
+
+TEST_CASE("vocabulary: every token id has a row and a softmax column",
+          "[plan]") {
+  Plan plan = linearPlan();
+  plan.vocabSize = 9; // the table has 8 rows
+  REQUIRE(violation(plan) == "instr 0 (embedding): vocabulary: the table's "
+                             "rows cover token ids [0, 8), but vocab_size "
+                             "is 9");
+  plan = linearPlan();
+  plan.instructions[0].attrs["vocab_start"] = int64_t{2};
+  REQUIRE(violation(plan) == "instr 0 (embedding): vocabulary: the table's "
+                             "rows cover token ids [2, 10), but vocab_size "
+                             "is 8");
+  plan = linearPlan();
+  int64_t loss = indexOf(plan, "cross_entropy");
+  plan.instructions[loss].attrs["valid_vocab"] = int64_t{7};
+  REQUIRE(violation(plan) ==
+          "instr " + std::to_string(loss) +
+              " (cross_entropy): vocabulary: valid_vocab 7 is below "
+              "vocab_size 8: a label would fall outside the softmax");
+  // Split over tp, the shards together must cover the vocabulary.
+  plan = linearPlan(2);
+  REQUIRE_FALSE(findContractViolation(plan));
+}
+
+TEST_CASE("in place: only collectives may write a buffer they read", "[plan]") {
+  Plan plan = linearPlan();
+  int64_t matmul = indexOf(plan, "matmul");
+  Instruction &instr = plan.instructions[matmul];
+  instr.results[0] = instr.operands[0];
+  REQUIRE_THAT(violation(plan),
+               Catch::Matchers::StartsWith(
+                   "instr " + std::to_string(matmul) +
+                   " (matmul): in place: writes buffer " +
+                   std::to_string(instr.operands[0]) +
+                   " 'x', which it also "
+                   "reads; only all_reduce, all_reduce_coalesced and "
+                   "replicate work in place"));
+  // The vocab-parallel loss all-reduces its statistics in place.
+  Plan split = linearPlan(2);
+  REQUIRE(split.instructions[indexOf(split, "all_reduce")].results ==
+          split.instructions[indexOf(split, "all_reduce")].operands);
+  REQUIRE_FALSE(findContractViolation(split));
+}
