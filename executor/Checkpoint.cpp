@@ -2,6 +2,7 @@
 
 #include "executor/Checkpoint.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <set>
@@ -97,6 +98,32 @@ Status readDataPosition(const plan::TensorFile &file, int64_t &position) {
   return Status::ok();
 }
 
+/// Vocabulary parallelism pads embed_tokens and lm_head to a multiple of
+/// tp; rows from vocab_size on are never read (no token has their id, the
+/// loss masks their logits). The file holds the model's rows only, so a
+/// checkpoint moves between padded and unpadded layouts. The rows of the
+/// parameter a tensor belongs to (itself or "<param>.exp_avg..."), or -1.
+int64_t paddedRows(const plan::Plan &plan, const std::string &tensorName) {
+  for (const char *name : {"embed_tokens.weight", "lm_head.weight"}) {
+    const plan::ParamEntry *param = plan.findParam(name);
+    if (!param || param->globalShape.size() != 2 ||
+        param->globalShape[0] <= plan.vocabSize)
+      continue;
+    std::string prefix = std::string(name) + ".";
+    if (tensorName == name || tensorName.compare(0, prefix.size(), prefix) == 0)
+      return param->globalShape[0];
+  }
+  return -1;
+}
+
+/// Keeps or zero-pads the leading rows of a row-major tensor to `rows`.
+void resizeRows(plan::NamedTensor &tensor, int64_t rows) {
+  int64_t rowBytes = static_cast<int64_t>(tensor.bytes.size()) /
+                     std::max<int64_t>(tensor.shape[0], 1);
+  tensor.bytes.resize(static_cast<size_t>(rows * rowBytes));
+  tensor.shape[0] = rows;
+}
+
 } // namespace
 
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
@@ -119,6 +146,10 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
       file.tensors.push_back(std::move(tensor));
     file.metadata["optimizer_state"] = "adamw";
   }
+  const plan::Plan &plan = runtime.plan();
+  for (plan::NamedTensor &tensor : file.tensors)
+    if (paddedRows(plan, tensor.name) > 0)
+      resizeRows(tensor, plan.vocabSize);
   return plan::writeSafeTensors(path, file);
 }
 
@@ -131,6 +162,12 @@ Status loadCheckpoint(Runtime &runtime, const std::string &path,
     SHARC_TRY(readDataPosition(*file, *dataPosition).withContext(path));
   int64_t step = -1;
   SHARC_TRY(checkMetadata(runtime, *file, step).withContext(path));
+  for (plan::NamedTensor &tensor : file->tensors) {
+    int64_t rows = paddedRows(runtime.plan(), tensor.name);
+    if (rows > 0 && tensor.shape.size() == 2 &&
+        tensor.shape[0] == runtime.plan().vocabSize)
+      resizeRows(tensor, rows);
+  }
   SHARC_TRY(runtime.loadParams(*file).withContext(path));
   if (file->metadata.count("optimizer_state") == 0)
     return Status::ok();

@@ -9,6 +9,9 @@
 // position in the learning-rate schedule, a function of the step), the
 // plan's lr_schedule as text, and data_position (the token windows the run
 // has consumed, DataLoader.h), so a resumed run continues both exactly.
+// The vocabulary rows that vocabulary parallelism pads embed_tokens and
+// lm_head with are left out (and zero when loaded), so a checkpoint of a
+// padded layout loads on an unpadded one and back.
 #pragma once
 
 #include "executor/Runtime.h"
