@@ -35,3 +35,20 @@
 // ONE: sharc.fill {value = 1.000000e+00 : f64}
 // ONE-NOT: sharc.split
 // ONE-COUNT-1: sharc.cross_entropy
+
+// RUN: sharc-opt %s --split-input-file --verify-diagnostics --sharc-microbatch
+// A step that returns more than the loss and gradients (the logits of a
+// validation plan) cannot be accumulated; the error points at where
+// num_microbatches was written (here, the module).
+// expected-error @+1 {{num_microbatches (2) > 1 returns only the loss and gradients, not 'logits'}}
+module attributes {sharc.model = {num_microbatches = 2 : i64}} {
+  func.func @logits_returned(
+      %x: tensor<8x2x16xf32> {sharc.param = "x"},
+      %labels: tensor<8x2xi32> {sharc.input = "labels"})
+      -> (tensor<f32> {sharc.output = "loss"},
+          tensor<8x2x16xf32> {sharc.output = "logits"}) {
+    %loss = sharc.cross_entropy %x, %labels {valid_vocab = 16 : i64}
+        : (tensor<8x2x16xf32>, tensor<8x2xi32>) -> tensor<f32>
+    return %loss, %x : tensor<f32>, tensor<8x2x16xf32>
+  }
+}
