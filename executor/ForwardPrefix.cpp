@@ -2,16 +2,16 @@
 
 #include "executor/ForwardPrefix.h"
 
+#include <map>
 #include <string>
 
 namespace sharc::exec {
 namespace {
 
-/// Whether buffers a and b share bytes (same region, overlapping ranges):
-/// a view of the loss, or the loss a view of a slab, counts as the loss.
-bool overlaps(const plan::Buffer &a, const plan::Buffer &b) {
-  return a.region == b.region && a.offset < b.offset + b.numBytes &&
-         b.offset < a.offset + a.numBytes;
+/// A view and its base are one family (views are one level deep).
+int64_t family(const plan::Plan &plan, int64_t id) {
+  int64_t base = plan.buffers[id].viewOf;
+  return base >= 0 ? base : id;
 }
 
 bool isPersistent(const plan::Buffer &buffer) {
@@ -19,36 +19,74 @@ bool isPersistent(const plan::Buffer &buffer) {
          buffer.region == plan::Region::OptState;
 }
 
+/// What instruction `instr` writes: its results and the operands its op
+/// updates in place.
+std::vector<int64_t> writes(const plan::Instruction &instr, const OpDef *def) {
+  std::vector<int64_t> written = instr.results;
+  for (size_t k = 0; k < instr.operands.size() && k < 32; ++k)
+    if (def && (def->updatedOperands >> k) & 1)
+      written.push_back(instr.operands[k]);
+  return written;
+}
+
 } // namespace
 
-Result<int64_t> forwardLossEnd(const plan::Plan &plan, const OpTable &ops) {
+Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
+                                              const OpTable &ops) {
   const plan::IoEntry *loss = plan.findOutput("loss");
   if (!loss)
     return Status::invalidInput("the plan has no 'loss' output to evaluate");
-  const plan::Buffer &lossBuffer = plan.buffers[loss->buffer];
-  int64_t end = -1;
-  for (size_t i = 0; i < plan.instructions.size(); ++i)
-    for (int64_t id : plan.instructions[i].results)
-      if (overlaps(plan.buffers[id], lossBuffer))
-        end = static_cast<int64_t>(i) + 1;
-  if (end < 0)
-    return Status::invalidInput("no instruction writes the 'loss' output");
-  for (int64_t i = 0; i < end; ++i) {
+  int64_t count = static_cast<int64_t>(plan.instructions.size());
+  std::map<int64_t, std::vector<int64_t>> writersOf; // family -> instrs
+  std::map<int64_t, int64_t> signallerOf;            // event -> instr
+  std::vector<std::vector<int64_t>> written(count);
+  for (int64_t i = 0; i < count; ++i) {
     const plan::Instruction &instr = plan.instructions[i];
-    const OpDef *def = ops.find(instr.op);
-    std::vector<int64_t> written = instr.results;
-    for (size_t k = 0; k < instr.operands.size() && k < 32; ++k)
-      if (def && (def->updatedOperands >> k) & 1)
-        written.push_back(instr.operands[k]);
-    for (int64_t id : written)
+    written[i] = writes(instr, ops.find(instr.op));
+    for (int64_t id : written[i])
+      writersOf[family(plan, id)].push_back(i);
+    for (int64_t event : instr.signals)
+      signallerOf[event] = i;
+  }
+  std::vector<bool> taken(count, false);
+  std::vector<int64_t> work = writersOf[family(plan, loss->buffer)];
+  if (work.empty())
+    return Status::invalidInput("no instruction writes the 'loss' output");
+  for (int64_t i : work)
+    taken[i] = true;
+  while (!work.empty()) {
+    int64_t i = work.back();
+    work.pop_back();
+    auto take = [&](int64_t j) {
+      if (!taken[j]) {
+        taken[j] = true;
+        work.push_back(j);
+      }
+    };
+    const plan::Instruction &instr = plan.instructions[i];
+    for (int64_t id : instr.operands)
+      for (int64_t j : writersOf[family(plan, id)])
+        if (j < i)
+          take(j);
+    for (int64_t event : instr.waits)
+      if (auto found = signallerOf.find(event); found != signallerOf.end())
+        take(found->second);
+  }
+  std::vector<int64_t> program;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!taken[i])
+      continue;
+    for (int64_t id : written[i])
       if (isPersistent(plan.buffers[id]))
         return Status::invalidInput(
-            "instr " + std::to_string(i) + " (" + instr.op + ") writes " +
-            plan::regionName(plan.buffers[id].region) + " buffer '" +
-            plan.buffers[id].name + "' before the loss is complete (instr " +
-            std::to_string(end - 1) + "): evaluating would change the model");
+            "instr " + std::to_string(i) + " (" + plan.instructions[i].op +
+            ") writes " + plan::regionName(plan.buffers[id].region) +
+            " buffer '" + plan.buffers[id].name +
+            "', and the loss depends on it: evaluating would change the "
+            "model");
+    program.push_back(i);
   }
-  return end;
+  return program;
 }
 
 } // namespace sharc::exec

@@ -1,16 +1,20 @@
 //===- ForwardPrefix.h - the instructions that compute the loss -*- C++ -*-===//
-// defines: forwardLossEnd
+// defines: lossInstructions
 //
-// Evaluation runs the plan's training step only up to the loss: the
-// instructions 0 .. end-1, end being one past the last instruction that
-// writes the `loss` output. The prefix is self-contained because the plan
-// lists instructions in a topological order and every wait after its
-// signal (docs/plan-format.md), so every producer of the loss and every
-// event a prefix instruction waits for lies in the prefix. Backward
-// instructions the schedule placed before the loss's last reduction may be
-// in it; they only write activations and gradients, which the next step
-// rewrites. What makes a prefix unusable is an instruction that writes a
-// parameter or optimizer state (adamw): then evaluation would train.
+// Evaluation runs only the instructions of the training step that the loss
+// depends on: the writers of the `loss` output, and transitively, for each
+// instruction taken, every earlier writer of a buffer it reads (or updates
+// in place) and the signaller of every event it waits for. Buffers are
+// compared by identity and view family (a slab and its views), not by the
+// arena bytes they share with other tenants over time. Run in plan order,
+// the subset is a valid program: the plan's order is topological, every
+// wait follows its signal, and every cross-stream order between two taken
+// instructions runs through waits whose signallers are taken too. The
+// schedule may place work the loss does not need (the backward, the
+// optimizer) before the loss's last instruction (a microbatched plan scales
+// the summed loss at the very end); that work is left out. A taken
+// instruction that writes a parameter or optimizer state would make
+// evaluation train, so such a plan is refused.
 #pragma once
 
 #include "executor/OpTable.h"
@@ -18,13 +22,15 @@
 #include "planner/plan/Status.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace sharc::exec {
 
-/// One past the last instruction writing `loss` (or bytes of its buffer);
-/// invalid input when the plan has no loss output or an instruction of the
-/// prefix writes the param or opt_state region (results and operands the
-/// op updates in place, OpDef::updatedOperands).
-Result<int64_t> forwardLossEnd(const plan::Plan &plan, const OpTable &ops);
+/// The instructions the loss depends on, ascending; invalid input when the
+/// plan has no loss output, nothing writes it, or one of them writes the
+/// param or opt_state region (results and operands the op updates in
+/// place, OpDef::updatedOperands).
+Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
+                                              const OpTable &ops);
 
 } // namespace sharc::exec

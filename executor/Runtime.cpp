@@ -373,11 +373,11 @@ Result<StepStats> Runtime::step() {
 
 Result<double> Runtime::evalLoss() {
   if (evalOrder_.empty()) {
-    auto end = forwardLossEnd(plan_, OpTable::get());
-    if (!end)
-      return end.status().withContext("evaluation");
+    auto program = lossInstructions(plan_, OpTable::get());
+    if (!program)
+      return program.status().withContext("evaluation");
     evalStreamInstrs_.assign(order_.numStreams, {});
-    for (int64_t i = 0; i < *end; ++i) {
+    for (int64_t i : *program) {
       evalOrder_.push_back(i);
       evalStreamInstrs_[plan_.instructions[i].stream].push_back(i);
     }

@@ -110,8 +110,8 @@ public:
   /// Runs every rank's instruction list once; the step counter advances
   /// only on success.
   Result<StepStats> step();
-  /// The loss of the batch setBatch wrote, computed by the instructions up
-  /// to the one completing `loss` (ForwardPrefix.h): parameters, optimizer
+  /// The loss of the batch setBatch wrote, computed by the instructions the
+  /// loss depends on (ForwardPrefix.h), in plan order: parameters, optimizer
   /// state, the step counter and the schedule are untouched, so training
   /// after it is bit for bit what it would have been. Invalid input for a
   /// plan whose prefix would write a parameter.

@@ -427,7 +427,8 @@ TEST_CASE("evalLoss runs the forward alone and leaves training untouched",
     REQUIRE(asDoubles(*evaluated->gatherParams()->find(name)) ==
             asDoubles(*plain->gatherParams()->find(name)));
 
-  // A plan whose prefix updates a parameter would train while evaluating.
+  // A plan whose loss reads a parameter after its update would train while
+  // evaluating.
   plan::Plan early = plan;
   size_t adamw = early.instructions.size() - 1;
   REQUIRE(early.instructions[adamw].op == "adamw");
@@ -437,6 +438,6 @@ TEST_CASE("evalLoss runs the forward alone and leaves training untouched",
   REQUIRE(refused.status().code() == Status::Code::InvalidInput);
   REQUIRE_THAT(refused.status().message(),
                Catch::Matchers::Contains("instr 0 (adamw) writes param "
-                                         "buffer 'head.weight' before the "
-                                         "loss is complete"));
+                                         "buffer 'head.weight', and the "
+                                         "loss depends on it"));
 }
