@@ -176,12 +176,14 @@ def main():
         if starts_record and eos is not None and ids:
             ids.append(eos)
         ids.extend(encoding.ids)
+    if args.val_every == 0:
+        del splits["val"]
+    # Both checked before either is written: no half-prepared directory.
     for name, ids in splits.items():
-        if name == "val" and args.val_every == 0:
-            continue
         if not ids:
             fail(f"no {name} tokens: too little text for --val-every "
                  f"{args.val_every} and --chunk-lines {args.chunk_lines}")
+    for name, ids in splits.items():
         path = os.path.join(args.out, f"{name}.tokens")
         write_tokens(path, ids, vocab)
         print(f"{path}: {len(ids)} tokens, vocabulary {vocab}")
