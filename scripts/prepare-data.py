@@ -161,7 +161,6 @@ def main():
     else:
         tokenizer = train_tokenizer((text for text, _ in docs),
                                     args.train_tokenizer)
-        tokenizer.save(os.path.join(args.out, "tokenizer.json"))
     vocab = tokenizer.get_vocab_size(with_added_tokens=True)
     eos = tokenizer.token_to_id(SPECIALS[0])
 
@@ -183,6 +182,8 @@ def main():
         if not ids:
             fail(f"no {name} tokens: too little text for --val-every "
                  f"{args.val_every} and --chunk-lines {args.chunk_lines}")
+    if args.train_tokenizer is not None:
+        tokenizer.save(os.path.join(args.out, "tokenizer.json"))
     for name, ids in splits.items():
         path = os.path.join(args.out, f"{name}.tokens")
         write_tokens(path, ids, vocab)
