@@ -33,11 +33,28 @@ private:
                          getPlacement(type).withAxis(axis, code));
   }
 
+  /// Gathers (to I) the axes inside `axis` that split `dim`, innermost
+  /// first, so that `axis` becomes the innermost; the later steps of the
+  /// reshard slice them again where the target splits them.
+  void uncoverInnermost(StringRef axis, int64_t dim);
+
   OpBuilder &builder;
   Location loc;
   Value value;
   MeshAttr mesh;
 };
+
+void Resharder::uncoverInnermost(StringRef axis, int64_t dim) {
+  SmallVector<StringRef> inner;
+  for (StringAttr other : mesh.getAxes())
+    if (mesh.indexOf(other.getValue()) > mesh.indexOf(axis) &&
+        getPlacement(value.getType()).getAxis(other.getValue()) == dim)
+      inner.push_back(other.getValue());
+  for (StringRef other : llvm::reverse(inner))
+    value = builder.create<AllGatherOp>(
+        loc, typeWith(other, kI, dim, mesh.getSize(other), 1), value,
+        builder.getStringAttr(other), builder.getI64IntegerAttr(dim));
+}
 
 LogicalResult Resharder::step(StringRef axis, int64_t to, bool splitting) {
   int64_t from = getPlacement(value.getType()).getAxis(axis);
@@ -48,6 +65,12 @@ LogicalResult Resharder::step(StringRef axis, int64_t to, bool splitting) {
   bool startsSplit = to >= 0 && (from == kI || from == kP);
   if (startsSplit != splitting)
     return success(); // the other phase's change
+  // Blocks of an inner axis lie inside those of an outer one: to move the
+  // outer axis's split, the inner ones must not split that dimension.
+  if (from >= 0)
+    uncoverInnermost(axis, from);
+  if (to >= 0)
+    uncoverInnermost(axis, to);
   if (from >= 0 && (to == kR || to == kI)) {
     value = builder.create<AllGatherOp>(loc, typeWith(axis, to, from, size, 1),
                                         value, axisAttr,

@@ -57,3 +57,32 @@ module attributes {sharc.mesh = #sharc.mesh<cp = 2>} {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// The sequence split over cp and, inside it, tp against one split over tp
+// alone: moving the outer axis's split needs the inner axis out of the way
+// first (gathered, then sliced again), whichever way the change goes.
+module attributes {sharc.mesh = #sharc.mesh<cp = 2, tp = 2>} {
+  // CHECK-LABEL: func.func @outer_split_under_inner
+  func.func @outer_split_under_inner(
+      %both: tensor<8x2x8xf32> {sharc.param = "both", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(0), tp = S(0)>},
+      %inner: tensor<8x2x8xf32> {sharc.param = "inner", sharc.role = "norm",
+          sharc.placement = #sharc.place<tp = S(0)>})
+      -> (tensor<8x2x8xf32>, tensor<8x2x8xf32>) {
+    // CHECK: %[[T:.*]] = sharc.all_gather %[[BOTH:[^ ]*]] {axis = "tp", dim = 0 : i64} : (tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>) -> tensor<4x2x8xf32, #sharc.place<cp = S(0)>>
+    // CHECK-NEXT: %[[C:.*]] = sharc.all_gather %[[T]] {axis = "cp", dim = 0 : i64} {{.*}} -> tensor<8x2x8xf32>
+    // CHECK-NEXT: %[[S:.*]] = sharc.slice_to_rank %[[C]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<tp = S(0)>>
+    // CHECK-NEXT: sharc.add %{{.*}}, %[[S]]
+    %a = sharc.add %inner, %both
+        : (tensor<8x2x8xf32>, tensor<8x2x8xf32>) -> tensor<8x2x8xf32>
+    // CHECK: %[[U:.*]] = sharc.all_gather %{{.*}} {axis = "tp", dim = 0 : i64} : (tensor<4x2x8xf32, #sharc.place<tp = S(0)>>) -> tensor<8x2x8xf32>
+    // CHECK-NEXT: %[[SC:.*]] = sharc.slice_to_rank %[[U]] {axis = "cp", dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<cp = S(0)>>
+    // CHECK-NEXT: %[[ST:.*]] = sharc.slice_to_rank %[[SC]] {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<2x2x8xf32, #sharc.place<cp = S(0), tp = S(0)>>
+    // CHECK-NEXT: sharc.add %{{.*}}, %[[ST]]
+    %b = sharc.add %both, %inner
+        : (tensor<8x2x8xf32>, tensor<8x2x8xf32>) -> tensor<8x2x8xf32>
+    return %a, %b : tensor<8x2x8xf32>, tensor<8x2x8xf32>
+  }
+}
