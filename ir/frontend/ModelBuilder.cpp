@@ -220,8 +220,7 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   // sharc-microbatch splits the batch; one microbatch needs no record (and
   // keeps the IR of every one-microbatch model as it was).
   if (numMicrobatches > 1) {
-    record("num_microbatches", numMicrobatches,
-           config.run.numMicrobatches.loc);
+    record("num_microbatches", numMicrobatches, config.run.numMicrobatches.loc);
     record("micro_batch_size", batch, config.run.microBatchSize.loc);
   }
   module->getOperation()->setAttr(kModelAttr, builder.getDictionaryAttr(sizes));
