@@ -177,9 +177,16 @@ LogicalResult Accumulator::run() {
     for (Value value : summed) {
       Value piece = mapping.lookup(value);
       Value &sum = sums[value];
-      sum = m == 0 ? piece
-                   : builder.create<AddOp>(piece.getLoc(), piece.getType(), sum,
-                                           piece);
+      if (m == 0) {
+        sum = piece;
+        continue;
+      }
+      // Right after the piece is final: it dies at once, and in the last
+      // microbatch the sum is ready for its sync (a dp bucket) while the
+      // rest of the backward runs.
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointAfterValue(piece);
+      sum = builder.create<AddOp>(piece.getLoc(), piece.getType(), sum, piece);
     }
   }
   SmallVector<Value> results;

@@ -20,11 +20,14 @@
 // CHECK: sharc.embedding_grad
 // CHECK-NOT: sharc.all_reduce
 // CHECK: sharc.embedding %{{.*}}, %[[T]]#1
+// Each sum is taken as soon as the second piece is final.
 // CHECK: %[[L1:.*]] = sharc.cross_entropy
+// CHECK-NEXT: %[[S1:.*]] = sharc.scale %[[L1]]
+// CHECK-NEXT: %[[LSUM:.*]] = sharc.add %{{.*}}, %[[S1]] : (tensor<f32, #sharc.place<dp = P>>
 // CHECK-NOT: sharc.all_reduce
 // CHECK: %[[DE1:.*]] = sharc.embedding_grad
-// CHECK: sharc.add %{{.*}}, %{{.*}} : (tensor<f32, #sharc.place<dp = P>>
-// CHECK: %[[MEAN:.*]] = sharc.scale %{{.*}} {factor = 5.000000e-01 : f64} : (tensor<f32, #sharc.place<dp = P>>)
+// CHECK-NEXT: sharc.add %{{.*}}, %[[DE1]] : (tensor<16x8xf32, #sharc.place<dp = P>>
+// CHECK-NEXT: %[[MEAN:.*]] = sharc.scale %[[LSUM]] {factor = 5.000000e-01 : f64} : (tensor<f32, #sharc.place<dp = P>>)
 // CHECK-NEXT: %[[LOSS:.*]] = sharc.all_reduce %[[MEAN]] {axis = "dp"}
 // CHECK-COUNT-6: sharc.all_reduce {{.*}} {axis = "dp"}
 // CHECK-NOT: sharc.all_reduce
