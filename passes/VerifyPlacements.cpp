@@ -47,14 +47,48 @@ LogicalResult checkGradients(func::FuncOp func) {
   return success();
 }
 
+/// Every placement names axes of the mesh, and splits each dimension into
+/// whole blocks only over axes the mesh has: the error names the value
+/// (argument or an op's result) and the axis.
+LogicalResult checkAxes(func::FuncOp func) {
+  MeshAttr mesh = getMesh(func);
+  auto check = [&](Value value, auto emit) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(value.getType());
+    if (!tensor)
+      return success();
+    for (StringAttr axis : getPlacement(tensor).getAxes())
+      if (!mesh.hasAxis(axis.getValue()))
+        return emit() << "is placed over axis '" << axis.getValue()
+                      << "', which the mesh lacks";
+    return success();
+  };
+  for (BlockArgument arg : func.getArguments())
+    if (failed(check(arg, [&] {
+          return emitError(arg.getLoc())
+                 << "argument " << arg.getArgNumber() << " ";
+        })))
+      return failure();
+  WalkResult walk = func.walk([&](Operation *op) {
+    for (OpResult result : op->getResults())
+      if (failed(check(result, [&] {
+            return op->emitOpError("result ")
+                   << result.getResultNumber() << " ";
+          })))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 struct VerifyPlacementsPass
     : sharc::impl::VerifyPlacementsBase<VerifyPlacementsPass> {
   void runOnOperation() override {
     // Each op's own placement rule is checked when it is verified (type
-    // inference, the collectives' verifiers); what only the function knows
-    // is whether every gradient matches its parameter.
+    // inference, the collectives' verifiers); what only the module knows
+    // is its mesh, and only the function whether every gradient matches
+    // its parameter.
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(checkGradients(func)))
+      if (failed(checkAxes(func)) || failed(checkGradients(func)))
         return signalPassFailure();
   }
 };
