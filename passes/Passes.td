@@ -92,9 +92,13 @@ def Spmdize : Pass<"sharc-spmdize", "::mlir::ModuleOp"> {
   let description = [{
     Rewrites the dense forward into the SPMD program of one rank: local
     shapes, a placement on every value, and the collectives each op's
-    placement rule needs (one per value and target placement, so one
-    all_gather feeds q, k and v). Runs before autodiff, which derives the
-    backward collectives from their transposes.
+    sharding rule needs. For every op and every mesh axis it asks the op's
+    `ShardingRuleOpInterface` which placements the operands need, brings
+    them there with the generic reshard (passes/Reshard.h; one per value
+    and target placement, so one all_gather feeds q, k and v) and lets the
+    op build itself on its local operands; it knows no op type and no axis
+    name. Runs before autodiff, which derives the backward collectives from
+    their transposes.
   }];
 }
 
