@@ -122,6 +122,28 @@ FailureOr<Value> sharc::reshard(OpBuilder &builder, Location loc, Value value,
       if (!mesh.hasAxis(axis.getValue()))
         return emitError(loc) << "placement names axis '" << axis.getValue()
                               << "', which the mesh lacks";
+  // Sums over several axes at once are one all_reduce over all of them
+  // (a group spanning their product), not one per axis.
+  PlacementAttr current = getPlacement(value.getType());
+  for (int64_t kind : {kP, kPMax}) {
+    SmallVector<StringRef> summed;
+    PlacementAttr reduced = current;
+    for (StringRef axis : axes) {
+      int64_t to = target.getAxis(axis);
+      if (current.getAxis(axis) == kind &&
+          (to == kI || (to == kR && kind == kP))) {
+        summed.push_back(axis);
+        reduced = reduced.withAxis(axis, to);
+      }
+    }
+    if (summed.size() < 2)
+      continue;
+    value = builder.create<AllReduceOp>(
+        loc, withPlacement(value.getType(), reduced), value,
+        builder.getStringAttr(joinAxes(summed)),
+        builder.getStringAttr(kind == kPMax ? "max" : "sum"));
+    current = reduced;
+  }
   Resharder resharder(builder, loc, value, mesh);
   for (StringRef axis : llvm::reverse(axes))
     if (failed(resharder.step(axis, target.getAxis(axis), false)))

@@ -86,3 +86,23 @@ module attributes {sharc.mesh = #sharc.mesh<cp = 2, tp = 2>} {
     return %a, %b : tensor<8x2x8xf32>, tensor<8x2x8xf32>
   }
 }
+
+// -----
+
+// A sum over dp and tp, needed whole: one all_reduce over both axes (a
+// group spanning dp x tp), not one per axis.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  // CHECK-LABEL: func.func @sum_over_two_axes
+  func.func @sum_over_two_axes(
+      %p: tensor<8x2x8xf32> {sharc.param = "p", sharc.role = "norm",
+          sharc.placement = #sharc.place<dp = P, tp = P>},
+      %w: tensor<8xf32> {sharc.param = "w", sharc.role = "norm"})
+      -> tensor<8x2x8xf32> {
+    // CHECK: %[[R:.*]] = sharc.all_reduce %{{.*}} {axis = "dp,tp"} : (tensor<8x2x8xf32, #sharc.place<dp = P, tp = P>>) -> tensor<8x2x8xf32>
+    // CHECK-NOT: sharc.all_reduce
+    // CHECK: sharc.rms_norm %[[R]]
+    %n = sharc.rms_norm %p, %w {eps = 1.0e-6 : f64}
+        : (tensor<8x2x8xf32>, tensor<8xf32>) -> tensor<8x2x8xf32>
+    return %n : tensor<8x2x8xf32>
+  }
+}
