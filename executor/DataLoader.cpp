@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 
 namespace sharc::exec {
 namespace {
@@ -122,6 +123,22 @@ int64_t DataLoader::numWindows() const {
   return whole > 0 ? whole : 1;
 }
 
+void DataLoader::setShuffle(bool shuffle) {
+  stride_ = 0;
+  int64_t count = numWindows();
+  if (!shuffle || count <= 1)
+    return;
+  // The golden ratio spreads consecutive multiples evenly over [0, N).
+  int64_t golden = static_cast<int64_t>(0.6180339887498949 * count + 0.5);
+  for (int64_t delta = 0; delta < count; ++delta)
+    for (int64_t candidate : {golden - delta, golden + delta})
+      if (candidate >= 1 && candidate < count &&
+          std::gcd(candidate, count) == 1) {
+        stride_ = candidate;
+        return;
+      }
+}
+
 std::vector<int32_t> DataLoader::batch(int64_t step) const {
   return batchAt((step - 1) * batch_);
 }
@@ -143,6 +160,12 @@ std::vector<int32_t> DataLoader::batchAt(int64_t firstWindow) const {
   uint64_t numTokens = fileTokens_.size();
   for (int64_t b = 0; b < batch_; ++b) {
     uint64_t window = static_cast<uint64_t>(firstWindow + b);
+    if (stride_ > 0) {
+      uint64_t count = static_cast<uint64_t>(numWindows());
+      window =
+          static_cast<uint64_t>(static_cast<unsigned __int128>(window % count) *
+                                static_cast<uint64_t>(stride_) % count);
+    }
     // In 128 bits: both factors reach the file's length.
     uint64_t start = static_cast<uint64_t>(
         static_cast<unsigned __int128>(window % numTokens) *

@@ -66,6 +66,12 @@ public:
   /// Windows of S tokens the file holds whole (at least 1); 0 when
   /// synthetic, whose stream never repeats.
   int64_t numWindows() const;
+  /// Reads the file's whole windows in a fixed scattered order instead of
+  /// in file order, so that a step's neighbours come from far apart in the
+  /// text: data position w reads window (w * a) mod N of N, a the integer
+  /// nearest 0.618 N that is coprime to N (a permutation of each pass over
+  /// the file). A function of w alone, so resuming stays exact.
+  void setShuffle(bool shuffle);
 
 private:
   DataLoader(int64_t vocab, int64_t batch, int64_t seqLen)
@@ -73,6 +79,7 @@ private:
   int64_t vocab_, batch_, seqLen_;
   uint64_t seed_ = 0;
   std::vector<int32_t> fileTokens_; ///< empty: synthetic
+  int64_t stride_ = 0;              ///< setShuffle's a; 0: file order
 };
 
 } // namespace sharc::exec

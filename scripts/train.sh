@@ -39,7 +39,7 @@ else
     "$root/.venv/bin/python" "$root/scripts/prepare-data.py" "$text" \
       -o "$data" --train-tokenizer "$vocab"
   fi
-  datargs=(--data "$data/train.tokens" --val-data "$data/val.tokens"
+  datargs=(--data "$data/train.tokens" --shuffle --val-data "$data/val.tokens"
            --eval-every 5 --eval-batches 4)
 fi
 "$build/bin/sharc" compile "$model" --run "$run" -o "$plan" $flags

@@ -58,11 +58,12 @@ struct Options {
   int64_t evalBatches = 16; ///< batches of the validation file per eval
   int64_t saveEvery = 0;    ///< 0: only the final --save
   int64_t keepLast = 3;     ///< rotating checkpoints kept
+  bool shuffle = false;     ///< --data's windows in a scattered order
 };
 
 const char *kUsage =
     "usage: sharc-run PLAN [--backend auto|cpu|cuda] [--steps N] [--seed N]\n"
-    "                 [--data FILE | --synthetic] [--load CKPT]\n"
+    "                 [--data FILE [--shuffle] | --synthetic] [--load CKPT]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
     "                 [--poison] [--check] [--quiet] [--cuda-graph]\n"
     "                 [--validate DENSE_PLAN | --compare-cpu]\n"
@@ -75,7 +76,8 @@ const char *kUsage =
     "                  node has a GPU per rank, else cpu\n"
     "  --data FILE     a token file (docs/data.md: scripts/prepare-data.py's,\n"
     "                  or raw int32 ids), read in windows of seq_len tokens\n"
-    "                  (default: --synthetic)\n"
+    "                  (default: --synthetic); --shuffle reads its windows\n"
+    "                  in a fixed scattered order (DataLoader.h)\n"
     "  --val-data FILE  validation tokens: prints the loss and perplexity\n"
     "                  of the forward pass alone (no parameter changes) on\n"
     "                  its first --eval-batches batches (16) before the\n"
@@ -174,6 +176,8 @@ Result<Options> parseFlags(int argc, char **argv) {
       SHARC_TRY(needCount(options.seed));
     } else if (flag == "--data") {
       SHARC_TRY(needValue(options.dataPath));
+    } else if (flag == "--shuffle") {
+      options.shuffle = true;
     } else if (flag == "--val-data") {
       SHARC_TRY(needValue(options.valPath));
     } else if (flag == "--eval-every") {
@@ -227,6 +231,8 @@ Result<Options> parseFlags(int argc, char **argv) {
     return bad("--trace needs --steps >= 1");
   if (!options.tracePath.empty() && !options.validatePath.empty())
     return bad("--trace does not apply to --validate");
+  if (options.shuffle && options.dataPath.empty())
+    return bad("--shuffle needs --data FILE");
   if (options.evalEvery > 0 && options.valPath.empty())
     return bad("--eval-every needs --val-data FILE");
   if (options.saveEvery > 0 && options.savePath.empty())
@@ -404,6 +410,7 @@ int run(const Options &options, bool stepsGiven) {
     if (!fromFile)
       return fail(fromFile.status());
     loader = std::move(*fromFile);
+    loader->setShuffle(options.shuffle);
   }
   if (dataPosition < 0)
     dataPosition = (rt.nextStep() - 1) * batch;

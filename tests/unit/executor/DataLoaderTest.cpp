@@ -271,3 +271,30 @@ TEST_CASE("the step line shows the lr, the elapsed time and the rest",
           "step   12  loss 3.25000  lr 3.000e-04  time 500.0 ms  tokens/s "
           "2048  elapsed 1:02:05  eta 0:01:00");
 }
+
+TEST_CASE("shuffled windows visit each window once per pass, far apart",
+          "[executor]") {
+  TempPath file("shuffle.bin");
+  // 10 whole windows of 3 tokens (and a ragged tail of 2 that is skipped):
+  // window k holds 3k, 3k+1, 3k+2.
+  std::vector<int32_t> ids(32);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int32_t>(i);
+  writeInts(file.path, ids);
+  auto loader = DataLoader::fromFile(file.path, 64, 1, 3);
+  REQUIRE(loader);
+  REQUIRE(loader->numWindows() == 10);
+  loader->setShuffle(true);
+  // a = 7 (nearest 0.618 * 10 coprime to 10): windows 0, 7, 4, 1, 8, ...
+  std::vector<int32_t> firsts;
+  for (int64_t w = 0; w < 10; ++w) {
+    std::vector<int32_t> batch = loader->batchAt(w);
+    REQUIRE(batch[1] == batch[0] + 1);
+    REQUIRE(batch[2] == batch[0] + 2);
+    firsts.push_back(batch[0] / 3);
+  }
+  REQUIRE(firsts == std::vector<int32_t>{0, 7, 4, 1, 8, 5, 2, 9, 6, 3});
+  REQUIRE(loader->batchAt(10) == loader->batchAt(0)); // the next pass
+  loader->setShuffle(false);
+  REQUIRE(loader->batchAt(1) == std::vector<int32_t>{3, 4, 5});
+}
