@@ -12,6 +12,7 @@
 #include "passes/Passes.h"
 
 namespace sharc {
+#define GEN_PASS_DEF_DECLAREAXIS
 #define GEN_PASS_DEF_DATAPARALLEL
 #define GEN_PASS_DEF_TENSORPARALLEL
 #define GEN_PASS_DEF_SEQUENCEPARALLEL
@@ -32,6 +33,21 @@ LogicalResult requirePositive(ModuleOp module, StringRef axis, int64_t size) {
   return emitError(module.getLoc())
          << axis << " must be at least 1, got " << size;
 }
+
+struct DeclareAxisPass : sharc::impl::DeclareAxisBase<DeclareAxisPass> {
+  using DeclareAxisBase::DeclareAxisBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (axisName.empty() || StringRef(axisName).contains(',')) {
+      module.emitError("axis name must be one non-empty name, got '")
+          << axisName << "'";
+      return signalPassFailure();
+    }
+    if (failed(requirePositive(module, axisName, axisSize)))
+      return signalPassFailure();
+    setMeshSize(module, axisName, axisSize);
+  }
+};
 
 struct DataParallelPass : sharc::impl::DataParallelBase<DataParallelPass> {
   using DataParallelBase::DataParallelBase;

@@ -8,6 +8,8 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace sharc {
 
@@ -21,6 +23,9 @@ namespace sharc {
 /// train step returns.
 struct PipelineOptions {
   int64_t dpSize = 1, tpSize = 1;
+  /// Further mesh axes (name, size) nothing is split over yet
+  /// (sharc-declare-axis), declared before the layout passes.
+  std::vector<std::pair<std::string, int64_t>> extraAxes;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute = "none"; ///< "none" or "sp-allgather"
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets

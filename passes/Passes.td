@@ -38,6 +38,21 @@ def AdamW : Pass<"sharc-adamw", "::mlir::ModuleOp"> {
   }];
 }
 
+def DeclareAxis : Pass<"sharc-declare-axis", "::mlir::ModuleOp"> {
+  let summary = "add an axis to the module's mesh";
+  let description = [{
+    Declares mesh axis `name` of `size` ranks (where the default nesting
+    dp, pp, cp, tp puts it). Nothing is split over it until a layout pass
+    asks: every value is invariant there, so its ranks compute alike. The
+    layout passes of pipeline and context parallelism start from it; tests
+    use it to run on meshes of three axes.
+  }];
+  let options = [Option<"axisName", "name", "std::string", "\"cp\"",
+                        "the axis">,
+                 Option<"axisSize", "size", "int64_t", "2",
+                        "its ranks">];
+}
+
 def DataParallel : Pass<"sharc-data-parallel", "::mlir::ModuleOp"> {
   let summary = "request data parallelism: batch split over the dp axis";
   let description = [{

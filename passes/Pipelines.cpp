@@ -43,6 +43,10 @@ StringRef sharc::modePresetNames() {
 
 void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   bool sharded = options.dpSize > 1 || options.tpSize > 1;
+  for (const auto &[name, size] : options.extraAxes) {
+    pm.addPass(createDeclareAxis({name, size}));
+    sharded |= size > 1;
+  }
   if (options.dpSize > 1)
     pm.addPass(createDataParallel({options.dpSize}));
   if (options.tpSize > 1) {

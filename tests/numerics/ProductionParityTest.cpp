@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "executor/Validation.h"
 #include "tests/numerics/NumericsSupport.h"
 
 #include "kernels/TensorView.h"
@@ -61,12 +62,16 @@ std::vector<double> valuesOf(const plan::NamedTensor &tensor) {
 }
 
 void requireProductionParity(const std::string &model, const std::string &mode,
-                             int64_t size, int64_t extraDp = 1) {
+                             int64_t size, int64_t extraDp = 1,
+                             int64_t cpSize = 1) {
   PipelineOptions layout;
   REQUIRE(applyModePreset(mode, size, layout));
   if (extraDp > 1)
     layout.dpSize = extraDp;
-  INFO(model << " " << mode << " size " << size << " dp " << extraDp);
+  if (cpSize > 1)
+    layout.extraAxes.push_back({"cp", cpSize});
+  INFO(model << " " << mode << " size " << size << " dp " << extraDp << " cp "
+             << cpSize);
   Run sharded = train(compilePlan(model, layout, /*emitLogits=*/false));
   Run dense = train(compilePlan(model, PipelineOptions{}, false));
   for (int step = 0; step < kSteps; ++step) {
@@ -119,4 +124,31 @@ TEST_CASE("production plans at tp=4 with a padded vocabulary train like dense",
           "[numerics][parity]") {
   requireProductionParity("tiny-tp4.yaml", "tp_sp_async_vp", 4);
   requireProductionParity("tiny-tp4.yaml", "tp_vp", 2, /*extraDp=*/2);
+}
+
+TEST_CASE("a dp2 x cp2 x tp2 mesh of 8 simulated ranks matches dense",
+          "[numerics][parity]") {
+  // cp is declared and nothing is split over it yet (the layout of context
+  // parallelism comes next): the plan's mesh has three axes, each cp pair
+  // computes alike, and gradients, logits, loss and training must still
+  // be the dense model's.
+  PipelineOptions layout;
+  REQUIRE(applyModePreset("tp_sp_async_vp", 2, layout));
+  layout.dpSize = 2;
+  layout.extraAxes.push_back({"cp", 2});
+  layout.keepGradients = true;
+  PipelineOptions dense;
+  dense.keepGradients = true;
+  plan::Plan sharded = compilePlan("tiny.yaml", layout, /*emitLogits=*/true);
+  REQUIRE(sharded.mesh.size() == 3);
+  REQUIRE(sharded.mesh[1].name == "cp");
+  REQUIRE(sharded.worldSize() == 8);
+  auto report = exec::validateAgainstDense(
+      sharded, compilePlan("tiny.yaml", dense, /*emitLogits=*/true), {});
+  if (!report.isOk())
+    FAIL(report.status().message());
+  INFO(exec::formatReport(*report));
+  REQUIRE(report->passed);
+  requireProductionParity("tiny.yaml", "tp_sp_async_vp", 2, /*extraDp=*/2,
+                          /*cpSize=*/2);
 }

@@ -1,13 +1,12 @@
-// RUN: sed 's/module attributes {/module attributes {sharc.mesh = #sharc.mesh<cp = 2>, /' \
-// RUN:   %S/Inputs/block.mlir \
+// RUN: sharc-opt %S/Inputs/block.mlir --sharc-declare-axis="name=cp size=2" \
 // RUN:   | sharc-opt --sharc-data-parallel=dp=2 --sharc-tensor-parallel=tp=2 \
 // RUN:     --sharc-sequence-parallel --sharc-vocab-parallel --sharc-spmdize \
 // RUN:     --sharc-autodiff --sharc-verify-placements | FileCheck %s
 // RUN: sharc-opt %s --split-input-file --sharc-spmdize --verify-diagnostics
 
-// Spmdize on a three-axis mesh (dp2 x cp2 x tp2, 8 simulated ranks): the
-// layout passes add dp and tp around the declared cp in the default
-// nesting, every op's placement comes from its rule, and cp, on which
+// Spmdize on a three-axis mesh (dp2 x cp2 x tp2, 8 simulated ranks): cp is
+// declared first (sharc-declare-axis), the layout passes add dp and tp
+// around it in the default nesting, every op's placement comes from its rule, and cp, on which
 // nothing is split, stays invariant everywhere.
 // CHECK: sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>
 // CHECK-LABEL: func.func @train_step
