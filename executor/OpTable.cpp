@@ -407,59 +407,6 @@ Result<Launch> bindScale(const OpCall &c, const OpEnv &env) {
                       SHARC_KERNELS(scale));
 }
 
-Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
-  SHARC_TRY(sameNumelFloats(c));
-  const plan::Instruction &instr = *c.instr;
-  kernels::AdamWArgs args{.param = c.operands[0].view(),
-                          .m = c.operands[2].view(),
-                          .v = c.operands[3].view(),
-                          .grad = c.operands[1].cview(),
-                          .numel = c.operands[0].numel()};
-  args.lr = instr.getFloat("lr");
-  args.beta1 = instr.getFloat("beta1");
-  args.beta2 = instr.getFloat("beta2");
-  args.eps = instr.getFloat("eps");
-  args.weightDecay = instr.getFloat("weight_decay");
-  // The step number and the scheduled lr change between steps.
-  void (*cpuKernel)(const kernels::AdamWArgs &) = nullptr;
-  Status (*cudaKernel)(const kernels::AdamWArgs &, kernels::DeviceStream) =
-      nullptr;
-  std::tie(cpuKernel, cudaKernel) = std::pair{SHARC_KERNELS(adamw)};
-  if (env.onDevice && !cudaKernel)
-    return Status::invalidInput("this build has no CUDA kernel for the op");
-  if (env.onDevice && env.stepConstants) {
-    // The step's scalars come from the rank's step constants.
-    int64_t offset = env.stepConstants->reserve(
-        sizeof(kernels::AdamWStepScalars),
-        [args](void *slot, int64_t step, double lrScale) {
-          kernels::AdamWArgs stepArgs = args;
-          stepArgs.step = step;
-          stepArgs.lr = args.lr * lrScale;
-          *static_cast<kernels::AdamWStepScalars *>(slot) =
-              kernels::adamwScalars(stepArgs);
-        });
-    return Launch([args, cudaKernel, offset](const LaunchContext &context) {
-      if (!context.stepConstants)
-        return Status::runtimeError("adamw: the rank has no step constants");
-      kernels::AdamWArgs stepArgs = args;
-      stepArgs.deviceScalars =
-          reinterpret_cast<const kernels::AdamWStepScalars *>(
-              static_cast<const char *>(context.stepConstants) + offset);
-      return cudaKernel(stepArgs, context.stream);
-    });
-  }
-  return Launch([args, cpuKernel, cudaKernel,
-                 onDevice = env.onDevice](const LaunchContext &context) {
-    kernels::AdamWArgs stepArgs = args;
-    stepArgs.step = context.step;
-    stepArgs.lr = args.lr * context.lrScale;
-    if (onDevice)
-      return cudaKernel(stepArgs, context.stream);
-    cpuKernel(stepArgs);
-    return Status::ok();
-  });
-}
-
 } // namespace
 
 OpTable::OpTable() {
@@ -478,11 +425,11 @@ OpTable::OpTable() {
       {"cross_entropy_grad", {bindCrossEntropyGrad, 3, 1}},
       {"fill", {bindFill, 0, 1}},
       {"scale", {bindScale, 1, 1}},
-      {"adamw", {bindAdamW, 4, 0, /*param, m, v*/ 0b1101}},
   };
   addCollectiveOps(table_);
   addVocabParallelOps(table_);
   addAttentionOps(table_);
+  addOptimizerOps(table_);
 }
 
 const OpTable &OpTable::get() {

@@ -195,6 +195,21 @@ void addCollectiveOps(std::unordered_map<std::string, OpDef> &table);
 void addVocabParallelOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds rope, rope_grad, attention and attention_grad; AttentionOps.cpp.
 void addAttentionOps(std::unordered_map<std::string, OpDef> &table);
+/// Adds adamw; OptimizerOps.cpp.
+void addOptimizerOps(std::unordered_map<std::string, OpDef> &table);
+
+/// Instructions [first, last] of a plan: consecutive adamw updates on one
+/// stream with no event between them (only the first may wait, only the
+/// last may signal), which one launch may do in their place.
+struct AdamWRun {
+  int64_t first = 0, last = 0;
+};
+std::vector<AdamWRun> findAdamWRuns(const plan::Plan &plan);
+/// One device launch updating every call of a run (kernels::cuda::
+/// AdamWGroup), each with its own scalars in env's step constants; an
+/// error where the backend has no such kernel.
+Result<Launch> bindAdamWGroup(const std::vector<const OpCall *> &calls,
+                              const OpEnv &env);
 
 /// A Launch calling the cpu or the cuda kernel with `args`; a null cuda
 /// kernel (a build without CUDA) on a device is an error at bind.

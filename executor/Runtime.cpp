@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -232,6 +233,8 @@ Status Runtime::bindRank(RankState &rank) {
   rank.stepConstants = StepConstants();
   rank.env.stepConstants = backend_->enqueues() ? &rank.stepConstants : nullptr;
   Status status = bindInstrs(rank);
+  if (status && rank.env.stepConstants)
+    status = groupAdamW(rank);
   rank.env.scratchBytes = nullptr;
   rank.env.stepConstants = nullptr;
   if (!status)
@@ -241,6 +244,30 @@ Status Runtime::bindRank(RankState &rank) {
   rank.stepTable.assign(static_cast<size_t>(rank.stepConstants.bytes()), 0);
   return rank.device->allocateStepConstants(rank.stepConstants.bytes())
       .withContext(context);
+}
+
+Status Runtime::groupAdamW(RankState &rank) {
+  // SHARC_ADAMW_GROUPS=0 keeps one launch per update (to compare).
+  const char *groups = std::getenv("SHARC_ADAMW_GROUPS");
+  if (groups && std::string(groups) == "0")
+    return Status::ok();
+  for (const AdamWRun &run : findAdamWRuns(plan_)) {
+    std::vector<const OpCall *> calls;
+    for (int64_t i = run.first; i <= run.last; ++i)
+      calls.push_back(&rank.program[i].call);
+    auto launch = bindAdamWGroup(calls, rank.env);
+    if (!launch)
+      return launch.status().withContext(
+          instrContext(rank.rank, run.first, plan_.instructions[run.first]));
+    // The first instruction updates the whole run; the rest are done by
+    // then (their trace spans are empty).
+    rank.program[run.first].launch = std::move(*launch);
+    for (int64_t i = run.first + 1; i <= run.last; ++i)
+      rank.program[i].launch = [](const LaunchContext &) {
+        return Status::ok();
+      };
+  }
+  return Status::ok();
 }
 
 Status Runtime::enqueueStep(RankState &rank, const std::vector<int64_t> &order,

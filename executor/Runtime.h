@@ -150,6 +150,9 @@ private:
     StepConstants stepConstants;
     std::vector<char> stepTable;
   };
+  /// On a device: each run of consecutive adamw updates (findAdamWRuns)
+  /// becomes one grouped launch at its first instruction.
+  Status groupAdamW(RankState &rank);
   /// Enqueues one step of a rank: uploads its step constants, then replays
   /// the captured graph, captures one, or enqueues eagerly.
   Status enqueueStep(RankState &rank, const std::vector<int64_t> &order,

@@ -1,5 +1,6 @@
 //===- AdamW.h - decoupled-weight-decay Adam update -------------*- C++ -*-===//
-// defines: AdamWStepScalars, AdamWArgs, adamwScalars, adamw (cpu::, cuda::)
+// defines: AdamWStepScalars, AdamWArgs, adamwScalars, adamw (cpu::, cuda::),
+//          AdamWGroup (cuda::)
 //
 // In place, elementwise, exactly in torch.optim.AdamW's order (step >= 1):
 //   p  = p * (1 - lr * weightDecay)
@@ -15,6 +16,8 @@
 #include "planner/plan/Status.h"
 
 #include <cmath>
+#include <memory>
+#include <vector>
 
 namespace sharc::kernels {
 
@@ -57,6 +60,26 @@ void adamw(const AdamWArgs &args);
 
 namespace cuda {
 Status adamw(const AdamWArgs &args, DeviceStream stream);
+
+/// Many adamw updates as one launch: the tensors of `members` (their step
+/// and lr are ignored) with member t's scalars read at byte
+/// scalarsOffsets[t] of the step-constants table given to run(). The same
+/// arithmetic as adamw, so the same bits.
+class AdamWGroup {
+public:
+  static Result<std::unique_ptr<AdamWGroup>>
+  create(const std::vector<AdamWArgs> &members,
+         const std::vector<int64_t> &scalarsOffsets);
+  ~AdamWGroup();
+  AdamWGroup(const AdamWGroup &) = delete;
+  AdamWGroup &operator=(const AdamWGroup &) = delete;
+  Status run(const void *stepConstants, DeviceStream stream) const;
+
+private:
+  AdamWGroup() = default;
+  struct Tables; ///< the device tables
+  std::unique_ptr<Tables> tables_;
+};
 } // namespace cuda
 
 } // namespace sharc::kernels

@@ -13,6 +13,11 @@
 // numel % 4 elements, or all of an unaligned call, go one per thread. Bound:
 // DRAM bandwidth, numel * (2 * (|p| + |m| + |v|) + |g|) bytes.
 //
+// AdamWGroup updates many tensors in one launch (adamwGroupKernel): a
+// table of the tensors and one of fixed-size chunks, both uploaded once,
+// one block per chunk, each tensor's scalars read from the step constants.
+// A model's 91 small updates took 0.76 ms as separate launches on an H200.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/AdamW.h"
@@ -22,7 +27,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace sharc::kernels::cuda {
 namespace {
@@ -142,7 +149,106 @@ bool isVectorAligned(const void *data, DType dtype) {
   return reinterpret_cast<uintptr_t>(data) % (kVec * dtypeSize(dtype)) == 0;
 }
 
+/// Elements one block of adamwGroupKernel updates: 16 vector steps of its
+/// 256 threads, so a chunk is about 10-30 us of DRAM traffic at most.
+constexpr int64_t kChunkElements = int64_t(kThreads) * kVec * 16;
+
+/// One tensor of a group, as the device reads it.
+struct GroupTensor {
+  AdamWViews views;
+  int64_t numel, vectorEnd, scalarsOffset;
+};
+
+/// Block b updates chunk b: elements [begin, end) of one tensor, with that
+/// tensor's scalars from the step constants.
+struct GroupChunk {
+  int32_t tensor;
+  int64_t begin, end;
+};
+
+__global__ void adamwGroupKernel(const GroupTensor *tensors,
+                                 const GroupChunk *chunks,
+                                 const char *stepConstants) {
+  GroupChunk chunk = chunks[blockIdx.x];
+  const GroupTensor &tensor = tensors[chunk.tensor];
+  AdamWViews views = tensor.views;
+  AdamWScalars scalars = *reinterpret_cast<const AdamWScalars *>(
+      stepConstants + tensor.scalarsOffset);
+  int64_t vectorEnd = std::min(chunk.end, tensor.vectorEnd);
+  for (int64_t i = chunk.begin + threadIdx.x * kVec; i < vectorEnd;
+       i += kThreads * kVec)
+    updateElements<kVec>(views, scalars, i);
+  for (int64_t i = std::max(chunk.begin, tensor.vectorEnd) + threadIdx.x;
+       i < chunk.end; i += kThreads)
+    updateElements<1>(views, scalars, i);
+}
+
 } // namespace
+
+struct AdamWGroup::Tables {
+  GroupTensor *tensors = nullptr;
+  GroupChunk *chunks = nullptr;
+  int64_t numChunks = 0;
+  ~Tables() {
+    cudaFree(tensors);
+    cudaFree(chunks);
+  }
+};
+
+AdamWGroup::~AdamWGroup() = default;
+
+Result<std::unique_ptr<AdamWGroup>>
+AdamWGroup::create(const std::vector<AdamWArgs> &members,
+                   const std::vector<int64_t> &scalarsOffsets) {
+  if (members.size() != scalarsOffsets.size())
+    return Status::invalidInput("adamw group: one scalars offset per tensor");
+  std::vector<GroupTensor> tensors;
+  std::vector<GroupChunk> chunks;
+  for (size_t t = 0; t < members.size(); ++t) {
+    const AdamWArgs &a = members[t];
+    for (DType dtype : {a.param.dtype, a.m.dtype, a.v.dtype, a.grad.dtype})
+      if (dtype != DType::F32 && dtype != DType::BF16)
+        return Status::invalidInput(std::string("adamw group: ") +
+                                    dtypeName(dtype) + " storage");
+    bool aligned = isVectorAligned(a.param.data, a.param.dtype) &&
+                   isVectorAligned(a.m.data, a.m.dtype) &&
+                   isVectorAligned(a.v.data, a.v.dtype) &&
+                   isVectorAligned(a.grad.data, a.grad.dtype);
+    tensors.push_back(
+        {AdamWViews{a.param.data, a.m.data, a.v.data, a.grad.data,
+                    a.param.dtype, a.m.dtype, a.v.dtype, a.grad.dtype},
+         a.numel, aligned ? a.numel / kVec * kVec : 0, scalarsOffsets[t]});
+    for (int64_t begin = 0; begin < a.numel; begin += kChunkElements)
+      chunks.push_back({static_cast<int32_t>(t), begin,
+                        std::min(a.numel, begin + kChunkElements)});
+  }
+  std::unique_ptr<AdamWGroup> group(new AdamWGroup());
+  group->tables_ = std::make_unique<Tables>();
+  Tables &tables = *group->tables_;
+  tables.numChunks = static_cast<int64_t>(chunks.size());
+  if (chunks.empty())
+    return Result<std::unique_ptr<AdamWGroup>>(std::move(group));
+  SHARC_CUDA(cudaMalloc(&tables.tensors, tensors.size() * sizeof(GroupTensor)));
+  SHARC_CUDA(cudaMalloc(&tables.chunks, chunks.size() * sizeof(GroupChunk)));
+  SHARC_CUDA(cudaMemcpy(tables.tensors, tensors.data(),
+                        tensors.size() * sizeof(GroupTensor),
+                        cudaMemcpyHostToDevice));
+  SHARC_CUDA(cudaMemcpy(tables.chunks, chunks.data(),
+                        chunks.size() * sizeof(GroupChunk),
+                        cudaMemcpyHostToDevice));
+  return Result<std::unique_ptr<AdamWGroup>>(std::move(group));
+}
+
+Status AdamWGroup::run(const void *stepConstants, DeviceStream stream) const {
+  if (tables_->numChunks == 0)
+    return Status::ok();
+  if (!stepConstants)
+    return Status::invalidInput("adamw group: no step constants");
+  adamwGroupKernel<<<static_cast<unsigned>(tables_->numChunks), kThreads, 0,
+                     stream>>>(tables_->tensors, tables_->chunks,
+                               static_cast<const char *>(stepConstants));
+  return launchStatus("adamwGroupKernel");
+}
 
 Status adamw(const AdamWArgs &args, DeviceStream stream) {
   for (DType dtype :

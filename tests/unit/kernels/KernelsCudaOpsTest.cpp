@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -435,6 +436,70 @@ TEST_CASE("cuda adamw equals the cpu's bits in every storage mix", "[gpu]") {
       m.requireMatch(0.0);
       v.requireMatch(0.0);
     }
+}
+
+TEST_CASE("a grouped cuda adamw equals the cpu's bits, tensor by tensor",
+          "[gpu]") {
+  if (sharc::kernels::cuda::deviceCount() == 0)
+    std::exit(77);
+  // Sizes below, at and across the kernel's 16384-element chunks; unaligned
+  // tensors (offset 1); both storage types; each tensor its own step, lr
+  // and weight decay, read from a device table of scalars.
+  struct Member {
+    DType dtype;
+    int64_t numel, offset, step;
+    double lr, weightDecay;
+  };
+  const Member members[] = {{DType::F32, 96, 0, 1, 1e-3, 0.0},
+                            {DType::BF16, 16384, 0, 2, 2e-3, 0.1},
+                            {DType::F32, 40000, 1, 3, 5e-4, 0.01},
+                            {DType::BF16, 50001, 1, 4, 1e-4, 0.1},
+                            {DType::F32, 1, 0, 5, 1e-2, 0.0}};
+  std::mt19937 rng(71);
+  std::vector<std::unique_ptr<Pair>> tensors; // param, m, v, grad per member
+  std::vector<AdamWArgs> hostArgs, deviceArgs;
+  std::vector<AdamWStepScalars> scalars;
+  std::vector<int64_t> offsets;
+  for (const Member &member : members) {
+    std::vector<double> vValues = randomValues(member.numel, rng, 0.01);
+    for (double &value : vValues)
+      value = std::abs(value);
+    for (const std::vector<double> &values :
+         {randomValues(member.numel, rng), randomValues(member.numel, rng, 0.1),
+          vValues, randomValues(member.numel, rng)})
+      tensors.push_back(
+          std::make_unique<Pair>(member.dtype, values, member.offset));
+    size_t base = tensors.size() - 4;
+    Pair &param = *tensors[base], &m = *tensors[base + 1],
+         &v = *tensors[base + 2], &grad = *tensors[base + 3];
+    for (bool onDevice : {false, true}) {
+      AdamWArgs args{.param = param.out(onDevice),
+                     .m = m.out(onDevice),
+                     .v = v.out(onDevice),
+                     .grad = grad.in(onDevice),
+                     .numel = member.numel,
+                     .step = member.step,
+                     .lr = member.lr,
+                     .weightDecay = member.weightDecay};
+      (onDevice ? deviceArgs : hostArgs).push_back(args);
+    }
+    offsets.push_back(
+        static_cast<int64_t>(scalars.size() * sizeof(AdamWStepScalars)));
+    scalars.push_back(adamwScalars(hostArgs.back()));
+  }
+  for (const AdamWArgs &args : hostArgs)
+    cpu::adamw(args);
+  DeviceBuffer table(
+      static_cast<int64_t>(scalars.size() * sizeof(AdamWStepScalars)));
+  table.upload(scalars.data());
+  auto group = cuda::AdamWGroup::create(deviceArgs, offsets);
+  INFO(group.status().message());
+  REQUIRE(group);
+  requireRan((*group)->run(table.data(), nullptr));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    INFO("member " << i / 4 << ", tensor " << i % 4);
+    tensors[i]->requireMatch(0.0);
+  }
 }
 
 TEST_CASE("cuda kernels reject f64 and i32 storage as invalid input", "[gpu]") {

@@ -1,0 +1,150 @@
+//===- OptimizerOps.cpp - adamw instructions, alone or grouped ------------===//
+//
+// adamw (attrs lr, beta1, beta2, eps, weight_decay; operands param, grad,
+// m, v, the first, third and fourth updated in place; kernels/AdamW.h
+// states the math). On a device the step's scalars (step, scheduled lr)
+// come from the rank's step constants, so a captured graph replays with
+// each step's values. A model's updates are many small launches (91 for
+// MiniMind); on a device the runtime replaces each run of consecutive ones
+// (findAdamWRuns) by one grouped launch (bindAdamWGroup).
+//
+//===----------------------------------------------------------------------===//
+
+#include "executor/OpTable.h"
+
+#include "kernels/AdamW.h"
+
+#include <tuple>
+#include <utility>
+
+namespace sharc::exec {
+
+using namespace opcheck;
+
+namespace {
+
+/// The update's tensors and hyperparameters; step and lr are the plan's.
+Result<kernels::AdamWArgs> adamwArgs(const OpCall &c) {
+  int64_t numel = c.operands[0].numel();
+  for (const TensorRef &ref : c.operands) {
+    SHARC_TRY(isFloat(ref, "operand"));
+    SHARC_TRY(numelIs(ref, numel, "operand"));
+  }
+  const plan::Instruction &instr = *c.instr;
+  kernels::AdamWArgs args{.param = c.operands[0].view(),
+                          .m = c.operands[2].view(),
+                          .v = c.operands[3].view(),
+                          .grad = c.operands[1].cview(),
+                          .numel = numel};
+  args.lr = instr.getFloat("lr");
+  args.beta1 = instr.getFloat("beta1");
+  args.beta2 = instr.getFloat("beta2");
+  args.eps = instr.getFloat("eps");
+  args.weightDecay = instr.getFloat("weight_decay");
+  return args;
+}
+
+/// A step-constants slot holding the update's scalars for each step.
+int64_t reserveScalars(StepConstants &constants,
+                       const kernels::AdamWArgs &args) {
+  return constants.reserve(sizeof(kernels::AdamWStepScalars),
+                           [args](void *slot, int64_t step, double lrScale) {
+                             kernels::AdamWArgs stepArgs = args;
+                             stepArgs.step = step;
+                             stepArgs.lr = args.lr * lrScale;
+                             *static_cast<kernels::AdamWStepScalars *>(slot) =
+                                 kernels::adamwScalars(stepArgs);
+                           });
+}
+
+Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
+  auto args = adamwArgs(c);
+  if (!args)
+    return args.status();
+  void (*cpuKernel)(const kernels::AdamWArgs &) = nullptr;
+  Status (*cudaKernel)(const kernels::AdamWArgs &, kernels::DeviceStream) =
+      nullptr;
+  std::tie(cpuKernel, cudaKernel) = std::pair{SHARC_KERNELS(adamw)};
+  if (env.onDevice && !cudaKernel)
+    return Status::invalidInput("this build has no CUDA kernel for the op");
+  if (env.onDevice && env.stepConstants) {
+    int64_t offset = reserveScalars(*env.stepConstants, *args);
+    return Launch([args = *args, cudaKernel,
+                   offset](const LaunchContext &context) {
+      if (!context.stepConstants)
+        return Status::runtimeError("adamw: the rank has no step constants");
+      kernels::AdamWArgs stepArgs = args;
+      stepArgs.deviceScalars =
+          reinterpret_cast<const kernels::AdamWStepScalars *>(
+              static_cast<const char *>(context.stepConstants) + offset);
+      return cudaKernel(stepArgs, context.stream);
+    });
+  }
+  // The cpu takes the step number and the scheduled lr from the context.
+  return Launch([args = *args, cpuKernel, cudaKernel,
+                 onDevice = env.onDevice](const LaunchContext &context) {
+    kernels::AdamWArgs stepArgs = args;
+    stepArgs.step = context.step;
+    stepArgs.lr = args.lr * context.lrScale;
+    if (onDevice)
+      return cudaKernel(stepArgs, context.stream);
+    cpuKernel(stepArgs);
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+std::vector<AdamWRun> findAdamWRuns(const plan::Plan &plan) {
+  std::vector<AdamWRun> runs;
+  const auto &instrs = plan.instructions;
+  for (size_t i = 0; i < instrs.size();) {
+    if (instrs[i].op != "adamw") {
+      ++i;
+      continue;
+    }
+    size_t last = i;
+    while (last + 1 < instrs.size() && instrs[last + 1].op == "adamw" &&
+           instrs[last + 1].stream == instrs[i].stream &&
+           instrs[last + 1].waits.empty() && instrs[last].signals.empty())
+      ++last;
+    if (last > i)
+      runs.push_back({static_cast<int64_t>(i), static_cast<int64_t>(last)});
+    i = last + 1;
+  }
+  return runs;
+}
+
+Result<Launch> bindAdamWGroup(const std::vector<const OpCall *> &calls,
+                              const OpEnv &env) {
+  if (!env.onDevice || !env.stepConstants)
+    return Status::invalidInput(
+        "grouped adamw runs on a device with step constants");
+#if SHARC_WITH_CUDA
+  std::vector<kernels::AdamWArgs> members;
+  std::vector<int64_t> offsets;
+  for (const OpCall *call : calls) {
+    auto args = adamwArgs(*call);
+    if (!args)
+      return args.status();
+    members.push_back(*args);
+    offsets.push_back(reserveScalars(*env.stepConstants, *args));
+  }
+  auto group = kernels::cuda::AdamWGroup::create(members, offsets);
+  if (!group)
+    return group.status();
+  // A Launch is copied; the group's device tables are shared.
+  std::shared_ptr<const kernels::cuda::AdamWGroup> shared = std::move(*group);
+  return Launch([shared](const LaunchContext &context) {
+    return shared->run(context.stepConstants, context.stream);
+  });
+#else
+  return Status::invalidInput("this build has no CUDA kernel for the op");
+#endif
+}
+
+void addOptimizerOps(std::unordered_map<std::string, OpDef> &table) {
+  table["adamw"] = {bindAdamW, 4, 0, /*param, m, v*/ 0b1101};
+}
+
+} // namespace sharc::exec
