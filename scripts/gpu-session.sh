@@ -5,7 +5,7 @@
 # Logs go to $OUT (the device tool's output folder) or ./out.
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
-#                               [graph]
+#                               [graph] [hf]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage=$root/.device
@@ -72,6 +72,10 @@ for step in $steps; do
     "$root/tests/gpu/graph-parity.sh" "$run" 6 \
       ${GRAPH_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/bench/dense.plan "$stage"/bench/tp_sp_async_vp.plan} \
       2>&1 | tee "$out/graph.log" ;;
+  hf)
+    # transformers' Qwen3ForCausalLM on sharc's exports against sharc's logits.
+    python3 "$root/tests/gpu/hf-logits.py" "$stage"/hf/*/ 2>&1 |
+      tee "$out/hf.log" ;;
   attention)
     # The attention kernels alone, beside PyTorch's SDPA on the same shapes.
     "$stage/bin/sharc-attention-bench" 2>&1 | tee "$out/attention.log"

@@ -57,5 +57,8 @@ data = b"".join(open(path, "rb").read() for path in sys.argv[2:])
 with open(sys.argv[1], "wb") as out:
     out.write(struct.pack("<%di" % len(data), *(b & 0x7F for b in data)))
 PY
+# Hugging Face exports of three small models with sharc's logits beside
+# them, for tests/gpu/hf-logits.py (transformers is on the GPU node).
+"$root/tests/gpu/hf-export.sh" "$build/bin" "$stage/hf" >/dev/null
 cp "$root/../shared/peers/torch_peer.py" "$stage/" 2>/dev/null || true
 du -sh "$stage"
