@@ -91,6 +91,7 @@ Status readManifest(const FieldReader &r, const YAML::Node &root,
   SHARC_TRY(r.read(root, "kind", m.kind));
   SHARC_TRY(r.read(root, "scaling", m.scaling));
   SHARC_TRY(r.read(root, "backend", m.backend));
+  SHARC_TRY(r.read(root, "cuda_graph", m.cudaGraph, false));
   SHARC_TRY(r.read(root, "batch_policy", m.batchPolicy));
   SHARC_TRY(r.read(root, "warmup_iters", m.warmupIters));
   SHARC_TRY(r.read(root, "benchmark_iters", m.benchmarkIters));

@@ -34,6 +34,7 @@ struct BenchManifest {
   std::string kind = "memory";  ///< memory or throughput
   std::string scaling = "none"; ///< layers, sequence or none
   std::string backend = "auto", batchPolicy = "fixed_global";
+  bool cudaGraph = false; ///< capture and replay each point's step
   int64_t warmupIters = 2, benchmarkIters = 5, numMicrobatches = 1;
   uint64_t seed = 42;
   int64_t memoryLimitMiB = 0; ///< 0: what the device or host has

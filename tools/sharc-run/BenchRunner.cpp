@@ -127,6 +127,7 @@ BenchResult runBenchPoint(const BenchManifest &manifest,
   try {
     exec::RunOptions options;
     options.backend = resolved;
+    options.captureSteps = manifest.cudaGraph;
     auto runtime = exec::Runtime::create(*plan, options);
     if (!runtime)
       return failed(runtime.status().code() == Status::Code::OutOfMemory

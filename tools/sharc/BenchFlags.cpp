@@ -33,7 +33,7 @@ const char *kUsage =
     "         [--benchmark_iters N] [--seed N] [--output_csv FILE]\n"
     "         [--output_plot FILE] [--backend auto|cpu|cuda]\n"
     "         [--work-dir DIR] [--machine MACHINE.yaml] [--compile-only]\n"
-    "         [--memory-limit-mib N] [--peak-flops F]\n"
+    "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
     "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp\n"
     "  --compile-only  write the plans and the manifest into --work-dir\n"
     "                  (default sharc-bench) and print the sharc-run\n"
@@ -41,7 +41,9 @@ const char *kUsage =
     "  --memory-limit-mib N  the memory one rank may use (a point whose\n"
     "                  plan needs more is an oom row); default: what the\n"
     "                  device has free (cuda), the host's available memory\n"
-    "                  shared by the ranks (cpu)\n";
+    "                  shared by the ranks (cpu)\n"
+    "  --cuda_graph    on GPUs, time steps replayed from a CUDA graph (the\n"
+    "                  second warm-up step is captured)\n";
 
 /// The original's labels (seed-system.md, 3.3).
 const std::map<std::string, std::string> &modeLabels() {
@@ -159,6 +161,8 @@ parseBenchFlags(const std::vector<std::string> &args) {
     }
     if (flag == "--compile-only") {
       c.compileOnly = true;
+    } else if (flag == "--cuda_graph") {
+      c.cudaGraph = true;
     } else if (flag == "--modes") {
       c.modes.clear();
       while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0)

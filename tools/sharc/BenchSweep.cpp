@@ -156,7 +156,9 @@ std::string manifestYaml(const BenchConfig &c,
   out << "# sharc bench manifest: sharc-run --bench THIS_FILE runs every "
          "point\n"
       << "kind: " << c.kind << "\nscaling: " << scaling
-      << "\nbackend: " << c.backend << "\nbatch_policy: " << c.batchPolicy
+      << "\nbackend: " << c.backend
+      << "\ncuda_graph: " << (c.cudaGraph ? "true" : "false")
+      << "\nbatch_policy: " << c.batchPolicy
       << "\nwarmup_iters: " << c.warmupIters
       << "\nbenchmark_iters: " << c.benchmarkIters << "\nseed: " << c.seed
       << "\nmemory_limit_mib: " << c.memoryLimitMiB

@@ -45,6 +45,8 @@ struct BenchConfig {
   int64_t memoryLimitMiB = 0;
   double peakFlopsPerGpu = 989.4e12;
   bool compileOnly = false;
+  /// Replay each point's step as a CUDA graph (sharc-run --cuda-graph).
+  bool cudaGraph = false;
 };
 
 /// One (mode, layers, seq_len) of the sweep, as the manifest records it.
