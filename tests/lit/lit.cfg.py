@@ -21,6 +21,10 @@ config.substitutions.append(("%sharc", os.path.join(
     config.sharc_tools_dir, "sharc")))
 config.substitutions.append(("%models", os.path.join(
     config.sharc_source_dir, "models")))
+# ASan reserves terabytes of address space for its shadow memory, so a test
+# that bounds the address space (prlimit --as) cannot run under it.
+if config.sharc_sanitize:
+    config.available_features.add("asan")
 
 # scripts/prepare-data.py runs in the repository's venv (scripts/setup.sh);
 # its tests are UNSUPPORTED, not failed, where the venv lacks tokenizers.
