@@ -62,6 +62,25 @@ TEST_CASE("every mode at tp=4 matches the dense model, vocabulary padded",
     requireParity("tiny-tp4.yaml", mode, 4);
 }
 
+TEST_CASE("every mode at tp=8 matches the dense model, vocabulary padded",
+          "[numerics][parity]") {
+  // tiny-tp8 has 8/8 heads (one query and one KV head a rank) and a
+  // vocabulary of 125, padded to 128 under vp; sp leaves each rank 2 of the
+  // 16 positions.
+  for (const char *mode :
+       {"tp", "tp_sp", "tp_sp_async", "tp_vp", "tp_sp_async_vp"})
+    requireParity("tiny-tp8.yaml", mode, 8);
+}
+
+TEST_CASE("every mode at dp=2 x tp=4 matches the dense model",
+          "[numerics][parity]") {
+  // 8 simulated ranks: a dp pair of tp=4 groups, one KV head a rank for two
+  // query heads (tiny-tp4), a padded vocabulary, one sequence a dp rank.
+  for (const char *mode :
+       {"tp", "tp_sp", "tp_sp_async", "tp_vp", "tp_sp_async_vp"})
+    requireParity("tiny-tp4.yaml", mode, 4, /*extraDp=*/2);
+}
+
 TEST_CASE("dp=2 x tp=2 matches the dense model", "[numerics][parity]") {
   requireParity("tiny.yaml", "tp", 2, /*extraDp=*/2);
   requireParity("tiny.yaml", "tp_sp_async_vp", 2, /*extraDp=*/2);

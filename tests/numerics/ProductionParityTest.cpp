@@ -126,6 +126,16 @@ TEST_CASE("production plans at tp=4 with a padded vocabulary train like dense",
   requireProductionParity("tiny-tp4.yaml", "tp_vp", 2, /*extraDp=*/2);
 }
 
+TEST_CASE("production plans at tp=8 and dp=2 x tp=4 train like dense",
+          "[numerics][parity]") {
+  // Eight simulated ranks each: the loss of 4 steps within 1e-5 relative
+  // and every parameter after them within 1e-4 (mean), as at tp=2.
+  requireProductionParity("tiny-tp8.yaml", "tp", 8);
+  requireProductionParity("tiny-tp8.yaml", "tp_sp_async_vp", 8);
+  requireProductionParity("tiny-tp4.yaml", "tp_sp_async_vp", 4,
+                          /*extraDp=*/2);
+}
+
 TEST_CASE("a dp2 x cp2 x tp2 mesh of 8 simulated ranks matches dense",
           "[numerics][parity]") {
   // cp is declared and nothing is split over it yet (the layout of context
