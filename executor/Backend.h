@@ -112,6 +112,11 @@ public:
   virtual Status replayStep() {
     return Status::invalidInput("this backend cannot capture a step");
   }
+  /// Checking mode: how many of the numel float elements at `data` are NaN
+  /// or infinite once `stream`'s work so far has finished (waits for it on
+  /// a device).
+  virtual Result<int64_t> countNonFinite(int64_t stream, const void *data,
+                                         DType dtype, int64_t numel) = 0;
   /// Working memory the device allocated beside the plan's regions
   /// (library workspaces, kernel scratch, staging); 0 on the cpu.
   virtual int64_t workspaceBytes() const { return 0; }

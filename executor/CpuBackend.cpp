@@ -2,6 +2,8 @@
 
 #include "executor/CpuBackend.h"
 
+#include "kernels/Elementwise.h"
+
 #include "executor/Arena.h"
 #include "executor/EventBoard.h"
 
@@ -51,6 +53,11 @@ public:
     return Status::ok();
   }
   Status finishStep() override { return Status::ok(); }
+  Result<int64_t> countNonFinite(int64_t, const void *data, DType dtype,
+                                 int64_t numel) override {
+    // The stream's launches ran to completion on this thread.
+    return kernels::cpu::countNonFinite({data, dtype}, numel);
+  }
   void abort() override { events_.abort(); }
 
   /// One communicator per stream, each from that stream's CommWorld.

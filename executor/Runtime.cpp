@@ -218,6 +218,10 @@ Status Runtime::setUp() {
       updatedOperands.push_back(bound.def->updatedOperands);
     SHARC_TRY(findHazard(plan_, order_, updatedOperands));
     poisonAfter_ = lastUses(plan_, order_);
+    hasViews_.assign(plan_.buffers.size(), false);
+    for (const plan::Buffer &buffer : plan_.buffers)
+      if (buffer.viewOf >= 0)
+        hasViews_[buffer.viewOf] = true;
   }
   // Plans read from a file were checked by the reader; plans built in
   // memory (tests, the numerics suite) meet the same contract here.
@@ -233,7 +237,9 @@ Status Runtime::bindRank(RankState &rank) {
   rank.stepConstants = StepConstants();
   rank.env.stepConstants = backend_->enqueues() ? &rank.stepConstants : nullptr;
   Status status = bindInstrs(rank);
-  if (status && rank.env.stepConstants)
+  // Checking mode keeps one launch per update, so a non-finite parameter
+  // is named by its own instruction.
+  if (status && rank.env.stepConstants && !options_.checkHazards)
     status = groupAdamW(rank);
   rank.env.scratchBytes = nullptr;
   rank.env.stepConstants = nullptr;
@@ -244,6 +250,34 @@ Status Runtime::bindRank(RankState &rank) {
   rank.stepTable.assign(static_cast<size_t>(rank.stepConstants.bytes()), 0);
   return rank.device->allocateStepConstants(rank.stepConstants.bytes())
       .withContext(context);
+}
+
+Status Runtime::checkFinite(RankState &rank, const BoundInstr &bound) {
+  const plan::Instruction &instr = *bound.call.instr;
+  std::vector<const TensorRef *> written;
+  for (const TensorRef &ref : bound.call.results)
+    written.push_back(&ref);
+  for (size_t k = 0; k < bound.call.operands.size(); ++k)
+    if (bound.def->updatedOperands >> k & 1)
+      written.push_back(&bound.call.operands[k]);
+  for (const TensorRef *ref : written) {
+    // A slab others view (a DDP bucket) may hold alignment gaps no view
+    // covers, whose bytes are whatever was there; its views are checked
+    // where they are written and read.
+    if (ref->dtype() == DType::I32 || hasViews_[ref->buffer->id])
+      continue;
+    auto count = rank.device->countNonFinite(instr.stream, ref->data,
+                                             ref->dtype(), ref->numel());
+    if (!count)
+      return count.status();
+    if (*count > 0)
+      return Status::runtimeError(
+          "step " + std::to_string(nextStep_) + ": the first output to go " +
+          "non-finite: '" + ref->buffer->name + "' holds " +
+          std::to_string(*count) + " NaN or infinite values of " +
+          std::to_string(ref->numel()));
+  }
+  return Status::ok();
 }
 
 Status Runtime::groupAdamW(RankState &rank) {
@@ -359,6 +393,9 @@ Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
       SHARC_TRY(device.endTimed(stream, index));
     if (trace)
       trace->push_back({index, startNs, sinceStart()});
+    if (options_.checkHazards)
+      if (Status status = checkFinite(rank, bound); !status)
+        return status.withContext(instrContext(rank.rank, index, instr));
     if (!poisonAfter_.empty())
       for (int64_t id : poisonAfter_[index])
         SHARC_TRY(device.fill(stream, storage(rank.rank, id), 0xff,
@@ -460,8 +497,9 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
   }
   // Only whole training steps are captured, after an eager first one.
   bool capture = options_.captureSteps && enqueues && !record &&
-                 !options_.poisonActivations && &order == &planOrder_ &&
-                 nextStep_ > 1 && ranks_[0]->device->canCapture();
+                 !options_.poisonActivations && !options_.checkHazards &&
+                 &order == &planOrder_ && nextStep_ > 1 &&
+                 ranks_[0]->device->canCapture();
   std::vector<Status> statuses(tasks.size());
   // The first task to fail holds the cause; it aborts the collectives and
   // event waits the others are in, whose errors only say they were aborted.

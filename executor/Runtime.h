@@ -55,8 +55,10 @@ struct RunOptions {
   /// Also the deadline of every event wait.
   double collectiveTimeoutSeconds = 60.0;
   /// Checking mode: reject a plan with an ordering hazard between streams
-  /// at create (a runtimeError naming both instructions) and poison every
-  /// activation buffer right after its last use.
+  /// at create (a runtimeError naming both instructions), poison every
+  /// activation buffer right after its last use, and stop at the first
+  /// instruction whose output holds a NaN or infinity, naming it (on a
+  /// device each instruction then waits for its stream).
   bool checkHazards = false;
   /// Time every instruction of every step; off, a stream pays one branch
   /// per instruction.
@@ -150,6 +152,9 @@ private:
     StepConstants stepConstants;
     std::vector<char> stepTable;
   };
+  /// Checking mode: an error naming the step and the buffer when the
+  /// instruction's outputs (and in-place updates) hold a NaN or infinity.
+  Status checkFinite(RankState &rank, const BoundInstr &bound);
   /// On a device: each run of consecutive adamw updates (findAdamWRuns)
   /// becomes one grouped launch at its first instruction.
   Status groupAdamW(RankState &rank);
@@ -194,6 +199,8 @@ private:
   /// Every instruction index in plan order: a device rank's one stream of
   /// host work.
   std::vector<int64_t> planOrder_;
+  /// Checking mode: buffers that other buffers are views of.
+  std::vector<bool> hasViews_;
   /// Checking mode: per instruction, the activation buffers to poison
   /// after it; empty otherwise.
   std::vector<std::vector<int64_t>> poisonAfter_;

@@ -1,6 +1,6 @@
 //===- Elementwise.h - add, SwiGLU, fill and scale --------------*- C++ -*-===//
 // defines: AddArgs, SwigluArgs, SwigluGradArgs, FillArgs, ScaleArgs, add,
-//          swiglu, swigluGrad, fill, scale (cpu::, cuda::)
+//          swiglu, swigluGrad, fill, scale, countNonFinite (cpu::, cuda::)
 //
 //   add:    y = a + b                       (also gradient accumulation)
 //   swiglu: y = silu(g) * u,  silu(g) = g * sigmoid(g)
@@ -9,6 +9,9 @@
 //   fill:   y = value                       (the loss seed 1.0)
 //   scale:  y = float(factor) * x
 // Element counts are numel; math in fp32 (double for F64), rounded on store.
+// countNonFinite (a checking aid, sharc-run --check): how many of x's numel
+// float elements are NaN or infinite; the device version adds them to a
+// device counter the caller zeroed.
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -53,6 +56,7 @@ void fill(const FillArgs &args);
 void scale(const ScaleArgs &args);
 void swiglu(const SwigluArgs &args);
 void swigluGrad(const SwigluGradArgs &args);
+int64_t countNonFinite(ConstTensorView x, int64_t numel);
 } // namespace cpu
 
 namespace cuda {
@@ -61,6 +65,8 @@ Status fill(const FillArgs &args, DeviceStream stream);
 Status scale(const ScaleArgs &args, DeviceStream stream);
 Status swiglu(const SwigluArgs &args, DeviceStream stream);
 Status swigluGrad(const SwigluGradArgs &args, DeviceStream stream);
+Status countNonFinite(ConstTensorView x, int64_t numel,
+                      unsigned long long *deviceCount, DeviceStream stream);
 } // namespace cuda
 
 } // namespace sharc::kernels

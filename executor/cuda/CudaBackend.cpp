@@ -4,6 +4,7 @@
 
 #include "executor/cuda/NcclCommunicator.h"
 #include "executor/cuda/StepGraph.h"
+#include "kernels/Elementwise.h"
 #include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Launch.h"
 #include "planner/plan/DeviceWorkspace.h"
@@ -161,6 +162,8 @@ public:
   Status beginTimed(int64_t stream, int64_t index) override;
   Status endTimed(int64_t stream, int64_t index) override;
   Result<std::vector<std::vector<TraceRecord>>> timings() override;
+  Result<int64_t> countNonFinite(int64_t stream, const void *data, DType dtype,
+                                 int64_t numel) override;
   Status allocateStepConstants(int64_t bytes) override;
   Status uploadStepConstants(const void *table, int64_t bytes) override;
   bool canCapture() const override { return true; }
@@ -211,6 +214,8 @@ private:
   int64_t stepConstantsBytes_ = 0;
   cudaEvent_t uploaded_ = nullptr;
   StepGraph graph_;
+  /// Checking mode's device counter of non-finite elements.
+  unsigned long long *nonFiniteCount_ = nullptr;
 };
 
 class CudaBackend final : public Backend {
@@ -276,6 +281,8 @@ CudaRank::~CudaRank() {
     (void)cudaFreeHost(stepConstantsHost_);
   if (uploaded_)
     (void)cudaEventDestroy(uploaded_);
+  if (nonFiniteCount_)
+    (void)cudaFree(nonFiniteCount_);
   for (auto &[region, base] : regions_)
     (void)cudaFree(base);
 }
@@ -397,6 +404,41 @@ Status CudaRank::allocateStepConstants(int64_t bytes) {
   for (LaunchContext &context : contexts_)
     context.stepConstants = stepConstants_;
   return Status::ok();
+}
+
+Result<int64_t> CudaRank::countNonFinite(int64_t stream, const void *data,
+                                         DType dtype, int64_t numel) {
+  if (dtype != DType::F32 && dtype != DType::BF16)
+    return int64_t(0);
+  if (!nonFiniteCount_)
+    SHARC_CUDA(cudaMalloc(&nonFiniteCount_, sizeof(unsigned long long)));
+  cudaStream_t s = streams_[stream];
+  SHARC_CUDA(
+      cudaMemsetAsync(nonFiniteCount_, 0, sizeof(unsigned long long), s));
+  SHARC_TRY(
+      kernels::cuda::countNonFinite({data, dtype}, numel, nonFiniteCount_, s));
+  unsigned long long count = 0;
+  SHARC_CUDA(cudaMemcpyAsync(&count, nonFiniteCount_, sizeof(count),
+                             cudaMemcpyDeviceToHost, s));
+  // Polled, as finishStep, so a collective that never completes times out.
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    cudaError_t state = cudaStreamQuery(s);
+    if (state == cudaSuccess)
+      break;
+    if (state != cudaErrorNotReady)
+      SHARC_CUDA(state);
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (backend_.aborted() || waited > backend_.timeoutSeconds()) {
+      backend_.groups().abortAll();
+      return Status::runtimeError("checking an output: the stream did not "
+                                  "finish (NCCL aborted)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return static_cast<int64_t>(count);
 }
 
 Status CudaRank::uploadStepConstants(const void *table, int64_t bytes) {

@@ -87,4 +87,11 @@ void scale(const ScaleArgs &args) {
                  factor * static_cast<float>(loadElement(args.x, i)));
 }
 
+int64_t countNonFinite(ConstTensorView x, int64_t numel) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < numel; ++i)
+    count += std::isfinite(loadElement(x, i)) ? 0 : 1;
+  return count;
+}
+
 } // namespace sharc::kernels::cpu

@@ -218,6 +218,17 @@ unsigned gridFor(int64_t numel, int64_t vectorEnd) {
   return gridFor(vectorEnd / kVec + (numel - vectorEnd));
 }
 
+/// Each thread counts its elements; one atomic per thread with any.
+__global__ void countNonFiniteKernel(ConstTensorView x, int64_t numel,
+                                     unsigned long long *count) {
+  unsigned long long mine = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < numel; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    mine += isfinite(loadAs(x, i)) ? 0 : 1;
+  if (mine)
+    atomicAdd(count, mine);
+}
+
 } // namespace
 
 Status add(const AddArgs &args, DeviceStream stream) {
@@ -284,6 +295,19 @@ Status scale(const ScaleArgs &args, DeviceStream stream) {
   scaleKernel<<<gridFor(args.numel, vectorEnd), kThreads, 0, stream>>>(
       {args.x, args.y, static_cast<float>(args.factor)}, args.numel, vectorEnd);
   return launchStatus("scaleKernel");
+}
+
+Status countNonFinite(ConstTensorView x, int64_t numel,
+                      unsigned long long *deviceCount, DeviceStream stream) {
+  if (x.dtype != DType::F32 && x.dtype != DType::BF16)
+    return Status::invalidInput(std::string("countNonFiniteKernel: ") +
+                                dtypeName(x.dtype) + " storage");
+  if (numel <= 0)
+    return Status::ok();
+  auto blocks =
+      static_cast<unsigned>(std::min<int64_t>(ceilDiv(numel, 256), 1024));
+  countNonFiniteKernel<<<blocks, 256, 0, stream>>>(x, numel, deviceCount);
+  return launchStatus("countNonFiniteKernel");
 }
 
 } // namespace sharc::kernels::cuda

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 using namespace sharc;
@@ -350,16 +351,59 @@ TEST_CASE("checking mode poisons an activation after its last use",
   b.instr("fill", {}, {x}, {{"value", 2.0}});
   b.instr("scale", {x}, {y}, {{"factor", 3.0}});
   b.instr("add", {stale, y}, {out});
-  for (bool check : {false, true}) {
-    auto runtime = makeRuntime(b.plan, RunOptions{.checkHazards = check});
-    REQUIRE(runtime->step());
-    std::vector<double> values = output(*runtime, "out");
-    for (double value : values) {
-      INFO("checkHazards " << check);
-      if (check)
-        REQUIRE(std::isnan(value));
-      else
-        REQUIRE(value == 8.0);
+  auto unchecked = makeRuntime(b.plan, RunOptions{.checkHazards = false});
+  REQUIRE(unchecked->step());
+  for (double value : output(*unchecked, "out"))
+    REQUIRE(value == 8.0);
+  // Checking mode poisons x after the scale, so the add reads NaN through
+  // stale, and the check on its output names it.
+  auto checked = makeRuntime(b.plan, RunOptions{.checkHazards = true});
+  auto step = checked->step();
+  REQUIRE_FALSE(step);
+  INFO(step.status().message());
+  CHECK(step.status().message().find("instr 2 (add)") != std::string::npos);
+  CHECK(step.status().message().find("'out' holds 4 NaN or infinite") !=
+        std::string::npos);
+}
+
+TEST_CASE("checking mode names the first instruction whose output goes "
+          "non-finite",
+          "[executor][streams]") {
+  LinearModel model;
+  std::vector<int32_t> tokens(model.batch * model.seqLen);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((i * 3 + 2) % model.validVocab);
+  auto runtime = makeRuntime(makeLinearPlan(model, 1, 2),
+                             RunOptions{.checkHazards = true});
+  REQUIRE(runtime->initParams(5));
+  REQUIRE(runtime->setBatch(tokens));
+  // A clean step passes the check.
+  auto clean = runtime->step();
+  INFO(clean.status().message());
+  REQUIRE(clean);
+  // One infinite weight of the head: the logits matmul is the first
+  // instruction to write a non-finite value.
+  auto params = runtime->gatherParams();
+  REQUIRE(params);
+  for (plan::NamedTensor &tensor : params->tensors)
+    if (tensor.name == "head.weight") {
+      float inf = std::numeric_limits<float>::infinity();
+      std::memcpy(tensor.bytes.data() + 4 * sizeof(float), &inf, sizeof(float));
     }
-  }
+  REQUIRE(runtime->loadParams(*params));
+  auto diverged = runtime->step();
+  REQUIRE_FALSE(diverged);
+  std::string message = diverged.status().message();
+  INFO(message);
+  CHECK(message.find(": the first output to go non-finite: 'logits") !=
+        std::string::npos);
+  CHECK(message.find("(matmul") != std::string::npos);
+  // Without checking mode the step runs on and the loss is not finite.
+  auto unchecked = makeRuntime(makeLinearPlan(model, 1, 2));
+  REQUIRE(unchecked->initParams(5));
+  REQUIRE(unchecked->loadParams(*params));
+  REQUIRE(unchecked->setBatch(tokens));
+  auto stats = unchecked->step();
+  REQUIRE(stats);
+  CHECK_FALSE(std::isfinite(stats->loss));
 }
