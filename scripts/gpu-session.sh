@@ -5,7 +5,7 @@
 # Logs go to $OUT (the device tool's output folder) or ./out.
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
-#                               [graph] [hf]
+#                               [graph] [hf] [check]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage=$root/.device
@@ -72,6 +72,11 @@ for step in $steps; do
     "$root/tests/gpu/graph-parity.sh" "$run" 6 \
       ${GRAPH_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/bench/dense.plan "$stage"/bench/tp_sp_async_vp.plan} \
       2>&1 | tee "$out/graph.log" ;;
+  check)
+    # --check names the first instruction whose output went non-finite.
+    for plan in small-f32-dense small-bf16-dense; do
+      "$root/tests/gpu/check-nonfinite.sh" "$run" "$stage/plans/$plan.plan"
+    done 2>&1 | tee "$out/check.log" ;;
   hf)
     # transformers' Qwen3ForCausalLM on sharc's exports against sharc's logits.
     python3 "$root/tests/gpu/hf-logits.py" "$stage"/hf/*/ 2>&1 |
