@@ -3,10 +3,9 @@
 #include "executor/DataLoader.h"
 
 #include "executor/ParamInit.h"
+#include "planner/plan/FileText.h"
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <numeric>
 
 namespace sharc::exec {
@@ -24,7 +23,7 @@ std::string str(uint64_t value) { return std::to_string(value); }
 } // namespace
 
 Result<TokenFileHeader> readTokenFileHeader(const std::string &path,
-                                            const std::vector<char> &bytes) {
+                                            std::string_view bytes) {
   auto bad = [&](const std::string &message) {
     return Status::invalidInput(path + ": " + message);
   };
@@ -67,11 +66,12 @@ DataLoader DataLoader::synthetic(int64_t vocab, int64_t batch, int64_t seqLen,
 
 Result<DataLoader> DataLoader::fromFile(const std::string &path, int64_t vocab,
                                         int64_t batch, int64_t seqLen) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::invalidInput(path + ": cannot open token file");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
+  // Whole, through the shared reader: a directory, FIFO or device is named
+  // as such, and a file larger than the host's memory is refused.
+  auto text = readWholeFile(path, "token file");
+  if (!text)
+    return text.status();
+  const std::string &bytes = *text;
   if (bytes.empty())
     return Status::invalidInput(path + ": empty token file");
   DataLoader loader(vocab, batch, seqLen);
@@ -106,6 +106,11 @@ Result<DataLoader> DataLoader::fromFile(const std::string &path, int64_t vocab,
     loader.fileTokens_.resize(bytes.size() / 4);
     std::memcpy(loader.fileTokens_.data(), bytes.data(), bytes.size());
   }
+  if (static_cast<int64_t>(loader.fileTokens_.size()) < seqLen)
+    return Status::invalidInput(
+        path + ": " + std::to_string(loader.fileTokens_.size()) +
+        " tokens, fewer than one sequence of seq_len " +
+        std::to_string(seqLen) + " (a window would wrap around the file)");
   for (size_t i = 0; i < loader.fileTokens_.size(); ++i) {
     int32_t id = loader.fileTokens_[i];
     if (id < 0 || id >= vocab)

@@ -45,15 +45,17 @@ struct TokenFileHeader {
 /// Parses and checks the header at the start of `bytes` (which begins with
 /// the magic) against the file's size; invalid input naming `path`.
 Result<TokenFileHeader> readTokenFileHeader(const std::string &path,
-                                            const std::vector<char> &bytes);
+                                            std::string_view bytes);
 
 class DataLoader {
 public:
   static DataLoader synthetic(int64_t vocab, int64_t batch, int64_t seqLen,
                               uint64_t seed);
-  /// An unreadable, empty, ragged or out-of-vocabulary file, or a header
-  /// that does not fit the plan (version, id width, vocabulary, count), is
-  /// invalid input naming the path.
+  /// An unreadable, empty, ragged or out-of-vocabulary file, one holding
+  /// fewer tokens than one sequence (its windows would wrap around it), a
+  /// directory, FIFO or device, or a header that does not fit the plan
+  /// (version, id width, vocabulary, count), is invalid input naming the
+  /// path.
   static Result<DataLoader> fromFile(const std::string &path, int64_t vocab,
                                      int64_t batch, int64_t seqLen);
 

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <unistd.h>
@@ -75,6 +76,19 @@ TEST_CASE("a token file is read in windows of S tokens, wrapping",
   REQUIRE(ragged.status().code() == Status::Code::InvalidInput);
   auto missing = DataLoader::fromFile(file.path + ".none", 10, 2, 3);
   REQUIRE(missing.status().code() == Status::Code::InvalidInput);
+
+  // Shorter than one sequence: an error, not a window wrapping around.
+  writeInts(file.path, {0, 1});
+  auto shortFile = DataLoader::fromFile(file.path, 10, 2, 3);
+  REQUIRE(shortFile.status().code() == Status::Code::InvalidInput);
+  REQUIRE(shortFile.status().message().find(
+              "2 tokens, fewer than one sequence of seq_len 3") !=
+          std::string::npos);
+  // A directory is named as one.
+  auto folder = DataLoader::fromFile(
+      std::filesystem::temp_directory_path().string(), 10, 2, 3);
+  REQUIRE(folder.status().code() == Status::Code::InvalidInput);
+  REQUIRE(folder.status().message().find("directory") != std::string::npos);
 }
 
 namespace {
