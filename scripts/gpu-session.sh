@@ -95,7 +95,9 @@ for step in $steps; do
     mode=${TRACE_MODE:-tp_sp_async_vp}
     "$run" "$stage/bench/$mode.plan" --backend cuda --steps 5 \
       --trace "$out/trace-$mode.json" >"$out/trace.log" 2>&1
-    tail -n 3 "$out/trace.log" ;;
+    tail -n 3 "$out/trace.log"
+    python3 "$root/scripts/trace-summary.py" "$out/trace-$mode.json" |
+      tee "$out/trace-summary-$mode.txt" ;;
   ceilings)
     python3 "$root/scripts/measure-machine.py" >"$out/machine.yaml" 2>&1
     cat "$out/machine.yaml" ;;
