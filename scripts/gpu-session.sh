@@ -6,6 +6,13 @@
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
 #                               [graph] [hf] [check]
+#
+# What the two-GPU runs of the CUDA backend and speed issues still need, in
+# two calls of under 10 minutes each (NCCL_NVLS_ENABLE=0 in both):
+#   scripts/gpu-session.sh kernels parity graph check
+#   BENCH_FLAGS=--cuda-graph TRACE_MODE=tp_sp_async_vp \
+#     scripts/gpu-session.sh bench trace ceilings peers
+# (and SANITIZE_PLANS="small-f32-tp_sp_async_vp small-bf16-ddp" sanitize).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage=$root/.device
@@ -70,7 +77,7 @@ for step in $steps; do
   graph)
     # CUDA-graph replay against eager enqueueing: identical checkpoints.
     "$root/tests/gpu/graph-parity.sh" "$run" 6 \
-      ${GRAPH_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/bench/dense.plan "$stage"/bench/tp_sp_async_vp.plan} \
+      ${GRAPH_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/plans/small-bf16-ddp.plan "$stage"/bench/dense.plan "$stage"/bench/tp_sp_async_vp.plan} \
       2>&1 | tee "$out/graph.log" ;;
   check)
     # --check names the first instruction whose output went non-finite.
