@@ -2,9 +2,12 @@
 
 #include "ir/frontend/ConfigDiagnostics.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <sstream>
 #include <vector>
 
 namespace sharc::frontend {
@@ -207,6 +210,39 @@ private:
 std::optional<ConfigError> findEncodingError(std::string_view text,
                                              const std::string &file) {
   return EncodingChecker(text, file).run();
+}
+
+/// Where yaml-cpp 0.7's parser stops making progress, if it does: on a
+/// stray flow indicator at the top level (a file holding only ",") it
+/// yields an empty document at the same place forever, so YAML::LoadAll
+/// never returns and fills memory. A document that starts where the
+/// previous one did is that loop (found by the config fuzzer).
+std::optional<YAML::Mark> findStuckParser(const std::string &text) {
+  struct DocumentStarts : YAML::EventHandler {
+    std::optional<YAML::Mark> previous, stuck;
+    void OnDocumentStart(const YAML::Mark &mark) override {
+      if (previous && previous->pos == mark.pos)
+        stuck = mark;
+      previous = mark;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark &, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark &, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark &, const std::string &, YAML::anchor_t,
+                  const std::string &) override {}
+    void OnSequenceStart(const YAML::Mark &, const std::string &,
+                         YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark &, const std::string &, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  };
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  while (!starts.stuck && parser.HandleNextDocument(starts)) {
+  }
+  return starts.stuck;
 }
 
 } // namespace sharc::frontend

@@ -1,6 +1,6 @@
 //===- ConfigDiagnostics.h - how config errors read -------------*- C++ -*-===//
 // defines: editDistance, didYouMean, locFromMark, describeNode,
-//          findEncodingError
+//          findEncodingError, findStuckParser
 //
 // The pieces every configuration error is made of, kept apart from the
 // schema so that the schema reads as a list of fields.
@@ -42,5 +42,9 @@ std::string describeNode(const YAML::Node &node);
 /// rejected before parsing. Columns count bytes, as yaml-cpp's do.
 std::optional<ConfigError> findEncodingError(std::string_view text,
                                              const std::string &file);
+
+/// Where yaml-cpp 0.7's parser would loop forever without moving on (a
+/// stray flow indicator at the top level), or nothing; see the .cpp.
+std::optional<YAML::Mark> findStuckParser(const std::string &text);
 
 } // namespace sharc::frontend

@@ -10,7 +10,6 @@
 #include "ir/frontend/ConfigSection.h"
 
 #include <yaml-cpp/depthguard.h>
-#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -23,7 +22,6 @@
 #include <fstream>
 #include <limits>
 #include <numbers>
-#include <sstream>
 #include <vector>
 
 namespace sharc::frontend {
@@ -90,39 +88,6 @@ constexpr IntBounds sizeBounds{1, maxSize};
 
 ConfigError errorAt(SourceLoc loc, std::string message) {
   return ConfigError{std::move(loc), std::move(message)};
-}
-
-/// Where yaml-cpp 0.7's parser stops making progress, if it does: on a
-/// stray flow indicator at the top level (a file holding only ",") it
-/// yields an empty document at the same place forever, so YAML::LoadAll
-/// never returns and fills memory. A document that starts where the
-/// previous one did is that loop (found by the config fuzzer).
-std::optional<YAML::Mark> findStuckParser(const std::string &text) {
-  struct DocumentStarts : YAML::EventHandler {
-    std::optional<YAML::Mark> previous, stuck;
-    void OnDocumentStart(const YAML::Mark &mark) override {
-      if (previous && previous->pos == mark.pos)
-        stuck = mark;
-      previous = mark;
-    }
-    void OnDocumentEnd() override {}
-    void OnNull(const YAML::Mark &, YAML::anchor_t) override {}
-    void OnAlias(const YAML::Mark &, YAML::anchor_t) override {}
-    void OnScalar(const YAML::Mark &, const std::string &, YAML::anchor_t,
-                  const std::string &) override {}
-    void OnSequenceStart(const YAML::Mark &, const std::string &,
-                         YAML::anchor_t, YAML::EmitterStyle::value) override {}
-    void OnSequenceEnd() override {}
-    void OnMapStart(const YAML::Mark &, const std::string &, YAML::anchor_t,
-                    YAML::EmitterStyle::value) override {}
-    void OnMapEnd() override {}
-  };
-  std::istringstream in(text);
-  YAML::Parser parser(in);
-  DocumentStarts starts;
-  while (!starts.stuck && parser.HandleNextDocument(starts)) {
-  }
-  return starts.stuck;
 }
 
 /// Parses text into its single document, after rejecting bytes that are
