@@ -24,6 +24,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -319,9 +321,7 @@ int compile(const CompileFlags &flags) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int dispatch(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     printUsage(args.empty() ? stderr : stdout);
@@ -343,4 +343,19 @@ int main(int argc, char **argv) {
           parseFlags({args.begin() + 1, args.end()}, flags))
     return *exitCode;
   return compile(flags);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // Every reader turns bad input into a message; anything still thrown is
+  // sharc's fault, and says so rather than aborting with a signal.
+  try {
+    return dispatch(argc, argv);
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "sharc: error: out of host memory\n");
+  } catch (const std::exception &error) {
+    std::fprintf(stderr, "sharc: error: internal error: %s\n", error.what());
+  }
+  return 1;
 }
