@@ -1,6 +1,6 @@
 //===- RmsNorm.h - grouped RMSNorm forward and backward ---------*- C++ -*-===//
 // defines: RmsNormArgs, RmsNormGradArgs, rmsNorm, rmsNormGrad (cpu::, cuda::),
-//          rmsNormGradScratchBytes (cuda::)
+//          rmsNormGradScratchBytes (cuda::), kRmsNormGradMaxBlocks
 //
 // x is [rows, cols] with cols = groups * groupSize; each contiguous group of
 // groupSize elements is normalised on its own and scaled by w[groupSize].
@@ -37,6 +37,11 @@ struct RmsNormGradArgs {
   double eps = 1e-6;
   void *scratch = nullptr; ///< device only, of rmsNormGradScratchBytes
 };
+
+/// The device backward's partition: at most this many blocks, each leaving
+/// one row of partial dw sums, so its scratch is at most this many rows of
+/// groupSize floats (what plan/DeviceWorkspace.h predicts).
+inline constexpr int64_t kRmsNormGradMaxBlocks = 512;
 
 namespace cpu {
 void rmsNorm(const RmsNormArgs &args);

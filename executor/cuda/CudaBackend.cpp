@@ -158,6 +158,9 @@ public:
     return Status::ok();
   }
   Status finishStep() override;
+  /// Returns once `streams` have finished, polling them so that a
+  /// collective that never completes is aborted after the deadline.
+  Status drain(const std::vector<cudaStream_t> &streams, const char *what);
   void abort() override {}
   Status beginTimed(int64_t stream, int64_t index) override;
   Status endTimed(int64_t stream, int64_t index) override;
@@ -420,24 +423,7 @@ Result<int64_t> CudaRank::countNonFinite(int64_t stream, const void *data,
   unsigned long long count = 0;
   SHARC_CUDA(cudaMemcpyAsync(&count, nonFiniteCount_, sizeof(count),
                              cudaMemcpyDeviceToHost, s));
-  // Polled, as finishStep, so a collective that never completes times out.
-  auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    cudaError_t state = cudaStreamQuery(s);
-    if (state == cudaSuccess)
-      break;
-    if (state != cudaErrorNotReady)
-      SHARC_CUDA(state);
-    double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (backend_.aborted() || waited > backend_.timeoutSeconds()) {
-      backend_.groups().abortAll();
-      return Status::runtimeError("checking an output: the stream did not "
-                                  "finish (NCCL aborted)");
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
+  SHARC_TRY(drain({s}, "checking an output"));
   return static_cast<int64_t>(count);
 }
 
@@ -516,13 +502,16 @@ Status CudaRank::poisonActivations() {
   return Status::ok();
 }
 
-Status CudaRank::finishStep() {
+Status CudaRank::finishStep() { return drain(streams_, "the step"); }
+
+Status CudaRank::drain(const std::vector<cudaStream_t> &streams,
+                       const char *what) {
   // Poll rather than cudaStreamSynchronize, which would wait forever on a
   // collective whose peer died.
   auto start = std::chrono::steady_clock::now();
   for (;;) {
     bool done = true;
-    for (cudaStream_t stream : streams_) {
+    for (cudaStream_t stream : streams) {
       cudaError_t state = cudaStreamQuery(stream);
       if (state == cudaErrorNotReady) {
         done = false;
@@ -541,7 +530,7 @@ Status CudaRank::finishStep() {
       return Status::runtimeError(
           backend_.aborted()
               ? "aborted: another rank failed"
-              : "the step did not finish within " +
+              : std::string(what) + " did not finish within " +
                     std::to_string(static_cast<int>(waited)) +
                     " s (a collective never completed); NCCL aborted");
     }

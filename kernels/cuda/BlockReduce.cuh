@@ -1,9 +1,10 @@
-//===- BlockReduce.cuh - block reductions of the losses ---------*- C++ -*-===//
+//===- BlockReduce.cuh - reductions with the same bits in every thread -*-===//
 //
 // Shared by the dense and the vocab-parallel cross entropy: which labels
 // count (kernels/CrossEntropy.h: any label outside [0, validVocab) is
 // ignored) and a block reduction whose result has the same bits in every
-// thread and on every run.
+// thread and on every run; and by both RMSNorm paths, the sum over a team
+// of threads that owns one row.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -42,6 +43,31 @@ __device__ inline T blockReduce(T value, Op op, T *scratch) {
   T total = scratch[0];
   for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
     total = op(total, scratch[w]);
+  __syncthreads();
+  return total;
+}
+
+/// Sum over a team of `teamLanes` (a power of two up to a block)
+/// consecutive, aligned threads, the same bits in each of them: butterflies
+/// within a warp (lanes i and i ^ offset add the same two values), then one
+/// float per warp through `scratch` for a team of several warps. Every
+/// thread of the block must call it.
+__device__ __forceinline__ float teamSum(float value, int teamLanes,
+                                         float *scratch) {
+  int width = teamLanes < 32 ? teamLanes : 32;
+  for (int offset = width / 2; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  if (teamLanes <= 32)
+    return value;
+  int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0)
+    scratch[warp] = value;
+  __syncthreads();
+  int warpsPerTeam = teamLanes / 32;
+  int firstWarp = warp / warpsPerTeam * warpsPerTeam;
+  float total = 0.0f;
+  for (int w = 0; w < warpsPerTeam; ++w)
+    total += scratch[firstWarp + w];
   __syncthreads();
   return total;
 }

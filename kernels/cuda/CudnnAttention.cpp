@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -104,23 +105,27 @@ bool CudnnAttention::accepts(DType dtype, int64_t headDim) {
   return dtype == DType::BF16 && headDim % 8 == 0 && headDim <= 128;
 }
 
-Result<CudnnAttention::Graph *>
-CudnnAttention::graphFor(bool backward, int64_t seqLen, int64_t batch,
-                         int64_t numHeads, int64_t numKvHeads,
-                         int64_t headDim) {
-  Key key{backward, seqLen, batch, numHeads, numKvHeads, headDim};
+template <typename Args>
+Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
+  constexpr bool backward = std::is_same_v<Args, AttentionGradArgs>;
+  if (!accepts(args.q.dtype, args.headDim))
+    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
+                                "multiple of 8 up to 128");
+  Key key{backward,      args.seqLen,     args.batch,
+          args.numHeads, args.numKvHeads, args.headDim};
   if (auto it = graphs_.find(key); it != graphs_.end())
     return it->second.get();
-  Shape s{seqLen, batch, numHeads, numKvHeads, headDim};
+  Shape s{args.seqLen, args.batch, args.numHeads, args.numKvHeads,
+          args.headDim};
   auto built = std::make_unique<Graph>();
   fe::graph::Graph &graph = built->graph;
   graph.set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = headTensor(graph, "q", kQ, s, numHeads);
-  auto k = headTensor(graph, "k", kK, s, numKvHeads);
-  auto v = headTensor(graph, "v", kV, s, numKvHeads);
-  float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+  auto q = headTensor(graph, "q", kQ, s, s.numHeads);
+  auto k = headTensor(graph, "k", kK, s, s.numKvHeads);
+  auto v = headTensor(graph, "v", kV, s, s.numKvHeads);
+  float scale = 1.0f / std::sqrt(static_cast<float>(s.headDim));
   if (!backward) {
     auto options = fe::graph::SDPA_attributes()
                        .set_name("attention")
@@ -128,15 +133,15 @@ CudnnAttention::graphFor(bool backward, int64_t seqLen, int64_t batch,
                        .set_causal_mask(true)
                        .set_attn_scale(scale);
     auto [o, stats] = graph.sdpa(q, k, v, options);
-    setHeadOutput(*o, kO, s, numHeads);
+    setHeadOutput(*o, kO, s, s.numHeads);
     stats->set_output(true)
         .set_uid(kStats)
         .set_data_type(fe::DataType_t::FLOAT)
         .set_dim(statsDim(s))
         .set_stride(statsStride(s));
   } else {
-    auto o = headTensor(graph, "o", kO, s, numHeads);
-    auto dO = headTensor(graph, "dO", kDO, s, numHeads);
+    auto o = headTensor(graph, "o", kO, s, s.numHeads);
+    auto dO = headTensor(graph, "dO", kDO, s, s.numHeads);
     auto stats = graph.tensor(fe::graph::Tensor_attributes()
                                   .set_name("stats")
                                   .set_uid(kStats)
@@ -149,9 +154,9 @@ CudnnAttention::graphFor(bool backward, int64_t seqLen, int64_t batch,
                        .set_attn_scale(scale)
                        .set_deterministic_algorithm(deterministic_);
     auto [dQ, dK, dV] = graph.sdpa_backward(q, k, v, o, dO, stats, options);
-    setHeadOutput(*dQ, kDQ, s, numHeads);
-    setHeadOutput(*dK, kDK, s, numKvHeads);
-    setHeadOutput(*dV, kDV, s, numKvHeads);
+    setHeadOutput(*dQ, kDQ, s, s.numHeads);
+    setHeadOutput(*dK, kDK, s, s.numKvHeads);
+    setHeadOutput(*dV, kDV, s, s.numKvHeads);
   }
   auto handle = static_cast<cudnnHandle_t>(handle_);
   SHARC_TRY(frontendStatus(graph.validate(), "validate"));
@@ -169,30 +174,29 @@ CudnnAttention::graphFor(bool backward, int64_t seqLen, int64_t batch,
 }
 
 Result<int64_t> CudnnAttention::prepare(const AttentionArgs &args) {
-  if (!accepts(args.q.dtype, args.headDim))
-    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
-                                "multiple of 8 up to 128");
-  auto graph = graphFor(false, args.seqLen, args.batch, args.numHeads,
-                        args.numKvHeads, args.headDim);
+  auto graph = graphFor(args);
   if (!graph)
     return graph.status();
   return (*graph)->workspaceBytes;
 }
 
 Result<int64_t> CudnnAttention::prepare(const AttentionGradArgs &args) {
-  if (!accepts(args.q.dtype, args.headDim))
-    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
-                                "multiple of 8 up to 128");
-  auto graph = graphFor(true, args.seqLen, args.batch, args.numHeads,
-                        args.numKvHeads, args.headDim);
+  auto graph = graphFor(args);
   if (!graph)
     return graph.status();
   return (*graph)->workspaceBytes;
 }
 
+Status CudnnAttention::execute(Graph &graph,
+                               std::unordered_map<int64_t, void *> &pack,
+                               void *workspace, const char *direction) {
+  return frontendStatus(
+      graph.graph.execute(static_cast<cudnnHandle_t>(handle_), pack, workspace),
+      direction);
+}
+
 Status CudnnAttention::run(const AttentionArgs &args, void *workspace) {
-  auto graph = graphFor(false, args.seqLen, args.batch, args.numHeads,
-                        args.numKvHeads, args.headDim);
+  auto graph = graphFor(args);
   if (!graph)
     return graph.status();
   std::unordered_map<int64_t, void *> pack{
@@ -201,15 +205,11 @@ Status CudnnAttention::run(const AttentionArgs &args, void *workspace) {
       {kV, const_cast<void *>(args.v.data)},
       {kO, args.out.data},
       {kStats, args.lse}};
-  return frontendStatus(
-      (*graph)->graph.execute(static_cast<cudnnHandle_t>(handle_), pack,
-                              workspace),
-      "execute (forward)");
+  return execute(**graph, pack, workspace, "execute (forward)");
 }
 
 Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
-  auto graph = graphFor(true, args.seqLen, args.batch, args.numHeads,
-                        args.numKvHeads, args.headDim);
+  auto graph = graphFor(args);
   if (!graph)
     return graph.status();
   std::unordered_map<int64_t, void *> pack{
@@ -222,10 +222,7 @@ Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
       {kDQ, args.dq.data},
       {kDK, args.dk.data},
       {kDV, args.dv.data}};
-  return frontendStatus(
-      (*graph)->graph.execute(static_cast<cudnnHandle_t>(handle_), pack,
-                              workspace),
-      "execute (backward)");
+  return execute(**graph, pack, workspace, "execute (backward)");
 }
 
 } // namespace sharc::kernels::cuda

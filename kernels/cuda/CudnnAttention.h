@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 namespace sharc::kernels::cuda {
 
@@ -56,9 +57,10 @@ public:
 private:
   CudnnAttention() = default;
   using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;
-  Result<Graph *> graphFor(bool backward, int64_t seqLen, int64_t batch,
-                           int64_t numHeads, int64_t numKvHeads,
-                           int64_t headDim);
+  /// The built graph of args' direction and shape, built on first use.
+  template <typename Args> Result<Graph *> graphFor(const Args &args);
+  Status execute(Graph &graph, std::unordered_map<int64_t, void *> &pack,
+                 void *workspace, const char *direction);
 
   void *handle_ = nullptr; ///< cudnnHandle_t
   bool deterministic_ = false;

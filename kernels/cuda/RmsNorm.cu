@@ -44,6 +44,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/RmsNorm.h"
+#include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 #include "kernels/cuda/RmsNormVec.h"
@@ -67,30 +68,6 @@ constexpr int kGradThreads = 512;
 constexpr int kSumCols = 32;
 constexpr int kSumRows = 32;
 constexpr int kSumThreads = kSumCols * kSumRows;
-
-/// Sum over the calling thread's team, the same bits in each of its
-/// threads. Every thread of the block must call it (it may synchronise the
-/// block); `scratch` holds one float per warp.
-__device__ float teamSum(float value, int teamSize, float *scratch) {
-  // A butterfly: lanes i and i ^ offset add the same two values, so all
-  // lanes end with the same bits.
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  if (teamSize <= 32)
-    return value;
-  int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0)
-    scratch[warp] = value;
-  __syncthreads();
-  int warpsPerTeam = teamSize / 32;
-  int firstWarp = warp / warpsPerTeam * warpsPerTeam;
-  float total = 0.0f;
-  for (int w = 0; w < warpsPerTeam; ++w)
-    total += scratch[firstWarp + w];
-  __syncthreads();
-  return total;
-}
 
 /// rstd of the unit at `base` (any value when inactive). Every thread of
 /// the block must call it.

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/RmsNormVec.h"
 
+#include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/Launch.h"
 
 #include <cuda_bf16.h>
@@ -76,30 +77,6 @@ storeVec(T *base, int64_t vec, const float (&values)[Vec<T>::kElems]) {
   reinterpret_cast<uint4 *>(base)[vec] = raw;
 }
 
-/// Sum over a team of `teamLanes` (a power of two up to a block)
-/// consecutive, aligned threads: shuffles within a warp, then one float per
-/// warp through `scratch` for a team of several warps. Every thread of the
-/// block must call it.
-__device__ __forceinline__ float vecTeamSum(float value, int teamLanes,
-                                            float *scratch) {
-  int width = teamLanes < 32 ? teamLanes : 32;
-  for (int offset = width / 2; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  if (teamLanes <= 32)
-    return value;
-  int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0)
-    scratch[warp] = value;
-  __syncthreads();
-  int warpsPerTeam = teamLanes / 32;
-  int firstWarp = warp / warpsPerTeam * warpsPerTeam;
-  float total = 0.0f;
-  for (int w = 0; w < warpsPerTeam; ++w)
-    total += scratch[firstWarp + w];
-  __syncthreads();
-  return total;
-}
-
 /// y for one unit per team; lane l of a team handles vectors l,
 /// l + teamLanes, ... (fewer than kMaxVecsPerLane of them).
 template <typename T>
@@ -121,8 +98,8 @@ __global__ void __launch_bounds__(kVecBlockThreads)
       for (int i = 0; i < E; ++i)
         sumSquares += xv.v[i] * xv.v[i];
     }
-  float meanSquare = vecTeamSum(sumSquares, teamLanes, scratch) /
-                     static_cast<float>(numVecs * E);
+  float meanSquare =
+      teamSum(sumSquares, teamLanes, scratch) / static_cast<float>(numVecs * E);
   if (!active)
     return;
   float rstd = 1.0f / sqrtf(meanSquare + eps);
@@ -173,11 +150,11 @@ __global__ void __launch_bounds__(kVecBlockThreads)
         sumGradX += dyv.v[i] * wv.v[i] * xv.v[i];
       }
     }
-    float meanSquare = vecTeamSum(sumSquares, teamLanes, scratch) /
-                       static_cast<float>(groupSize);
+    float meanSquare =
+        teamSum(sumSquares, teamLanes, scratch) / static_cast<float>(groupSize);
     float rstd = 1.0f / sqrtf(meanSquare + eps);
     // mean of g * xhat = rstd * mean of dy * w * x
-    float meanGradXhat = rstd * vecTeamSum(sumGradX, teamLanes, scratch) /
+    float meanGradXhat = rstd * teamSum(sumGradX, teamLanes, scratch) /
                          static_cast<float>(groupSize);
     if (!active)
       continue;

@@ -15,7 +15,7 @@ namespace sharc::kernels::cuda {
 
 /// The backward's partition: at most kGradBlocks blocks, fixed by the sizes
 /// alone, so the partial dw rows (and dw) are the same on every device.
-inline constexpr int kGradBlocks = 512;
+inline constexpr int kGradBlocks = static_cast<int>(kRmsNormGradMaxBlocks);
 /// Shared memory a kernel may take without opting in.
 inline constexpr int64_t kDefaultSharedBytes = 48 * 1024;
 

@@ -2,14 +2,12 @@
 
 #include "planner/plan/DeviceWorkspace.h"
 
+#include "kernels/RmsNorm.h"
+
 #include <algorithm>
 
 namespace sharc::plan {
 namespace {
-
-/// Mirrors kernels/cuda/RmsNormVec.h's kGradBlocks: both rms_norm_grad
-/// paths leave at most this many partial dw rows.
-constexpr int64_t kNormGradBlocks = 512;
 
 int64_t numel(const Buffer &buffer) {
   int64_t n = 1;
@@ -25,19 +23,17 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
                                      : nullptr;
   };
   if (instr.op == "rms_norm_grad")
-    return kNormGradBlocks * instr.getInt("group_size", 0) * 4;
+    return kernels::kRmsNormGradMaxBlocks * instr.getInt("group_size", 0) * 4;
   if (instr.op == "cross_entropy") {
     const Buffer *labels = operand(1);
     return labels ? numel(*labels) * 4 : 0;
   }
   if (instr.op == "attention_grad") {
-    // cuDNN's backward (bf16 only) as measured on an H200 with cuDNN 9.19
-    // for every shape of sharc-attention-bench: two fp32 tensors of q's
-    // size, one fp32 row statistic, 256 bytes of alignment.
+    // cuDNN runs the bf16 backward only.
     const Buffer *q = operand(0), *lse = operand(4);
     if (!q || q->dtype != DType::BF16)
       return 0;
-    return numel(*q) * 8 + (lse ? numel(*lse) * 4 : 0) + 256;
+    return cudnnAttentionGradBytes(numel(*q), lse ? numel(*lse) : 0);
   }
   return 0;
 }

@@ -1,6 +1,6 @@
 //===- DeviceWorkspace.h - what a GPU rank holds beside the plan *- C++ -*-===//
 // defines: kGemmWorkspaceBytes, DeviceWorkspace, predictDeviceWorkspace,
-//          collectiveStagingBytes
+//          cudnnAttentionGradBytes, collectiveStagingBytes
 //
 // The plan's regions are all a rank's tensors; on the CUDA backend the
 // libraries and kernels need working memory too, sized at set-up and never
@@ -41,6 +41,14 @@ struct DeviceWorkspace {
 
 /// Per rank (the plan's ranks are alike in size).
 DeviceWorkspace predictDeviceWorkspace(const Plan &plan);
+
+/// cuDNN's attention backward (bf16) for q of `qNumel` elements and an lse
+/// of `lseNumel`, as cuDNN 9.19 states it on an H200 for every shape
+/// sharc-attention-bench measures: two fp32 tensors of q's size, one fp32
+/// row statistic, 256 bytes of alignment.
+inline int64_t cudnnAttentionGradBytes(int64_t qNumel, int64_t lseNumel) {
+  return qNumel * 8 + lseNumel * 4 + 256;
+}
 
 /// Bytes of staging one stream's inner-dimension all_gather or
 /// reduce_scatter needs: the largest gathered (or scattered) tensor whose

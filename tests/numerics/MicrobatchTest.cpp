@@ -10,14 +10,11 @@
 
 #include "tests/numerics/NumericsSupport.h"
 
-#include "kernels/TensorView.h"
-
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <unistd.h>
 
@@ -56,42 +53,9 @@ plan::Plan compileTiny(int64_t count, PipelineOptions pipeline) {
   return plan;
 }
 
-std::vector<double> valuesOf(const plan::NamedTensor &tensor) {
-  std::vector<double> values(tensor.bytes.size() / dtypeSize(tensor.dtype));
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = kernels::loadElement({tensor.bytes.data(), tensor.dtype},
-                                     static_cast<int64_t>(i));
-  return values;
-}
-
-struct Run {
-  std::vector<double> losses;
-  plan::TensorFile firstOutputs, params;
-};
-
-Run train(const plan::Plan &plan) {
-  auto runtime = makeRuntime(plan);
-  REQUIRE(runtime->initParams(5).isOk());
-  Run run;
-  std::mt19937 rng(13);
-  for (int step = 0; step < kSteps; ++step) {
-    std::vector<int32_t> tokens(plan.batchSize * plan.seqLen);
-    for (int32_t &id : tokens)
-      id = static_cast<int32_t>(rng() % plan.vocabSize);
-    REQUIRE(runtime->setBatch(tokens).isOk());
-    auto stats = runtime->step();
-    REQUIRE(stats.isOk());
-    run.losses.push_back(stats->loss);
-    if (step == 0) {
-      auto outputs = runtime->gatherOutputs();
-      REQUIRE(outputs.isOk());
-      run.firstOutputs = std::move(*outputs);
-    }
-  }
-  auto params = runtime->gatherParams();
-  REQUIRE(params.isOk());
-  run.params = std::move(*params);
-  return run;
+/// Every layout and its dense reference train from the same seeds.
+TrainedRun train(const plan::Plan &plan) {
+  return trainOnRandomTokens(plan, kSteps, 5, 13);
 }
 
 /// max |a - b| <= tolerance * max |b| over every tensor of `reference`
@@ -127,8 +91,8 @@ void requireMicrobatchParity(const std::string &mode, int64_t tp, int64_t dp,
   dense.keepGradients = true;
   INFO(mode << " tp " << tp << " dp " << dp << ", " << count << " microbatches"
             << (fuse ? ", fused" : ""));
-  Run split = train(compileTiny(count, layout));
-  Run whole = train(compileTiny(1, dense));
+  TrainedRun split = train(compileTiny(count, layout));
+  TrainedRun whole = train(compileTiny(1, dense));
   REQUIRE(
       compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
       static_cast<int>(whole.params.tensors.size()));

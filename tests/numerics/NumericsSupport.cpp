@@ -2,11 +2,13 @@
 
 #include "tests/numerics/NumericsSupport.h"
 
+#include "kernels/TensorView.h"
 #include "mlir/IR/Diagnostics.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <random>
 
 using namespace sharc;
 
@@ -100,4 +102,39 @@ double testing::relativeL2(const std::vector<double> &actual,
     ref += expected[i] * expected[i];
   }
   return std::sqrt(err) / (std::sqrt(ref) + 1e-30);
+}
+
+std::vector<double> testing::valuesOf(const plan::NamedTensor &tensor) {
+  std::vector<double> values(tensor.bytes.size() / dtypeSize(tensor.dtype));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = kernels::loadElement({tensor.bytes.data(), tensor.dtype},
+                                     static_cast<int64_t>(i));
+  return values;
+}
+
+testing::TrainedRun testing::trainOnRandomTokens(const plan::Plan &plan,
+                                                 int steps, uint64_t paramSeed,
+                                                 uint32_t dataSeed) {
+  auto runtime = makeRuntime(plan);
+  REQUIRE(runtime->initParams(paramSeed).isOk());
+  TrainedRun run;
+  std::mt19937 rng(dataSeed);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<int32_t> tokens(plan.batchSize * plan.seqLen);
+    for (int32_t &id : tokens)
+      id = static_cast<int32_t>(rng() % plan.vocabSize);
+    REQUIRE(runtime->setBatch(tokens).isOk());
+    auto stats = runtime->step();
+    REQUIRE(stats.isOk());
+    run.losses.push_back(stats->loss);
+    if (step == 0) {
+      auto outputs = runtime->gatherOutputs();
+      REQUIRE(outputs.isOk());
+      run.firstOutputs = std::move(*outputs);
+    }
+  }
+  auto params = runtime->gatherParams();
+  REQUIRE(params.isOk());
+  run.params = std::move(*params);
+  return run;
 }

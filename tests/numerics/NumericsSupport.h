@@ -1,6 +1,6 @@
 //===- NumericsSupport.h - numerics test helpers ----------------*- C++ -*-===//
 // defines: compilePlan, makeRuntime, maxAbsError, maxAbs, relativeL2,
-//          fixturePath
+//          fixturePath, valuesOf, TrainedRun, trainOnRandomTokens
 //
 // The numerics tests compile a model file in-process (the same driver as
 // `sharc compile`), run the plan on the CPU backend and compare tensors
@@ -38,5 +38,21 @@ double maxAbsError(const std::vector<double> &actual,
                    const std::vector<double> &expected);
 double relativeL2(const std::vector<double> &actual,
                   const std::vector<double> &expected);
+
+/// A tensor's elements as doubles.
+std::vector<double> valuesOf(const plan::NamedTensor &tensor);
+
+/// What trainOnRandomTokens saw: each step's loss, the outputs after the
+/// first step and the parameters after the last.
+struct TrainedRun {
+  std::vector<double> losses;
+  plan::TensorFile firstOutputs, params;
+};
+
+/// Trains `plan` from initParams(paramSeed) for `steps` steps, each on a
+/// new batch of ids drawn from dataSeed, so that two layouts of one model
+/// given the same seeds train on the same data from the same weights.
+TrainedRun trainOnRandomTokens(const plan::Plan &plan, int steps,
+                               uint64_t paramSeed, uint32_t dataSeed);
 
 } // namespace sharc::testing

@@ -13,12 +13,9 @@
 #include "executor/Validation.h"
 #include "tests/numerics/NumericsSupport.h"
 
-#include "kernels/TensorView.h"
-
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <random>
 
 using namespace sharc;
 using namespace sharc::testing;
@@ -27,38 +24,9 @@ namespace {
 
 constexpr int kSteps = 4;
 
-struct Run {
-  std::vector<double> losses;
-  plan::TensorFile params;
-};
-
-Run train(const plan::Plan &plan) {
-  auto runtime = makeRuntime(plan);
-  REQUIRE(runtime->initParams(7).isOk());
-  Run run;
-  std::mt19937 rng(11);
-  for (int step = 0; step < kSteps; ++step) {
-    // A new batch each step, so the updates are not one batch's overfit.
-    std::vector<int32_t> tokens(plan.batchSize * plan.seqLen);
-    for (int32_t &id : tokens)
-      id = static_cast<int32_t>(rng() % plan.vocabSize);
-    REQUIRE(runtime->setBatch(tokens).isOk());
-    auto stats = runtime->step();
-    REQUIRE(stats.isOk());
-    run.losses.push_back(stats->loss);
-  }
-  auto params = runtime->gatherParams();
-  REQUIRE(params.isOk());
-  run.params = std::move(*params);
-  return run;
-}
-
-std::vector<double> valuesOf(const plan::NamedTensor &tensor) {
-  std::vector<double> values(tensor.bytes.size() / dtypeSize(tensor.dtype));
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = kernels::loadElement({tensor.bytes.data(), tensor.dtype},
-                                     static_cast<int64_t>(i));
-  return values;
+/// Every layout and its dense reference train from the same seeds.
+TrainedRun train(const plan::Plan &plan) {
+  return trainOnRandomTokens(plan, kSteps, 7, 11);
 }
 
 void requireProductionParity(const std::string &model, const std::string &mode,
@@ -72,8 +40,8 @@ void requireProductionParity(const std::string &model, const std::string &mode,
     layout.extraAxes.push_back({"cp", cpSize});
   INFO(model << " " << mode << " size " << size << " dp " << extraDp << " cp "
              << cpSize);
-  Run sharded = train(compilePlan(model, layout, /*emitLogits=*/false));
-  Run dense = train(compilePlan(model, PipelineOptions{}, false));
+  TrainedRun sharded = train(compilePlan(model, layout, /*emitLogits=*/false));
+  TrainedRun dense = train(compilePlan(model, PipelineOptions{}, false));
   for (int step = 0; step < kSteps; ++step) {
     INFO("step " << step << ": " << sharded.losses[step] << " vs "
                  << dense.losses[step]);

@@ -15,6 +15,7 @@
 
 #include "kernels/Attention.h"
 #include "kernels/cuda/Launch.h"
+#include "planner/plan/DeviceWorkspace.h"
 #if SHARC_WITH_CUDNN
 #include "kernels/cuda/CudnnAttention.h"
 #endif
@@ -201,10 +202,10 @@ int main(int argc, char **argv) {
           timeMs([&] { return (*engine)->run(bwd, workspace); }, warmup, iters);
       report(s, deterministic ? "cuDNN (deterministic)" : "cuDNN", cudnnFwd,
              cudnnBwd);
-      // Beside plan/DeviceWorkspace.h's estimate of the backward's: two
-      // fp32 tensors of q's size, the lse, 256 bytes.
-      int64_t estimate = s.seqLen * s.batch * s.numHeads * s.headDim * 8 +
-                         s.batch * s.numHeads * s.seqLen * 4 + 256;
+      // Beside the compiler's estimate (plan/DeviceWorkspace.h).
+      int64_t estimate = plan::cudnnAttentionGradBytes(
+          s.seqLen * s.batch * s.numHeads * s.headDim,
+          s.batch * s.numHeads * s.seqLen);
       std::printf("    cuDNN workspace: forward %lld, backward %lld bytes "
                   "(sharc's estimate %lld)\n",
                   (long long)*fwdBytes, (long long)*bwdBytes,
