@@ -25,6 +25,7 @@
 #pragma once
 
 #include "executor/OpTable.h"
+#include "executor/Processes.h"
 #include "executor/Trace.h"
 #include "planner/plan/Plan.h"
 #include "planner/plan/Status.h"
@@ -43,6 +44,11 @@ struct BackendOptions {
   bool poisonActivations = false;
   /// Create the timing events of RankDevice::beginTimed.
   bool profile = false;
+  /// The ranks this process drives (createRank is asked for those alone);
+  /// a count of 0 means every rank of the plan.
+  RankSpan span = {};
+  /// The run's processes, which agree on NCCL's unique ids; null: one.
+  Processes *processes = nullptr;
 };
 
 class RankDevice {
@@ -146,10 +152,10 @@ public:
   virtual void release() {}
 };
 
-/// "cpu" or "cuda": what "auto" means for a plan of `worldSize` ranks (cuda
-/// when this build has it and the node has a GPU for every rank, else cpu);
-/// any other name is returned as it is.
-std::string resolveBackend(const std::string &name, int64_t worldSize);
+/// "cpu" or "cuda": what "auto" means for a process driving `localRanks`
+/// ranks (cuda when this build has it and the node has a GPU for each,
+/// else cpu); any other name is returned as it is.
+std::string resolveBackend(const std::string &name, int64_t localRanks);
 
 /// The device memory each of `worldSize` ranks can still allocate on the
 /// resolved backend `name` (the least over its GPUs); -1 for the cpu, whose
@@ -157,8 +163,9 @@ std::string resolveBackend(const std::string &name, int64_t worldSize);
 int64_t deviceFreeBytes(const std::string &name, int64_t worldSize);
 
 /// "cpu", "cuda", or "auto": cuda when this build has it and the node has a
-/// GPU for every rank of the plan, else cpu. An unknown name, or cuda
-/// without a build or enough devices, is invalid input naming what exists.
+/// GPU for every rank this process drives (options.span), else cpu. An unknown
+/// name, or cuda without a build or enough devices, is invalid input naming
+/// what exists.
 Result<std::unique_ptr<Backend>> createBackend(const std::string &name,
                                                const plan::Plan &plan,
                                                const BackendOptions &options);

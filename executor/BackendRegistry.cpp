@@ -13,11 +13,11 @@
 
 namespace sharc::exec {
 
-std::string resolveBackend(const std::string &name, int64_t worldSize) {
+std::string resolveBackend(const std::string &name, int64_t localRanks) {
   if (name != "auto")
     return name;
 #if SHARC_WITH_CUDA
-  if (cudaDevicesVisible() >= worldSize)
+  if (cudaDevicesVisible() >= localRanks)
     return "cuda";
 #endif
   return "cpu";
@@ -40,11 +40,25 @@ Result<std::unique_ptr<Backend>> createBackend(const std::string &name,
     return Status::invalidInput("unknown backend '" + name +
                                 "' (cpu, cuda or auto)");
 #if SHARC_WITH_CUDA
+  BackendOptions cudaOptions = options;
+  if (cudaOptions.span.count == 0)
+    cudaOptions.span = RankSpan{
+        .first = 0, .count = plan.worldSize(), .world = plan.worldSize()};
+  int64_t localIndex = options.processes ? options.processes->localIndex() : 0;
+  // The GPUs of this node's processes before this one come first.
+  int64_t needed = (localIndex + 1) * cudaOptions.span.count;
   int64_t devices = cudaDevicesVisible();
-  if (devices >= plan.worldSize())
-    return createCudaBackend(plan, options);
+  if (devices >= needed)
+    return createCudaBackend(plan, cudaOptions);
   if (name == "auto")
     return createCpuBackend(plan, options);
+  if (cudaOptions.span.count != plan.worldSize())
+    return Status::invalidInput(
+        "this process drives ranks " + std::to_string(cudaOptions.span.first) +
+        ".." +
+        std::to_string(cudaOptions.span.first + cudaOptions.span.count - 1) +
+        " on GPUs from " + std::to_string(localIndex * cudaOptions.span.count) +
+        " on, but this node has " + std::to_string(devices) + " CUDA devices");
   return Status::invalidInput(
       "the plan has " + std::to_string(plan.worldSize()) +
       " ranks but this node has " + std::to_string(devices) + " CUDA devices");

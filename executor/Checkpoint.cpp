@@ -150,6 +150,9 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
   for (plan::NamedTensor &tensor : file.tensors)
     if (paddedRows(plan, tensor.name) > 0)
       resizeRows(tensor, plan.vocabSize);
+  // Every process gathered; one writes.
+  if (!runtime.writesFiles())
+    return Status::ok();
   return plan::writeSafeTensors(path, file);
 }
 

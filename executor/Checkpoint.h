@@ -21,7 +21,9 @@
 
 namespace sharc::exec {
 
-/// dataPosition < 0: none is written (a run without a data stream).
+/// dataPosition < 0: none is written (a run without a data stream). Under
+/// mpirun every process calls it (the tensors are gathered over all of
+/// them) and the first one writes the file.
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
                       bool withOptimizerState = true,
                       int64_t dataPosition = -1);

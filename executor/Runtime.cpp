@@ -180,17 +180,36 @@ Status Runtime::setUp() {
   if (!order)
     return order.status();
   order_ = std::move(*order);
+  processes_ = options_.processes ? options_.processes : singleProcess();
+  auto span = processes_->span(plan_.worldSize());
+  if (!span)
+    return span.status();
+  span_ = *span;
+  if (processes_->count() > 1) {
+    // The cpu's collectives meet inside one process, and a trace is
+    // written from one process's clock.
+    if (resolveBackend(options_.backend, span_.count) != "cuda")
+      return Status::invalidInput(
+          "a run over " + std::to_string(processes_->count()) +
+          " processes needs the cuda backend (one GPU per rank); the cpu "
+          "backend runs every rank in one process: launch without mpirun");
+    if (options_.recordTrace)
+      return Status::invalidInput("a trace is recorded by one process "
+                                  "driving every rank: launch without mpirun");
+  }
   auto backend = createBackend(
       options_.backend, plan_,
       BackendOptions{.timeoutSeconds = options_.collectiveTimeoutSeconds,
                      .poisonActivations = options_.poisonActivations,
-                     .profile = options_.recordTrace});
+                     .profile = options_.recordTrace,
+                     .span = span_,
+                     .processes = processes_.get()});
   if (!backend)
     return backend.status();
   backend_ = std::move(*backend);
   for (size_t i = 0; i < plan_.instructions.size(); ++i)
     planOrder_.push_back(static_cast<int64_t>(i));
-  for (int64_t r = 0; r < plan_.worldSize(); ++r) {
+  for (int64_t r = span_.first; r < span_.first + span_.count; ++r) {
     auto device = backend_->createRank(r);
     if (!device)
       return device.status().withContext("rank " + std::to_string(r));
@@ -365,7 +384,7 @@ Status Runtime::bindInstrs(RankState &rank) {
 }
 
 void *Runtime::storage(int64_t rank, int64_t bufferId) const {
-  return ranks_[rank]->device->at(plan_.buffers[bufferId]);
+  return local(rank).device->at(plan_.buffers[bufferId]);
 }
 
 Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
@@ -424,9 +443,12 @@ Result<StepStats> Runtime::step() {
   lrScale_ = plan_.lrSchedule.factor(nextStep_);
   SHARC_TRY(runProgram(order_.streamInstrs, planOrder_, options_.recordTrace));
   StepStats stats;
-  stats.seconds =
+  auto seconds = processes_->max(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+          .count());
+  if (!seconds)
+    return seconds.status();
+  stats.seconds = *seconds;
   stats.loss = std::numeric_limits<double>::quiet_NaN();
   if (plan_.findOutput("loss")) {
     auto loss = readLoss();
@@ -458,10 +480,16 @@ Result<double> Runtime::evalLoss() {
 Result<double> Runtime::readLoss() const {
   const plan::IoEntry *loss = plan_.findOutput("loss");
   const Buffer &buffer = plan_.buffers[loss->buffer];
-  double word = 0; // room for any dtype's one element
-  SHARC_TRY(ranks_[0]->device->download(&word, storage(0, loss->buffer),
+  // Rank 0's, which the first process drives; the others receive it.
+  double value = 0;
+  if (span_.holds(0)) {
+    double word = 0; // room for any dtype's one element
+    SHARC_TRY(local(0).device->download(&word, storage(0, loss->buffer),
                                         dtypeSize(buffer.dtype)));
-  return kernels::loadElement({&word, buffer.dtype}, 0);
+    value = kernels::loadElement({&word, buffer.dtype}, 0);
+  }
+  SHARC_TRY(processes_->broadcast(&value, sizeof(value), 0));
+  return value;
 }
 
 Status
@@ -477,8 +505,9 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
     if (!enqueues)
       rank->device->beginStep();
   }
+  // (index into ranks_, stream or -1)
   std::vector<std::pair<int64_t, int64_t>> tasks;
-  for (int64_t r = 0; r < worldSize(); ++r) {
+  for (int64_t r = 0; r < span_.count; ++r) {
     if (enqueues) {
       tasks.push_back({r, -1});
       continue;
@@ -516,8 +545,8 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
       rank.device->beginStep();
       statuses[t] = enqueueStep(rank, order, capture);
       if (statuses[t])
-        statuses[t] =
-            rank.device->finishStep().withContext("rank " + std::to_string(r));
+        statuses[t] = rank.device->finishStep().withContext(
+            "rank " + std::to_string(rank.rank));
       if (statuses[t] && record) {
         auto timings = rank.device->timings();
         if (timings)

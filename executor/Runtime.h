@@ -33,6 +33,7 @@
 
 #include "executor/Backend.h"
 #include "executor/OpTable.h"
+#include "executor/Processes.h"
 #include "executor/StreamOrder.h"
 #include "executor/Trace.h"
 #include "planner/plan/Plan.h"
@@ -68,11 +69,16 @@ struct RunOptions {
   /// eagerly (NCCL and the libraries set up on their first calls), and so
   /// do steps that trace or poison.
   bool captureSteps = false;
+  /// The processes the run spans (Processes.h); null: this one drives
+  /// every rank. Each process then holds only its span of ranks, and
+  /// gathers, the loss and the step time are agreed over all of them, so
+  /// every process must call the same methods in the same order.
+  std::shared_ptr<Processes> processes = nullptr;
 };
 
 struct StepStats {
   double loss = 0.0;    ///< rank 0's `loss` output
-  double seconds = 0.0; ///< wall time of the step
+  double seconds = 0.0; ///< wall time of the step (the most of any process)
 };
 
 class Runtime {
@@ -84,7 +90,11 @@ public:
   const plan::Plan &plan() const { return plan_; }
   /// The backend the plan runs on ("cpu" or "cuda").
   const char *backendName() const { return backend_->name(); }
-  int64_t worldSize() const { return static_cast<int64_t>(ranks_.size()); }
+  int64_t worldSize() const { return plan_.worldSize(); }
+  /// The ranks this process drives (all of them without mpirun).
+  const RankSpan &localRanks() const { return span_; }
+  /// Whether this process writes the run's output files (Processes.h).
+  bool writesFiles() const { return processes_->writesFiles(); }
   /// The optimizer step the next step() runs (1-based).
   int64_t nextStep() const { return nextStep_; }
   void setNextStep(int64_t step) { nextStep_ = step; }
@@ -182,6 +192,8 @@ private:
   /// Wakes every collective and event wait after a failure.
   void abortAll();
   void *storage(int64_t rank, int64_t bufferId) const;
+  /// The state of a rank this process drives.
+  RankState &local(int64_t rank) const { return *ranks_[rank - span_.first]; }
   Status zeroBuffer(int64_t rank, int64_t bufferId);
   /// Gathers a global tensor whose shards live in buffer `bufferId`.
   Result<plan::NamedTensor>
@@ -204,6 +216,9 @@ private:
   /// Checking mode: per instruction, the activation buffers to poison
   /// after it; empty otherwise.
   std::vector<std::vector<int64_t>> poisonAfter_;
+  std::shared_ptr<Processes> processes_;
+  RankSpan span_;
+  /// The ranks of span_, in order.
   std::vector<std::unique_ptr<RankState>> ranks_;
   int64_t nextStep_ = 1;
   /// The schedule's factor on adamw's lr for the step being run.

@@ -37,8 +37,8 @@ bool isFloatType(DType dtype) {
 Status Runtime::zeroBuffer(int64_t rank, int64_t bufferId) {
   std::vector<std::byte> zeros(
       static_cast<size_t>(plan_.buffers[bufferId].numBytes));
-  return ranks_[rank]->device->upload(storage(rank, bufferId), zeros.data(),
-                                      plan_.buffers[bufferId].numBytes);
+  return local(rank).device->upload(storage(rank, bufferId), zeros.data(),
+                                    plan_.buffers[bufferId].numBytes);
 }
 
 Status Runtime::initParams(uint64_t seed) {
@@ -107,18 +107,44 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
       .name = name, .dtype = dtype, .shape = globalShape, .bytes = {}};
   tensor.bytes.resize(
       static_cast<size_t>(numElements(globalShape) * dtypeSize(dtype)));
-  std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
-  for (const auto &rank : ranks_) {
-    if (!isShardOwner(plan_.mesh, sharding, rank->env.coords))
+  if (processes_->count() == 1) {
+    // One shard at a time.
+    std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
+    for (const auto &rank : ranks_) {
+      if (!isShardOwner(plan_.mesh, sharding, rank->env.coords))
+        continue;
+      auto slice =
+          shardSlice(plan_.mesh, sharding, globalShape, rank->env.coords);
+      if (!slice)
+        return slice.status().withContext("tensor '" + name + "'");
+      SHARC_TRY(rank->device->download(
+          shard.data(), storage(rank->rank, bufferId), buffer.numBytes));
+      copyLocalToGlobal(shard.data(), buffer.dtype, *slice, tensor.bytes.data(),
+                        dtype);
+    }
+    return tensor;
+  }
+  // Over processes: every rank's buffer, this process's downloaded and
+  // the others' received, [rank][bytes].
+  size_t shardBytes = static_cast<size_t>(buffer.numBytes);
+  std::vector<std::byte> shards(shardBytes * static_cast<size_t>(span_.world));
+  std::byte *mine = shards.data() + shardBytes * span_.first;
+  for (const auto &rank : ranks_)
+    if (isShardOwner(plan_.mesh, sharding, rank->env.coords))
+      SHARC_TRY(rank->device->download(
+          mine + shardBytes * (rank->rank - span_.first),
+          storage(rank->rank, bufferId), buffer.numBytes));
+  SHARC_TRY(processes_->allGather(mine, shards.data(),
+                                  buffer.numBytes * span_.count));
+  for (int64_t r = 0; r < span_.world; ++r) {
+    std::vector<int64_t> coords = meshCoords(plan_.mesh, r);
+    if (!isShardOwner(plan_.mesh, sharding, coords))
       continue;
-    auto slice =
-        shardSlice(plan_.mesh, sharding, globalShape, rank->env.coords);
+    auto slice = shardSlice(plan_.mesh, sharding, globalShape, coords);
     if (!slice)
       return slice.status().withContext("tensor '" + name + "'");
-    SHARC_TRY(rank->device->download(
-        shard.data(), storage(rank->rank, bufferId), buffer.numBytes));
-    copyLocalToGlobal(shard.data(), buffer.dtype, *slice, tensor.bytes.data(),
-                      dtype);
+    copyLocalToGlobal(shards.data() + shardBytes * r, buffer.dtype, *slice,
+                      tensor.bytes.data(), dtype);
   }
   return tensor;
 }

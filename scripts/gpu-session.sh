@@ -5,7 +5,8 @@
 # Logs go to $OUT (the device tool's output folder) or ./out.
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
-#                               [graph] [hf] [check]
+#                               [graph] [hf] [check] [sweep] [mpi]
+#                               [mpi-sanitize]
 #
 # What the two-GPU runs of the CUDA backend and speed issues still need, in
 # two calls of under 10 minutes each (NCCL_NVLS_ENABLE=0 in both):
@@ -72,6 +73,35 @@ for step in $steps; do
           --backend cuda --steps 20 ${BENCH_FLAGS:-} >"$log" 2>&1
         echo "$mode ($attention attention): $(grep -E 'median|mean|tokens' "$log" | tail -n 1)"
         grep -E "device in use|runs on sharc" "$log" | tail -n 3
+      done
+    done ;;
+  sweep)
+    # The `sharc bench` manifests stage-device.sh compiled (SWEEPS narrows
+    # them): every point of each in one sharc-run process, CSV per sweep.
+    for name in ${SWEEPS:-layers seq memory h4096}; do
+      timeout 400 "$run" --bench "$stage/sweeps/$name/bench.yaml" \
+        --backend cuda --output_csv "$out/sweep-$name.csv" \
+        >"$out/sweep-$name.log" 2>&1
+      echo "$name: exit $?"
+      tail -n 30 "$out/sweep-$name.log"
+    done ;;
+  mpi)
+    # mpirun, one GPU per process, against one process driving both.
+    "$root/tests/gpu/mpi-parity.sh" "$run" 5 \
+      ${MPI_PLANS:-"$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/plans/small-bf16-ddp.plan "$stage"/bench/tp_sp_async_vp.plan} \
+      2>&1 | tee "$out/mpi.log" ;;
+  mpi-sanitize)
+    # The sanitizer serialises kernels within a process, so two GPUs that
+    # meet in NCCL must each have their own: one process per GPU.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    for plan in ${SANITIZE_PLANS:-small-f32-tp_sp_async_vp small-bf16-ddp}; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+        timeout 240 mpirun -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+          compute-sanitizer --tool $tool --error-exitcode 9 \
+          "$run" "$stage/plans/$plan.plan" --backend cuda --steps 1 --quiet \
+          >"$out/mpi-sanitize-$plan-$tool.log" 2>&1
+        echo "$tool $plan (mpirun -np 2): exit $? $(grep -c 'ERROR SUMMARY: 0' \
+          "$out/mpi-sanitize-$plan-$tool.log") clean summaries"
       done
     done ;;
   graph)

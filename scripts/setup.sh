@@ -4,7 +4,8 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ python3 libmlir-19-dev mlir-19-tools
           llvm-19-dev llvm-19-tools libyaml-cpp-dev catch2 clang-format-19 python3-pip
-          clang-19 libclang-rt-19-dev)  # these two: the fuzz build (.ci/run)
+          clang-19 libclang-rt-19-dev  # these two: the fuzz build (.ci/run)
+          libopenmpi-dev openmpi-bin)  # runs spanning processes (mpirun)
 # The data path: prepare-data.py's venv and a public-domain text (the KJV
 # Bible; bible-kjv's reader prints it from bible-kjv-text's data).
 packages+=(python3-venv bible-kjv)

@@ -42,6 +42,30 @@ for mode in ddp tp_sp_async_vp; do
   "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
     "${flags[@]}" --fuse-projections -o "$stage/bench/$mode-fused.plan"
 done
+# The speed issue's sweeps as `sharc bench` manifests (compiled here, run
+# there by `sharc-run --bench`, all points in one process): the original's
+# layer scan at seq 2048 and sequence scan at 8 layers, its memory
+# experiment, and the compute-bound point (hidden 4096), all six modes.
+common=(--tp_size 2 --modes ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp
+        --vocab_size 6400
+        --micro_batch_size 4 --num_microbatches 1 --dtype bfloat16
+        --warmup_iters 10 --benchmark_iters 10 --cuda_graph --compile-only)
+"$build/bin/sharc" bench --kind throughput "${common[@]}" --hidden_size 768 \
+  --num_attention_heads 8 --num_key_value_heads 4 \
+  --num_hidden_layers 2 4 8 16 32 --seq_len 2048 \
+  --work-dir "$stage/sweeps/layers" >/dev/null
+"$build/bin/sharc" bench --kind throughput "${common[@]}" --hidden_size 768 \
+  --num_attention_heads 8 --num_key_value_heads 4 \
+  --num_hidden_layers 8 --seq_len 1024 2048 4096 8192 16000 \
+  --work-dir "$stage/sweeps/seq" >/dev/null
+"$build/bin/sharc" bench --kind memory --batch_policy fixed_per_rank \
+  "${common[@]}" --hidden_size 768 \
+  --num_attention_heads 8 --num_key_value_heads 4 --num_hidden_layers 2 4 8 \
+  --seq_len 2048 --work-dir "$stage/sweeps/memory" >/dev/null
+"$build/bin/sharc" bench --kind throughput "${common[@]}" \
+  --hidden_size 4096 --num_attention_heads 32 --num_key_value_heads 8 \
+  --intermediate_size 12928 --num_hidden_layers 8 --seq_len 4096 \
+  --work-dir "$stage/sweeps/h4096" >/dev/null
 # 200-step loss curves of the tiny model on real text (this repository's
 # documentation as bytes, folded into its 128-token vocabulary).
 mkdir -p "$stage/curve"

@@ -112,8 +112,8 @@ class CudaBackend;
 
 class CudaRank final : public RankDevice {
 public:
-  CudaRank(CudaBackend &backend, int64_t rank)
-      : backend_(backend), rank_(rank) {}
+  CudaRank(CudaBackend &backend, int64_t rank, int device)
+      : backend_(backend), rank_(rank), device_(device) {}
   ~CudaRank() override;
 
   Status setUp(const plan::Plan &plan, const NcclGroups &groups, bool poison,
@@ -190,10 +190,11 @@ public:
   }
 
 private:
-  int device() const { return static_cast<int>(rank_); }
+  int device() const { return device_; }
 
   CudaBackend &backend_;
   int64_t rank_;
+  int device_;
   std::map<plan::Region, void *> regions_;
   std::map<plan::Region, int64_t> regionBytes_;
   std::vector<cudaStream_t> streams_;
@@ -227,7 +228,12 @@ public:
       : plan_(plan), options_(options) {}
 
   Status setUp() {
-    auto groups = NcclGroups::create(plan_.mesh, plan_.numStreams);
+    // Under mpirun the node's processes take consecutive blocks of GPUs.
+    Processes &processes =
+        options_.processes ? *options_.processes : *singleProcess();
+    firstDevice_ = processes.localIndex() * options_.span.count;
+    auto groups = NcclGroups::create(plan_.mesh, plan_.numStreams,
+                                     options_.span, firstDevice_, processes);
     if (!groups)
       return groups.status();
     groups_ = std::move(*groups);
@@ -237,7 +243,9 @@ public:
   const char *name() const override { return "cuda"; }
   bool enqueues() const override { return true; }
   Result<std::unique_ptr<RankDevice>> createRank(int64_t rank) override {
-    auto device = std::make_unique<CudaRank>(*this, rank);
+    auto device = std::make_unique<CudaRank>(
+        *this, rank,
+        static_cast<int>(firstDevice_ + rank - options_.span.first));
     SHARC_TRY(device->setUp(plan_, *groups_, options_.poisonActivations,
                             options_.profile));
     return std::unique_ptr<RankDevice>(std::move(device));
@@ -254,6 +262,7 @@ private:
   const plan::Plan &plan_;
   BackendOptions options_;
   std::unique_ptr<NcclGroups> groups_;
+  int64_t firstDevice_ = 0; ///< the GPU of options_.span.first
   std::atomic<bool> aborted_{false};
 };
 

@@ -1,7 +1,9 @@
 //===- CudaBackend.h - plans on NVIDIA GPUs ---------------------*- C++ -*-===//
 // defines: cudaDevicesVisible, cudaLeastFreeBytes, createCudaBackend
 //
-// One process drives rank r on GPU r. Per rank: one device allocation per
+// A process drives the ranks of its span (Backend.h's BackendOptions),
+// the first on GPU localIndex x span.count of its node (rank r on GPU r
+// when one process drives them all). Per rank: one device allocation per
 // region of the plan (nothing allocates during a step), one CUDA stream
 // per plan stream, a cudaEvent (timing off) per plan event, a cuBLASLt Gemm
 // with its own workspace and an NcclCommunicator per stream. One host

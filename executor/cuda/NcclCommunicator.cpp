@@ -69,13 +69,23 @@ cudaStream_t asStream(void *stream) {
 } // namespace
 
 Result<std::unique_ptr<NcclGroups>>
-NcclGroups::create(const std::vector<plan::MeshAxis> &mesh,
-                   int64_t numStreams) {
+NcclGroups::create(const std::vector<plan::MeshAxis> &mesh, int64_t numStreams,
+                   const RankSpan &span, int64_t firstDevice,
+                   Processes &processes) {
   std::unique_ptr<NcclGroups> groups(new NcclGroups());
   groups->mesh_ = mesh;
   int64_t worldSize = 1;
   for (const plan::MeshAxis &axis : mesh)
     worldSize *= axis.size;
+  // Every group of every (stream, axis), in an order all processes agree
+  // on: the ranks that share every other coordinate, by their coordinate
+  // along the axis.
+  struct Group {
+    int64_t stream;
+    std::string axis;
+    std::vector<int64_t> ranks;
+  };
+  std::vector<Group> all;
   groups->members_.resize(static_cast<size_t>(numStreams));
   for (int64_t s = 0; s < numStreams; ++s) {
     for (size_t a = 0; a < mesh.size(); ++a) {
@@ -83,26 +93,53 @@ NcclGroups::create(const std::vector<plan::MeshAxis> &mesh,
         continue;
       auto &members = groups->members_[s][mesh[a].name];
       members.resize(static_cast<size_t>(worldSize));
-      // Ranks that agree on every other coordinate, by their coordinate
-      // along this axis.
-      std::map<std::vector<int64_t>, std::vector<int>> byRest;
+      std::map<std::vector<int64_t>, std::vector<int64_t>> byRest;
       for (int64_t r = 0; r < worldSize; ++r) {
         std::vector<int64_t> rest = meshCoords(mesh, r);
         int64_t index = rest[a];
         rest[a] = 0;
-        auto &devices = byRest[rest];
-        devices.resize(static_cast<size_t>(mesh[a].size));
-        devices[index] = static_cast<int>(r);
+        auto &ranks = byRest[rest];
+        ranks.resize(static_cast<size_t>(mesh[a].size));
+        ranks[index] = r;
         members[r].index = index;
       }
-      for (auto &[rest, devices] : byRest) {
-        std::vector<ncclComm_t> comms(devices.size());
-        SHARC_NCCL(ncclCommInitAll(
-            comms.data(), static_cast<int>(devices.size()), devices.data()));
-        for (size_t i = 0; i < devices.size(); ++i)
-          members[devices[i]].comm = comms[i];
-      }
+      for (auto &[rest, ranks] : byRest)
+        all.push_back({s, mesh[a].name, ranks});
     }
+  }
+  // One unique id per group, made by the first process and shared with the
+  // others (as nccl-tests does over MPI); one process makes and keeps them.
+  std::vector<ncclUniqueId> ids(all.size());
+  if (processes.index() == 0)
+    for (ncclUniqueId &id : ids)
+      SHARC_NCCL(ncclGetUniqueId(&id));
+  SHARC_TRY(processes.broadcast(
+      ids.data(), static_cast<int64_t>(ids.size() * sizeof(ncclUniqueId)), 0));
+  // Each group's members this process drives join it together: several
+  // ranks of one process must init inside one NCCL group call.
+  for (size_t g = 0; g < all.size(); ++g) {
+    const Group &group = all[g];
+    auto &members = groups->members_[group.stream][group.axis];
+    SHARC_NCCL(ncclGroupStart());
+    Status status = Status::ok();
+    for (size_t i = 0; i < group.ranks.size() && status; ++i) {
+      int64_t rank = group.ranks[i];
+      if (!span.holds(rank))
+        continue;
+      if (cudaSetDevice(static_cast<int>(firstDevice + rank - span.first)) !=
+          cudaSuccess)
+        status = Status::runtimeError("cudaSetDevice failed for rank " +
+                                      std::to_string(rank));
+      else
+        status =
+            ncclStatus(ncclCommInitRank(&members[rank].comm,
+                                        static_cast<int>(group.ranks.size()),
+                                        ids[g], static_cast<int>(i)),
+                       "ncclCommInitRank");
+    }
+    SHARC_NCCL(ncclGroupEnd());
+    SHARC_TRY(status.withContext("the " + group.axis + " group of stream " +
+                                 std::to_string(group.stream)));
   }
   return groups;
 }

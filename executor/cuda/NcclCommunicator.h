@@ -1,22 +1,25 @@
 //===- NcclCommunicator.h - collectives of one rank and stream --*- C++ -*-===//
 // defines: NcclGroups, NcclCommunicator
 //
-// NcclGroups makes the NCCL communicators of one process that drives every
-// rank's GPU: for each stream and each mesh axis, one communicator per group
-// of ranks that share every other coordinate (ncclCommInitAll over the
-// group's devices). Each stream has its own, so the collectives of two
-// streams never queue behind each other inside NCCL. NcclCommunicator is
-// the Communicator of one (rank, stream): every call is enqueued on that
-// stream and returns at once. A gather or scatter along an inner dimension
-// goes through a staging buffer sized at set-up, since NCCL concatenates
-// along the outermost one.
+// NcclGroups makes the NCCL communicators of the ranks one process drives:
+// for each stream and each mesh axis, one communicator per group of ranks
+// that share every other coordinate, initialised from a unique id the
+// first process makes and shares with the others (Processes.h), so that a
+// group may span processes (mpirun) as well as GPUs of one process. Each stream
+// has its own, so the collectives of two streams never queue behind each other
+// inside NCCL. NcclCommunicator is the Communicator of one (rank, stream):
+// every call is enqueued on that stream and returns at once. A gather or
+// scatter along an inner dimension goes through a staging buffer sized at
+// set-up, since NCCL concatenates along the outermost one.
 //
-//   auto groups = NcclGroups::create(plan.mesh, plan.numStreams);
+//   auto groups = NcclGroups::create(plan.mesh, plan.numStreams, span,
+//                                    firstDevice, processes);
 //   NcclCommunicator comm(*groups, rank, stream, cudaStream, staging, bytes);
 //   SHARC_TRY(comm.allReduce(x, x, DType::BF16, n, ReduceOp::Sum, "tp"));
 #pragma once
 
 #include "executor/Communicator.h"
+#include "executor/Processes.h"
 #include "planner/plan/Plan.h"
 
 #include <cstdint>
@@ -31,12 +34,15 @@ namespace sharc::exec {
 
 class NcclGroups {
 public:
+  /// The communicators of the ranks in `span`, rank r on GPU firstDevice
+  /// + r - span.first; every process of the run must call it.
   static Result<std::unique_ptr<NcclGroups>>
-  create(const std::vector<plan::MeshAxis> &mesh, int64_t numStreams);
+  create(const std::vector<plan::MeshAxis> &mesh, int64_t numStreams,
+         const RankSpan &span, int64_t firstDevice, Processes &processes);
   ~NcclGroups();
 
   /// The communicator of `axis` for (rank, stream); null for an axis of
-  /// size 1 or one the mesh lacks.
+  /// size 1, one the mesh lacks, or a rank another process drives.
   ncclComm_t comm(int64_t rank, int64_t stream, const std::string &axis) const;
   int64_t groupSize(const std::string &axis) const;
   int64_t groupIndex(int64_t rank, const std::string &axis) const;

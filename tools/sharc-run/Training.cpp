@@ -69,7 +69,8 @@ Result<std::string> CheckpointRotation::save(const exec::Runtime &runtime,
   // Only files this run wrote are removed, oldest first, and only once the
   // newer one is whole on disk.
   while (static_cast<int64_t>(written_.size()) > keepLast_) {
-    std::remove(written_.front().c_str());
+    if (runtime.writesFiles())
+      std::remove(written_.front().c_str());
     written_.pop_front();
   }
   return path;

@@ -7,7 +7,9 @@
 //   [--trace FILE] [--timeout SECONDS]
 // stdout: one line per step and a summary. Errors go to stderr as
 // `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
-// checkpoint), 1 for a failure at run time.
+// checkpoint), 1 for a failure at run time. `mpirun -np P sharc-run PLAN
+// --backend cuda` spreads the ranks over P processes (Processes.h): the
+// first prints and writes files, every one names itself in its errors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 #include "executor/DataLoader.h"
 #include "executor/Divergence.h"
 #include "executor/Metrics.h"
+#include "executor/Processes.h"
 #include "executor/Runtime.h"
 #include "executor/Validation.h"
 #include "planner/MemoryReport.h"
@@ -30,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -110,8 +114,16 @@ const char *kUsage =
     "                  and replay it for every later step (fewer launches;\n"
     "                  traced steps run eagerly)\n";
 
+/// Under mpirun, this process's index (errors name it); -1 otherwise.
+int64_t processIndex = -1;
+
 int fail(const Status &status) {
-  std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
+  if (processIndex >= 0)
+    std::fprintf(stderr, "sharc-run: process %lld: error: %s\n",
+                 static_cast<long long>(processIndex),
+                 status.message().c_str());
+  else
+    std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
   return status.exitCode() == 0 ? 1 : status.exitCode();
 }
 
@@ -345,12 +357,18 @@ Status checkDivergence(const exec::Runtime &runtime, int64_t step) {
   return Status::ok();
 }
 
-int run(const Options &options, bool stepsGiven) {
+int run(const Options &options, bool stepsGiven,
+        std::shared_ptr<exec::Processes> processes) {
   auto plan = plan::readPlanFile(options.planPath);
   if (!plan)
     return fail(plan.status());
-  if (!options.validatePath.empty())
+  if (!options.validatePath.empty()) {
+    if (processes->count() > 1)
+      return fail(Status::invalidInput(
+          "--validate and --compare-cpu run the reference on the cpu in one "
+          "process: launch without mpirun"));
     return validate(options, *plan, stepsGiven);
+  }
   if (!options.quiet) {
     // The memory a run takes is known before it starts: say it first.
     MemoryReport report = buildMemoryReport(*plan);
@@ -371,6 +389,7 @@ int run(const Options &options, bool stepsGiven) {
   runOptions.checkHazards = options.check;
   runOptions.recordTrace = !options.tracePath.empty();
   runOptions.captureSteps = options.cudaGraph;
+  runOptions.processes = processes;
   auto runtime = exec::Runtime::create(*plan, runOptions);
   if (!runtime)
     return fail(runtime.status().withContext(options.planPath));
@@ -382,7 +401,13 @@ int run(const Options &options, bool stepsGiven) {
                 plan->numStreams == 1 ? "" : "s");
   exec::Runtime &rt = **runtime;
   if (!options.quiet) {
-    std::printf("backend %s\n", rt.backendName());
+    std::printf("backend %s", rt.backendName());
+    if (processes->count() > 1)
+      std::printf(", %lld processes (%s), %lld ranks each",
+                  static_cast<long long>(processes->count()),
+                  processes->describe().c_str(),
+                  static_cast<long long>(rt.localRanks().count));
+    std::printf("\n");
     printDeviceMemory(rt, "after set-up");
   }
 
@@ -501,9 +526,10 @@ int run(const Options &options, bool stepsGiven) {
     auto outputs = rt.gatherOutputs();
     if (!outputs)
       return fail(outputs.status());
-    if (Status status = plan::writeSafeTensors(options.dumpPath, *outputs);
-        !status)
-      return fail(status);
+    if (rt.writesFiles())
+      if (Status status = plan::writeSafeTensors(options.dumpPath, *outputs);
+          !status)
+        return fail(status);
   }
   if (valLoader)
     if (Status status = evaluate(rt.nextStep() - 1); !status)
@@ -529,15 +555,33 @@ int main(int argc, char **argv) {
   // plan sized beyond this host's memory): no exception reaches the user.
   try {
     // `sharc-run --bench MANIFEST`: a benchmark sweep (BenchRunner.h).
-    if (argc > 1 && std::string(argv[1]) == "--bench")
+    if (argc > 1 && std::string(argv[1]) == "--bench") {
+      auto processes = exec::joinProcesses();
+      if (!processes)
+        return fail(processes.status());
+      if ((*processes)->count() > 1)
+        return fail(Status::invalidInput(
+            "--bench runs every point in one process: launch without mpirun"));
       return benchrun::runBenchMain(argc, argv);
+    }
     auto options = parseFlags(argc, argv);
     if (!options)
       return fail(options.status());
     bool stepsGiven = false;
     for (int i = 1; i < argc; ++i)
       stepsGiven |= std::string(argv[i]) == "--steps";
-    return run(*options, stepsGiven);
+    // Under mpirun: MPI's world, each process driving its span of ranks.
+    auto processes = exec::joinProcesses();
+    if (!processes)
+      return fail(processes.status());
+    if ((*processes)->count() > 1) {
+      processIndex = (*processes)->index();
+      // The first process speaks for the run; the others only report
+      // their errors.
+      if (processIndex > 0 && !std::freopen("/dev/null", "w", stdout))
+        return fail(Status::runtimeError("cannot silence stdout"));
+    }
+    return run(*options, stepsGiven, *processes);
   } catch (const std::bad_alloc &) {
     return fail(Status::runtimeError("out of host memory"));
   } catch (const std::exception &error) {

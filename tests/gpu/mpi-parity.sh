@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One process driving every GPU against `mpirun -np RANKS`, one GPU per
+# process: the same plan, seed and steps must print the same losses and
+# save byte-identical checkpoints (the collectives are NCCL's in both, over
+# the same groups). Prints one line per plan; exit 1 if any differs, 77
+# (ctest's skip) without mpirun or enough GPUs.
+# usage: mpi-parity.sh SHARC_RUN STEPS PLAN...
+set -uo pipefail
+sharc_run=$1
+steps=$2
+shift 2
+export NCCL_NVLS_ENABLE=0
+command -v mpirun >/dev/null || { echo "skip: no mpirun"; exit 77; }
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+# mpirun as root (containers) needs Open MPI's consent.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ran=0
+failed=0
+for plan in "$@"; do
+  ranks=$(sed -n 's/^mesh: //p' "$plan" | grep -o 'size: *[0-9]*' |
+          awk '{n = (NR == 1 ? 1 : n) * $2} END {print n ? n : 1}')
+  name=$(basename "$plan" .plan)
+  if [ "$gpus" -lt "$ranks" ]; then
+    echo "skip  $name: needs $ranks GPUs, the node has $gpus"
+    continue
+  fi
+  timeout 180 "$sharc_run" "$plan" --backend cuda --steps "$steps" \
+    --save "$work/$name-one.safetensors" >"$work/one.log" 2>&1
+  one=$?
+  timeout 180 mpirun -np "$ranks" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+    "$sharc_run" "$plan" --backend cuda --steps "$steps" \
+    --save "$work/$name-mpi.safetensors" >"$work/mpi.log" 2>&1
+  mpi=$?
+  grep -E '^step ' "$work/one.log" | awk '{print $2, $4}' >"$work/one.loss"
+  grep -E '^step ' "$work/mpi.log" | awk '{print $2, $4}' >"$work/mpi.loss"
+  if [ $one -ne 0 ] || [ $mpi -ne 0 ]; then
+    echo "FAIL  $name: exit $one (one process), $mpi (mpirun)"
+    tail -n 20 "$work/one.log" "$work/mpi.log"
+    failed=1
+  elif [ "$(wc -l <"$work/one.loss")" -ne "$steps" ] ||
+       ! cmp -s "$work/one.loss" "$work/mpi.loss"; then
+    echo "FAIL  $name: losses differ"
+    paste "$work/one.loss" "$work/mpi.loss"
+    failed=1
+  elif ! cmp -s "$work/$name-one.safetensors" "$work/$name-mpi.safetensors"; then
+    echo "FAIL  $name: the losses agree but the checkpoints differ"
+    failed=1
+  else
+    echo "pass  $name: $steps steps, losses equal ($(tail -n 1 "$work/one.loss" | awk '{print $2}') at the last), checkpoints identical"
+    grep -m1 "^backend" "$work/mpi.log" | sed 's/^/      /'
+    echo "      median step: one process $(grep -o 'median step [0-9.]* ms' "$work/one.log"), mpirun $(grep -o 'median step [0-9.]* ms' "$work/mpi.log")"
+  fi
+  ran=$((ran + 1))
+done
+[ "$ran" -eq 0 ] && exit 77
+exit $failed
