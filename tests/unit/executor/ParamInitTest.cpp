@@ -134,3 +134,23 @@ TEST_CASE("normal init has mean 0 and the requested deviation", "[executor]") {
   REQUIRE(static_cast<double>(beyondTwoSigma) / count ==
           Approx(0.0455).margin(0.004));
 }
+
+TEST_CASE("a large shard drawn on several threads equals the element-wise "
+          "draw",
+          "[executor]") {
+  // Over initShard's threading threshold, split by columns so that a
+  // local row is a run inside a global row.
+  plan::InitSpec spec{"normal", 0.02};
+  const int64_t rows = 1100, cols = 2 * 1000;
+  plan::Sharding byColumns{{{"tp", 1}}};
+  auto slice = shardSlice(mesh(1, 2), byColumns, {rows, cols}, {0, 1});
+  REQUIRE(slice);
+  REQUIRE(slice->localShape == std::vector<int64_t>{rows, cols / 2});
+  std::vector<float> local(static_cast<size_t>(rows * cols / 2), -1.0f);
+  REQUIRE(initShard(spec, 7, "w", *slice, local.data(), DType::F32));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols / 2; ++c)
+      REQUIRE(
+          local[r * (cols / 2) + c] ==
+          static_cast<float>(initValue(spec, 7, "w", r * cols + cols / 2 + c)));
+}
