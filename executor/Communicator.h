@@ -51,7 +51,6 @@ public:
   /// Whether the communicator has one group for `axis`. A reduction over
   /// several axes ("dp,tp") without one runs as one reduction per axis
   /// (the sum is the same), which is what a backend gets by default.
-  // TODO(#9): NcclCommunicator groups over several axes.
   virtual bool hasGroup(const std::string &axis) const {
     return axis.find(',') == std::string::npos;
   }
@@ -74,7 +73,6 @@ public:
   /// multiplied by the group size; piece j (along splitDim) of member m's
   /// input lands in member j's output as block m along concatDim.
   /// Backends without it refuse at run time.
-  // TODO(#9): NcclCommunicator (grouped ncclSend/ncclRecv).
   virtual Status allToAll(const void *send, void *recv, DType dtype,
                           const std::vector<int64_t> &sendShape,
                           int64_t splitDim, int64_t concatDim,

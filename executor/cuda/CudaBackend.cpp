@@ -232,8 +232,18 @@ public:
     Processes &processes =
         options_.processes ? *options_.processes : *singleProcess();
     firstDevice_ = processes.localIndex() * options_.span.count;
-    auto groups = NcclGroups::create(plan_.mesh, plan_.numStreams,
-                                     options_.span, firstDevice_, processes);
+    // Collectives over several axes at once get one group each.
+    std::vector<std::string> multiAxisKeys;
+    for (const plan::Instruction &instr : plan_.instructions) {
+      std::string axis = instr.getString("axis");
+      if (axis.find(',') != std::string::npos &&
+          std::find(multiAxisKeys.begin(), multiAxisKeys.end(), axis) ==
+              multiAxisKeys.end())
+        multiAxisKeys.push_back(axis);
+    }
+    auto groups =
+        NcclGroups::create(plan_.mesh, plan_.numStreams, options_.span,
+                           firstDevice_, processes, multiAxisKeys);
     if (!groups)
       return groups.status();
     groups_ = std::move(*groups);

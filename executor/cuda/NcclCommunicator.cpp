@@ -8,6 +8,7 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstddef>
 
 namespace sharc::exec {
@@ -68,15 +69,38 @@ cudaStream_t asStream(void *stream) {
 
 } // namespace
 
+std::vector<size_t> NcclGroups::axesOf(const std::string &key) const {
+  std::vector<size_t> axes;
+  for (size_t start = 0; start <= key.size();) {
+    size_t end = std::min(key.find(',', start), key.size());
+    std::string name = key.substr(start, end - start);
+    for (size_t a = 0; a < mesh_.size(); ++a)
+      if (mesh_[a].name == name)
+        axes.push_back(a);
+    start = end + 1;
+  }
+  return axes;
+}
+
 Result<std::unique_ptr<NcclGroups>>
 NcclGroups::create(const std::vector<plan::MeshAxis> &mesh, int64_t numStreams,
                    const RankSpan &span, int64_t firstDevice,
-                   Processes &processes) {
+                   Processes &processes,
+                   const std::vector<std::string> &multiAxisKeys) {
   std::unique_ptr<NcclGroups> groups(new NcclGroups());
   groups->mesh_ = mesh;
   int64_t worldSize = 1;
   for (const plan::MeshAxis &axis : mesh)
     worldSize *= axis.size;
+  // Every axis of the mesh, then the sets of axes the plan reduces over
+  // at once ("dp,tp"): one group each, its members ranked by their
+  // coordinates along the key's axes, the first outermost.
+  std::vector<std::string> keys;
+  for (const plan::MeshAxis &axis : mesh)
+    keys.push_back(axis.name);
+  for (const std::string &key : multiAxisKeys)
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      keys.push_back(key);
   // Every group of every (stream, axis), in an order all processes agree
   // on: the ranks that share every other coordinate, by their coordinate
   // along the axis.
@@ -88,23 +112,28 @@ NcclGroups::create(const std::vector<plan::MeshAxis> &mesh, int64_t numStreams,
   std::vector<Group> all;
   groups->members_.resize(static_cast<size_t>(numStreams));
   for (int64_t s = 0; s < numStreams; ++s) {
-    for (size_t a = 0; a < mesh.size(); ++a) {
-      if (mesh[a].size <= 1)
+    for (const std::string &key : keys) {
+      std::vector<size_t> axes = groups->axesOf(key);
+      int64_t size = groups->groupSize(key);
+      if (size <= 1 || axes.empty())
         continue;
-      auto &members = groups->members_[s][mesh[a].name];
+      auto &members = groups->members_[s][key];
       members.resize(static_cast<size_t>(worldSize));
       std::map<std::vector<int64_t>, std::vector<int64_t>> byRest;
       for (int64_t r = 0; r < worldSize; ++r) {
         std::vector<int64_t> rest = meshCoords(mesh, r);
-        int64_t index = rest[a];
-        rest[a] = 0;
+        int64_t index = 0;
+        for (size_t a : axes) {
+          index = index * mesh[a].size + rest[a];
+          rest[a] = 0;
+        }
         auto &ranks = byRest[rest];
-        ranks.resize(static_cast<size_t>(mesh[a].size));
+        ranks.resize(static_cast<size_t>(size));
         ranks[index] = r;
         members[r].index = index;
       }
       for (auto &[rest, ranks] : byRest)
-        all.push_back({s, mesh[a].name, ranks});
+        all.push_back({s, key, ranks});
     }
   }
   // One unique id per group, made by the first process and shared with the
@@ -163,10 +192,16 @@ ncclComm_t NcclGroups::comm(int64_t rank, int64_t stream,
 }
 
 int64_t NcclGroups::groupSize(const std::string &axis) const {
-  for (const plan::MeshAxis &meshAxis : mesh_)
-    if (meshAxis.name == axis)
-      return meshAxis.size;
-  return 1;
+  int64_t size = 1;
+  for (size_t a : axesOf(axis))
+    size *= mesh_[a].size;
+  return size;
+}
+
+bool NcclGroups::hasGroup(const std::string &axis) const {
+  if (axis.find(',') == std::string::npos || groupSize(axis) <= 1)
+    return true;
+  return !members_.empty() && members_[0].count(axis) > 0;
 }
 
 int64_t NcclGroups::groupIndex(int64_t rank, const std::string &axis) const {
@@ -212,6 +247,10 @@ int64_t NcclCommunicator::groupSize(const std::string &axis) const {
 
 int64_t NcclCommunicator::groupIndex(const std::string &axis) const {
   return groups_.groupIndex(rank_, axis);
+}
+
+bool NcclCommunicator::hasGroup(const std::string &axis) const {
+  return groups_.hasGroup(axis);
 }
 
 Status NcclCommunicator::allReduce(const void *send, void *recv, DType dtype,
@@ -325,6 +364,92 @@ Status NcclCommunicator::reduceScatter(const void *send, void *recv,
         stream));
   SHARC_NCCL(ncclReduceScatter(staging_, recv, recvCount, *type, ncclSum, comm,
                                stream));
+  return Status::ok();
+}
+
+Status NcclCommunicator::allToAll(const void *send, void *recv, DType dtype,
+                                  const std::vector<int64_t> &sendShape,
+                                  int64_t splitDim, int64_t concatDim,
+                                  const std::string &axis) {
+  if (groups_.aborted())
+    return Status::runtimeError("NCCL was aborted after an earlier failure");
+  int64_t rank = static_cast<int64_t>(sendShape.size());
+  int64_t members = groupSize(axis);
+  if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank ||
+      splitDim == concatDim || sendShape[splitDim] % members != 0)
+    return Status::runtimeError(
+        "all_to_all over " + axis + ": dims " + std::to_string(splitDim) +
+        " and " + std::to_string(concatDim) + " of a rank-" +
+        std::to_string(rank) + " input do not split over " +
+        std::to_string(members) + " ranks");
+  int64_t elementBytes = dtypeSize(dtype);
+  int64_t numel = numElements(sendShape);
+  int64_t sendBytes = numel * elementBytes;
+  ncclComm_t comm = groups_.comm(rank_, stream_, axis);
+  if (!comm) // a group of one: its only piece is the whole input
+    return allReduce(send, recv, dtype, numel, ReduceOp::Sum, axis);
+  auto type = ncclType(dtype);
+  if (!type)
+    return type.status();
+  std::vector<int64_t> pieceShape = sendShape;
+  pieceShape[splitDim] /= members;
+  int64_t pieceBytes = sendBytes / members;
+  Split in = splitAt(sendShape, splitDim, elementBytes);
+  Split out = splitAt(pieceShape, concatDim, elementBytes);
+  // Pieces go out and come in whole: packed from strided rows unless the
+  // split dimension is the outermost, unpacked into strided rows unless
+  // the concatenated one is.
+  int64_t needed =
+      (in.outer > 1 ? sendBytes : 0) + (out.outer > 1 ? sendBytes : 0);
+  if (needed > stagingBytes_)
+    return Status::runtimeError("all_to_all staging of " +
+                                std::to_string(stagingBytes_) +
+                                " bytes is short of " + std::to_string(needed));
+  cudaStream_t stream = asStream(cudaStream_);
+  auto *sendStage = static_cast<std::byte *>(staging_);
+  std::byte *recvStage = sendStage + (in.outer > 1 ? sendBytes : 0);
+  const auto *sendFrom = static_cast<const std::byte *>(send);
+  auto *recvInto = static_cast<std::byte *>(recv);
+  if (in.outer > 1) {
+    int64_t chunkBytes = in.extent / members * in.innerBytes;
+    for (int64_t j = 0; j < members; ++j)
+      SHARC_TRY(kernels::cuda::copy2d({.src = sendFrom + j * chunkBytes,
+                                       .dst = sendStage + j * pieceBytes,
+                                       .rows = in.outer,
+                                       .rowBytes = chunkBytes,
+                                       .srcPitch = in.extent * in.innerBytes,
+                                       .dstPitch = chunkBytes},
+                                      stream));
+    sendFrom = sendStage;
+  }
+  if (out.outer > 1)
+    recvInto = recvStage;
+  auto count = static_cast<size_t>(numel / members);
+  SHARC_NCCL(ncclGroupStart());
+  Status status = Status::ok();
+  for (int64_t j = 0; j < members && status; ++j) {
+    status = ncclStatus(ncclSend(sendFrom + j * pieceBytes, count, *type,
+                                 static_cast<int>(j), comm, stream),
+                        "ncclSend");
+    if (status)
+      status = ncclStatus(ncclRecv(recvInto + j * pieceBytes, count, *type,
+                                   static_cast<int>(j), comm, stream),
+                          "ncclRecv");
+  }
+  SHARC_NCCL(ncclGroupEnd());
+  SHARC_TRY(status);
+  if (out.outer > 1) {
+    int64_t blockRowBytes = out.extent * out.innerBytes;
+    for (int64_t m = 0; m < members; ++m)
+      SHARC_TRY(kernels::cuda::copy2d(
+          {.src = recvStage + m * pieceBytes,
+           .dst = static_cast<std::byte *>(recv) + m * blockRowBytes,
+           .rows = out.outer,
+           .rowBytes = blockRowBytes,
+           .srcPitch = blockRowBytes,
+           .dstPitch = blockRowBytes * members},
+          stream));
+  }
   return Status::ok();
 }
 

@@ -36,16 +36,22 @@ class NcclGroups {
 public:
   /// The communicators of the ranks in `span`, rank r on GPU firstDevice
   /// + r - span.first; every process of the run must call it.
+  /// `multiAxisKeys`: the sets of axes ("dp,tp") the plan's collectives
+  /// name at once; each gets its own group beside the mesh's axes.
   static Result<std::unique_ptr<NcclGroups>>
   create(const std::vector<plan::MeshAxis> &mesh, int64_t numStreams,
-         const RankSpan &span, int64_t firstDevice, Processes &processes);
+         const RankSpan &span, int64_t firstDevice, Processes &processes,
+         const std::vector<std::string> &multiAxisKeys = {});
   ~NcclGroups();
 
   /// The communicator of `axis` for (rank, stream); null for an axis of
   /// size 1, one the mesh lacks, or a rank another process drives.
   ncclComm_t comm(int64_t rank, int64_t stream, const std::string &axis) const;
+  /// `axis` is one axis or a comma-separated set of them.
   int64_t groupSize(const std::string &axis) const;
   int64_t groupIndex(int64_t rank, const std::string &axis) const;
+  /// Whether a set of axes has a group of its own (create's keys).
+  bool hasGroup(const std::string &axis) const;
   /// Aborts every communicator (a collective that never finishes); the
   /// groups are unusable afterwards.
   void abortAll();
@@ -55,6 +61,8 @@ public:
 
 private:
   NcclGroups() = default;
+  /// The mesh positions of a key's axes, in the key's order.
+  std::vector<size_t> axesOf(const std::string &key) const;
   struct Member {
     ncclComm_t comm = nullptr;
     int64_t index = 0;
@@ -74,6 +82,7 @@ public:
 
   int64_t groupSize(const std::string &axis) const override;
   int64_t groupIndex(const std::string &axis) const override;
+  bool hasGroup(const std::string &axis) const override;
   Status allReduce(const void *send, void *recv, DType dtype, int64_t numel,
                    ReduceOp op, const std::string &axis) override;
   Status allGather(const void *send, void *recv, DType dtype,
@@ -82,6 +91,13 @@ public:
   Status reduceScatter(const void *send, void *recv, DType dtype,
                        const std::vector<int64_t> &sendShape, int64_t dim,
                        const std::string &axis) override;
+
+  /// One ncclSend/ncclRecv per member inside one NCCL group, each piece
+  /// packed into and unpacked from the staging buffer (2 x the input's
+  /// bytes) unless the split or concatenated dimension is the outermost.
+  Status allToAll(const void *send, void *recv, DType dtype,
+                  const std::vector<int64_t> &sendShape, int64_t splitDim,
+                  int64_t concatDim, const std::string &axis) override;
 
 private:
   const NcclGroups &groups_;

@@ -40,9 +40,38 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
 
 } // namespace
 
+namespace {
+
+/// NcclCommunicator::allToAll packs its pieces when the split dimension is
+/// not the outermost and unpacks them when the concatenated one is not:
+/// the input's bytes for each.
+int64_t allToAllStagingBytes(const Plan &plan, const Instruction &instr) {
+  const Buffer &in = plan.buffers[instr.operands[0]];
+  auto rank = static_cast<int64_t>(in.shape.size());
+  int64_t split = instr.getInt("split_dim", 0);
+  int64_t concat = instr.getInt("concat_dim", 0);
+  auto outerBefore = [&](int64_t dim) {
+    int64_t outer = 1;
+    for (int64_t d = 0; d < std::min(dim, rank); ++d)
+      outer *= in.shape[d];
+    return outer;
+  };
+  // The split divides one dimension; an extent of 1 before either
+  // dimension leaves it outermost all the same.
+  int64_t pack = outerBefore(split) > 1 ? in.numBytes : 0;
+  int64_t unpack = outerBefore(concat) > 1 ? in.numBytes : 0;
+  return pack + unpack;
+}
+
+} // namespace
+
 int64_t collectiveStagingBytes(const Plan &plan) {
   int64_t bytes = 0;
   for (const Instruction &instr : plan.instructions) {
+    if (instr.op == "all_to_all" && instr.operands.size() == 1) {
+      bytes = std::max(bytes, allToAllStagingBytes(plan, instr));
+      continue;
+    }
     bool gather = instr.op == "all_gather";
     if (!gather && instr.op != "reduce_scatter")
       continue;
