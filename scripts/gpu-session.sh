@@ -6,7 +6,7 @@
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
 #                               [graph] [hf] [check] [sweep] [mpi]
-#                               [mpi-sanitize]
+#                               [mpi-sanitize] [comm]
 #
 # What the two-GPU runs of the CUDA backend and speed issues still need, in
 # two calls of under 10 minutes each (NCCL_NVLS_ENABLE=0 in both):
@@ -41,6 +41,9 @@ for step in $steps; do
   case $step in
   kernels)
     "$stage/bin/KernelsCudaTest" 2>&1 | tee "$out/kernels.log" | tail -n 40 ;;
+  comm)
+    # NCCL's collectives against the cpu's (all_to_all, axis sets).
+    "$stage/bin/CommunicatorCudaTest" 2>&1 | tee "$out/comm.log" | tail -n 20 ;;
   parity)
     # Every mode of the small model; minimind (head_dim 96) where its cpu
     # reference stays short.
@@ -128,13 +131,15 @@ for step in $steps; do
         "$stage/curve/docs.tokens" 2>&1 | tee -a "$out/curve.log"
     done ;;
   trace)
-    # CUDA events around every instruction of the last of 5 steps.
-    mode=${TRACE_MODE:-tp_sp_async_vp}
-    "$run" "$stage/bench/$mode.plan" --backend cuda --steps 5 \
-      --trace "$out/trace-$mode.json" >"$out/trace.log" 2>&1
-    tail -n 3 "$out/trace.log"
-    python3 "$root/scripts/trace-summary.py" "$out/trace-$mode.json" |
-      tee "$out/trace-summary-$mode.txt" ;;
+    # CUDA events around every instruction of the last of 5 steps, for each
+    # mode of TRACE_MODE (default tp_sp_async_vp).
+    for mode in ${TRACE_MODE:-tp_sp_async_vp}; do
+      "$run" "$stage/bench/$mode.plan" --backend cuda --steps 5 \
+        --trace "$out/trace-$mode.json" >"$out/trace-$mode.log" 2>&1
+      tail -n 2 "$out/trace-$mode.log"
+      python3 "$root/scripts/trace-summary.py" "$out/trace-$mode.json" |
+        tee "$out/trace-summary-$mode.txt"
+    done ;;
   ceilings)
     python3 "$root/scripts/measure-machine.py" >"$out/machine.yaml" 2>&1
     cat "$out/machine.yaml" ;;
