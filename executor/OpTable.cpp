@@ -213,6 +213,18 @@ Status weightShape(const TensorRef &w, const char *role) {
   return rankIs(w, 2, role);
 }
 
+/// The addend of matmul_add / matmul_dgrad_add (operand 2): the result's
+/// shape and dtype.
+Result<kernels::ConstTensorView> addendOf(const OpCall &c,
+                                          const TensorRef &result) {
+  if (c.operands.size() < 3)
+    return kernels::ConstTensorView{};
+  const TensorRef &r = c.operands[2];
+  SHARC_TRY(dtypeIs(r, result.dtype(), "r"));
+  SHARC_TRY(numelIs(r, result.numel(), "r"));
+  return r.cview();
+}
+
 Result<Launch> bindMatmul(const OpCall &c, const OpEnv &env) {
   const TensorRef &x = c.operands[0], &w = c.operands[1], &y = c.results[0];
   SHARC_TRY(weightShape(w, "w"));
@@ -226,13 +238,17 @@ Result<Launch> bindMatmul(const OpCall &c, const OpEnv &env) {
   int64_t m = x.numel() / k;
   SHARC_TRY(isFloat(y, "y"));
   SHARC_TRY(numelIs(y, m * n, "y"));
+  auto addend = addendOf(c, y);
+  if (!addend)
+    return addend.status();
   return launchGemm(env, c.instr->stream,
                     kernels::MatmulArgs{.x = x.cview(),
                                         .w = w.cview(),
                                         .y = y.view(),
                                         .m = m,
                                         .n = n,
-                                        .k = k},
+                                        .k = k,
+                                        .addend = *addend},
                     &GemmEngine::matmul, &kernels::cpu::matmul);
 }
 
@@ -249,13 +265,17 @@ Result<Launch> bindMatmulDgrad(const OpCall &c, const OpEnv &env) {
   int64_t m = dy.numel() / n;
   SHARC_TRY(isFloat(dx, "dx"));
   SHARC_TRY(numelIs(dx, m * k, "dx"));
+  auto addend = addendOf(c, dx);
+  if (!addend)
+    return addend.status();
   return launchGemm(env, c.instr->stream,
                     kernels::MatmulDgradArgs{.dy = dy.cview(),
                                              .w = w.cview(),
                                              .dx = dx.view(),
                                              .m = m,
                                              .n = n,
-                                             .k = k},
+                                             .k = k,
+                                             .addend = *addend},
                     &GemmEngine::matmulDgrad, &kernels::cpu::matmulDgrad);
 }
 
@@ -417,6 +437,8 @@ OpTable::OpTable() {
       {"rms_norm_grad", {bindRmsNormGrad, 3, 2}},
       {"matmul", {bindMatmul, 2, 1}},
       {"matmul_dgrad", {bindMatmulDgrad, 2, 1}},
+      {"matmul_add", {bindMatmul, 3, 1}},
+      {"matmul_dgrad_add", {bindMatmulDgrad, 3, 1}},
       {"matmul_wgrad", {bindMatmulWgrad, 2, 1}},
       {"swiglu", {bindSwiglu, 2, 1}},
       {"swiglu_grad", {bindSwigluGrad, 3, 2}},

@@ -298,6 +298,34 @@ LogicalResult MatmulDgradOp::verify() {
 }
 int64_t MatmulDgradOp::getFlops() { return gemmFlops(getDy(), getW()); }
 
+LogicalResult MatmulAddOp::verify() {
+  auto x = tensorOf(getX()), w = tensorOf(getW()), y = tensorOf(getY());
+  if (w.getRank() != 2 || x.getShape().back() != w.getShape()[1] ||
+      y.getShape().back() != w.getShape()[0] ||
+      y.getShape().drop_back() != x.getShape().drop_back())
+    return emitOpError("expects x [..., K], w [N, K] and y [..., N], got ")
+           << x << ", " << w << " and " << y;
+  if (getR().getType() != getY().getType())
+    return emitOpError("expects the addend to have the result's type, got ")
+           << getR().getType() << " and " << getY().getType();
+  return success();
+}
+int64_t MatmulAddOp::getFlops() { return gemmFlops(getY(), getW()); }
+
+LogicalResult MatmulDgradAddOp::verify() {
+  auto dy = tensorOf(getDy()), w = tensorOf(getW()), dx = tensorOf(getDx());
+  if (w.getRank() != 2 || dy.getShape().back() != w.getShape()[0] ||
+      dx.getShape().back() != w.getShape()[1] ||
+      dx.getShape().drop_back() != dy.getShape().drop_back())
+    return emitOpError("expects dy [..., N], w [N, K] and dx [..., K], got ")
+           << dy << ", " << w << " and " << dx;
+  if (getR().getType() != getDx().getType())
+    return emitOpError("expects the addend to have the result's type, got ")
+           << getR().getType() << " and " << getDx().getType();
+  return success();
+}
+int64_t MatmulDgradAddOp::getFlops() { return gemmFlops(getDy(), getW()); }
+
 LogicalResult MatmulWgradOp::verify() {
   auto dy = tensorOf(getDy()), x = tensorOf(getX()), dw = tensorOf(getDw());
   if (dw.getRank() != 2 || dy.getShape().back() != dw.getShape()[0] ||

@@ -175,6 +175,33 @@ def Sharc_MatmulDgradOp : Sharc_ComputeOp<"matmul_dgrad", [], ["getFlops"]> {
   let results = (outs Sharc_FloatTensor:$dx);
 }
 
+def Sharc_MatmulAddOp : Sharc_ComputeOp<"matmul_add", [], ["getFlops"]> {
+  let summary = "a linear layer plus an addend, y = x w^T + r";
+  let description = [{
+    Made by `sharc-fuse-adds` from `sharc.add(sharc.matmul(x, w), r)` when
+    nothing else reads the product: one GEMM whose epilogue adds `r`
+    (cuBLASLt's C with beta 1) before the one rounding to storage, instead
+    of a GEMM, a stored product and an elementwise pass. `r` has `y`'s type.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, Sharc_FloatTensor:$w,
+                       Sharc_FloatTensor:$r);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_MatmulDgradAddOp
+    : Sharc_ComputeOp<"matmul_dgrad_add", [], ["getFlops"]> {
+  let summary = "an input gradient plus an addend, dx = dy w + r";
+  let description = [{
+    Made by `sharc-fuse-adds` from the sum of input gradients autodiff
+    builds where a value feeds several GEMMs (q, k and v; gate and up; a
+    residual branch): `sharc.add(sharc.matmul_dgrad(dy, w), r)` becomes one
+    GEMM that adds `r` in its epilogue. `r` has `dx`'s type.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$dy, Sharc_FloatTensor:$w,
+                       Sharc_FloatTensor:$r);
+  let results = (outs Sharc_FloatTensor:$dx);
+}
+
 def Sharc_MatmulWgradOp : Sharc_ComputeOp<"matmul_wgrad", [], ["getFlops"]> {
   let summary = "weight gradient of a linear layer, dw = dy^T x";
   let arguments = (ins Sharc_FloatTensor:$dy, Sharc_FloatTensor:$x);

@@ -7,7 +7,11 @@
 //   forward: y[m,n]  = sum_k x[m,k] * w[n,k]
 //   dgrad:   dx[m,k] = sum_n dy[m,n] * w[n,k]
 //   wgrad:   dw[n,k] = sum_m dy[m,n] * x[m,k]
-// fp32 accumulation (double for F64 storage); outputs are overwritten.
+// fp32 accumulation (double for F64 storage); outputs are overwritten. The
+// forward and dgrad take an optional addend r of the output's shape (a
+// residual): y = x W^T + r, added to the fp32 sum before the one rounding
+// to storage (cuBLASLt's C with beta 1), so the fused GEMM saves the
+// elementwise pass and one rounding of a separate add.
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -19,6 +23,7 @@ struct MatmulArgs {
   ConstTensorView w; ///< [n, k]
   TensorView y;      ///< [m, n]
   int64_t m = 0, n = 0, k = 0;
+  ConstTensorView addend = {}; ///< [m, n] or none (null data)
 };
 
 struct MatmulDgradArgs {
@@ -26,6 +31,7 @@ struct MatmulDgradArgs {
   ConstTensorView w;  ///< [n, k]
   TensorView dx;      ///< [m, k]
   int64_t m = 0, n = 0, k = 0;
+  ConstTensorView addend = {}; ///< [m, k] or none (null data)
 };
 
 struct MatmulWgradArgs {

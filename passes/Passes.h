@@ -32,6 +32,7 @@ struct PipelineOptions {
   bool withOptimizer = true;      ///< add the AdamW update
   bool keepGradients = false;     ///< also return every gradient
   bool fuseProjections = false;   ///< one GEMM for q/k/v and for gate/up
+  bool fuseAdds = false;          ///< sums into the GEMMs that produce them
 };
 
 /// Sets the layout of one of the original's mode names (ddp, tp, tp_sp,

@@ -139,6 +139,28 @@ def Microbatch : Pass<"sharc-microbatch", "::mlir::ModuleOp"> {
   }];
 }
 
+def FuseAdds : Pass<"sharc-fuse-adds", "::mlir::ModuleOp"> {
+  let summary = "sums into the GEMMs that produce one of their operands";
+  let description = [{
+    Last in the pipeline: each `sharc.add` one of whose operands is a
+    `sharc.matmul` or `sharc.matmul_dgrad` result that nothing else reads
+    becomes that GEMM with the other operand as its addend
+    (`sharc.matmul_add`, `sharc.matmul_dgrad_add`). The fused GEMM stays
+    where the GEMM was (what runs between it and the add may update its
+    weight in place: an AdamW step), so the addend must be computed before
+    the GEMM; of an add of two GEMMs, the later one takes the other's
+    product. The residual adds of the forward (where no collective sits
+    between the GEMM and the add) and the sums of input gradients in the
+    backward then cost no elementwise pass and no stored product; the sum
+    is rounded once instead of twice.
+
+    Before: `%q = sharc.matmul_dgrad %dq, %wq`; `%p = sharc.matmul_dgrad
+    %dk, %wk`; `%s = sharc.add %q, %p`.
+    After: `%q = sharc.matmul_dgrad %dq, %wq`; `%s = sharc.matmul_dgrad_add
+    %dk, %wk, %q`.
+  }];
+}
+
 def FuseProjections : Pass<"sharc-fuse-projections", "::mlir::ModuleOp"> {
   let summary = "one GEMM for the projections that read one input";
   let description = [{

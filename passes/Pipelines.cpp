@@ -70,6 +70,9 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer)
     pm.addPass(createAdamW({options.keepGradients}));
+  // Last: every pass above sees plain GEMMs and adds.
+  if (options.fuseAdds)
+    pm.addPass(createFuseAdds());
   if (sharded)
     pm.addPass(createVerifyPlacements());
 }

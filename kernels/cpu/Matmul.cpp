@@ -88,16 +88,29 @@ std::vector<Acc> multiply(const std::vector<Acc> &a, const std::vector<Acc> &b,
   return c;
 }
 
+/// values += the addend, when there is one, before the rounding to storage.
+template <typename Acc>
+void addAddend(std::vector<Acc> &values, ConstTensorView addend) {
+  if (!addend.data)
+    return;
+  for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i)
+    values[i] += static_cast<Acc>(loadElement(addend, i));
+}
+
 template <typename Acc> void matmulImpl(const MatmulArgs &args) {
   auto x = loadMatrix<Acc>(args.x, args.m, args.k, /*transpose=*/false);
   auto wT = loadMatrix<Acc>(args.w, args.n, args.k, /*transpose=*/true);
-  storeMatrix(args.y, multiply(x, wT, args.m, args.n, args.k));
+  auto y = multiply(x, wT, args.m, args.n, args.k);
+  addAddend(y, args.addend);
+  storeMatrix(args.y, y);
 }
 
 template <typename Acc> void matmulDgradImpl(const MatmulDgradArgs &args) {
   auto dy = loadMatrix<Acc>(args.dy, args.m, args.n, /*transpose=*/false);
   auto w = loadMatrix<Acc>(args.w, args.n, args.k, /*transpose=*/false);
-  storeMatrix(args.dx, multiply(dy, w, args.m, args.k, args.n));
+  auto dx = multiply(dy, w, args.m, args.k, args.n);
+  addAddend(dx, args.addend);
+  storeMatrix(args.dx, dx);
 }
 
 template <typename Acc> void matmulWgradImpl(const MatmulWgradArgs &args) {
@@ -114,14 +127,14 @@ bool anyF64(ConstTensorView a, ConstTensorView b, ConstTensorView c) {
 } // namespace
 
 void matmul(const MatmulArgs &args) {
-  if (anyF64(args.x, args.w, args.y))
+  if (anyF64(args.x, args.w, args.y) || args.addend.dtype == DType::F64)
     matmulImpl<double>(args);
   else
     matmulImpl<float>(args);
 }
 
 void matmulDgrad(const MatmulDgradArgs &args) {
-  if (anyF64(args.dy, args.w, args.dx))
+  if (anyF64(args.dy, args.w, args.dx) || args.addend.dtype == DType::F64)
     matmulDgradImpl<double>(args);
   else
     matmulDgradImpl<float>(args);

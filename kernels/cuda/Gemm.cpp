@@ -172,16 +172,19 @@ Result<const Gemm::Plan *> Gemm::planFor(const Product &p) {
 }
 
 Status Gemm::run(const Product &product, const void *a, const void *b, void *c,
-                 DeviceStream stream) {
+                 DeviceStream stream, const void *addend) {
   if (product.m == 0 || product.n == 0)
     return Status::ok();
   auto plan = planFor(product);
   if (!plan)
     return plan.status();
+  // D = AB + beta C: C is the addend (same layout as D) with beta 1, or D
+  // itself with beta 0.
   float one = 1.0f, zero = 0.0f;
   SHARC_CUBLAS(cublasLtMatmul(asHandle(handle_), (*plan)->desc, &one, a,
-                              (*plan)->a, b, (*plan)->b, &zero, c, (*plan)->c,
-                              c, (*plan)->c, &(*plan)->algo, workspace_,
+                              (*plan)->a, b, (*plan)->b, addend ? &one : &zero,
+                              addend ? addend : c, (*plan)->c, c, (*plan)->c,
+                              &(*plan)->algo, workspace_,
                               static_cast<size_t>(workspaceBytes_), stream));
   return Status::ok();
 }
@@ -214,14 +217,20 @@ Status Gemm::matmul(const MatmulArgs &args, DeviceStream stream) {
   auto product = productOf(args);
   if (!product)
     return product.status();
-  return run(*product, args.w.data, args.x.data, args.y.data, stream);
+  if (args.addend.data && args.addend.dtype != args.y.dtype)
+    return Status::invalidInput("matmul's addend must have y's dtype");
+  return run(*product, args.w.data, args.x.data, args.y.data, stream,
+             args.addend.data);
 }
 
 Status Gemm::matmulDgrad(const MatmulDgradArgs &args, DeviceStream stream) {
   auto product = productOf(args);
   if (!product)
     return product.status();
-  return run(*product, args.w.data, args.dy.data, args.dx.data, stream);
+  if (args.addend.data && args.addend.dtype != args.dx.dtype)
+    return Status::invalidInput("matmul_dgrad's addend must have dx's dtype");
+  return run(*product, args.w.data, args.dy.data, args.dx.data, stream,
+             args.addend.data);
 }
 
 Status Gemm::matmulWgrad(const MatmulWgradArgs &args, DeviceStream stream) {

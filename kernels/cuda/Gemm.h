@@ -56,8 +56,9 @@ private:
   static Result<Product> productOf(const MatmulWgradArgs &args);
   /// The cached descriptors and algorithm of `product`, made on first use.
   Result<const Plan *> planFor(const Product &product);
+  /// c = a b (+ addend, laid out as c, when given).
   Status run(const Product &product, const void *a, const void *b, void *c,
-             DeviceStream stream);
+             DeviceStream stream, const void *addend = nullptr);
   /// prepare() of any of the three products: an empty one needs no plan.
   template <typename Args> Status prepareFor(const Args &args) {
     auto product = productOf(args);

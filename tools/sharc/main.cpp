@@ -47,6 +47,7 @@ struct CompileFlags {
   bool withOptimizer = true;
   bool keepGradients = false;
   bool fuseProjections = false;
+  bool fuseAdds = false;
   bool withDenseReference = false;
   std::string report; ///< "", "text" or "json"
   std::string machinePath, traceSimPath;
@@ -65,6 +66,8 @@ void printUsage(FILE *out) {
                "[--keep-grads] [--no-optimizer]\n"
                "         [--fuse-projections (one GEMM for q/k/v and for "
                "gate/up)]\n"
+               "         [--fuse-adds (residual adds and gradient sums into "
+               "the GEMMs' epilogue)]\n"
                "         [--with-dense-reference (also write PLAN.dense for "
                "sharc-run --validate)]\n"
                "         [--report[=text|json]] [--machine MACHINE.yaml] "
@@ -133,6 +136,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       flags.keepGradients = true;
     } else if (arg == "--fuse-projections") {
       flags.fuseProjections = true;
+    } else if (arg == "--fuse-adds") {
+      flags.fuseAdds = true;
     } else if (arg.rfind("--dump-ir=", 0) == 0) {
       flags.dumpIr = arg.substr(10);
       if (flags.dumpIr != "after-all" && flags.dumpIr != "final")
@@ -253,6 +258,7 @@ int compile(const CompileFlags &flags) {
   pipeline.withOptimizer = flags.withOptimizer;
   pipeline.keepGradients = flags.keepGradients;
   pipeline.fuseProjections = flags.fuseProjections;
+  pipeline.fuseAdds = flags.fuseAdds;
   if (flags.withDenseReference) {
     if (flags.outputPath.empty())
       return usageError("--with-dense-reference needs -o PLAN");

@@ -154,6 +154,76 @@ TEST_CASE("cuBLASLt GEMMs match the cpu products", "[gpu]") {
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
 }
 
+TEST_CASE("cuBLASLt GEMMs with an addend match the cpu's fused sums", "[gpu]") {
+  // matmul_add and matmul_dgrad_add: C = the addend with beta 1, against
+  // the cpu's product plus addend before its one rounding; the addend's
+  // buffer stays as it was.
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto gemm = cuda::Gemm::create(32 << 20);
+  REQUIRE(gemm.isOk());
+  std::mt19937 rng(11);
+  const int64_t m = 96, n = 160, k = 72;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    INFO(dtypeName(dtype));
+    double bound = dtype == DType::F32 ? 1e-5 : 1e-2;
+    Tensor x(dtype, randomValues(m * k, rng));
+    Tensor w(dtype, randomValues(n * k, rng));
+    Tensor r(dtype, randomValues(m * n, rng));
+    Tensor rk(dtype, randomValues(m * k, rng));
+    DeviceTensor dX(x, dtype), dW(w, dtype), dR(r, dtype), dRk(rk, dtype);
+
+    Tensor y(dtype, m * n);
+    cpu::matmul({.x = x.cview(),
+                 .w = w.cview(),
+                 .y = y.view(),
+                 .m = m,
+                 .n = n,
+                 .k = k,
+                 .addend = r.cview()});
+    DeviceTensor yOut(m * n, dtype);
+    REQUIRE((*gemm)
+                ->matmul({.x = dX.cview(),
+                          .w = dW.cview(),
+                          .y = yOut.view(),
+                          .m = m,
+                          .n = n,
+                          .k = k,
+                          .addend = dR.cview()},
+                         nullptr)
+                .isOk());
+    std::vector<double> got = yOut.values();
+    REQUIRE(allFinite(got));
+    CHECK(maxRelativeError(got, y.values()) <= bound);
+    CHECK(dR.values() == r.values());
+
+    // dgrad: dy is [m, n] (x's role), the addend [m, k].
+    Tensor dx(dtype, m * k);
+    cpu::matmulDgrad({.dy = r.cview(),
+                      .w = w.cview(),
+                      .dx = dx.view(),
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .addend = rk.cview()});
+    DeviceTensor dxOut(m * k, dtype);
+    REQUIRE((*gemm)
+                ->matmulDgrad({.dy = dR.cview(),
+                               .w = dW.cview(),
+                               .dx = dxOut.view(),
+                               .m = m,
+                               .n = n,
+                               .k = k,
+                               .addend = dRk.cview()},
+                              nullptr)
+                .isOk());
+    got = dxOut.values();
+    REQUIRE(allFinite(got));
+    CHECK(maxRelativeError(got, dx.values()) <= bound);
+  }
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+}
+
 TEST_CASE("cuBLASLt refuses mixed float types", "[gpu]") {
   if (cuda::deviceCount() == 0)
     std::exit(77);

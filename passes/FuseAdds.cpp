@@ -1,0 +1,85 @@
+//===- FuseAdds.cpp - sums into the GEMMs that produce them ---------------===//
+
+#include "ir/SharcOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace sharc {
+#define GEN_PASS_DEF_FUSEADDS
+#include "passes/Passes.h.inc"
+} // namespace sharc
+
+using namespace mlir;
+using namespace sharc;
+
+namespace {
+
+/// The GEMM producing `value` when the add is its only reader.
+Operation *fusableGemm(Value value) {
+  Operation *gemm = value.getDefiningOp();
+  if (!gemm || !isa<MatmulOp, MatmulDgradOp>(gemm) || !value.hasOneUse())
+    return nullptr;
+  return gemm;
+}
+
+/// Whether `value` is available where `gemm` runs: the GEMM can take it as
+/// its addend without moving.
+bool availableAt(Value value, Operation *gemm) {
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return cast<BlockArgument>(value).getOwner() == gemm->getBlock();
+  return def->getBlock() == gemm->getBlock() && def->isBeforeInBlock(gemm);
+}
+
+/// Replaces `add` by the GEMM of one operand with the other as its addend.
+/// The fused GEMM stays where the GEMM was, because what runs between it
+/// and the add may update its operands in place (an AdamW step on its
+/// weight); so the addend must already be there. False when neither
+/// operand qualifies.
+bool fuse(AddOp add) {
+  Operation *gemm = nullptr;
+  Value addend;
+  for (auto [product, other] :
+       {std::pair{add.getA(), add.getB()}, {add.getB(), add.getA()}}) {
+    Operation *candidate = fusableGemm(product);
+    if (candidate && availableAt(other, candidate)) {
+      gemm = candidate;
+      addend = other;
+      break;
+    }
+  }
+  if (!gemm)
+    return false;
+  OpBuilder builder(gemm);
+  Value fused;
+  if (auto matmul = dyn_cast<MatmulOp>(gemm))
+    fused = builder
+                .create<MatmulAddOp>(add.getLoc(), add.getType(), matmul.getX(),
+                                     matmul.getW(), addend)
+                .getY();
+  else {
+    auto dgrad = cast<MatmulDgradOp>(gemm);
+    fused = builder
+                .create<MatmulDgradAddOp>(add.getLoc(), add.getType(),
+                                          dgrad.getDy(), dgrad.getW(), addend)
+                .getDx();
+  }
+  add.getY().replaceAllUsesWith(fused);
+  add.erase();
+  gemm->erase();
+  return true;
+}
+
+struct FuseAddsPass : sharc::impl::FuseAddsBase<FuseAddsPass> {
+  void runOnOperation() override {
+    SmallVector<AddOp> adds;
+    getOperation().walk([&](AddOp add) { adds.push_back(add); });
+    // In program order: a fused result may be the operand of a later add,
+    // whose GEMM is then another one.
+    for (AddOp add : adds)
+      fuse(add);
+  }
+};
+
+} // namespace
