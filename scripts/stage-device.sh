@@ -67,6 +67,16 @@ common=(--tp_size 2 --modes ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp
   --hidden_size 4096 --num_attention_heads 32 --num_key_value_heads 8 \
   --intermediate_size 12928 --num_hidden_layers 8 --seq_len 4096 \
   --work-dir "$stage/sweeps/h4096" >/dev/null
+# The same with residual adds and gradient sums in the GEMMs' epilogue.
+for mode in dense ddp tp_sp_async_vp; do
+  flags=()
+  [ $mode = ddp ] && flags=(--mode ddp --dp 2)
+  [ $mode = tp_sp_async_vp ] && flags=(--mode $mode --tp 2)
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    "${flags[@]}" --fuse-adds -o "$stage/bench/$mode-adds.plan"
+done
+"$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" --fuse-adds \
+  -o "$stage/bench/dense-h4096-adds.plan"
 # 200-step loss curves of the tiny model on real text (this repository's
 # documentation as bytes, folded into its 128-token vocabulary).
 mkdir -p "$stage/curve"

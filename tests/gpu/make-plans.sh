@@ -3,7 +3,7 @@
 # dp=2 and the dense model, each in f32 and bf16, of tests/gpu/small.yaml
 # (head_dim 64) and of models/minimind.yaml (head_dim 96), all with the
 # logits and gradients as outputs for --compare-cpu; and fused-projection
-# plans of the small model.
+# plans of the small model; and plans with --fuse-adds.
 # usage: make-plans.sh SHARC OUTDIR
 set -euo pipefail
 sharc=$1
@@ -25,6 +25,15 @@ for model in "$here/small.yaml" "$root/models/minimind.yaml"; do
         -o "$out/$name-$dtype-$mode.plan"
     done
   done
+done
+# Residual adds and gradient sums in the GEMMs' epilogue (--fuse-adds).
+for dtype in f32 bf16; do
+  run=()
+  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-adds \
+    -o "$out/small-$dtype-dense-adds.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-adds \
+    --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-adds.plan"
 done
 # Fused q/k/v and gate/up projections (sharc compile --fuse-projections),
 # one GPU and tp=2, in both dtypes of the small model.
