@@ -4,6 +4,7 @@
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 #include "planner/BufferAssignment.h"
+#include "planner/ListSchedule.h"
 #include "planner/PlanRecords.h"
 #include "planner/Schedule.h"
 #include "planner/ScheduleBuilder.h"
@@ -364,7 +365,13 @@ LogicalResult Emitter::planSchedule() {
                llvm::any_of(schedule.graph, [](const ScheduleNode &node) {
                  return node.kind == NodeKind::Collective;
                });
-  if (async) {
+  if (async && options.scheduleMachine) {
+    std::vector<double> seconds;
+    for (const ScheduleNode &node : schedule.graph)
+      seconds.push_back(nodeSeconds(*options.scheduleMachine, node));
+    schedule.order = latencyHidingOrder(schedule.graph, seconds);
+    schedule.streams = assignStreams(schedule.graph, schedule.order);
+  } else if (async) {
     schedule.order = scheduleOrder(schedule.graph);
     schedule.streams = assignStreams(schedule.graph, schedule.order);
   } else {

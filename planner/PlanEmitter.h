@@ -11,6 +11,7 @@
 // that their producers write, and one all_reduce sums it in place.
 #pragma once
 
+#include "planner/CostModel.h"
 #include "planner/ScheduleGraph.h"
 #include "planner/Streams.h"
 #include "planner/plan/Plan.h"
@@ -27,6 +28,10 @@ struct EmitOptions {
   /// Run collectives on their own stream, started early and waited for
   /// late; off, everything runs on one stream in program order.
   bool asyncCollectives = true;
+  /// With a machine, the order is ListSchedule.h's latency-hiding one,
+  /// predicted with its figures; without, Schedule.h's deferral of weight
+  /// gradients past the next collective.
+  const Machine *scheduleMachine = nullptr;
 };
 
 /// The schedule behind a plan, for the cost model and the timeline:

@@ -75,6 +75,14 @@ for mode in dense ddp tp_sp_async_vp; do
   "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
     "${flags[@]}" --fuse-adds -o "$stage/bench/$mode-adds.plan"
 done
+# The tensor-parallel modes in the latency-hiding order (--schedule latency).
+for mode in tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    --mode $mode --tp 2 --schedule latency -o "$stage/bench/$mode-latency.plan"
+done
+"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+  --mode tp_sp_async_vp --tp 2 --schedule latency --fuse-adds \
+  -o "$stage/bench/tp_sp_async_vp-latency-adds.plan"
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" --fuse-adds \
   -o "$stage/bench/dense-h4096-adds.plan"
 # 200-step loss curves of the tiny model on real text (this repository's

@@ -3,7 +3,8 @@
 # dp=2 and the dense model, each in f32 and bf16, of tests/gpu/small.yaml
 # (head_dim 64) and of models/minimind.yaml (head_dim 96), all with the
 # logits and gradients as outputs for --compare-cpu; and fused-projection
-# plans of the small model; and plans with --fuse-adds.
+# plans of the small model; and plans with --fuse-adds and --schedule
+# latency.
 # usage: make-plans.sh SHARC OUTDIR
 set -euo pipefail
 sharc=$1
@@ -34,6 +35,9 @@ for dtype in f32 bf16; do
     -o "$out/small-$dtype-dense-adds.plan"
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-adds \
     --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-adds.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --schedule latency \
+    --mode tp_sp_async_vp --tp 2 \
+    -o "$out/small-$dtype-tp_sp_async_vp-latency.plan"
 done
 # Fused q/k/v and gate/up projections (sharc compile --fuse-projections),
 # one GPU and tp=2, in both dtypes of the small model.

@@ -74,6 +74,7 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options,
   }
   EmitOptions emitOptions;
   emitOptions.mode = options.mode;
+  emitOptions.scheduleMachine = options.scheduleMachine;
   FailureOr<plan::Plan> plan = emitPlan(*module, emitOptions, schedule);
   if (failed(plan))
     return CompileError{1, ""};

@@ -28,6 +28,9 @@ struct CompileOptions {
   /// "", "after-all" (IR after the builder and every pass) or "final".
   std::string dumpIr;
   llvm::raw_ostream *dumpStream = nullptr; ///< where dumped IR goes
+  /// --schedule latency: the machine whose figures order the plan
+  /// (EmitOptions::scheduleMachine); null: weight-gradient deferral.
+  const Machine *scheduleMachine = nullptr;
 };
 
 /// Why a compile failed, and the exit status the tool should return.

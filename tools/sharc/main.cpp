@@ -51,6 +51,7 @@ struct CompileFlags {
   bool withDenseReference = false;
   std::string report; ///< "", "text" or "json"
   std::string machinePath, traceSimPath;
+  std::string schedule = "defer"; ///< --schedule defer|latency
 };
 
 void printUsage(FILE *out) {
@@ -70,6 +71,8 @@ void printUsage(FILE *out) {
                "the GEMMs' epilogue)]\n"
                "         [--with-dense-reference (also write PLAN.dense for "
                "sharc-run --validate)]\n"
+               "         [--schedule defer|latency (weight gradients past the "
+               "next collective, or a list schedule that fills every wait)]\n"
                "         [--report[=text|json]] [--machine MACHINE.yaml] "
                "[--trace-sim TRACE.json]\n"
                "       sharc bench --kind memory|throughput ... (the "
@@ -96,7 +99,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       return args[++i];
     };
     if (arg == "-o" || arg == "--run" || arg == "--mode" ||
-        arg == "--recompute" || arg == "--machine" || arg == "--trace-sim") {
+        arg == "--recompute" || arg == "--machine" || arg == "--trace-sim" ||
+        arg == "--schedule") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
@@ -108,6 +112,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.mode = *v;
       else if (arg == "--machine")
         flags.machinePath = *v;
+      else if (arg == "--schedule")
+        flags.schedule = *v;
       else if (arg == "--trace-sim")
         flags.traceSimPath = *v;
       else
@@ -157,11 +163,14 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
   }
   if (flags.modelPath.empty())
     return usageError("no model file given");
-  // The machine file only feeds the predicted timeline.
+  if (flags.schedule != "defer" && flags.schedule != "latency")
+    return usageError("unknown schedule '" + flags.schedule +
+                      "' (expected defer or latency)");
+  // The machine file feeds the predicted timeline and the latency schedule.
   if (!flags.machinePath.empty() && flags.report.empty() &&
-      flags.traceSimPath.empty())
-    return usageError("--machine is used by --report and --trace-sim; give "
-                      "one of them");
+      flags.traceSimPath.empty() && flags.schedule != "latency")
+    return usageError("--machine is used by --report, --trace-sim and "
+                      "--schedule latency; give one of them");
   // An output may never replace an input of the same run.
   for (const std::string *output : {&flags.outputPath, &flags.traceSimPath})
     for (const std::string *input :
@@ -275,6 +284,18 @@ int compile(const CompileFlags &flags) {
   }
   options.mode = flags.mode;
   options.dumpIr = flags.dumpIr;
+  // The machine whose figures the latency schedule and the report use.
+  auto machine = flags.machinePath.empty()
+                     ? sharc::parseMachine(sharc::kDefaultMachineYaml,
+                                           sharc::kDefaultMachineName)
+                     : sharc::readMachineFile(flags.machinePath);
+  if (!machine.isOk()) {
+    std::fprintf(stderr, "sharc: error: %s\n",
+                 machine.status().message().c_str());
+    return kExitBadInput;
+  }
+  if (flags.schedule == "latency")
+    options.scheduleMachine = &*machine;
   sharc::PlanSchedule schedule;
   auto result = sharc::compileModel(context, options, &schedule);
   if (auto *error = std::get_if<sharc::CompileError>(&result)) {
@@ -285,15 +306,6 @@ int compile(const CompileFlags &flags) {
   auto &plan = std::get<sharc::plan::Plan>(result);
   double predictedSeconds = 0;
   if (!flags.report.empty() || !flags.traceSimPath.empty()) {
-    auto machine = flags.machinePath.empty()
-                       ? sharc::parseMachine(sharc::kDefaultMachineYaml,
-                                             sharc::kDefaultMachineName)
-                       : sharc::readMachineFile(flags.machinePath);
-    if (!machine.isOk()) {
-      std::fprintf(stderr, "sharc: error: %s\n",
-                   machine.status().message().c_str());
-      return kExitBadInput;
-    }
     sharc::Timeline timeline = sharc::simulate(schedule.graph, schedule.streams,
                                                schedule.order, *machine);
     predictedSeconds = timeline.stepSeconds;
