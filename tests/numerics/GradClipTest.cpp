@@ -6,8 +6,10 @@
 // checked against the host: the norm of its kept gradients and an AdamW
 // update computed from them. Every layout then has to find the dense norm,
 // counting each parameter once whether it is sharded or replicated, and
-// train like dense. The run file's eps is near the clipped gradients' size,
-// so that a wrong factor moves the parameters (Adam alone would hide it).
+// train like dense (also on a mesh with a cp axis, with fused projections
+// and with microbatches). The run file's eps is near the clipped
+// gradients' size, so that a wrong factor moves the parameters (Adam alone
+// would hide it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +18,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <unistd.h>
 
 using namespace sharc;
 using namespace sharc::testing;
@@ -115,17 +120,12 @@ TEST_CASE("the dense step clips by the norm of its gradients",
 
 namespace {
 
-void requireClipParity(const std::string &model, const std::string &mode,
-                       int64_t size, int64_t extraDp = 1) {
-  PipelineOptions layout;
-  REQUIRE(applyModePreset(mode, size, layout));
-  if (extraDp > 1)
-    layout.dpSize = extraDp;
-  INFO(model << " " << mode << " size " << size << " dp " << extraDp);
-  TrainedRun sharded = trainOnRandomTokens(
-      compilePlan(model, layout, false, kRunFile), kSteps, 7, 11);
-  TrainedRun dense = trainOnRandomTokens(
-      compilePlan(model, PipelineOptions{}, false, kRunFile), kSteps, 7, 11);
+/// The layout's run against the dense one, both from the same weights and
+/// tokens: every step clips, and norm, loss and parameters match.
+void requireClipParity(const plan::Plan &layoutPlan,
+                       const plan::Plan &densePlan) {
+  TrainedRun sharded = trainOnRandomTokens(layoutPlan, kSteps, 7, 11);
+  TrainedRun dense = trainOnRandomTokens(densePlan, kSteps, 7, 11);
   for (int step = 0; step < kSteps; ++step) {
     INFO("step " << step << ": norm " << sharded.gradNorms[step] << " vs "
                  << dense.gradNorms[step] << ", loss " << sharded.losses[step]
@@ -156,6 +156,20 @@ void requireClipParity(const std::string &model, const std::string &mode,
   }
 }
 
+void requireClipParity(const std::string &model, const std::string &mode,
+                       int64_t size, int64_t extraDp = 1, int64_t cpSize = 1) {
+  PipelineOptions layout;
+  REQUIRE(applyModePreset(mode, size, layout));
+  if (extraDp > 1)
+    layout.dpSize = extraDp;
+  if (cpSize > 1)
+    layout.extraAxes.push_back({"cp", cpSize});
+  INFO(model << " " << mode << " size " << size << " dp " << extraDp << " cp "
+             << cpSize);
+  requireClipParity(compilePlan(model, layout, false, kRunFile),
+                    compilePlan(model, PipelineOptions{}, false, kRunFile));
+}
+
 } // namespace
 
 TEST_CASE("every tp=2 mode clips like dense", "[numerics][clip]") {
@@ -168,4 +182,37 @@ TEST_CASE("ddp and dp=2 x tp=2 clip like dense", "[numerics][clip]") {
   requireClipParity("tiny.yaml", "ddp", 2);
   requireClipParity("tiny.yaml", "tp_sp_async_vp", 2, /*extraDp=*/2);
   requireClipParity("tiny-tied.yaml", "tp", 2, /*extraDp=*/2);
+}
+
+TEST_CASE("a dp2 x cp2 x tp2 mesh clips like dense", "[numerics][clip]") {
+  // cp holds every value alike: its gradients count 1/2 on each cp rank.
+  requireClipParity("tiny.yaml", "tp_sp_async_vp", 2, /*extraDp=*/2,
+                    /*cpSize=*/2);
+}
+
+TEST_CASE("fused projections and microbatches clip like dense",
+          "[numerics][clip]") {
+  // A fused weight's gradient is its parameters' rows: each counted once.
+  PipelineOptions fused;
+  REQUIRE(applyModePreset("tp_sp_async_vp", 2, fused));
+  fused.fuseProjections = true;
+  requireClipParity(
+      compilePlan("tiny.yaml", fused, false, kRunFile),
+      compilePlan("tiny.yaml", PipelineOptions{}, false, kRunFile));
+  // Two microbatches of one sequence against one of two: the norm of the
+  // accumulated gradient, not of a microbatch's.
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("sharc-clip-" + std::to_string(getpid()) + ".yaml"))
+                         .string();
+  std::ofstream(path) << "model: {name: tiny, hidden_size: 64, "
+                         "num_hidden_layers: 2, num_attention_heads: 4, "
+                         "num_key_value_heads: 2, vocab_size: 128}\n"
+                         "run: {seq_len: 16, micro_batch_size: 1, "
+                         "num_microbatches: 2, optimizer: {lr: 1.0e-3, "
+                         "eps: 1.0e-4, grad_clip: 0.1}}\n";
+  plan::Plan microbatched = compilePlanFile(path, PipelineOptions{});
+  std::filesystem::remove(path);
+  REQUIRE(microbatched.batchSize == 2);
+  requireClipParity(microbatched, compilePlan("tiny.yaml", PipelineOptions{},
+                                              false, kRunFile));
 }
