@@ -3,6 +3,7 @@
 #include "executor/Metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace sharc::exec {
@@ -11,7 +12,8 @@ const StepRecord &Metrics::record(int64_t step, const StepStats &stats) {
   StepRecord record{.step = step,
                     .loss = stats.loss,
                     .seconds = stats.seconds,
-                    .tokensPerSecond = 0.0};
+                    .tokensPerSecond = 0.0,
+                    .gradNorm = stats.gradNorm};
   if (stats.seconds > 0)
     record.tokensPerSecond =
         static_cast<double>(tokensPerStep_) / stats.seconds;
@@ -48,15 +50,19 @@ std::string Metrics::formatStep(const StepRecord &record) {
   char lr[32] = "";
   if (record.lr >= 0)
     std::snprintf(lr, sizeof(lr), "  lr %.3e", record.lr);
+  char gradNorm[32] = "";
+  if (!std::isnan(record.gradNorm))
+    std::snprintf(gradNorm, sizeof(gradNorm), "  grad_norm %.4g",
+                  record.gradNorm);
   std::string progress;
   if (record.elapsedSeconds >= 0)
     progress += "  elapsed " + formatDuration(record.elapsedSeconds);
   if (record.etaSeconds >= 0)
     progress += "  eta " + formatDuration(record.etaSeconds);
-  char line[192];
+  char line[256];
   std::snprintf(line, sizeof(line),
-                "step %4lld  loss %.5f%s  time %.1f ms  tokens/s %.0f%s",
-                static_cast<long long>(record.step), record.loss, lr,
+                "step %4lld  loss %.5f%s%s  time %.1f ms  tokens/s %.0f%s",
+                static_cast<long long>(record.step), record.loss, lr, gradNorm,
                 record.seconds * 1e3, record.tokensPerSecond, progress.c_str());
   return line;
 }

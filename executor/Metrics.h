@@ -9,6 +9,7 @@
 #include "executor/Runtime.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct StepRecord {
   double lr = -1.0;
   double elapsedSeconds = -1.0;
   double etaSeconds = -1.0;
+  /// The global gradient norm before clipping; shown when not NaN.
+  double gradNorm = std::numeric_limits<double>::quiet_NaN();
 };
 
 class Metrics {
@@ -35,8 +38,9 @@ public:
   double medianSeconds() const;
   double medianTokensPerSecond() const;
 
-  /// "step    1  loss 4.85231  lr 1.000e-03  time 123.4 ms  tokens/s 1234
-  ///  elapsed 0:00:01  eta 0:02:03" (lr, elapsed and eta when set)
+  /// "step    1  loss 4.85231  lr 1.000e-03  grad_norm 1.234  time 123.4 ms
+  ///  tokens/s 1234  elapsed 0:00:01  eta 0:02:03" (lr, grad_norm, elapsed
+  ///  and eta when set)
   static std::string formatStep(const StepRecord &record);
   /// One line: steps, first and last loss, median time and tokens/s.
   std::string summary() const;

@@ -167,12 +167,18 @@ using BindFn = Result<Launch> (*)(const OpCall &call, const OpEnv &env);
 
 struct OpDef {
   BindFn bind = nullptr;
-  int numOperands = 0; ///< kVariadic: any number, equal to the results'
+  /// kVariadic: any number, equal to the results'; kOneOrMore: at least
+  /// one, with numResults results.
+  int numOperands = 0;
   int numResults = 0;
   /// Bit k set: operand k is updated in place (adamw's param, m and v), so
   /// the hazard check counts it as written.
   uint32_t updatedOperands = 0;
+  /// The last this many of the numOperands may be left out (adamw's
+  /// grad_norm_sq).
+  int optionalOperands = 0;
   static constexpr int kVariadic = -1;
+  static constexpr int kOneOrMore = -2;
 };
 
 /// The one op table every backend binds from.

@@ -2,17 +2,20 @@
 //
 // adamw (attrs lr, beta1, beta2, eps, weight_decay; operands param, grad,
 // m, v, the first, third and fourth updated in place; kernels/AdamW.h
-// states the math). On a device the step's scalars (step, scheduled lr)
-// come from the rank's step constants, so a captured graph replays with
-// each step's values. A model's updates are many small launches (91 for
-// MiniMind); on a device the runtime replaces each run of consecutive ones
-// (findAdamWRuns) by one grouped launch (bindAdamWGroup).
+// states the math), clipped when a fifth operand (the squared global
+// gradient norm) and max_norm are given; sum_squares (kernels/SumSquares.h),
+// which makes that norm's share of the rank. On a device the step's scalars
+// (step, scheduled lr) come from the rank's step constants, so a captured graph
+// replays with each step's values. A model's updates are many small launches
+// (91 for MiniMind); on a device the runtime replaces each run of consecutive
+// ones (findAdamWRuns) by one grouped launch (bindAdamWGroup).
 //
 //===----------------------------------------------------------------------===//
 
 #include "executor/OpTable.h"
 
 #include "kernels/AdamW.h"
+#include "kernels/SumSquares.h"
 
 #include <tuple>
 #include <utility>
@@ -26,11 +29,15 @@ namespace {
 /// The update's tensors and hyperparameters; step and lr are the plan's.
 Result<kernels::AdamWArgs> adamwArgs(const OpCall &c) {
   int64_t numel = c.operands[0].numel();
-  for (const TensorRef &ref : c.operands) {
-    SHARC_TRY(isFloat(ref, "operand"));
-    SHARC_TRY(numelIs(ref, numel, "operand"));
+  for (size_t k = 0; k < 4; ++k) {
+    SHARC_TRY(isFloat(c.operands[k], "operand"));
+    SHARC_TRY(numelIs(c.operands[k], numel, "operand"));
   }
   const plan::Instruction &instr = *c.instr;
+  bool clips = c.operands.size() == 5;
+  if (clips != (instr.attrs.count("max_norm") != 0))
+    return Status::invalidInput("adamw: a grad_norm_sq operand and max_norm "
+                                "come together");
   kernels::AdamWArgs args{.param = c.operands[0].view(),
                           .m = c.operands[2].view(),
                           .v = c.operands[3].view(),
@@ -41,6 +48,12 @@ Result<kernels::AdamWArgs> adamwArgs(const OpCall &c) {
   args.beta2 = instr.getFloat("beta2");
   args.eps = instr.getFloat("eps");
   args.weightDecay = instr.getFloat("weight_decay");
+  if (clips) {
+    SHARC_TRY(dtypeIs(c.operands[4], DType::F32, "grad_norm_sq"));
+    SHARC_TRY(numelIs(c.operands[4], 1, "grad_norm_sq"));
+    args.gradNormSq = static_cast<const float *>(c.operands[4].cview().data);
+    args.maxNorm = static_cast<float>(instr.getFloat("max_norm"));
+  }
   return args;
 }
 
@@ -143,8 +156,49 @@ Result<Launch> bindAdamWGroup(const std::vector<const OpCall *> &calls,
 #endif
 }
 
+namespace {
+
+Result<Launch> bindSumSquares(const OpCall &c, const OpEnv &env) {
+  const plan::Instruction &instr = *c.instr;
+  kernels::SumSquaresArgs args;
+  args.replicas = instr.getInts("replicas");
+  if (args.replicas.size() != c.operands.size())
+    return Status::invalidInput("sum_squares: replicas needs one entry per "
+                                "operand");
+  for (size_t k = 0; k < c.operands.size(); ++k) {
+    SHARC_TRY(isFloat(c.operands[k], "x"));
+    SHARC_TRY(positiveAttr("replicas", args.replicas[k]));
+    args.xs.push_back(c.operands[k].cview());
+    args.numels.push_back(c.operands[k].numel());
+  }
+  SHARC_TRY(dtypeIs(c.results[0], DType::F32, "sum"));
+  SHARC_TRY(numelIs(c.results[0], 1, "sum"));
+  args.sum = static_cast<float *>(c.results[0].view().data);
+  if (!env.onDevice)
+    return Launch([args](const LaunchContext &) {
+      kernels::cpu::sumSquares(args);
+      return Status::ok();
+    });
+#if SHARC_WITH_CUDA
+  auto op = kernels::cuda::SumSquares::create(args);
+  if (!op)
+    return op.status();
+  // A Launch is copied; the device tables are shared.
+  std::shared_ptr<const kernels::cuda::SumSquares> shared = std::move(*op);
+  return Launch([shared](const LaunchContext &context) {
+    return shared->run(context.stream);
+  });
+#else
+  return Status::invalidInput("this build has no CUDA kernel for the op");
+#endif
+}
+
+} // namespace
+
 void addOptimizerOps(std::unordered_map<std::string, OpDef> &table) {
-  table["adamw"] = {bindAdamW, 4, 0, /*param, m, v*/ 0b1101};
+  table["adamw"] = {bindAdamW, 5, 0, /*param, m, v*/ 0b1101,
+                    /*optionalOperands=*/1};
+  table["sum_squares"] = {bindSumSquares, OpDef::kOneOrMore, 1};
 }
 
 } // namespace sharc::exec

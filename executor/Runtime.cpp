@@ -355,17 +355,25 @@ Status Runtime::bindInstrs(RankState &rank) {
     bound.def = table.find(instr.op);
     if (!bound.def)
       return Status::invalidInput(context + ": unknown op '" + instr.op + "'");
-    bool variadic = bound.def->numOperands == OpDef::kVariadic;
-    if (variadic ? instr.operands.size() != instr.results.size() ||
-                       instr.operands.empty()
-                 : static_cast<int>(instr.operands.size()) !=
-                           bound.def->numOperands ||
-                       static_cast<int>(instr.results.size()) !=
-                           bound.def->numResults)
+    const OpDef &def = *bound.def;
+    auto numIn = static_cast<int>(instr.operands.size());
+    auto numOut = static_cast<int>(instr.results.size());
+    bool countsOk = def.numOperands == OpDef::kVariadic
+                        ? numIn == numOut && numIn > 0
+                    : def.numOperands == OpDef::kOneOrMore
+                        ? numIn > 0 && numOut == def.numResults
+                        : numIn <= def.numOperands &&
+                              numIn >= def.numOperands - def.optionalOperands &&
+                              numOut == def.numResults;
+    std::string expected = std::to_string(def.numOperands);
+    if (def.optionalOperands > 0)
+      expected = std::to_string(def.numOperands - def.optionalOperands) +
+                 " to " + expected;
+    if (!countsOk)
       return Status::invalidInput(
-          context + ": expected " + std::to_string(bound.def->numOperands) +
-          " operands and " + std::to_string(bound.def->numResults) +
-          " results, got " + std::to_string(instr.operands.size()) + " and " +
+          context + ": expected " + expected + " operands and " +
+          std::to_string(bound.def->numResults) + " results, got " +
+          std::to_string(instr.operands.size()) + " and " +
           std::to_string(instr.results.size()));
     bound.call.instr = &instr;
     for (int64_t id : instr.operands)
@@ -456,6 +464,12 @@ Result<StepStats> Runtime::step() {
       return loss.status();
     stats.loss = *loss;
   }
+  if (const plan::IoEntry *normSq = plan_.findOutput("grad_norm_sq")) {
+    auto value = readScalar(*normSq);
+    if (!value)
+      return value.status();
+    stats.gradNorm = std::sqrt(*value);
+  }
   if (options_.recordTrace)
     std::swap(recording_, lastTrace_);
   ++nextStep_;
@@ -478,13 +492,16 @@ Result<double> Runtime::evalLoss() {
 }
 
 Result<double> Runtime::readLoss() const {
-  const plan::IoEntry *loss = plan_.findOutput("loss");
-  const Buffer &buffer = plan_.buffers[loss->buffer];
+  return readScalar(*plan_.findOutput("loss"));
+}
+
+Result<double> Runtime::readScalar(const plan::IoEntry &entry) const {
+  const Buffer &buffer = plan_.buffers[entry.buffer];
   // Rank 0's, which the first process drives; the others receive it.
   double value = 0;
   if (span_.holds(0)) {
     double word = 0; // room for any dtype's one element
-    SHARC_TRY(local(0).device->download(&word, storage(0, loss->buffer),
+    SHARC_TRY(local(0).device->download(&word, storage(0, entry.buffer),
                                         dtypeSize(buffer.dtype)));
     value = kernels::loadElement({&word, buffer.dtype}, 0);
   }

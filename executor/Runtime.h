@@ -41,6 +41,7 @@
 #include "planner/plan/Status.h"
 
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ struct RunOptions {
 struct StepStats {
   double loss = 0.0;    ///< rank 0's `loss` output
   double seconds = 0.0; ///< wall time of the step (the most of any process)
+  /// The global gradient norm before clipping (the square root of the
+  /// `grad_norm_sq` output); NaN in a plan that does not clip.
+  double gradNorm = std::numeric_limits<double>::quiet_NaN();
 };
 
 class Runtime {
@@ -189,6 +193,8 @@ private:
   Status runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
                     const std::vector<int64_t> &order, bool record);
   Result<double> readLoss() const;
+  /// Rank 0's value of the one-element output `entry`, on every process.
+  Result<double> readScalar(const plan::IoEntry &entry) const;
   /// Wakes every collective and event wait after a failure.
   void abortAll();
   void *storage(int64_t rank, int64_t bufferId) const;

@@ -183,6 +183,9 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
     for (const plan::ParamEntry &param : densePlan.params)
       if (param.tiedTo.empty())
         names.push_back("grad:" + param.name);
+    // Plans that clip: the global gradient norm, each parameter once.
+    if (plan.findOutput("grad_norm_sq") && densePlan.findOutput("grad_norm_sq"))
+      names.push_back("grad_norm_sq");
     for (const std::string &name : names) {
       auto comparison = compareOutputs(**sharded, **dense, name,
                                        gradientTolerance, firstStepCriterion);

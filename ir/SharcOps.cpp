@@ -437,10 +437,34 @@ LogicalResult AdamWOp::verify() {
   if (getNewM().getType() != getM().getType() ||
       getNewV().getType() != getV().getType())
     return emitOpError("updated moments must keep the moments' types");
+  if (static_cast<bool>(getGradNormSq()) != getMaxNorm().has_value())
+    return emitOpError("grad_norm_sq and max_norm come together");
+  if (getMaxNorm() && !(getMaxNorm()->convertToDouble() > 0))
+    return emitOpError("max_norm must be positive, got ")
+           << getMaxNorm()->convertToDouble();
   double beta1 = getBeta1().convertToDouble();
   double beta2 = getBeta2().convertToDouble();
   if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
     return emitOpError("betas must be in [0, 1), got ")
            << beta1 << " and " << beta2;
   return success();
+}
+
+LogicalResult SumSquaresOp::verify() {
+  if (getXs().empty())
+    return emitOpError("needs at least one operand");
+  if (getReplicas().size() != getXs().size())
+    return emitOpError("needs one replicas entry per operand, got ")
+           << getReplicas().size() << " for " << getXs().size();
+  for (int64_t count : getReplicas())
+    if (count < 1)
+      return emitOpError("replicas must be >= 1, got ") << count;
+  return success();
+}
+
+int64_t SumSquaresOp::getFlops() {
+  int64_t flops = 0;
+  for (Value x : getXs())
+    flops += 2 * tensorOf(x).getNumElements();
+  return flops;
 }

@@ -311,14 +311,40 @@ def Sharc_AdamWOp : Sharc_ComputeOp<"adamw"> {
   let description = [{
     Returns the updated parameter and moments (the planner writes them in
     place); the 1-based step number comes from the runtime. The math is in
-    kernels/AdamW.h, torch.optim.AdamW's order.
+    kernels/AdamW.h, torch.optim.AdamW's order. With `grad_norm_sq` (the
+    step's squared global gradient norm, an f32 scalar) and `max_norm`, the
+    gradient is first scaled by min(1, max_norm / (sqrt(grad_norm_sq) +
+    1e-6)), torch.nn.utils.clip_grad_norm_'s rule.
   }];
   let arguments = (ins Sharc_FloatTensor:$param, Sharc_FloatTensor:$grad,
                        Sharc_FloatTensor:$m, Sharc_FloatTensor:$v,
+                       Optional<Sharc_ScalarF32>:$grad_norm_sq,
                        F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2,
-                       F64Attr:$eps, F64Attr:$weight_decay);
+                       F64Attr:$eps, F64Attr:$weight_decay,
+                       OptionalAttr<F64Attr>:$max_norm);
   let results = (outs Sharc_FloatTensor:$new_param, Sharc_FloatTensor:$new_m,
                       Sharc_FloatTensor:$new_v);
+}
+
+def Sharc_SumSquaresOp : Sharc_ComputeOp<"sum_squares", [], ["getFlops"]> {
+  let summary = "a rank's share of the squared global gradient norm";
+  let description = [{
+    `sum = sum_i (sum_j xs[i][j]^2) / replicas[i]`, an f32 scalar
+    (kernels/SumSquares.h). A tensor that `replicas[i]` ranks hold alike (a
+    gradient R or I on mesh axes of that many ranks together) counts
+    1/replicas[i] on each, so the sum over every rank, one all_reduce over
+    the mesh's axes, counts each element once: the result is P on the axes
+    that all_reduce sums over (sharc-adamw with `grad_clip`).
+    ```mlir
+    %s = sharc.sum_squares %gw, %gn {replicas = array<i64: 1, 2>}
+        : (tensor<32x64xf32, #sharc.place<tp = S(0)>>,
+           tensor<64xf32, #sharc.place<tp = R>>)
+        -> tensor<f32, #sharc.place<tp = P>>
+    ```
+  }];
+  let arguments = (ins Variadic<Sharc_FloatTensor>:$xs,
+                       DenseI64ArrayAttr:$replicas);
+  let results = (outs Sharc_ScalarF32:$sum);
 }
 
 include "ir/SharcCollectiveOps.td"

@@ -1,6 +1,6 @@
 //===- AdamW.h - decoupled-weight-decay Adam update -------------*- C++ -*-===//
-// defines: AdamWStepScalars, AdamWArgs, adamwScalars, adamw (cpu::, cuda::),
-//          AdamWGroup (cuda::)
+// defines: AdamWStepScalars, AdamWArgs, adamwScalars, clipScale,
+//          adamw (cpu::, cuda::), AdamWGroup (cuda::)
 //
 // In place, elementwise, exactly in torch.optim.AdamW's order (step >= 1):
 //   p  = p * (1 - lr * weightDecay)
@@ -10,6 +10,10 @@
 //   p  = p - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
 // Math in fp32 (double for F64); p, m, v are rounded to their storage type,
 // so pure bf16 training (the original's) keeps bf16 moments.
+// With clipping (gradNormSq set: the step's squared global gradient norm,
+// one f32 in the kernel's memory) g is first scaled, in fp32, as
+// torch.nn.utils.clip_grad_norm_ does:
+//   g = g * min(1, maxNorm / (sqrt(gradNormSq) + 1e-6))
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -37,7 +41,19 @@ struct AdamWArgs {
   /// of forming them from step and lr, so that a launch captured in a CUDA
   /// graph takes each replay's step (the runtime writes them before it).
   const AdamWStepScalars *deviceScalars = nullptr;
+  /// Clipping: the squared global gradient norm (where the kernel reads,
+  /// host memory on the cpu, device memory on a GPU) and the largest norm;
+  /// null: no clipping.
+  const float *gradNormSq = nullptr;
+  float maxNorm = 0.0f;
 };
+
+/// The factor clipping scales every gradient by, each operation an fp32 one
+/// rounded once (the CUDA kernels use the same _rn operations).
+inline float clipScale(float gradNormSq, float maxNorm) {
+  float scale = maxNorm / (std::sqrt(gradNormSq) + 1e-6f);
+  return scale < 1.0f ? scale : 1.0f;
+}
 
 /// The scalars of args' step and lr, as the cpu forms them in double.
 inline AdamWStepScalars adamwScalars(const AdamWArgs &args) {

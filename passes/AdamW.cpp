@@ -19,6 +19,7 @@ namespace {
 
 struct Hyperparameters {
   FloatAttr lr, beta1, beta2, eps, weightDecay;
+  FloatAttr gradClip; ///< the largest global gradient norm; 0: no clipping
 };
 
 /// Reads the module's optimizer settings, with the original's defaults.
@@ -30,8 +31,8 @@ Hyperparameters readHyperparameters(ModuleOp module, Builder &builder) {
         return value;
     return builder.getF64FloatAttr(fallback);
   };
-  return {get("lr", 5e-4), get("beta1", 0.9), get("beta2", 0.999),
-          get("eps", 1e-8), get("weight_decay", 0.01)};
+  return {get("lr", 5e-4),  get("beta1", 0.9),         get("beta2", 0.999),
+          get("eps", 1e-8), get("weight_decay", 0.01), get("grad_clip", 0.0)};
 }
 
 /// The op after which both the gradient is ready and every other reader of
@@ -49,6 +50,60 @@ Operation *lastOf(Value grad, Value param, Operation *returnOp) {
         readers.push_back(concat.getY());
     }
   return last;
+}
+
+/// The step's squared global gradient norm: each rank's sum_squares, in
+/// which a gradient that k ranks hold alike (R or I over axes of k ranks
+/// together) counts 1/k, then one all_reduce over every axis of more than
+/// one rank, so that each parameter's elements count once whatever the
+/// layout. Placed after the last gradient is final.
+FailureOr<Value> buildGradNormSq(func::FuncOp func, ArrayRef<Value> grads,
+                                 OpBuilder &builder) {
+  MeshAttr mesh = getMesh(func);
+  SmallVector<StringRef> axes;
+  for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
+    if (size > 1)
+      axes.push_back(axis.getValue());
+  SmallVector<int64_t> replicas;
+  Operation *last = nullptr;
+  for (Value grad : grads) {
+    PlacementAttr placement = getPlacement(grad.getType());
+    int64_t count = 1;
+    for (StringRef axis : axes) {
+      int64_t code = placement.getAxis(axis);
+      if (code == placement::kP || code == placement::kPMax)
+        return emitError(grad.getLoc())
+               << "a gradient partial on " << axis
+               << " cannot enter the global norm; it must be summed first";
+      if (code < 0)
+        count *= mesh.getSize(axis);
+    }
+    replicas.push_back(count);
+    Operation *producer = grad.getDefiningOp();
+    if (producer && (!last || last->isBeforeInBlock(producer)))
+      last = producer;
+  }
+  OpBuilder::InsertionGuard guard(builder);
+  if (last)
+    builder.setInsertionPointAfter(last);
+  else
+    builder.setInsertionPointToStart(&func.getBody().front());
+  MLIRContext *context = builder.getContext();
+  PlacementAttr partial = PlacementAttr::getInvariant(context);
+  for (StringRef axis : axes)
+    partial = partial.withAxis(axis, placement::kP);
+  auto scalar = RankedTensorType::get({}, builder.getF32Type());
+  Location loc = func.getLoc();
+  Value sum =
+      builder.create<SumSquaresOp>(loc, withPlacement(scalar, partial), grads,
+                                   builder.getDenseI64ArrayAttr(replicas));
+  if (axes.empty())
+    return sum;
+  return builder
+      .create<AllReduceOp>(
+          loc, withPlacement(scalar, PlacementAttr::getInvariant(context)), sum,
+          builder.getStringAttr(joinAxes(axes)), builder.getStringAttr("sum"))
+      .getResult();
 }
 
 LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
@@ -110,6 +165,24 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
   unsigned nextState = func.getNumArguments();
   func.insertArguments(stateIndices, stateTypes, stateAttrs, stateLocs);
 
+  Value gradNormSq;
+  FloatAttr maxNorm;
+  Operation *normTail = nullptr; ///< the norm, then the last update after it
+  if (hp.gradClip.getValueAsDouble() > 0) {
+    SmallVector<Value> grads;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (getResultString(func, i, kOutputAttr).starts_with("grad:"))
+        grads.push_back(returnOp.getOperand(i));
+    if (grads.empty())
+      return func.emitOpError("grad_clip needs gradients to clip");
+    FailureOr<Value> norm = buildGradNormSq(func, grads, builder);
+    if (failed(norm))
+      return failure();
+    gradNormSq = *norm;
+    maxNorm = hp.gradClip;
+    normTail = gradNormSq.getDefiningOp();
+  }
+
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
     StringRef output = getResultString(func, i, kOutputAttr);
     Value value = returnOp.getOperand(i);
@@ -128,21 +201,35 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     unsigned mArg = nextState++, vArg = nextState++;
     // Update as soon as the gradient is final and nothing else reads the
     // parameter: the gradient dies at once instead of living until the end
-    // of the backward (the in-place write needs no later reader).
+    // of the backward (the in-place write needs no later reader). Clipping
+    // waits for the global norm, which every gradient feeds.
     OpBuilder::InsertionGuard guard(builder);
-    if (Operation *last = lastOf(value, param, returnOp))
+    Operation *last = lastOf(value, param, returnOp);
+    bool atNorm = gradNormSq && (!last || last == normTail ||
+                                 last->isBeforeInBlock(normTail));
+    if (atNorm)
+      last = normTail;
+    if (last)
       builder.setInsertionPointAfter(last);
     else
       builder.setInsertionPointToStart(returnOp->getBlock());
     auto adamw = builder.create<AdamWOp>(
         value.getLoc(), param.getType(), func.getArgument(mArg).getType(),
         func.getArgument(vArg).getType(), param, value, func.getArgument(mArg),
-        func.getArgument(vArg), hp.lr, hp.beta1, hp.beta2, hp.eps,
-        hp.weightDecay);
+        func.getArgument(vArg), gradNormSq, hp.lr, hp.beta1, hp.beta2, hp.eps,
+        hp.weightDecay, maxNorm);
+    // The updates after the norm keep the parameters' order.
+    if (atNorm)
+      normTail = adamw;
     results.append({adamw.getNewParam(), adamw.getNewM(), adamw.getNewV()});
     resultAttrs.append({outputAttrs(("param:" + name).str(), paramArg),
                         outputAttrs(("m:" + name).str(), mArg),
                         outputAttrs(("v:" + name).str(), vArg)});
+  }
+  if (gradNormSq) {
+    // The runtime prints its square root, the pre-clip global norm.
+    results.push_back(gradNormSq);
+    resultAttrs.push_back(outputAttrs("grad_norm_sq", std::nullopt));
   }
   setResults(func, results, resultAttrs);
   return success();

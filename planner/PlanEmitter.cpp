@@ -433,10 +433,15 @@ LogicalResult Emitter::planSchedule() {
     for (const BufferRequest &request : requests)
       if (result.buffers[request.id].region == region)
         inRegion.push_back(request);
+    BufferAssignment ownSizes = assignBuffers(inRegion, options.alignment);
     for (BufferRequest &request : inRegion)
       if (arenaSlabs.contains(request.id))
         request.numBytes = slotBytes;
     BufferAssignment assignment = assignBuffers(inRegion, options.alignment);
+    // Slabs that never take turns (gradient clipping keeps every gradient
+    // until the norm is known) gain nothing from equal slots.
+    if (ownSizes.peakBytes < assignment.peakBytes)
+      assignment = std::move(ownSizes);
     for (auto [index, request] : llvm::enumerate(inRegion))
       result.buffers[request.id].offset = assignment.offsets[index];
     regionEnd[region] = assignment.peakBytes;

@@ -64,6 +64,8 @@ std::map<std::string, plan::AttrValue> instructionAttrs(Operation *op) {
       attrs[key] = value.getValueAsDouble();
     else if (auto value = dyn_cast<StringAttr>(attr.getValue()))
       attrs[key] = value.getValue().str();
+    else if (auto value = dyn_cast<DenseI64ArrayAttr>(attr.getValue()))
+      attrs[key] = std::vector<int64_t>(value.asArrayRef());
   }
   if (isa<RmsNormOp, RmsNormGradOp>(op))
     attrs["group_size"] =

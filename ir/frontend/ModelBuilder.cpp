@@ -186,17 +186,19 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   func.setAllResultAttrs(resultAttrs);
 
   const frontend::OptimizerConfig &opt = config.run.optimizer;
-  module->getOperation()->setAttr(
-      kOptimizerAttr,
-      builder.getDictionaryAttr(
-          {builder.getNamedAttr("lr", builder.getF64FloatAttr(opt.lr.value)),
-           builder.getNamedAttr("beta1",
-                                builder.getF64FloatAttr(opt.beta1.value)),
-           builder.getNamedAttr("beta2",
-                                builder.getF64FloatAttr(opt.beta2.value)),
-           builder.getNamedAttr("eps", builder.getF64FloatAttr(opt.eps.value)),
-           builder.getNamedAttr("weight_decay", builder.getF64FloatAttr(
-                                                    opt.weightDecay.value))}));
+  SmallVector<NamedAttribute> optimizer{
+      builder.getNamedAttr("lr", builder.getF64FloatAttr(opt.lr.value)),
+      builder.getNamedAttr("beta1", builder.getF64FloatAttr(opt.beta1.value)),
+      builder.getNamedAttr("beta2", builder.getF64FloatAttr(opt.beta2.value)),
+      builder.getNamedAttr("eps", builder.getF64FloatAttr(opt.eps.value)),
+      builder.getNamedAttr("weight_decay",
+                           builder.getF64FloatAttr(opt.weightDecay.value))};
+  // Only when it clips, so a run without clipping compiles as before.
+  if (opt.gradClip.value > 0)
+    optimizer.push_back(builder.getNamedAttr(
+        "grad_clip", builder.getF64FloatAttr(opt.gradClip.value)));
+  module->getOperation()->setAttr(kOptimizerAttr,
+                                  builder.getDictionaryAttr(optimizer));
   // The sizes the sharding passes check, each with the YAML place it came
   // from, so that "tp (3) must divide num_key_value_heads (4)" points there.
   SmallVector<NamedAttribute> sizes{

@@ -66,8 +66,8 @@ constexpr std::array<std::string_view, 6> runKeys = {
     "seq_len", "micro_batch_size", "num_microbatches", "dtype",
     "seed",    "optimizer",
 };
-constexpr std::array<std::string_view, 5> optimizerKeys = {
-    "lr", "betas", "eps", "weight_decay", "schedule",
+constexpr std::array<std::string_view, 6> optimizerKeys = {
+    "lr", "betas", "eps", "weight_decay", "grad_clip", "schedule",
 };
 constexpr std::array<std::string_view, 4> scheduleKeys = {
     "warmup_steps",
@@ -236,7 +236,7 @@ void moveOptimizerDefaults(OptimizerConfig &optimizer, const SourceLoc &from,
                            const SourceLoc &to) {
   for (Field<double> *field :
        {&optimizer.lr, &optimizer.beta1, &optimizer.beta2, &optimizer.eps,
-        &optimizer.weightDecay})
+        &optimizer.weightDecay, &optimizer.gradClip})
     if (field->loc == from)
       field->loc = to;
   optimizer.loc = to;
@@ -257,6 +257,7 @@ RunConfig defaultRun(const SourceLoc &loc) {
   optimizer.beta2 = {0.999, loc};
   optimizer.eps = {1.0e-8, loc};
   optimizer.weightDecay = {0.01, loc};
+  optimizer.gradClip = {0.0, loc};
   optimizer.schedule.decay = {"constant", loc};
   optimizer.schedule.loc = loc;
   return run;
@@ -337,6 +338,9 @@ MaybeError readOptimizer(const Section &run, OptimizerConfig &optimizer) {
   if (!error)
     error = readDouble(section, "weight_decay", DoubleBounds::NonNegative,
                        optimizer.weightDecay);
+  if (!error)
+    error = readDouble(section, "grad_clip", DoubleBounds::NonNegative,
+                       optimizer.gradClip);
   if (!error)
     error = readSchedule(section, optimizer.schedule);
   return error;

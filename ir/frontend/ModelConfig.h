@@ -61,9 +61,11 @@ struct ScheduleConfig {
   SourceLoc loc;
 };
 
-/// `run.optimizer:`: AdamW hyperparameters.
+/// `run.optimizer:`: AdamW hyperparameters, and gradient clipping: every
+/// update scales the step's gradients by min(1, gradClip / global L2 norm),
+/// torch.nn.utils.clip_grad_norm_'s rule; 0 (the default) clips nothing.
 struct OptimizerConfig {
-  Field<double> lr, beta1, beta2, eps, weightDecay;
+  Field<double> lr, beta1, beta2, eps, weightDecay, gradClip;
   ScheduleConfig schedule;
   SourceLoc loc;
 };

@@ -39,8 +39,12 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
   Acc stepSize = static_cast<Acc>(args.lr / (1.0 - std::pow(args.beta1, step)));
   Acc bc2Sqrt = static_cast<Acc>(std::sqrt(1.0 - std::pow(args.beta2, step)));
   Acc eps = static_cast<Acc>(args.eps);
+  Acc gradScale =
+      args.gradNormSq
+          ? static_cast<Acc>(clipScale(*args.gradNormSq, args.maxNorm))
+          : Acc(1);
   for (int64_t i = 0; i < args.numel; ++i) {
-    Acc grad = static_cast<Acc>(loadElement(args.grad, i));
+    Acc grad = static_cast<Acc>(loadElement(args.grad, i)) * gradScale;
     Acc param = static_cast<Acc>(loadElement(args.param, i));
     param = roundTo(args.param.dtype, param * decay);
     Acc m = static_cast<Acc>(loadElement(args.m, i));

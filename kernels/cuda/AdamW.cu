@@ -101,11 +101,23 @@ struct AdamWViews {
   void *param, *m, *v;
   const void *grad;
   DType paramType, mType, vType, gradType;
+  const float *gradNormSq; ///< null: no clipping
+  float maxNorm;
 };
 
+/// clipScale (kernels/AdamW.h) with the same rounded fp32 operations.
+__device__ __forceinline__ float gradScaleOf(const AdamWViews &views) {
+  if (!views.gradNormSq)
+    return 1.0f;
+  float scale =
+      __fdiv_rn(views.maxNorm, __fadd_rn(__fsqrt_rn(*views.gradNormSq), 1e-6f));
+  return scale < 1.0f ? scale : 1.0f;
+}
+
 template <int N>
-__device__ __forceinline__ void
-updateElements(const AdamWViews &views, const AdamWScalars &s, int64_t i) {
+__device__ __forceinline__ void updateElements(const AdamWViews &views,
+                                               const AdamWScalars &s,
+                                               float gradScale, int64_t i) {
   float grads[N], params[N], ms[N], vs[N];
   loadN(views.grad, views.gradType, i, grads);
   loadN(views.param, views.paramType, i, params);
@@ -113,7 +125,7 @@ updateElements(const AdamWViews &views, const AdamWScalars &s, int64_t i) {
   loadN(views.v, views.vType, i, vs);
 #pragma unroll
   for (int k = 0; k < N; ++k) {
-    float grad = grads[k];
+    float grad = __fmul_rn(grads[k], gradScale);
     float param = roundTo(views.paramType, __fmul_rn(params[k], s.decay));
     float m = roundTo(views.mType, __fadd_rn(__fmul_rn(s.beta1, ms[k]),
                                              __fmul_rn(s.oneMinusBeta1, grad)));
@@ -137,12 +149,13 @@ __global__ void adamwKernel(AdamWViews views, AdamWScalars scalars,
                             int64_t vectorEnd) {
   if (deviceScalars)
     scalars = *deviceScalars;
+  float gradScale = gradScaleOf(views);
   int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = first * kVec; i < vectorEnd; i += stride * kVec)
-    updateElements<kVec>(views, scalars, i);
+    updateElements<kVec>(views, scalars, gradScale, i);
   for (int64_t i = vectorEnd + first; i < numel; i += stride)
-    updateElements<1>(views, scalars, i);
+    updateElements<1>(views, scalars, gradScale, i);
 }
 
 bool isVectorAligned(const void *data, DType dtype) {
@@ -174,13 +187,14 @@ __global__ void adamwGroupKernel(const GroupTensor *tensors,
   AdamWViews views = tensor.views;
   AdamWScalars scalars = *reinterpret_cast<const AdamWScalars *>(
       stepConstants + tensor.scalarsOffset);
+  float gradScale = gradScaleOf(views);
   int64_t vectorEnd = std::min(chunk.end, tensor.vectorEnd);
   for (int64_t i = chunk.begin + threadIdx.x * kVec; i < vectorEnd;
        i += kThreads * kVec)
-    updateElements<kVec>(views, scalars, i);
+    updateElements<kVec>(views, scalars, gradScale, i);
   for (int64_t i = std::max(chunk.begin, tensor.vectorEnd) + threadIdx.x;
        i < chunk.end; i += kThreads)
-    updateElements<1>(views, scalars, i);
+    updateElements<1>(views, scalars, gradScale, i);
 }
 
 } // namespace
@@ -214,10 +228,11 @@ AdamWGroup::create(const std::vector<AdamWArgs> &members,
                    isVectorAligned(a.m.data, a.m.dtype) &&
                    isVectorAligned(a.v.data, a.v.dtype) &&
                    isVectorAligned(a.grad.data, a.grad.dtype);
-    tensors.push_back(
-        {AdamWViews{a.param.data, a.m.data, a.v.data, a.grad.data,
-                    a.param.dtype, a.m.dtype, a.v.dtype, a.grad.dtype},
-         a.numel, aligned ? a.numel / kVec * kVec : 0, scalarsOffsets[t]});
+    tensors.push_back({AdamWViews{a.param.data, a.m.data, a.v.data, a.grad.data,
+                                  a.param.dtype, a.m.dtype, a.v.dtype,
+                                  a.grad.dtype, a.gradNormSq, a.maxNorm},
+                       a.numel, aligned ? a.numel / kVec * kVec : 0,
+                       scalarsOffsets[t]});
     for (int64_t begin = 0; begin < a.numel; begin += kChunkElements)
       chunks.push_back({static_cast<int32_t>(t), begin,
                         std::min(a.numel, begin + kChunkElements)});
@@ -263,7 +278,8 @@ Status adamw(const AdamWArgs &args, DeviceStream stream) {
   AdamWScalars scalars = adamwScalars(args);
   AdamWViews views{args.param.data, args.m.data,      args.v.data,
                    args.grad.data,  args.param.dtype, args.m.dtype,
-                   args.v.dtype,    args.grad.dtype};
+                   args.v.dtype,    args.grad.dtype,  args.gradNormSq,
+                   args.maxNorm};
   bool aligned = isVectorAligned(args.param.data, args.param.dtype) &&
                  isVectorAligned(args.m.data, args.m.dtype) &&
                  isVectorAligned(args.v.data, args.v.dtype) &&

@@ -45,6 +45,29 @@ std::optional<ContractViolation> checkOptimizer(const Plan &plan, int64_t i) {
                          " is outside " + (bound.lowOpen ? "(" : "[") +
                          number(bound.low) + ", " + number(bound.high) + ")");
   }
+  // Clipping: the step's squared global norm as a fifth operand and the
+  // largest norm as max_norm, both or neither.
+  bool clips = instr.operands.size() == 5;
+  bool hasMaxNorm = instr.attrs.count("max_norm") != 0;
+  if (clips != hasMaxNorm)
+    return atInstr(plan, i, hasMaxNorm ? "max_norm" : "", "optimizer",
+                   hasMaxNorm ? "max_norm without a grad_norm_sq operand"
+                              : "a grad_norm_sq operand without max_norm");
+  double maxNorm = instr.getFloat("max_norm", NAN);
+  if (clips && !(std::isfinite(maxNorm) && maxNorm > 0))
+    return atInstr(plan, i, "max_norm", "optimizer",
+                   "max_norm " + number(maxNorm) + " is outside (0, inf)");
+  return std::nullopt;
+}
+
+std::optional<ContractViolation> checkSumSquares(const Plan &plan, int64_t i) {
+  const Instruction &instr = plan.instructions[i];
+  size_t numReplicas = instr.getInts("replicas").size();
+  if (numReplicas != instr.operands.size())
+    return atInstr(plan, i, "replicas", "op schema",
+                   "replicas has " + std::to_string(numReplicas) +
+                       " entries for " + std::to_string(instr.operands.size()) +
+                       " operands; it needs one per operand");
   return std::nullopt;
 }
 
@@ -106,6 +129,9 @@ std::optional<ContractViolation> findValueViolation(const Plan &plan) {
       return violation;
     if (plan.instructions[i].op == "adamw")
       if (auto violation = checkOptimizer(plan, i))
+        return violation;
+    if (plan.instructions[i].op == "sum_squares")
+      if (auto violation = checkSumSquares(plan, i))
         return violation;
     if (auto violation = checkVocabulary(plan, i))
       return violation;

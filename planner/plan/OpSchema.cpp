@@ -26,6 +26,9 @@ AttrSpec axisAttr(const char *name) {
   return {name, AttrKind::Axis, true, INT64_MIN, {}};
 }
 
+AttrSpec intListAttr(const char *name, int64_t minimum) {
+  return {name, AttrKind::IntList, true, minimum, {}};
+}
 AttrSpec optional(AttrSpec spec) {
   spec.required = false;
   return spec;
@@ -49,9 +52,10 @@ std::vector<OpSchema> makeSchemas() {
   std::vector<AttrSpec> reduce = {
       axisAttr("axis"),
       {"reduce", AttrKind::String, true, INT64_MIN, {"sum", "max"}}};
-  std::vector<AttrSpec> adamw = {floatAttr("lr"), floatAttr("beta1"),
-                                 floatAttr("beta2"), floatAttr("eps"),
-                                 floatAttr("weight_decay")};
+  std::vector<AttrSpec> adamw = {
+      floatAttr("lr"),           floatAttr("beta1"),
+      floatAttr("beta2"),        floatAttr("eps"),
+      floatAttr("weight_decay"), optional(floatAttr("max_norm"))};
   return {
       {"embedding",
        {{"table", 'T'}, {"ids", 'I'}},
@@ -119,10 +123,22 @@ std::vector<OpSchema> makeSchemas() {
       {"fill", {}, {{"out", 'T'}}, false, {floatAttr("value")}},
       {"scale", {{"x", 'T'}}, {{"y", 'T'}}, false, {floatAttr("factor")}},
       {"adamw",
-       {{"param", 'T'}, {"grad", 'T'}, {"m", 'T'}, {"v", 'T'}},
+       {{"param", 'T'},
+        {"grad", 'T'},
+        {"m", 'T'},
+        {"v", 'T'},
+        {"grad_norm_sq", 'F'}},
        {},
        false,
-       adamw},
+       adamw,
+       /*optionalOperands=*/1},
+      {"sum_squares",
+       {{"x", 'T'}},
+       {{"sum", 'F'}},
+       false,
+       {intListAttr("replicas", 1)},
+       0,
+       /*repeatedOperand=*/true},
       {"all_reduce", {{"x", 'T'}}, {{"y", 'T'}}, false, reduce},
       {"all_reduce_coalesced", {{"x", 'T'}}, {{"y", 'T'}}, true, overAxis},
       {"all_gather", {{"x", 'T'}}, {{"y", 'T'}}, false, alongDim},
@@ -188,6 +204,8 @@ const char *attrKindName(AttrKind kind) {
     return "a string";
   case AttrKind::Axis:
     return "a mesh axis name";
+  case AttrKind::IntList:
+    return "a list of integers";
   }
   return "?";
 }

@@ -22,9 +22,10 @@ namespace sharc::plan {
 
 enum class AttrKind : uint8_t {
   Int,
-  Float,  ///< a float; an integer is taken as the same float
-  String, ///< one of `choices`
-  Axis,   ///< a string naming an axis of the plan's mesh
+  Float,   ///< a float; an integer is taken as the same float
+  String,  ///< one of `choices`
+  Axis,    ///< a string naming an axis of the plan's mesh
+  IntList, ///< a list of integers, each at least `minimum`
 };
 
 const char *attrKindName(AttrKind kind);
@@ -33,7 +34,7 @@ struct AttrSpec {
   std::string name;
   AttrKind kind = AttrKind::Int;
   bool required = true;
-  int64_t minimum = INT64_MIN;      ///< Int only
+  int64_t minimum = INT64_MIN;      ///< Int and IntList only
   std::vector<std::string> choices; ///< String only
 };
 
@@ -54,6 +55,11 @@ struct OpSchema {
   /// one or more operands and as many results; each pair shares its 'T'.
   bool variadic = false;
   std::vector<AttrSpec> attrs;
+  /// The last this many operands may be left out (adamw's grad_norm_sq).
+  int optionalOperands = 0;
+  /// The one operand repeats, one or more times, each with its own 'T'
+  /// (sum_squares); the results are as listed.
+  bool repeatedOperand = false;
 
   const AttrSpec *findAttr(std::string_view attr) const;
 };

@@ -151,15 +151,22 @@ private:
   Violation checkCounts(int64_t i, const OpSchema &schema) const {
     const Instruction &instr = plan.instructions[i];
     size_t numIn = instr.operands.size(), numOut = instr.results.size();
+    size_t maxIn = schema.operands.size();
+    size_t minIn = maxIn - schema.optionalOperands;
     bool ok = schema.variadic ? numIn >= 1 && numOut == numIn
-                              : numIn == schema.operands.size() &&
-                                    numOut == schema.results.size();
+              : schema.repeatedOperand
+                  ? numIn >= 1 && numOut == schema.results.size()
+                  : numIn >= minIn && numIn <= maxIn &&
+                        numOut == schema.results.size();
     if (ok)
       return std::nullopt;
+    std::string results = counted(schema.results.size(), "result");
     std::string takes =
-        schema.variadic ? "one or more operands and as many results"
-                        : counted(schema.operands.size(), "operand") + " and " +
-                              counted(schema.results.size(), "result");
+        schema.variadic          ? "one or more operands and as many results"
+        : schema.repeatedOperand ? "one or more operands and " + results
+        : minIn < maxIn          ? std::to_string(minIn) + " or " +
+                              counted(maxIn, "operand") + " and " + results
+                        : counted(maxIn, "operand") + " and " + results;
     return atInstr(i, "op schema",
                    "takes " + takes + ", got " + counted(numIn, "operand") +
                        " and " + counted(numOut, "result"));
@@ -194,11 +201,13 @@ private:
                            const AttrValue &value) const {
     const auto *integer = std::get_if<int64_t>(&value);
     const auto *string = std::get_if<std::string>(&value);
+    const auto *list = std::get_if<std::vector<int64_t>>(&value);
     bool kindOk =
         spec.kind == AttrKind::Int ? integer != nullptr
         : spec.kind == AttrKind::Float
             ? integer != nullptr || std::holds_alternative<double>(value)
-            : string != nullptr;
+        : spec.kind == AttrKind::IntList ? list != nullptr
+                                         : string != nullptr;
     std::string attr = "attribute '" + spec.name + "'";
     if (!kindOk)
       return atInstr(i, "op schema",
@@ -210,6 +219,14 @@ private:
                      attr + " must be >= " + std::to_string(spec.minimum) +
                          ", got " + std::to_string(*integer),
                      spec.name);
+    if (spec.kind == AttrKind::IntList)
+      for (int64_t element : *list)
+        if (element < spec.minimum)
+          return atInstr(
+              i, "op schema",
+              attr + " must hold integers >= " + std::to_string(spec.minimum) +
+                  ", got " + std::to_string(element),
+              spec.name);
     if (spec.kind == AttrKind::String &&
         std::find(spec.choices.begin(), spec.choices.end(), *string) ==
             spec.choices.end()) {
@@ -260,9 +277,11 @@ private:
     for (auto [ids, specs] : {std::pair{&instr.operands, &schema.operands},
                               {&instr.results, &schema.results}})
       for (size_t k = 0; k < ids->size(); ++k) {
-        const SlotSpec &spec = schema.variadic ? specs->front() : (*specs)[k];
+        bool repeats = schema.variadic ||
+                       (schema.repeatedOperand && ids == &instr.operands);
+        const SlotSpec &spec = repeats ? specs->front() : (*specs)[k];
         std::string role = spec.role;
-        if (schema.variadic)
+        if (repeats)
           role += "[" + std::to_string(k) + "]";
         result.push_back({role, spec.type, (*ids)[k]});
       }
@@ -271,7 +290,14 @@ private:
 
   Violation checkDTypes(int64_t i, const OpSchema &schema) const {
     std::vector<Slot> all = slots(i, schema);
-    // A variadic op's pairs each have their own float type.
+    // A variadic op's pairs each have their own float type, as each
+    // repeated operand does.
+    if (schema.repeatedOperand) {
+      for (const Slot &slot : all)
+        if (Violation v = checkGroup(i, schema, {slot}))
+          return v;
+      return std::nullopt;
+    }
     size_t numGroups =
         schema.variadic ? plan.instructions[i].operands.size() : 1;
     for (size_t group = 0; group < numGroups; ++group) {

@@ -49,3 +49,15 @@ for dtype in f32 bf16; do
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-projections \
     --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-fused.plan"
 done
+# Gradient clipping by the global norm (sum_squares, one all_reduce over
+# every axis, adamw reading the norm), one GPU, ddp and tp=2, both dtypes.
+for dtype in f32 bf16; do
+  run=(--run "$here/clip.run.yaml")
+  [ "$dtype" = bf16 ] && run=(--run "$here/clip-bf16.run.yaml")
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
+    -o "$out/small-$dtype-dense-clip.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode ddp --dp 2 \
+    -o "$out/small-$dtype-ddp-clip.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
+    --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-clip.plan"
+done

@@ -55,9 +55,11 @@ plan::Plan testing::compilePlanFile(const std::string &path,
 
 plan::Plan testing::compilePlan(const std::string &modelFile,
                                 const PipelineOptions &pipeline,
-                                bool emitLogits) {
+                                bool emitLogits, const std::string &runFile) {
   CompileOptions options;
   options.modelPath = modelPath(modelFile);
+  if (!runFile.empty())
+    options.runPath = modelPath(runFile);
   options.pipeline = pipeline;
   options.emitLogits = emitLogits;
   return compileWith(options);
@@ -127,6 +129,7 @@ testing::TrainedRun testing::trainOnRandomTokens(const plan::Plan &plan,
     auto stats = runtime->step();
     REQUIRE(stats.isOk());
     run.losses.push_back(stats->loss);
+    run.gradNorms.push_back(stats->gradNorm);
     if (step == 0) {
       auto outputs = runtime->gatherOutputs();
       REQUIRE(outputs.isOk());

@@ -25,9 +25,11 @@ plan::Plan compilePlan(const std::string &modelFile, bool emitLogits,
 plan::Plan compilePlanFile(const std::string &path,
                            const PipelineOptions &pipeline);
 
-/// Compiles with a parallel layout (and whatever else `pipeline` asks).
+/// Compiles with a parallel layout (and whatever else `pipeline` asks),
+/// with the run file `models/<runFile>` when one is named.
 plan::Plan compilePlan(const std::string &modelFile,
-                       const PipelineOptions &pipeline, bool emitLogits);
+                       const PipelineOptions &pipeline, bool emitLogits,
+                       const std::string &runFile = "");
 
 std::unique_ptr<exec::Runtime> makeRuntime(const plan::Plan &plan);
 
@@ -42,10 +44,11 @@ double relativeL2(const std::vector<double> &actual,
 /// A tensor's elements as doubles.
 std::vector<double> valuesOf(const plan::NamedTensor &tensor);
 
-/// What trainOnRandomTokens saw: each step's loss, the outputs after the
-/// first step and the parameters after the last.
+/// What trainOnRandomTokens saw: each step's loss and global gradient norm
+/// (NaN where the plan does not clip), the outputs after the first step and
+/// the parameters after the last.
 struct TrainedRun {
-  std::vector<double> losses;
+  std::vector<double> losses, gradNorms;
   plan::TensorFile firstOutputs, params;
 };
 

@@ -160,6 +160,56 @@ func.func @adamw_betas(%p: tensor<8xf32>) {
 
 // -----
 
+func.func @adamw_norm_without_max_norm(%p: tensor<8xf32>, %n: tensor<f32>) {
+  // expected-error @+1 {{grad_norm_sq and max_norm come together}}
+  %a, %b, %c = sharc.adamw %p, %p, %p, %p, %n
+      {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
+       eps = 1.0e-8 : f64, weight_decay = 0.01 : f64}
+      : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>,
+         tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_max_norm_zero(%p: tensor<8xf32>, %n: tensor<f32>) {
+  // expected-error @+1 {{max_norm must be positive, got 0.000000e+00}}
+  %a, %b, %c = sharc.adamw %p, %p, %p, %p, %n
+      {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
+       eps = 1.0e-8 : f64, weight_decay = 0.01 : f64, max_norm = 0.0 : f64}
+      : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>,
+         tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @sum_squares_replicas_count(%x: tensor<8xf32>) {
+  // expected-error @+1 {{needs one replicas entry per operand, got 2 for 1}}
+  %s = sharc.sum_squares %x {replicas = array<i64: 1, 2>}
+      : (tensor<8xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sum_squares_replicas_zero(%x: tensor<8xf32>) {
+  // expected-error @+1 {{replicas must be >= 1, got 0}}
+  %s = sharc.sum_squares %x {replicas = array<i64: 0>}
+      : (tensor<8xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sum_squares_nothing() {
+  // expected-error @+1 {{needs at least one operand}}
+  %s = sharc.sum_squares {replicas = array<i64>} : () -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @adamw_moments(%p: tensor<8xf32>, %m: tensor<4xf32>) {
   // expected-error @+1 {{moments must match the parameter's shape and each other}}
   %a, %b, %c = sharc.adamw %p, %p, %m, %m

@@ -85,6 +85,17 @@ func.func @gradient_ops(%x: tensor<16x2x64xf32>, %w: tensor<64xf32>,
       : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>,
          tensor<64x64xbf16>)
       -> (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>)
+  // CHECK: %[[S:.*]] = sharc.sum_squares %{{.*}}, %{{.*}} {replicas = array<i64: 1, 2>}
+  %s = sharc.sum_squares %wq, %dwq {replicas = array<i64: 1, 2>}
+      : (tensor<64x64xbf16>, tensor<64x64xbf16>) -> tensor<f32>
+  // CHECK: sharc.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[S]]
+  // CHECK-SAME: max_norm = 1.000000e+00
+  %p2, %m2, %v2 = sharc.adamw %wq, %dwq, %m, %m, %s
+      {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
+       eps = 1.0e-8 : f64, weight_decay = 0.01 : f64, max_norm = 1.0 : f64}
+      : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>,
+         tensor<64x64xbf16>, tensor<f32>)
+      -> (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>)
   return
 }
 

@@ -21,3 +21,18 @@ module {
     return %g : tensor<4xf32>
   }
 }
+
+// -----
+
+// Clipping needs final gradients: one still partial over an axis would be
+// counted as the rank's part, not the sum.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
+                   sharc.optimizer = {grad_clip = 1.0 : f64}} {
+  func.func @partial_gradient_clipped(
+      %w: tensor<4xf32, #sharc.place<dp = R>> {sharc.param = "w"},
+      // expected-error @+1 {{a gradient partial on dp cannot enter the global norm; it must be summed first}}
+      %g: tensor<4xf32, #sharc.place<dp = P>>)
+      -> (tensor<4xf32, #sharc.place<dp = P>> {sharc.output = "grad:w"}) {
+    return %g : tensor<4xf32, #sharc.place<dp = P>>
+  }
+}

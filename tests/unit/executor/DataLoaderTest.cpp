@@ -284,6 +284,12 @@ TEST_CASE("the step line shows the lr, the elapsed time and the rest",
   REQUIRE(Metrics::formatStep(record) ==
           "step   12  loss 3.25000  lr 3.000e-04  time 500.0 ms  tokens/s "
           "2048  elapsed 1:02:05  eta 0:01:00");
+  // A plan that clips shows the norm before clipping.
+  record.gradNorm = 2.5;
+  REQUIRE(
+      Metrics::formatStep(record) ==
+      "step   12  loss 3.25000  lr 3.000e-04  grad_norm 2.5  time 500.0 ms  "
+      "tokens/s 2048  elapsed 1:02:05  eta 0:01:00");
 }
 
 TEST_CASE("shuffled windows visit each window once per pass, far apart",

@@ -81,6 +81,59 @@ TEST_CASE("optimizer: adamw hyperparameters stay in range", "[plan]") {
   }
 }
 
+TEST_CASE("optimizer: max_norm comes with the squared norm operand", "[plan]") {
+  Plan plan = linearPlan();
+  int64_t adamw = indexOf(plan, "adamw");
+  int64_t loss = plan.findOutput("loss")->buffer; // an f32 scalar
+  std::string prefix = "instr " + std::to_string(adamw) + " (adamw): ";
+  Instruction &update = plan.instructions[adamw];
+  update.attrs["max_norm"] = 1.0;
+  REQUIRE(violation(plan) ==
+          prefix + "optimizer: max_norm without a grad_norm_sq operand");
+  update.operands.push_back(loss);
+  REQUIRE_FALSE(findContractViolation(plan));
+  update.attrs["max_norm"] = 0.0;
+  REQUIRE(violation(plan) == prefix + "optimizer: max_norm 0 is outside "
+                                      "(0, inf)");
+  update.attrs.erase("max_norm");
+  REQUIRE(violation(plan) ==
+          prefix + "optimizer: a grad_norm_sq operand without max_norm");
+}
+
+TEST_CASE("op schema: sum_squares has one replica count per operand",
+          "[plan]") {
+  Plan plan = linearPlan();
+  Instruction &update = plan.instructions[indexOf(plan, "adamw")];
+  int64_t grad = update.operands[1];
+  int64_t loss = plan.findOutput("loss")->buffer;
+  Instruction sum;
+  sum.op = "sum_squares";
+  sum.operands = {grad};
+  sum.results = {loss};
+  sum.attrs["replicas"] = std::vector<int64_t>{2};
+  plan.instructions.insert(plan.instructions.begin() + indexOf(plan, "adamw"),
+                           sum);
+  int64_t at = indexOf(plan, "sum_squares");
+  std::string prefix = "instr " + std::to_string(at) + " (sum_squares): ";
+  REQUIRE_FALSE(findContractViolation(plan));
+  plan.instructions[at].attrs["replicas"] = std::vector<int64_t>{2, 1};
+  REQUIRE(violation(plan) == prefix + "op schema: replicas has 2 entries for "
+                                      "1 operands; it needs one per operand");
+  plan.instructions[at].attrs["replicas"] = std::vector<int64_t>{0};
+  REQUIRE(violation(plan) ==
+          prefix + "op schema: attribute 'replicas' must hold integers >= 1, "
+                   "got 0");
+  plan.instructions[at].attrs["replicas"] = int64_t{1};
+  REQUIRE(violation(plan) ==
+          prefix + "op schema: attribute 'replicas' must be a list of "
+                   "integers, got the integer 1");
+  plan.instructions[at].attrs["replicas"] = std::vector<int64_t>{};
+  plan.instructions[at].operands.clear();
+  REQUIRE(violation(plan) == prefix + "op schema: takes one or more operands "
+                                      "and 1 result, got 0 operands and 1 "
+                                      "result");
+}
+
 TEST_CASE("vocabulary: every token id has a row and a softmax column",
           "[plan]") {
   Plan plan = linearPlan();

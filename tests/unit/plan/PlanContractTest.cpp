@@ -387,7 +387,7 @@ TEST_CASE("the executor's hand-built test plans keep the contract", "[plan]") {
 TEST_CASE("every op of the schema names its slots and attributes", "[plan]") {
   for (const char *op :
        {"embedding", "rms_norm_grad", "attention_grad", "all_reduce_coalesced",
-        "column_slice", "vocab_parallel_loss_grad", "adamw"}) {
+        "column_slice", "vocab_parallel_loss_grad", "adamw", "sum_squares"}) {
     const OpSchema *schema = findOpSchema(op);
     REQUIRE(schema);
     for (const auto *slots : {&schema->operands, &schema->results})
@@ -400,6 +400,9 @@ TEST_CASE("every op of the schema names its slots and attributes", "[plan]") {
           AttrKind::Axis);
   REQUIRE_FALSE(findOpSchema("embedding")->findAttr("vocab_axis")->required);
   REQUIRE(findOpSchema("vocab_max")->findAttr("vocab_axis")->required);
-  REQUIRE(findOpSchema("adamw")->attrs.size() == 5);
+  REQUIRE(findOpSchema("adamw")->attrs.size() == 6);
+  REQUIRE_FALSE(findOpSchema("adamw")->findAttr("max_norm")->required);
+  REQUIRE(findOpSchema("sum_squares")->findAttr("replicas")->kind ==
+          AttrKind::IntList);
   REQUIRE(findOpSchema("frobnicate") == nullptr);
 }

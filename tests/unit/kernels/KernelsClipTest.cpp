@@ -1,0 +1,93 @@
+//===- KernelsClipTest.cpp - sum_squares and clipped adamw vs float64 -----===//
+
+#include "kernels/AdamW.h"
+#include "kernels/SumSquares.h"
+#include "tests/unit/kernels/TestTensors.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace sharc;
+using namespace sharc::kernels;
+using sharc::kernels::test::maxRelativeError;
+using sharc::kernels::test::randomValues;
+using sharc::kernels::test::Tensor;
+
+TEST_CASE("sum_squares weights each tensor by 1 / replicas", "[kernels]") {
+  std::mt19937 rng(81);
+  const std::vector<int64_t> numels = {7, 1, 1000, 33};
+  const std::vector<int64_t> replicas = {1, 2, 4, 3};
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+    std::vector<Tensor> tensors;
+    SumSquaresArgs args;
+    double expected = 0;
+    for (size_t t = 0; t < numels.size(); ++t) {
+      tensors.emplace_back(dtype, randomValues(numels[t], rng));
+      double tensorSum = 0;
+      for (double value : tensors.back().values())
+        tensorSum += value * value;
+      expected += tensorSum / static_cast<double>(replicas[t]);
+    }
+    for (const Tensor &tensor : tensors)
+      args.xs.push_back(tensor.cview());
+    args.numels = numels;
+    args.replicas = replicas;
+    float sum = -1.0f;
+    args.sum = &sum;
+    cpu::sumSquares(args);
+    INFO("dtype " << dtypeName(dtype) << ": " << sum << " vs " << expected);
+    // Double accumulation: only the final rounding to f32.
+    REQUIRE(std::abs(sum - expected) <= 1e-7 * expected);
+  }
+}
+
+TEST_CASE("sum_squares of no elements is 0", "[kernels]") {
+  float sum = -1.0f;
+  cpu::sumSquares({.xs = {}, .numels = {}, .replicas = {}, .sum = &sum});
+  REQUIRE(sum == 0.0f);
+}
+
+TEST_CASE("clipped adamw scales the gradient by min(1, max / norm)",
+          "[kernels]") {
+  std::mt19937 rng(83);
+  const int64_t numel = 13;
+  const double lr = 1e-2, beta1 = 0.9, beta2 = 0.95, eps = 1e-3, decay = 0.1;
+  const float maxNorm = 0.5f;
+  // A norm above max_norm clips; one below leaves the gradient alone.
+  for (float normSq : {9.0f, 0.04f}) {
+    double scale = std::min(1.0, maxNorm / (std::sqrt(normSq) + 1e-6));
+    std::vector<double> p = randomValues(numel, rng), m(numel, 0.0),
+                        v(numel, 0.0);
+    Tensor param(DType::F32, p), moment1(DType::F32, numel),
+        moment2(DType::F32, numel);
+    for (int64_t step = 1; step <= 2; ++step) {
+      Tensor grad(DType::F32, randomValues(numel, rng));
+      cpu::adamw({.param = param.view(),
+                  .m = moment1.view(),
+                  .v = moment2.view(),
+                  .grad = grad.cview(),
+                  .numel = numel,
+                  .step = step,
+                  .lr = lr,
+                  .beta1 = beta1,
+                  .beta2 = beta2,
+                  .eps = eps,
+                  .weightDecay = decay,
+                  .gradNormSq = &normSq,
+                  .maxNorm = maxNorm});
+      double bc1 = 1 - std::pow(beta1, step), bc2 = 1 - std::pow(beta2, step);
+      for (int64_t i = 0; i < numel; ++i) {
+        double g = grad.at(i) * scale;
+        p[i] *= 1 - lr * decay;
+        m[i] = beta1 * m[i] + (1 - beta1) * g;
+        v[i] = beta2 * v[i] + (1 - beta2) * g * g;
+        p[i] -= lr / bc1 * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + eps);
+      }
+      INFO("norm^2 " << normSq << ", step " << step);
+      REQUIRE(maxRelativeError(param.values(), p) < 2e-6);
+      REQUIRE(maxRelativeError(moment1.values(), m) < 2e-6);
+      REQUIRE(maxRelativeError(moment2.values(), v) < 2e-6);
+    }
+  }
+}
