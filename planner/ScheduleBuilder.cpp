@@ -69,6 +69,9 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     // Weight gradients and the optimizer updates that consume them are
     // needed by nothing nearby: they can run beside a collective.
     node.deferrable = isa<MatmulWgradOp, AdamWOp>(op);
+    node.isStepResult = llvm::any_of(op->getUsers(), [](Operation *user) {
+      return isa<func::ReturnOp>(user);
+    });
     auto [commBytes, axis] = communication(op, mesh);
     node.kind = axis.empty() ? NodeKind::Compute : NodeKind::Collective;
     node.commBytes = commBytes;
