@@ -137,8 +137,8 @@ StreamAssignment assignStreams(const ScheduleGraph &graph,
     const int64_t stream = result.stream[node];
     const Clock knowsNothing(numStreams, -1);
     waitedProducers[node] = neededWaits(
-        node, deps[node],
-        graph[node].isStepResult ? knowsNothing : knows[stream], result);
+        node, deps[node], graph[node].writesLoss ? knowsNothing : knows[stream],
+        result);
     for (int64_t producer : waitedProducers[node])
       mergeInto(knows[stream], clockAtEnd[producer]);
     knows[stream][stream] = result.position[node];
