@@ -139,7 +139,8 @@ LogicalResult Accumulator::normaliseOverStep() {
   // mean, and the gradient of each microbatch starts from that weight.
   builder.setInsertionPointToStart(&body);
   Value total = builder.create<ValidCountOp>(
-      labels.getLoc(), RankedTensorType::get({}, builder.getF32Type()), labels,
+      loss->perMicrobatch.getLoc(),
+      RankedTensorType::get({}, builder.getF32Type()), labels,
       builder.getI64IntegerAttr(validVocab));
   auto weigh = [&](Value value) -> Value {
     return builder.create<CountScaleOp>(value.getLoc(), value.getType(), value,
