@@ -9,7 +9,9 @@
 // arena bytes they share with other tenants over time. Run in plan order,
 // the subset is a valid program: the plan's order is topological, every
 // wait follows its signal, and every cross-stream order between two taken
-// instructions runs through waits whose signallers are taken too. The
+// instructions runs through waits whose signallers are taken too (the
+// planner makes every wait of an instruction that writes the loss, never
+// leaving one to an earlier wait of its stream that is not taken). The
 // schedule may place work the loss does not need (the backward, the
 // optimizer) before the loss's last instruction (a microbatched plan scales
 // the summed loss at the very end); that work is left out. A taken

@@ -450,6 +450,7 @@ OpTable::OpTable() {
   };
   addCollectiveOps(table_);
   addVocabParallelOps(table_);
+  addLabelCountOps(table_);
   addAttentionOps(table_);
   addOptimizerOps(table_);
 }

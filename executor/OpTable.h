@@ -199,6 +199,8 @@ void addCollectiveOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds vocab_max, target_logit, sum_exp, vocab_parallel_loss and its
 /// grad; VocabParallelOps.cpp.
 void addVocabParallelOps(std::unordered_map<std::string, OpDef> &table);
+/// Adds valid_count and count_scale; LabelCountOps.cpp.
+void addLabelCountOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds rope, rope_grad, attention and attention_grad; AttentionOps.cpp.
 void addAttentionOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds adamw; OptimizerOps.cpp.

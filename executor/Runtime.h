@@ -123,6 +123,10 @@ public:
   /// and the shifted `labels` (labels[s,b] = tokens[s+1,b], last row -100),
   /// each rank its slice by the input's sharding.
   Status setBatch(const std::vector<int32_t> &tokens);
+  /// As above with explicit labels, batch-first [B, S] like the tokens:
+  /// each in [0, vocab) or -100 (ignored by the loss, anywhere).
+  Status setBatch(const std::vector<int32_t> &tokens,
+                  const std::vector<int32_t> &labels);
   /// Runs every rank's instruction list once; the step counter advances
   /// only on success.
   Result<StepStats> step();

@@ -233,37 +233,62 @@ Status Runtime::loadOptimizerState(const TensorFile &file) {
 }
 
 Status Runtime::setBatch(const std::vector<int32_t> &tokens) {
+  int64_t seqLen = plan_.seqLen;
+  std::vector<int32_t> labels(tokens.size(), -100);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (seqLen > 0 && static_cast<int64_t>(i % seqLen) + 1 < seqLen)
+      labels[i] = tokens[i + 1];
+  return setBatch(tokens, labels);
+}
+
+Status Runtime::setBatch(const std::vector<int32_t> &tokens,
+                         const std::vector<int32_t> &labels) {
   const plan::IoEntry *tokensIn = plan_.findInput("tokens");
   if (!tokensIn)
     return Status::invalidInput("the plan has no 'tokens' input");
   int64_t batch = plan_.batchSize, seqLen = plan_.seqLen;
-  if (static_cast<int64_t>(tokens.size()) != batch * seqLen)
-    return Status::invalidInput("a batch needs " + std::to_string(batch) +
-                                " x " + std::to_string(seqLen) +
-                                " tokens, got " +
-                                std::to_string(tokens.size()));
+  for (const auto &[what, ids] :
+       {std::pair{"tokens", &tokens}, std::pair{"labels", &labels}})
+    if (static_cast<int64_t>(ids->size()) != batch * seqLen)
+      return Status::invalidInput(std::string("a batch needs ") +
+                                  std::to_string(batch) + " x " +
+                                  std::to_string(seqLen) + " " + what +
+                                  ", got " + std::to_string(ids->size()));
+  auto outside = [&](int32_t id, int64_t b, int64_t s, const char *what) {
+    return Status::invalidInput(std::string(what) + " " + std::to_string(id) +
+                                " at [" + std::to_string(b) + ", " +
+                                std::to_string(s) +
+                                "] outside the vocabulary [0, " +
+                                std::to_string(plan_.vocabSize) + ")");
+  };
+  auto inVocab = [&](int32_t id) {
+    return id >= 0 && (plan_.vocabSize <= 0 || id < plan_.vocabSize);
+  };
   // Sequence-first global tensors, then every rank takes its slice.
   NamedTensor tokensSB{"tokens", DType::I32, {seqLen, batch}, {}};
   NamedTensor labelsSB{"labels", DType::I32, {seqLen, batch}, {}};
-  std::vector<int32_t> ids(tokens.size()), labels(tokens.size());
+  std::vector<int32_t> idsSB(tokens.size()), labelsOut(tokens.size());
+  // Tokens first: a bad token is named as such, not as the label before it.
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t s = 0; s < seqLen; ++s) {
       int32_t id = tokens[b * seqLen + s];
-      if (id < 0 || (plan_.vocabSize > 0 && id >= plan_.vocabSize))
-        return Status::invalidInput(
-            "token " + std::to_string(id) + " at [" + std::to_string(b) + ", " +
-            std::to_string(s) + "] outside the vocabulary [0, " +
-            std::to_string(plan_.vocabSize) + ")");
-      ids[s * batch + b] = id;
-      labels[s * batch + b] =
-          s + 1 < seqLen ? tokens[b * seqLen + s + 1] : -100;
+      if (!inVocab(id))
+        return outside(id, b, s, "token");
+      idsSB[s * batch + b] = id;
+    }
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seqLen; ++s) {
+      int32_t label = labels[b * seqLen + s];
+      if (label != -100 && !inVocab(label))
+        return outside(label, b, s, "label");
+      labelsOut[s * batch + b] = label;
     }
   auto asBytes = [](const std::vector<int32_t> &values) {
     const auto *begin = reinterpret_cast<const uint8_t *>(values.data());
     return std::vector<uint8_t>(begin, begin + values.size() * 4);
   };
-  tokensSB.bytes = asBytes(ids);
-  labelsSB.bytes = asBytes(labels);
+  tokensSB.bytes = asBytes(idsSB);
+  labelsSB.bytes = asBytes(labelsOut);
   SHARC_TRY(scatterTensor(tokensSB, tokensIn->buffer, tokensIn->sharding));
   if (const plan::IoEntry *labelsIn = plan_.findInput("labels"))
     SHARC_TRY(scatterTensor(labelsSB, labelsIn->buffer, labelsIn->sharding));

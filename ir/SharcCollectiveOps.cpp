@@ -218,6 +218,8 @@ LogicalResult VocabMaxOp::verify() { return success(); }
 LogicalResult TargetLogitOp::verify() { return success(); }
 LogicalResult SumExpOp::verify() { return success(); }
 LogicalResult VocabParallelLossOp::verify() { return success(); }
+LogicalResult ValidCountOp::verify() { return success(); }
+LogicalResult CountScaleOp::verify() { return success(); }
 LogicalResult VocabParallelLossGradOp::verify() {
   if (tensorOf(getLogits()).getShape() != tensorOf(getDlogits()).getShape())
     return emitOpError("dlogits must have the logits' shape");
@@ -319,6 +321,14 @@ Grads ReplicateOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 Grads ScaleOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   return SmallVector<Value>{builder.create<ScaleOp>(
       getLoc(), resultGrads[0].getType(), resultGrads[0], getFactorAttr())};
+}
+
+/// The labels and the count take no gradient: they come from integers.
+Grads CountScaleOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  Value dx = builder.create<CountScaleOp>(getLoc(), resultGrads[0].getType(),
+                                          resultGrads[0], getLabels(),
+                                          getTotal(), getValidVocabAttr());
+  return SmallVector<Value>{dx, Value(), Value()};
 }
 
 Grads VocabParallelLossOp::buildVJP(OpBuilder &builder,

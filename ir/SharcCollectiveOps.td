@@ -156,4 +156,41 @@ def Sharc_VocabParallelLossGradOp
   let results = (outs Sharc_FloatTensor:$dlogits);
 }
 
+//===----------------------------------------------------------------------===//
+// The loss over the step's valid labels
+//===----------------------------------------------------------------------===//
+
+def Sharc_ValidCountOp : Sharc_ComputeOp<"valid_count"> {
+  let summary = "how many labels count towards the loss";
+  let description = [{
+    The number of `labels` in `[0, valid_vocab)` (not -100), as an f32
+    scalar. Over labels split across ranks it is partial; summed over the
+    ranks (and counted on the whole step's labels under microbatches) it is
+    the count the step's loss is the mean over.
+    ```mlir
+    %n = sharc.valid_count %labels {valid_vocab = 128 : i64}
+        : (tensor<16x2xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Sharc_IdTensor:$labels, I64Attr:$valid_vocab);
+  let results = (outs Sharc_ScalarF32:$count);
+}
+
+def Sharc_CountScaleOp : Sharc_DiffOp<"count_scale"> {
+  let summary = "a piece's mean loss as its share of the step's mean";
+  let description = [{
+    y = x * n(labels) / max(1, total), n as in valid_count: the mean loss
+    `x` over this piece's labels becomes its part of the mean over `total`
+    labels (kernels/LabelCount.h). Only `x` is differentiated; its
+    gradient is count_scale of dy (y is linear in x).
+    ```mlir
+    %share = sharc.count_scale %mean, %labels, %total {valid_vocab = 128 : i64}
+        : (tensor<f32>, tensor<16x2xi32>, tensor<f32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Sharc_ScalarF32:$x, Sharc_IdTensor:$labels,
+                       Sharc_ScalarF32:$total, I64Attr:$valid_vocab);
+  let results = (outs Sharc_ScalarF32:$y);
+}
+
 #endif // SHARC_COLLECTIVE_OPS_TD

@@ -119,8 +119,8 @@ FailureOr<SmallVector<Value>> AttentionOp::buildSharded(OpBuilder &builder,
 
 /// Logits split over the vocabulary (S(last)) give the vocab-parallel loss,
 /// invariant after its all-reduced row statistics; logits and labels split
-/// over tokens give each rank's mean, a partial of the mean over ranks
-/// (scaled by 1/size, exact when every rank has as many valid labels).
+/// over tokens give each rank's share of the mean over every rank's valid
+/// labels (its mean times its count over the all-reduced count), partial.
 LogicalResult CrossEntropyOp::getAxisRule(const AxisQuery &query,
                                           AxisRule &rule) {
   int64_t logits = query.operands[0], labels = query.operands[1];
@@ -152,12 +152,11 @@ CrossEntropyOp::buildSharded(OpBuilder &builder, ValueRange operands) {
       vocabAxis = axis;
     }
   SmallVector<std::pair<StringRef, int64_t>> lossCodes;
-  double scale = 1.0;
-  for (auto [axis, code] :
-       llvm::zip(labelsPlace.getAxes(), labelsPlace.getCodes()))
-    if (code >= 0) {
+  SmallVector<StringRef> labelAxes; // in mesh order, for one all_reduce
+  for (StringAttr axis : mesh.getAxes())
+    if (labelsPlace.getAxis(axis.getValue()) >= 0) {
       lossCodes.push_back({axis.getValue(), kP});
-      scale /= static_cast<double>(mesh.getSize(axis.getValue()));
+      labelAxes.push_back(axis.getValue());
     }
   auto lossType = withPlacement(RankedTensorType::get({}, builder.getF32Type()),
                                 PlacementAttr::make(getContext(), lossCodes));
@@ -193,8 +192,18 @@ CrossEntropyOp::buildSharded(OpBuilder &builder, ValueRange operands) {
     loss = builder.create<CrossEntropyOp>(loc, lossType, logits, labels,
                                           getValidVocabAttr());
   }
-  if (scale != 1.0)
-    loss = builder.create<ScaleOp>(loc, lossType, loss,
-                                   builder.getF64FloatAttr(scale));
+  if (!labelAxes.empty()) {
+    // Pieces may hold different numbers of valid labels (padding, ignored
+    // positions): each mean is weighted by its count over the total.
+    Value count = builder.create<ValidCountOp>(loc, lossType, labels,
+                                               getValidVocabAttr());
+    auto totalType =
+        withPlacement(lossType, PlacementAttr::getInvariant(getContext()));
+    Value total = builder.create<AllReduceOp>(
+        loc, totalType, count, builder.getStringAttr(joinAxes(labelAxes)),
+        builder.getStringAttr("sum"));
+    loss = builder.create<CountScaleOp>(loc, lossType, loss, labels, total,
+                                        getValidVocabAttr());
+  }
   return SmallVector<Value>{loss};
 }

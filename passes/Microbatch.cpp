@@ -3,7 +3,11 @@
 // The train step after autodiff, run once per microbatch on its slice of
 // the batch, one microbatch after the other (so the activations of one are
 // dead before the next starts), with the gradients summed and each
-// gradient's synchronisation hoisted out to run once on the sum.
+// gradient's synchronisation hoisted out to run once on the sum. The loss
+// is the mean over every valid label of the step: each microbatch's mean
+// is weighted by its count of valid labels over the step's (valid_count of
+// the whole batch), so the loss and gradients are the whole batch's for
+// any labels, not only when every microbatch has as many.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,14 +44,19 @@ struct Output {
 
 class Accumulator {
 public:
-  Accumulator(func::FuncOp func, int64_t count, Location countLoc)
-      : func(func), count(count), countLoc(countLoc),
+  Accumulator(func::FuncOp func, int64_t count, Location countLoc,
+              int64_t validVocab)
+      : func(func), count(count), countLoc(countLoc), validVocab(validVocab),
         builder(func.getContext()) {}
   /// `count` microbatches of the program, which was built for one.
   LogicalResult run();
 
 private:
   LogicalResult collectOutputs();
+  /// Makes the loss a share of the step's mean (see the file comment).
+  LogicalResult normaliseOverStep();
+  /// valid_count of a token input: it counts the whole step's labels.
+  bool countsStep(Operation *op) const;
   /// Marks the ops that depend on a token input; the rest run once.
   void findVariantOps();
   FailureOr<SmallVector<SmallVector<Value>>> splitInputs();
@@ -55,6 +64,7 @@ private:
   func::FuncOp func;
   int64_t count;
   Location countLoc;
+  int64_t validVocab;
   OpBuilder builder;
   SmallVector<Output> outputs;
   llvm::DenseSet<Operation *> variant;
@@ -99,10 +109,61 @@ LogicalResult Accumulator::collectOutputs() {
   return success();
 }
 
+bool Accumulator::countsStep(Operation *op) const {
+  auto countOp = dyn_cast<ValidCountOp>(op);
+  return countOp && llvm::is_contained(inputs, countOp.getLabels());
+}
+
+LogicalResult Accumulator::normaliseOverStep() {
+  Block &body = func.getBody().front();
+  // A program whose labels are split over ranks already weighs each rank's
+  // mean by its count over a valid_count of the labels input (the
+  // cross-entropy rule); that count, hoisted, becomes the step's.
+  if (llvm::any_of(body.getOps<ValidCountOp>(),
+                   [&](ValidCountOp op) { return countsStep(op); }))
+    return success();
+  Value labels;
+  for (BlockArgument input : inputs)
+    if (getArgString(func, input.getArgNumber(), kInputAttr) == "labels")
+      labels = input;
+  Output *loss = llvm::find_if(outputs, [](const Output &output) {
+    return output.isLoss && !output.isInvariant;
+  });
+  if (loss == outputs.end())
+    return success();
+  if (!labels || loss->sync)
+    return emitError(countLoc)
+           << "num_microbatches (" << count
+           << ") > 1 needs the labels' valid count to weigh the loss";
+  // Whole labels here: the microbatch's mean is its share of the step's
+  // mean, and the gradient of each microbatch starts from that weight.
+  builder.setInsertionPointToStart(&body);
+  Value total = builder.create<ValidCountOp>(
+      loss->perMicrobatch.getLoc(),
+      RankedTensorType::get({}, builder.getF32Type()), labels,
+      builder.getI64IntegerAttr(validVocab));
+  auto weigh = [&](Value value) -> Value {
+    return builder.create<CountScaleOp>(value.getLoc(), value.getType(), value,
+                                        labels, total,
+                                        builder.getI64IntegerAttr(validVocab));
+  };
+  for (auto fill : llvm::make_early_inc_range(body.getOps<FillOp>()))
+    if (fill.getValue().convertToDouble() == 1.0 &&
+        cast<RankedTensorType>(fill.getType()).getRank() == 0) {
+      builder.setInsertionPointAfter(fill);
+      Value seed = weigh(fill);
+      fill.getOut().replaceAllUsesExcept(seed, seed.getDefiningOp());
+    }
+  builder.setInsertionPointAfterValue(loss->perMicrobatch);
+  loss->perMicrobatch = weigh(loss->perMicrobatch);
+  return success();
+}
+
 void Accumulator::findVariantOps() {
+  variant.clear();
   llvm::DenseSet<Value> tokenDependent(inputs.begin(), inputs.end());
   for (Operation &op : func.getBody().front().without_terminator()) {
-    if (hoisted.contains(&op))
+    if (hoisted.contains(&op) || countsStep(&op))
       continue;
     if (llvm::any_of(op.getOperands(),
                      [&](Value v) { return tokenDependent.contains(v); })) {
@@ -147,17 +208,14 @@ LogicalResult Accumulator::run() {
   if (failed(collectOutputs()))
     return failure();
   findVariantOps();
+  if (failed(normaliseOverStep()))
+    return failure();
+  findVariantOps();
   Operation *returnOp = body.getTerminator();
   builder.setInsertionPoint(returnOp);
   FailureOr<SmallVector<SmallVector<Value>>> pieces = splitInputs();
   if (failed(pieces))
     return failure();
-  // Each microbatch's backward starts from d loss / d loss_m = 1/M. The
-  // seed (autodiff's scalar fill of 1) reads no token, so it is shared.
-  for (auto fill : body.getOps<FillOp>())
-    if (fill.getValue().convertToDouble() == 1.0 &&
-        cast<RankedTensorType>(fill.getType()).getRank() == 0)
-      fill.setValueAttr(builder.getF64FloatAttr(1.0 / count));
   SmallVector<Operation *> perMicrobatch;
   for (Operation &op : body.without_terminator())
     if (variant.contains(&op))
@@ -195,10 +253,6 @@ LogicalResult Accumulator::run() {
   for (Output &output : outputs) {
     Value result =
         output.isInvariant ? output.perMicrobatch : sums[output.perMicrobatch];
-    if (output.isLoss && !output.isInvariant) // the mean of the pieces'
-      result =
-          builder.create<ScaleOp>(result.getLoc(), result.getType(), result,
-                                  builder.getF64FloatAttr(1.0 / count));
     if (output.sync) {
       Value &once = synced[output.sync];
       if (!once)
@@ -240,7 +294,9 @@ struct MicrobatchPass : sharc::impl::MicrobatchBase<MicrobatchPass> {
       for (unsigned i = 0; i < func.getNumResults(); ++i)
         isTrainStep |= getResultString(func, i, kOutputAttr) == "loss";
       if (isTrainStep &&
-          failed(Accumulator(func, count, sizes.loc("num_microbatches")).run()))
+          failed(Accumulator(func, count, sizes.loc("num_microbatches"),
+                             sizes.get("vocab_size"))
+                     .run()))
         return signalPassFailure();
     }
   }

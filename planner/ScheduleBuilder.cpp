@@ -1,6 +1,7 @@
 //===- ScheduleBuilder.cpp - schedule records of a train step -------------===//
 
 #include "planner/ScheduleBuilder.h"
+#include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 
 using namespace mlir;
@@ -54,6 +55,16 @@ std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
   return {0, ""}; // slice_to_rank and replicate move nothing between ranks
 }
 
+/// True when a result of `op` is returned as the function's loss.
+bool writesLoss(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  for (OpOperand &use : op->getUses())
+    if (isa<func::ReturnOp>(use.getOwner()) &&
+        getResultString(func, use.getOperandNumber(), kOutputAttr) == "loss")
+      return true;
+  return false;
+}
+
 } // namespace
 
 ScheduleGraph
@@ -69,6 +80,7 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     // Weight gradients and the optimizer updates that consume them are
     // needed by nothing nearby: they can run beside a collective.
     node.deferrable = isa<MatmulWgradOp, AdamWOp>(op);
+    node.writesLoss = writesLoss(op);
     auto [commBytes, axis] = communication(op, mesh);
     node.kind = axis.empty() ? NodeKind::Compute : NodeKind::Collective;
     node.commBytes = commBytes;

@@ -23,6 +23,10 @@ struct ScheduleNode {
   /// A weight-gradient GEMM: nothing near needs it, so it may wait until a
   /// collective has started and then run beside it.
   bool deferrable = false;
+  /// Writes the step's loss. Its waits are all made, none left to its
+  /// stream's earlier waits, so that the instructions the loss depends on
+  /// run correctly on their own (evaluation, executor/ForwardPrefix.h).
+  bool writesLoss = false;
   std::vector<int64_t> inputs; ///< nodes whose results it reads (data deps)
   std::vector<int64_t> reads;  ///< buffer ids it reads
   std::vector<int64_t> writes; ///< buffer ids it writes (may be in reads)

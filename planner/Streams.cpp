@@ -135,8 +135,10 @@ StreamAssignment assignStreams(const ScheduleGraph &graph,
   std::vector<std::vector<int64_t>> waitedProducers(count);
   for (int64_t node : order) {
     const int64_t stream = result.stream[node];
-    waitedProducers[node] =
-        neededWaits(node, deps[node], knows[stream], result);
+    const Clock knowsNothing(numStreams, -1);
+    waitedProducers[node] = neededWaits(
+        node, deps[node], graph[node].writesLoss ? knowsNothing : knows[stream],
+        result);
     for (int64_t producer : waitedProducers[node])
       mergeInto(knows[stream], clockAtEnd[producer]);
     knows[stream][stream] = result.position[node];

@@ -13,10 +13,6 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <unistd.h>
 
 using namespace sharc;
 using namespace sharc::testing;
@@ -26,57 +22,13 @@ namespace {
 constexpr int kSteps = 3;
 constexpr int64_t kBatch = 8; // the step's global batch, in sequences
 
-/// models/tiny.yaml with the step's batch cut into `count` microbatches.
-std::string tinyWithMicrobatches(int64_t count) {
-  std::ifstream in(fixturePath("../../models/tiny.yaml"));
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string yaml = text.str();
-  std::string from = "micro_batch_size: 2";
-  size_t at = yaml.find(from);
-  REQUIRE(at != std::string::npos);
-  yaml.replace(at, from.size(),
-               "micro_batch_size: " + std::to_string(kBatch / count) +
-                   "\n  num_microbatches: " + std::to_string(count));
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("sharc-microbatch-" + std::to_string(getpid()) + "-" +
-                       std::to_string(count) + ".yaml"))
-                         .string();
-  std::ofstream(path) << yaml;
-  return path;
-}
-
 plan::Plan compileTiny(int64_t count, PipelineOptions pipeline) {
-  std::string path = tinyWithMicrobatches(count);
-  plan::Plan plan = compilePlanFile(path, pipeline);
-  std::filesystem::remove(path);
-  return plan;
+  return compileTinyBatch(kBatch, count, pipeline);
 }
 
 /// Every layout and its dense reference train from the same seeds.
 TrainedRun train(const plan::Plan &plan) {
   return trainOnRandomTokens(plan, kSteps, 5, 13);
-}
-
-/// max |a - b| <= tolerance * max |b| over every tensor of `reference`
-/// whose name starts with `prefix`; returns how many were compared.
-int compareTensors(const plan::TensorFile &actual,
-                   const plan::TensorFile &reference, const std::string &prefix,
-                   double tolerance) {
-  int compared = 0;
-  for (const plan::NamedTensor &want : reference.tensors) {
-    if (want.name.rfind(prefix, 0) != 0)
-      continue;
-    const plan::NamedTensor *have = actual.find(want.name);
-    REQUIRE(have);
-    std::vector<double> expected = valuesOf(want), got = valuesOf(*have);
-    REQUIRE(got.size() == expected.size());
-    INFO(want.name << ": max |error| " << maxAbsError(got, expected)
-                   << ", max |dense| " << maxAbs(expected));
-    REQUIRE(maxAbsError(got, expected) <= tolerance * maxAbs(expected));
-    ++compared;
-  }
-  return compared;
 }
 
 void requireMicrobatchParity(const std::string &mode, int64_t tp, int64_t dp,

@@ -8,7 +8,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <unistd.h>
 
 using namespace sharc;
 
@@ -65,6 +69,29 @@ plan::Plan testing::compilePlan(const std::string &modelFile,
   return compileWith(options);
 }
 
+plan::Plan testing::compileTinyBatch(int64_t batch, int64_t count,
+                                     const PipelineOptions &pipeline) {
+  std::ifstream in(modelPath("tiny.yaml"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  std::string from = "micro_batch_size: 2";
+  size_t at = yaml.find(from);
+  REQUIRE(at != std::string::npos);
+  yaml.replace(at, from.size(),
+               "micro_batch_size: " + std::to_string(batch / count) +
+                   "\n  num_microbatches: " + std::to_string(count));
+  std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("sharc-batch-" + std::to_string(getpid()) + "-" +
+        std::to_string(batch) + "x" + std::to_string(count) + ".yaml"))
+          .string();
+  std::ofstream(path) << yaml;
+  plan::Plan plan = compilePlanFile(path, pipeline);
+  std::filesystem::remove(path);
+  return plan;
+}
+
 std::unique_ptr<exec::Runtime> testing::makeRuntime(const plan::Plan &plan) {
   exec::RunOptions options;
   options.poisonActivations = true;
@@ -114,9 +141,49 @@ std::vector<double> testing::valuesOf(const plan::NamedTensor &tensor) {
   return values;
 }
 
+int testing::compareTensors(const plan::TensorFile &actual,
+                            const plan::TensorFile &reference,
+                            const std::string &prefix, double tolerance) {
+  int compared = 0;
+  for (const plan::NamedTensor &want : reference.tensors) {
+    if (want.name.rfind(prefix, 0) != 0)
+      continue;
+    const plan::NamedTensor *have = actual.find(want.name);
+    REQUIRE(have);
+    std::vector<double> expected = valuesOf(want), got = valuesOf(*have);
+    REQUIRE(got.size() == expected.size());
+    INFO(want.name << ": max |error| " << maxAbsError(got, expected)
+                   << ", max |dense| " << maxAbs(expected));
+    REQUIRE(maxAbsError(got, expected) <= tolerance * maxAbs(expected));
+    ++compared;
+  }
+  return compared;
+}
+
+namespace {
+
+/// The shifted labels of `tokens` ([B, S]), -100 where trainOnRandomTokens
+/// says.
+std::vector<int32_t> scatterLabels(const std::vector<int32_t> &tokens,
+                                   int64_t batch, int64_t seqLen,
+                                   std::mt19937 &rng) {
+  std::vector<int32_t> labels(tokens.size(), -100);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s + 1 < seqLen; ++s) {
+      bool dropped = static_cast<int64_t>(rng() % batch) < b ||
+                     (b % 2 == 1 && s < seqLen / 2);
+      if (!dropped)
+        labels[b * seqLen + s] = tokens[b * seqLen + s + 1];
+    }
+  return labels;
+}
+
+} // namespace
+
 testing::TrainedRun testing::trainOnRandomTokens(const plan::Plan &plan,
                                                  int steps, uint64_t paramSeed,
-                                                 uint32_t dataSeed) {
+                                                 uint32_t dataSeed,
+                                                 bool scatteredLabels) {
   auto runtime = makeRuntime(plan);
   REQUIRE(runtime->initParams(paramSeed).isOk());
   TrainedRun run;
@@ -125,7 +192,13 @@ testing::TrainedRun testing::trainOnRandomTokens(const plan::Plan &plan,
     std::vector<int32_t> tokens(plan.batchSize * plan.seqLen);
     for (int32_t &id : tokens)
       id = static_cast<int32_t>(rng() % plan.vocabSize);
-    REQUIRE(runtime->setBatch(tokens).isOk());
+    if (scatteredLabels)
+      REQUIRE(runtime
+                  ->setBatch(tokens, scatterLabels(tokens, plan.batchSize,
+                                                   plan.seqLen, rng))
+                  .isOk());
+    else
+      REQUIRE(runtime->setBatch(tokens).isOk());
     auto stats = runtime->step();
     REQUIRE(stats.isOk());
     run.losses.push_back(stats->loss);

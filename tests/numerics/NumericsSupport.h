@@ -1,6 +1,7 @@
 //===- NumericsSupport.h - numerics test helpers ----------------*- C++ -*-===//
-// defines: compilePlan, makeRuntime, maxAbsError, maxAbs, relativeL2,
-//          fixturePath, valuesOf, TrainedRun, trainOnRandomTokens
+// defines: compilePlan, compileTinyBatch, makeRuntime, maxAbsError, maxAbs,
+//          relativeL2, fixturePath, valuesOf, compareTensors, TrainedRun,
+//          trainOnRandomTokens
 //
 // The numerics tests compile a model file in-process (the same driver as
 // `sharc compile`), run the plan on the CPU backend and compare tensors
@@ -31,6 +32,11 @@ plan::Plan compilePlan(const std::string &modelFile,
                        const PipelineOptions &pipeline, bool emitLogits,
                        const std::string &runFile = "");
 
+/// models/tiny.yaml with a step of `batch` sequences in `count`
+/// microbatches of batch/count (sharc-microbatch when count > 1).
+plan::Plan compileTinyBatch(int64_t batch, int64_t count,
+                            const PipelineOptions &pipeline);
+
 std::unique_ptr<exec::Runtime> makeRuntime(const plan::Plan &plan);
 
 std::string fixturePath(const std::string &name);
@@ -44,6 +50,12 @@ double relativeL2(const std::vector<double> &actual,
 /// A tensor's elements as doubles.
 std::vector<double> valuesOf(const plan::NamedTensor &tensor);
 
+/// max |a - b| <= tolerance * max |b| over every tensor of `reference`
+/// whose name starts with `prefix`; returns how many were compared.
+int compareTensors(const plan::TensorFile &actual,
+                   const plan::TensorFile &reference, const std::string &prefix,
+                   double tolerance);
+
 /// What trainOnRandomTokens saw: each step's loss and global gradient norm
 /// (NaN where the plan does not clip), the outputs after the first step and
 /// the parameters after the last.
@@ -54,8 +66,13 @@ struct TrainedRun {
 
 /// Trains `plan` from initParams(paramSeed) for `steps` steps, each on a
 /// new batch of ids drawn from dataSeed, so that two layouts of one model
-/// given the same seeds train on the same data from the same weights.
+/// given the same seeds train on the same data from the same weights. With
+/// `scatteredLabels`, labels are -100 at random positions, more of them the
+/// later the sequence (sequence b keeps about (B-b)/B of its labels) and
+/// the first half of every odd sequence: each dp rank, microbatch and
+/// sequence shard then holds a different number of valid labels.
 TrainedRun trainOnRandomTokens(const plan::Plan &plan, int steps,
-                               uint64_t paramSeed, uint32_t dataSeed);
+                               uint64_t paramSeed, uint32_t dataSeed,
+                               bool scatteredLabels = false);
 
 } // namespace sharc::testing

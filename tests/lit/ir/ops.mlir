@@ -41,6 +41,18 @@ func.func @forward_ops(%table: tensor<128x64xf32>, %ids: tensor<16x2xi32>,
   return %loss : tensor<f32>
 }
 
+// CHECK-LABEL: func.func @loss_over_valid_labels
+func.func @loss_over_valid_labels(%mean: tensor<f32>, %ids: tensor<16x2xi32>)
+    -> tensor<f32> {
+  // CHECK: %[[N:.*]] = sharc.valid_count %{{.*}} {valid_vocab = 128 : i64}
+  %n = sharc.valid_count %ids {valid_vocab = 128 : i64}
+      : (tensor<16x2xi32>) -> tensor<f32>
+  // CHECK: sharc.count_scale %{{.*}}, %{{.*}}, %[[N]] {valid_vocab = 128 : i64}
+  %share = sharc.count_scale %mean, %ids, %n {valid_vocab = 128 : i64}
+      : (tensor<f32>, tensor<16x2xi32>, tensor<f32>) -> tensor<f32>
+  return %share : tensor<f32>
+}
+
 // CHECK-LABEL: func.func @gradient_ops
 func.func @gradient_ops(%x: tensor<16x2x64xf32>, %w: tensor<64xf32>,
                         %wq: tensor<64x64xbf16>, %xb: tensor<16x2x64xbf16>,

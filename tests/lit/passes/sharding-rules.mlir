@@ -121,11 +121,14 @@ module attributes {sharc.mesh = #sharc.mesh<tp = 2>, sharc.sequence_parallel = "
 // -----
 
 // Cross entropy: whole logits give the loss whole; logits and labels split
-// over the batch (dp) give each rank's mean scaled by 1/dp, a partial
-// summed at the return.
+// over the batch (dp) give each rank's mean weighted by its count of valid
+// labels over the all-reduced count, a partial summed at the return.
 // CHECK-LABEL: func.func @cross_entropy_rule
+// CHECK-SAME: %[[LABELS:[^:]*]]: tensor<8x1xi32, #sharc.place<dp = S(1)>> {sharc.input = "labels"
 // CHECK: %[[L:.*]] = sharc.cross_entropy {{.*}} -> tensor<f32, #sharc.place<dp = P>>
-// CHECK-NEXT: %[[S:.*]] = sharc.scale %[[L]] {factor = 5.000000e-01 : f64}
+// CHECK-NEXT: %[[N:.*]] = sharc.valid_count %[[LABELS]] {valid_vocab = 16 : i64} {{.*}} -> tensor<f32, #sharc.place<dp = P>>
+// CHECK-NEXT: %[[T:.*]] = sharc.all_reduce %[[N]] {axis = "dp"} {{.*}} -> tensor<f32>
+// CHECK-NEXT: %[[S:.*]] = sharc.count_scale %[[L]], %[[LABELS]], %[[T]] {valid_vocab = 16 : i64} {{.*}} -> tensor<f32, #sharc.place<dp = P>>
 // CHECK-NEXT: %[[R:.*]] = sharc.all_reduce %[[S]] {axis = "dp"} {{.*}} -> tensor<f32>
 // CHECK-NEXT: return %[[R]]
 module attributes {sharc.mesh = #sharc.mesh<dp = 2, tp = 2>} {
@@ -134,6 +137,28 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2, tp = 2>} {
           sharc.placement = #sharc.place<dp = S(1)>},
       %labels: tensor<8x2xi32> {sharc.input = "labels",
           sharc.placement = #sharc.place<dp = S(1)>})
+      -> (tensor<f32> {sharc.output = "loss"}) {
+    %loss = sharc.cross_entropy %logits, %labels {valid_vocab = 16 : i64}
+        : (tensor<8x2x16xf32>, tensor<8x2xi32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Labels split over two axes (the batch over dp, the sequence over cp):
+// the count is summed over both by one all_reduce, and so is the loss.
+// CHECK-LABEL: func.func @cross_entropy_over_two_axes
+// CHECK: %[[N:.*]] = sharc.valid_count {{.*}} -> tensor<f32, #sharc.place<cp = P, dp = P>>
+// CHECK-NEXT: %[[T:.*]] = sharc.all_reduce %[[N]] {axis = "dp,cp"} {{.*}} -> tensor<f32>
+// CHECK-NEXT: %[[S:.*]] = sharc.count_scale {{.*}}, %[[T]]
+// CHECK-NEXT: sharc.all_reduce %[[S]] {axis = "dp,cp"} {{.*}} -> tensor<f32>
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  func.func @cross_entropy_over_two_axes(
+      %logits: tensor<8x2x16xf32> {sharc.param = "l", sharc.role = "norm",
+          sharc.placement = #sharc.place<dp = S(1), cp = S(0)>},
+      %labels: tensor<8x2xi32> {sharc.input = "labels",
+          sharc.placement = #sharc.place<dp = S(1), cp = S(0)>})
       -> (tensor<f32> {sharc.output = "loss"}) {
     %loss = sharc.cross_entropy %logits, %labels {valid_vocab = 16 : i64}
         : (tensor<8x2x16xf32>, tensor<8x2xi32>) -> tensor<f32>

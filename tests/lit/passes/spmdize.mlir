@@ -28,11 +28,14 @@
 // CHECK-NEXT: %[[OS:.*]] = sharc.reduce_scatter %[[O]]
 // CHECK-NEXT: sharc.add %[[ES]], %[[OS]]
 // Loss rule: the vocab-parallel statistics over tp, the row max typed as
-// a partial maximum; each dp rank's mean scaled, summed at the return.
+// a partial maximum; each dp rank's mean weighted by its share of the
+// valid labels, summed at the return.
 // CHECK: sharc.vocab_max {{.*}} -> tensor<8x1xf32, #sharc.place<dp = S(1), tp = P(max)>>
 // CHECK-NEXT: sharc.all_reduce {{.*}} {axis = "tp", reduce = "max"}
 // CHECK: %[[L:.*]] = sharc.vocab_parallel_loss
-// CHECK-NEXT: %[[LS:.*]] = sharc.scale %[[L]] {factor = 5.000000e-01 : f64} : (tensor<f32, #sharc.place<dp = P>>)
+// CHECK-NEXT: %[[N:.*]] = sharc.valid_count {{.*}} -> tensor<f32, #sharc.place<dp = P>>
+// CHECK-NEXT: %[[T:.*]] = sharc.all_reduce %[[N]] {axis = "dp"}
+// CHECK-NEXT: %[[LS:.*]] = sharc.count_scale %[[L]], %{{.*}}, %[[T]]
 // CHECK-NEXT: %[[LOSS:.*]] = sharc.all_reduce %[[LS]] {axis = "dp"} : (tensor<f32, #sharc.place<dp = P>>) -> tensor<f32>
 // The norm weight, replicated over dp and tp, gets its gradient summed
 // over both by one all_reduce; q/k/v/o and the tables over dp only.

@@ -235,6 +235,32 @@ TEST_CASE("setBatch writes sequence-first tokens and shifted labels",
   REQUIRE(status.message().find("token 8") != std::string::npos);
 }
 
+TEST_CASE("setBatch takes explicit labels, -100 anywhere", "[executor]") {
+  LinearModel model;
+  for (int64_t dp : {1, 2}) {
+    auto runtime = makeRuntime(makeLinearPlan(model, dp, 1));
+    std::vector<int32_t> tokens = fixedBatch(model), labels(20);
+    for (int64_t i = 0; i < 20; ++i)
+      labels[i] = i % 3 == 0 ? -100 : tokens[(i * 7) % 20];
+    REQUIRE(runtime->setBatch(tokens, labels));
+    auto labelsSB = runtime->gatherOutput("labels");
+    REQUIRE(labelsSB);
+    std::vector<int32_t> written(20);
+    std::memcpy(written.data(), labelsSB->bytes.data(), 80);
+    for (int64_t s = 0; s < 5; ++s)
+      for (int64_t b = 0; b < 4; ++b)
+        REQUIRE(written[s * 4 + b] == labels[b * 5 + s]);
+  }
+  auto runtime = makeRuntime(makeLinearPlan(model, 1, 1));
+  std::vector<int32_t> tokens = fixedBatch(model), labels(20, -100);
+  REQUIRE(runtime->setBatch(tokens, std::vector<int32_t>(19, -100)).code() ==
+          Status::Code::InvalidInput);
+  labels[6] = -1;
+  Status status = runtime->setBatch(tokens, labels);
+  REQUIRE(status.code() == Status::Code::InvalidInput);
+  REQUIRE(status.message().find("label -1 at [1, 1]") != std::string::npos);
+}
+
 TEST_CASE("loadParams and gatherParams round-trip global tensors",
           "[executor]") {
   LinearModel model;

@@ -1,6 +1,7 @@
 //===- KernelsCudaLossTest.cpp - the cuda loss kernels against the cpu ----===//
 //
-// cross_entropy (loss and grad) and the vocab-parallel loss kernels run on
+// cross_entropy (loss and grad), the vocab-parallel loss kernels and the
+// label counts (valid_count, count_scale) run on
 // random logits with odd vocabularies and a mix of valid and ignored
 // labels, in f32 and bf16 storage, with outputs poisoned first (CudaPairs.h),
 // and must match the cpu:: kernels on the same stored inputs. The loss, a
@@ -11,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/CrossEntropy.h"
+#include "kernels/LabelCount.h"
 #include "kernels/VocabParallelLoss.h"
 #include "kernels/cuda/DeviceInfo.h"
 #include "tests/unit/kernels/CudaPairs.h"
@@ -268,4 +270,38 @@ TEST_CASE("cuda cross_entropy without its scratch is invalid input", "[gpu]") {
   Status status = cuda::crossEntropy(args, nullptr);
   INFO(status.message());
   REQUIRE(status.code() == Status::Code::InvalidInput);
+}
+
+TEST_CASE("cuda valid_count and count_scale match the cpu", "[gpu]") {
+  if (sharc::kernels::cuda::deviceCount() == 0)
+    std::exit(77);
+  std::mt19937 rng(73);
+  // More labels than the block has threads, and none at all.
+  for (int64_t numTokens : {int64_t{5000}, int64_t{37}, int64_t{0}}) {
+    INFO(numTokens << " labels");
+    IntPair labels(
+        mixedLabels(std::max<int64_t>(numTokens, 16), 997, 1000, rng));
+    ScalarPair count;
+    auto counting = [&](bool onDevice) {
+      return ValidCountArgs{.labels = labels.on(onDevice),
+                            .count = count.on(onDevice),
+                            .numTokens = numTokens,
+                            .validVocab = 997};
+    };
+    cpu::validCount(counting(false));
+    requireRan(cuda::validCount(counting(true), nullptr));
+    REQUIRE(count.deviceValue() == *count.on(false));
+    ScalarPair x(1.75f), total(12345.0f), y;
+    auto scaling = [&](bool onDevice) {
+      return CountScaleArgs{.x = x.on(onDevice),
+                            .labels = labels.on(onDevice),
+                            .total = total.on(onDevice),
+                            .y = y.on(onDevice),
+                            .numTokens = numTokens,
+                            .validVocab = 997};
+    };
+    cpu::countScale(scaling(false));
+    requireRan(cuda::countScale(scaling(true), nullptr));
+    REQUIRE(y.deviceValue() == Approx(*y.on(false)).epsilon(1e-6));
+  }
 }

@@ -387,7 +387,8 @@ TEST_CASE("the executor's hand-built test plans keep the contract", "[plan]") {
 TEST_CASE("every op of the schema names its slots and attributes", "[plan]") {
   for (const char *op :
        {"embedding", "rms_norm_grad", "attention_grad", "all_reduce_coalesced",
-        "column_slice", "vocab_parallel_loss_grad", "adamw", "sum_squares"}) {
+        "column_slice", "vocab_parallel_loss_grad", "valid_count",
+        "count_scale", "adamw", "sum_squares"}) {
     const OpSchema *schema = findOpSchema(op);
     REQUIRE(schema);
     for (const auto *slots : {&schema->operands, &schema->results})

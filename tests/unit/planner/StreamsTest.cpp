@@ -133,6 +133,24 @@ TEST_CASE("a later wait covers earlier producers of the same stream",
   REQUIRE(stepsOf(requests, 3) == Steps{2, 4}); // ar2 ran after b
 }
 
+TEST_CASE("the loss's writer waits for its producers itself", "[planner]") {
+  // As above, but e writes the step's loss: evaluation runs e without d,
+  // so e's wait on ar1 is made although d's covers it.
+  ScheduleGraph graph = {
+      node(C, {}, {}, {0}),        // 0 a
+      node(M, {0}, {0}, {1}),      // 1 ar1 <- a
+      node(C, {}, {}, {2}),        // 2 b
+      node(M, {2}, {2}, {3}),      // 3 ar2 <- b
+      node(C, {1, 3}, {1, 3}, {}), // 4 d   <- ar1, ar2: one wait, on ar2
+      node(C, {1}, {1}, {4}),      // 5 e   <- ar1, writes the loss
+  };
+  graph[5].writesLoss = true;
+  StreamAssignment streams = assignStreams(graph, {0, 1, 2, 3, 4, 5});
+  REQUIRE(streams.numEvents == 4);
+  REQUIRE(streams.signals == std::vector<Ids>{{0}, {1}, {2}, {3}, {}, {}});
+  REQUIRE(streams.waits == std::vector<Ids>{{}, {0}, {}, {2}, {3}, {1}});
+}
+
 TEST_CASE("a collective nobody waits for keeps its buffers to the end",
           "[planner]") {
   ScheduleGraph graph = {
