@@ -94,6 +94,16 @@ for mode in dense tp_sp_async_vp; do
   "$build/bin/sharc" compile "$root/models/tiny.yaml" "${flags[@]}" \
     -o "$stage/curve/tiny-$mode.plan"
 done
+# Two microbatches per step (no logits output: --compare-cpu cannot take
+# them, the loss curve can), one GPU and two.
+for mode in dense ddp tp_sp_async_vp; do
+  flags=()
+  [ $mode = ddp ] && flags=(--mode ddp --dp 2)
+  [ $mode = tp_sp_async_vp ] && flags=(--mode $mode --tp 2)
+  "$build/bin/sharc" compile "$root/models/tiny.yaml" "${flags[@]}" \
+    --run "$root/tests/gpu/microbatch.run.yaml" \
+    -o "$stage/curve/tiny-$mode-mb2.plan"
+done
 python3 - "$stage/curve/docs.tokens" "$root"/README.md "$root"/docs/*.md <<'PY'
 import struct, sys
 data = b"".join(open(path, "rb").read() for path in sys.argv[2:])
