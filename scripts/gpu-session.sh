@@ -8,12 +8,16 @@
 #                               [graph] [hf] [check] [sweep] [mpi]
 #                               [mpi-sanitize] [comm]
 #
-# What the two-GPU runs of the CUDA backend and speed issues still need, in
-# two calls of under 10 minutes each (NCCL_NVLS_ENABLE=0 in both):
-#   scripts/gpu-session.sh kernels parity graph check
-#   BENCH_FLAGS=--cuda-graph TRACE_MODE=tp_sp_async_vp \
-#     scripts/gpu-session.sh bench trace ceilings peers
-# (and SANITIZE_PLANS="small-f32-tp_sp_async_vp small-bf16-ddp" sanitize).
+# What the next two-GPU session should run, in three calls of under 10
+# minutes each (NCCL_NVLS_ENABLE=0 in all):
+#   scripts/gpu-session.sh comm mpi mpi-sanitize parity
+#   SWEEPS="layers-tuned h4096" PEERS="ddp 8 2048 4 compile,tp 8 2048 4 compile" \
+#     TRACE_MODE="tp_sp tp_sp_async_vp tp_sp_async_vp-latency" \
+#     scripts/gpu-session.sh sweep peers trace ceilings
+#   SWEEPS="seq memory" PEERS="ddp 8 8192 4 compile,tp 8 4096 4 compile \
+#     --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 12928" \
+#     scripts/gpu-session.sh sweep peers
+# and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage=$root/.device

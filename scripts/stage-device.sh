@@ -59,6 +59,12 @@ common=(--tp_size 2 --modes ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp
   --num_attention_heads 8 --num_key_value_heads 4 \
   --num_hidden_layers 8 --seq_len 1024 2048 4096 8192 16000 \
   --work-dir "$stage/sweeps/seq" >/dev/null
+# The same layer scan (2, 8, 32 layers) with the two opt-in compile
+# options, to decide whether they become the default.
+"$build/bin/sharc" bench --kind throughput "${common[@]}" --hidden_size 768 \
+  --num_attention_heads 8 --num_key_value_heads 4 \
+  --num_hidden_layers 2 8 32 --seq_len 2048 --fuse_adds --schedule latency \
+  --work-dir "$stage/sweeps/layers-tuned" >/dev/null
 "$build/bin/sharc" bench --kind memory --batch_policy fixed_per_rank \
   "${common[@]}" --hidden_size 768 \
   --num_attention_heads 8 --num_key_value_heads 4 --num_hidden_layers 2 4 8 \

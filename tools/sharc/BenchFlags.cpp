@@ -34,6 +34,7 @@ const char *kUsage =
     "         [--output_plot FILE] [--backend auto|cpu|cuda]\n"
     "         [--work-dir DIR] [--machine MACHINE.yaml] [--compile-only]\n"
     "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
+    "         [--fuse_adds] [--schedule defer|latency]\n"
     "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp\n"
     "  --compile-only  write the plans and the manifest into --work-dir\n"
     "                  (default sharc-bench) and print the sharc-run\n"
@@ -43,7 +44,9 @@ const char *kUsage =
     "                  device has free (cuda), the host's available memory\n"
     "                  shared by the ranks (cpu)\n"
     "  --cuda_graph    on GPUs, time steps replayed from a CUDA graph (the\n"
-    "                  second warm-up step is captured)\n";
+    "                  second warm-up step is captured)\n"
+    "  --fuse_adds, --schedule latency  compile every point as `sharc\n"
+    "                  compile --fuse-adds`, `--schedule latency` would\n";
 
 /// The original's labels (seed-system.md, 3.3).
 const std::map<std::string, std::string> &modeLabels() {
@@ -86,6 +89,8 @@ std::string checkConfig(const BenchConfig &c) {
     return "--dtype takes bfloat16 or float32, not '" + c.dtype + "'";
   if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda")
     return "--backend takes auto, cpu or cuda, not '" + c.backend + "'";
+  if (c.schedule != "defer" && c.schedule != "latency")
+    return "--schedule takes defer or latency, not '" + c.schedule + "'";
   if (c.modes.empty())
     return "--modes needs at least one mode";
   std::set<std::string> seen;
@@ -150,6 +155,7 @@ parseBenchFlags(const std::vector<std::string> &args) {
       {"--output_plot", &c.outputPlot},
       {"--backend", &c.backend},
       {"--work-dir", &c.workDir},
+      {"--schedule", &c.schedule},
       {"--machine", &c.machinePath}};
   bool batchPolicyGiven = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -163,6 +169,8 @@ parseBenchFlags(const std::vector<std::string> &args) {
       c.compileOnly = true;
     } else if (flag == "--cuda_graph") {
       c.cudaGraph = true;
+    } else if (flag == "--fuse_adds") {
+      c.fuseAdds = true;
     } else if (flag == "--modes") {
       c.modes.clear();
       while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0)

@@ -125,6 +125,9 @@ void compilePoint(const BenchConfig &c, const std::string &workDir,
       point.mode == "ddp" && point.worldSize == 1 ? "dense" : point.mode;
   int64_t size = point.mode == "ddp" ? point.worldSize : point.tpSize;
   (void)applyModePreset(preset, size, options.pipeline);
+  options.pipeline.fuseAdds = c.fuseAdds;
+  if (c.schedule == "latency")
+    options.scheduleMachine = &machine;
   PlanSchedule schedule;
   auto result = compileModel(context, options, &schedule);
   if (auto *error = std::get_if<CompileError>(&result)) {
@@ -158,7 +161,8 @@ std::string manifestYaml(const BenchConfig &c,
       << "kind: " << c.kind << "\nscaling: " << scaling
       << "\nbackend: " << c.backend
       << "\ncuda_graph: " << (c.cudaGraph ? "true" : "false")
-      << "\nbatch_policy: " << c.batchPolicy
+      << "\nfuse_adds: " << (c.fuseAdds ? "true" : "false")
+      << "\nschedule: " << c.schedule << "\nbatch_policy: " << c.batchPolicy
       << "\nwarmup_iters: " << c.warmupIters
       << "\nbenchmark_iters: " << c.benchmarkIters << "\nseed: " << c.seed
       << "\nmemory_limit_mib: " << c.memoryLimitMiB

@@ -47,6 +47,11 @@ struct BenchConfig {
   bool compileOnly = false;
   /// Replay each point's step as a CUDA graph (sharc-run --cuda-graph).
   bool cudaGraph = false;
+  /// Compile options beyond the original's knobs: adds in the GEMMs'
+  /// epilogue (--fuse_adds) and the latency-hiding order (--schedule
+  /// latency), as `sharc compile` has them.
+  bool fuseAdds = false;
+  std::string schedule = "defer";
 };
 
 /// One (mode, layers, seq_len) of the sweep, as the manifest records it.
