@@ -70,8 +70,7 @@ double simulatedStep(const ScheduleGraph &graph,
 
 } // namespace
 
-TEST_CASE("independent compute fills the wait for a collective",
-          "[planner]") {
+TEST_CASE("independent compute fills the wait for a collective", "[planner]") {
   // A GEMM, the collective of its output, the consumer of that, and a
   // weight gradient nothing near needs, in program order. On the compute
   // stream the consumer would wait 2 s for the collective with the weight
