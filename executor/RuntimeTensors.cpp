@@ -235,7 +235,9 @@ Status Runtime::loadOptimizerState(const TensorFile &file) {
 Status Runtime::setBatch(const std::vector<int32_t> &tokens) {
   int64_t seqLen = plan_.seqLen;
   std::vector<int32_t> labels(tokens.size(), -100);
-  for (size_t i = 0; i < tokens.size(); ++i)
+  // A batch of the wrong size gets its labels only where they exist; the
+  // size is reported by the overload below.
+  for (size_t i = 0; i + 1 < tokens.size(); ++i)
     if (seqLen > 0 && static_cast<int64_t>(i % seqLen) + 1 < seqLen)
       labels[i] = tokens[i + 1];
   return setBatch(tokens, labels);
