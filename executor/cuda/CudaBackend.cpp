@@ -4,13 +4,10 @@
 
 #include "executor/cuda/NcclCommunicator.h"
 #include "executor/cuda/StepGraph.h"
+#include "executor/cuda/StreamEngines.h"
 #include "kernels/Elementwise.h"
-#include "kernels/cuda/Gemm.h"
 #include "kernels/cuda/Launch.h"
 #include "planner/plan/DeviceWorkspace.h"
-#if SHARC_WITH_CUDNN
-#include "kernels/cuda/CudnnAttention.h"
-#endif
 
 #include <cuda_runtime.h>
 
@@ -26,109 +23,6 @@
 namespace sharc::exec {
 
 namespace {
-
-class CudaGemmEngine final : public GemmEngine {
-public:
-  explicit CudaGemmEngine(std::unique_ptr<kernels::cuda::Gemm> gemm)
-      : gemm_(std::move(gemm)) {}
-  Status matmul(const kernels::MatmulArgs &args,
-                kernels::DeviceStream stream) override {
-    return gemm_->matmul(args, stream);
-  }
-  Status matmulDgrad(const kernels::MatmulDgradArgs &args,
-                     kernels::DeviceStream stream) override {
-    return gemm_->matmulDgrad(args, stream);
-  }
-  Status matmulWgrad(const kernels::MatmulWgradArgs &args,
-                     kernels::DeviceStream stream) override {
-    return gemm_->matmulWgrad(args, stream);
-  }
-  Status prepare(const kernels::MatmulArgs &args) override {
-    return gemm_->prepare(args);
-  }
-  Status prepare(const kernels::MatmulDgradArgs &args) override {
-    return gemm_->prepare(args);
-  }
-  Status prepare(const kernels::MatmulWgradArgs &args) override {
-    return gemm_->prepare(args);
-  }
-
-private:
-  std::unique_ptr<kernels::cuda::Gemm> gemm_;
-};
-
-#if SHARC_WITH_CUDNN
-class CudnnAttentionEngine final : public AttentionEngine {
-public:
-  explicit CudnnAttentionEngine(
-      std::unique_ptr<kernels::cuda::CudnnAttention> attention)
-      : attention_(std::move(attention)) {}
-  bool accepts(DType dtype, int64_t headDim) const override {
-    return kernels::cuda::CudnnAttention::accepts(dtype, headDim);
-  }
-  Result<int64_t> prepare(const kernels::AttentionArgs &args) override {
-    return attention_->prepare(args);
-  }
-  Result<int64_t> prepare(const kernels::AttentionGradArgs &args) override {
-    return attention_->prepare(args);
-  }
-  Status run(const kernels::AttentionArgs &args, void *workspace) override {
-    return attention_->run(args, workspace);
-  }
-  Status run(const kernels::AttentionGradArgs &args, void *workspace) override {
-    return attention_->run(args, workspace);
-  }
-
-private:
-  std::unique_ptr<kernels::cuda::CudnnAttention> attention_;
-};
-#endif
-
-/// SHARC_ATTENTION=sharc runs sharc's own attention kernels even where
-/// cuDNN's would run (to compare the two); unset or "cudnn" prefers cuDNN.
-/// SHARC_CUDNN_DETERMINISTIC=1 picks cuDNN's bit-reproducible backward.
-Result<std::unique_ptr<AttentionEngine>>
-createAttentionEngine(cudaStream_t stream) {
-#if SHARC_WITH_CUDNN
-  const char *choice = std::getenv("SHARC_ATTENTION");
-  if (choice && std::string_view(choice) == "sharc")
-    return std::unique_ptr<AttentionEngine>();
-  if (choice && std::string_view(choice) != "cudnn")
-    return Status::invalidInput(std::string("SHARC_ATTENTION=") + choice +
-                                ": expected cudnn or sharc");
-  const char *deterministic = std::getenv("SHARC_CUDNN_DETERMINISTIC");
-  auto attention = kernels::cuda::CudnnAttention::create(
-      stream, deterministic && std::string_view(deterministic) == "1");
-  if (!attention)
-    return attention.status();
-  return std::unique_ptr<AttentionEngine>(
-      std::make_unique<CudnnAttentionEngine>(std::move(*attention)));
-#else
-  return std::unique_ptr<AttentionEngine>();
-#endif
-}
-
-/// Each plan stream's CUDA priority. SHARC_STREAM_PRIORITY=comm gives the
-/// communication stream (1) the highest, so that its NCCL kernels take SMs
-/// as soon as their data is ready instead of queueing behind GEMMs that
-/// fill the device; `compute` favours stream 0 instead; `none` (the
-/// default until a two-GPU measurement says otherwise) leaves both equal.
-Result<std::vector<int>> streamPriorities(int64_t numStreams) {
-  int least = 0, greatest = 0;
-  SHARC_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  std::vector<int> priorities(static_cast<size_t>(numStreams), least);
-  const char *choice = std::getenv("SHARC_STREAM_PRIORITY");
-  std::string_view favoured = choice ? choice : "none";
-  if (favoured == "comm" && numStreams > 1)
-    priorities[1] = greatest;
-  else if (favoured == "compute" && numStreams > 0)
-    priorities[0] = greatest;
-  else if (favoured != "comm" && favoured != "compute" && favoured != "none")
-    return Status::invalidInput(
-        "SHARC_STREAM_PRIORITY takes comm, compute or none, not '" +
-        std::string(favoured) + "'");
-  return priorities;
-}
 
 class CudaBackend;
 
@@ -224,7 +118,7 @@ private:
   std::vector<void *> staging_;
   int64_t stagingBytes_ = 0;    ///< of each stream's staging buffer
   std::vector<void *> scratch_; ///< per stream, null where none is needed
-  std::vector<std::unique_ptr<CudaGemmEngine>> gemms_;
+  std::vector<std::unique_ptr<GemmEngine>> gemms_;
   std::vector<std::unique_ptr<AttentionEngine>> attentions_;
   std::vector<std::unique_ptr<NcclCommunicator>> comms_;
   std::vector<LaunchContext> contexts_;
@@ -371,10 +265,10 @@ Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
     SHARC_CUDA(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking,
                                             (*priorities)[s]));
     streams_.push_back(stream);
-    auto gemm = kernels::cuda::Gemm::create(plan::kGemmWorkspaceBytes);
+    auto gemm = createGemmEngine(plan::kGemmWorkspaceBytes);
     if (!gemm)
       return gemm.status();
-    gemms_.push_back(std::make_unique<CudaGemmEngine>(std::move(*gemm)));
+    gemms_.push_back(std::move(*gemm));
     auto attention = createAttentionEngine(stream);
     if (!attention)
       return attention.status();
