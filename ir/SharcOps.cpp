@@ -287,14 +287,34 @@ LogicalResult RmsNormGradOp::verify() {
   return verifySameShape(*this, getW(), "w", getDw(), "dw");
 }
 
-LogicalResult MatmulDgradOp::verify() {
-  auto dy = tensorOf(getDy()), w = tensorOf(getW()), dx = tensorOf(getDx());
+namespace {
+
+/// dx = dy w: dy [..., N], w [N, K], dx [..., K] (matmul_dgrad and
+/// matmul_dgrad_add).
+LogicalResult verifyDgradShapes(Operation *op, Value dyValue, Value wValue,
+                                Value dxValue) {
+  auto dy = tensorOf(dyValue), w = tensorOf(wValue), dx = tensorOf(dxValue);
   if (w.getRank() != 2 || dy.getShape().back() != w.getShape()[0] ||
       dx.getShape().back() != w.getShape()[1] ||
       dx.getShape().drop_back() != dy.getShape().drop_back())
-    return emitOpError("expects dy [..., N], w [N, K] and dx [..., K], got ")
+    return op->emitOpError(
+               "expects dy [..., N], w [N, K] and dx [..., K], got ")
            << dy << ", " << w << " and " << dx;
   return success();
+}
+
+/// The addend of a fused GEMM has its result's type.
+LogicalResult verifyAddend(Operation *op, Value addend, Value result) {
+  if (addend.getType() != result.getType())
+    return op->emitOpError("expects the addend to have the result's type, got ")
+           << addend.getType() << " and " << result.getType();
+  return success();
+}
+
+} // namespace
+
+LogicalResult MatmulDgradOp::verify() {
+  return verifyDgradShapes(*this, getDy(), getW(), getDx());
 }
 int64_t MatmulDgradOp::getFlops() { return gemmFlops(getDy(), getW()); }
 
@@ -305,24 +325,14 @@ LogicalResult MatmulAddOp::verify() {
       y.getShape().drop_back() != x.getShape().drop_back())
     return emitOpError("expects x [..., K], w [N, K] and y [..., N], got ")
            << x << ", " << w << " and " << y;
-  if (getR().getType() != getY().getType())
-    return emitOpError("expects the addend to have the result's type, got ")
-           << getR().getType() << " and " << getY().getType();
-  return success();
+  return verifyAddend(*this, getR(), getY());
 }
 int64_t MatmulAddOp::getFlops() { return gemmFlops(getY(), getW()); }
 
 LogicalResult MatmulDgradAddOp::verify() {
-  auto dy = tensorOf(getDy()), w = tensorOf(getW()), dx = tensorOf(getDx());
-  if (w.getRank() != 2 || dy.getShape().back() != w.getShape()[0] ||
-      dx.getShape().back() != w.getShape()[1] ||
-      dx.getShape().drop_back() != dy.getShape().drop_back())
-    return emitOpError("expects dy [..., N], w [N, K] and dx [..., K], got ")
-           << dy << ", " << w << " and " << dx;
-  if (getR().getType() != getDx().getType())
-    return emitOpError("expects the addend to have the result's type, got ")
-           << getR().getType() << " and " << getDx().getType();
-  return success();
+  if (failed(verifyDgradShapes(*this, getDy(), getW(), getDx())))
+    return failure();
+  return verifyAddend(*this, getR(), getDx());
 }
 int64_t MatmulDgradAddOp::getFlops() { return gemmFlops(getDy(), getW()); }
 
