@@ -24,6 +24,14 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
   };
   if (instr.op == "rms_norm_grad")
     return kernels::kRmsNormGradMaxBlocks * instr.getInt("group_size", 0) * 4;
+  if (instr.op == "rms_norm_rope_grad") {
+    // One partial row of head_dim floats per block, a block per position
+    // of x [S, B, h*D] up to the same bound.
+    const Buffer *x = operand(0);
+    int64_t positions = x && !x->shape.empty() ? x->shape[0] : 0;
+    return std::min(positions, kernels::kRmsNormGradMaxBlocks) *
+           instr.getInt("head_dim", 0) * 4;
+  }
   if (instr.op == "cross_entropy") {
     const Buffer *labels = operand(1);
     return labels ? numel(*labels) * 4 : 0;
