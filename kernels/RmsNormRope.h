@@ -1,7 +1,7 @@
 //===- RmsNormRope.h - per-head RMSNorm fused with rope ---------*- C++ -*-===//
 // defines: RmsNormRopeArgs, RmsNormRopeGradArgs, rmsNormRope,
 //          rmsNormRopeGrad (cpu::, cuda::), rmsNormRopeGradScratchBytes
-//          (cuda::)
+//          (cuda::), rmsNormRopeGradBlocks
 //
 // x is [seqLen, batch, numHeads * headDim] (sequence first), w [headDim].
 // Each head is kernels/RmsNorm.h's group (groupSize = headDim) and the
@@ -39,6 +39,25 @@ struct RmsNormRopeGradArgs {
   double eps = 1e-6, theta = 1e6;
   void *scratch = nullptr; ///< device only, of rmsNormRopeGradScratchBytes
 };
+
+/// The device backward's partition: tiles of kRmsNormRopeGradUnits heads
+/// at one position, kRmsNormRopeWarps per block, at most
+/// kRmsNormRopeGradMaxBlocks blocks (three per SM of an H200 at the
+/// kernel's 80 registers, one wave); each block leaves one partial dw row, so
+/// the scratch is this many rows of headDim floats (what
+/// plan/DeviceWorkspace.h predicts). Fixed by the sizes alone.
+inline constexpr int64_t kRmsNormRopeGradUnits = 2;
+inline constexpr int64_t kRmsNormRopeWarps = 8;
+inline constexpr int64_t kRmsNormRopeGradMaxBlocks = 384;
+inline int64_t rmsNormRopeGradBlocks(int64_t seqLen, int64_t headsPerPosition) {
+  if (seqLen <= 0 || headsPerPosition <= 0)
+    return 0;
+  int64_t tiles = seqLen * ((headsPerPosition + kRmsNormRopeGradUnits - 1) /
+                            kRmsNormRopeGradUnits);
+  int64_t blocks = (tiles + kRmsNormRopeWarps - 1) / kRmsNormRopeWarps;
+  return blocks < kRmsNormRopeGradMaxBlocks ? blocks
+                                            : kRmsNormRopeGradMaxBlocks;
+}
 
 namespace cpu {
 void rmsNormRope(const RmsNormRopeArgs &args);

@@ -1,23 +1,24 @@
 //===- RmsNormRope.cu - per-head RMSNorm fused with rope on the device ----===//
 //
-// Implements the math stated in kernels/RmsNormRope.h. A warp owns kUnits
-// heads at a time (their loads in flight together); lane l holds the
-// rotate-half pairs (j, j + D/2) for j = (k * 32 + l) * V + v (V = 2
-// elements per load where D/2 is even, else 1), so the two halves a
-// rotation mixes are in one thread and a head's sum of squares is one warp
-// butterfly. A block owns whole positions: one in the forward, a fixed
-// range in the backward (grid = min(seqLen, kMaxBlocks)). The block forms
-// cos/sin of each frequency once per position in shared memory (a first
-// version had every lane form its own, and every warp again: slower than
-// rms_norm and rope apart); invFreq is built on the host by the cpu's
-// expression, as Rope.cu does.
+// Implements the math stated in kernels/RmsNormRope.h. The work is tiles
+// of N heads at one position (N = 4 forward, 2 backward, where x and dy of
+// two tiles are held at once); a warp owns a tile, lane l the rotate-half
+// pairs (j, j + D/2) for j = (k * 32 + l) * V + v (V = 2 elements per load
+// where D/2 is even, else 1), so the two halves a rotation mixes are in
+// one thread, a head's sum of squares is one warp butterfly and each lane
+// forms cos/sin of its own frequencies: no barrier, no shared table. The
+// forward runs a warp per tile. The backward gives block b the tiles
+// [b T / G, (b + 1) T / G) of T (G = rmsNormRopeGradBlocks, fixed by the
+// sizes), its warps taking every kWarps-th in order with the next tile's
+// loads in flight; each lane keeps its dw columns in registers, the warps'
+// sums meet in shared memory in warp order and leave one partial row per
+// block, which RmsNorm.cu's sumPartialRows adds in a fixed order.
 //
-// The backward keeps each lane's dw columns in registers over the block's
-// units, meets the warps' sums in shared memory in warp order and leaves
-// one partial row per block; RmsNorm.cu's sumPartialRows adds the rows in
-// a fixed order. Bound: DRAM bandwidth, x and y (forward) or x, dy and dx
-// (backward) once each; against rms_norm then rope, the normalised head is
-// neither stored nor read back (and in the backward the rotated gradient).
+// Measured on one H200 (MiniMind, q [2048, 4, 8 x 96] and k [.., 4 x 96]
+// bf16, CUDA events per instruction): the kernels are bound by latency,
+// not DRAM (q and k took the same time). Blocks that walked several
+// positions with a barrier and a shared cos/sin table per position took
+// 21 us (forward) and 30 us (backward) per call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,18 +39,17 @@
 namespace sharc::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kMaxBlocks = static_cast<int>(kRmsNormGradMaxBlocks);
+constexpr int kWarps = kRmsNormRopeWarps;
 /// Pair groups per lane (a template argument, so registers are sized to
 /// the head): one up to D/2 = 32 * V, else up to kMostSteps.
 constexpr int kMostSteps = 4;
-/// Heads a warp works on at once, forward and backward (the backward holds
-/// x and dy of each, and of the next position's: 64 registers fit two).
+/// Heads of a tile, forward and backward.
 constexpr int kUnits = 4;
-constexpr int kGradUnits = 2;
-/// Blocks resident on one SM: 4 x 132 SMs hold all kMaxBlocks in one wave
-/// (at 79 registers only 3 fitted, and 512 blocks ran in 1.3 waves).
-constexpr int kBlocksPerSm = 4;
+constexpr int kGradUnits = kRmsNormRopeGradUnits;
+/// Backward blocks resident on one SM: 3 x 132 SMs hold all
+/// kRmsNormRopeGradMaxBlocks in one wave (at 4 per SM, 64 registers, the
+/// tiles' registers spilled).
+constexpr int kBlocksPerSm = 3;
 constexpr int kMaxHalf = 512;
 
 struct InvFreqTable {
@@ -99,21 +99,25 @@ __device__ __forceinline__ float warpSum(float value) {
   return value;
 }
 
-/// cos and sin of every frequency at `position` into the block's table
-/// (sine negated for the backward's rotation); the caller synchronises.
-/// Two tables alternate by position, so one barrier per position suffices:
-/// a thread writing a table two positions later has passed the barrier
-/// that every reader of its last contents reached after reading.
-__device__ __forceinline__ void writeAngles(float *cosine, float *sine,
-                                            const InvFreqTable &invFreq,
-                                            int half, float position,
-                                            bool inverse) {
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    float angle = position * invFreq.values[j];
-    cosine[j] = cosf(angle);
-    sine[j] = inverse ? -sinf(angle) : sinf(angle);
+/// cos and sin of this lane's frequencies at one position (sine negated
+/// for the backward's rotation).
+template <int V, int kSteps> struct LaneAngles {
+  float cosine[kSteps][V], sine[kSteps][V];
+
+  __device__ LaneAngles(const InvFreqTable &invFreq, int half, float position,
+                        bool inverse) {
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k)
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        int j = (k * 32 + lane) * V + v;
+        float angle = j < half ? position * invFreq.values[j] : 0.0f;
+        cosine[k][v] = cosf(angle);
+        sine[k][v] = inverse ? -sinf(angle) : sinf(angle);
+      }
   }
-}
+};
 
 /// A warp's kUnits heads starting at unit `first` of one position: lane
 /// l's pairs of each, loaded together so their latencies overlap.
@@ -161,8 +165,8 @@ __device__ __forceinline__ float laneSumSquares(const Heads<T, V, kSteps, N> &x,
 template <typename T, int V, int kSteps>
 __device__ __forceinline__ void
 normRotate(const Heads<T, V, kSteps, kUnits> &xs, const T *w, T *yRow,
-           int64_t first, int64_t units, int headDim, const float *cosine,
-           const float *sine, float eps) {
+           int64_t first, int64_t units, int headDim,
+           const LaneAngles<V, kSteps> &angles, float eps) {
   int half = headDim / 2, lane = threadIdx.x % 32;
 #pragma unroll
   for (int u = 0; u < kUnits; ++u) {
@@ -184,7 +188,7 @@ normRotate(const Heads<T, V, kSteps, kUnits> &xs, const T *w, T *yRow,
       for (int v = 0; v < V; ++v) {
         float a = (xs.lo[u][k].v[v] * rstd) * wLo.v[v];
         float b = (xs.hi[u][k].v[v] * rstd) * wHi.v[v];
-        float c = cosine[j + v], sn = sine[j + v];
+        float c = angles.cosine[k][v], sn = angles.sine[k][v];
         outLo[v] = a * c - b * sn;
         outHi[v] = b * c + a * sn;
       }
@@ -194,15 +198,15 @@ normRotate(const Heads<T, V, kSteps, kUnits> &xs, const T *w, T *yRow,
   }
 }
 
-/// dx of the heads [first, first + kUnits) of one position, adding their
+/// dx of the heads [first, first + kGradUnits) of one position, adding their
 /// dy * xhat to the lane's dw columns.
 template <typename T, int V, int kSteps>
 __device__ __forceinline__ void
 normRotateGrad(const Heads<T, V, kSteps, kGradUnits> &xs,
                Heads<T, V, kSteps, kGradUnits> &gs, const T *w, T *dxRow,
-               int64_t first, int64_t units, int headDim, const float *cosine,
-               const float *sine, float eps, float (&dwLo)[kSteps][V],
-               float (&dwHi)[kSteps][V]) {
+               int64_t first, int64_t units, int headDim,
+               const LaneAngles<V, kSteps> &angles, float eps,
+               float (&dwLo)[kSteps][V], float (&dwHi)[kSteps][V]) {
   int half = headDim / 2, lane = threadIdx.x % 32;
 #pragma unroll
   for (int u = 0; u < kGradUnits; ++u) {
@@ -217,7 +221,7 @@ normRotateGrad(const Heads<T, V, kSteps, kGradUnits> &xs,
                  wHi = loadPack<T, V>(w + j + half);
 #pragma unroll
       for (int v = 0; v < V; ++v) {
-        float c = cosine[j + v], sn = sine[j + v];
+        float c = angles.cosine[k][v], sn = angles.sine[k][v];
         float d0 = gs.lo[u][k].v[v], d1 = gs.hi[u][k].v[v];
         gs.lo[u][k].v[v] = d0 * c - d1 * sn;
         gs.hi[u][k].v[v] = d1 * c + d0 * sn;
@@ -256,41 +260,24 @@ normRotateGrad(const Heads<T, V, kSteps, kGradUnits> &xs,
   }
 }
 
-/// Both kernels walk the block's positions the same way: the warp's first
-/// heads of the next position are loaded before this position's are
-/// computed (a software pipeline: DRAM stays busy through the arithmetic,
-/// the shuffles and the barrier), further heads of a position with more
-/// than kWarps * kUnits are loaded as they come.
 template <typename T, int V, int kSteps>
-__global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
+__global__ void __launch_bounds__(kWarps * 32)
     rmsNormRopeKernel(const T *x, const T *w, T *y,
                       const __grid_constant__ InvFreqTable invFreq,
                       int64_t seqLen, int64_t unitsPerPosition, int headDim,
                       int64_t positionOffset, float eps) {
-  __shared__ float cosines[2][kMaxHalf], sines[2][kMaxHalf];
-  int half = headDim / 2;
-  int64_t row = unitsPerPosition * headDim;
-  int64_t sBegin = seqLen * blockIdx.x / gridDim.x;
-  int64_t sEnd = seqLen * (blockIdx.x + 1) / gridDim.x;
-  int64_t start = (threadIdx.x / 32) * kUnits;
-  Heads<T, V, kSteps, kUnits> heads, next;
-  if (sBegin < sEnd)
-    heads.load(x + sBegin * row, start, unitsPerPosition, headDim);
-  for (int64_t s = sBegin; s < sEnd; ++s) {
-    writeAngles(cosines[s % 2], sines[s % 2], invFreq, half,
-                static_cast<float>(s + positionOffset), false);
-    __syncthreads();
-    if (s + 1 < sEnd)
-      next.load(x + (s + 1) * row, start, unitsPerPosition, headDim);
-    for (int64_t first = start; first < unitsPerPosition;
-         first += kWarps * kUnits) {
-      if (first != start)
-        heads.load(x + s * row, first, unitsPerPosition, headDim);
-      normRotate(heads, w, y + s * row, first, unitsPerPosition, headDim,
-                 cosines[s % 2], sines[s % 2], eps);
-    }
-    heads = next;
-  }
+  int64_t tilesPerPosition = (unitsPerPosition + kUnits - 1) / kUnits;
+  int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (tile >= seqLen * tilesPerPosition)
+    return; // the whole warp: the butterflies below take all its lanes
+  int64_t s = tile / tilesPerPosition;
+  int64_t first = (tile % tilesPerPosition) * kUnits;
+  int64_t row = s * unitsPerPosition * headDim;
+  Heads<T, V, kSteps, kUnits> heads;
+  heads.load(x + row, first, unitsPerPosition, headDim);
+  LaneAngles<V, kSteps> angles(invFreq, headDim / 2,
+                               static_cast<float>(s + positionOffset), false);
+  normRotate(heads, w, y + row, first, unitsPerPosition, headDim, angles, eps);
 }
 
 template <typename T, int V, int kSteps>
@@ -300,37 +287,33 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
                           const __grid_constant__ InvFreqTable invFreq,
                           int64_t seqLen, int64_t unitsPerPosition, int headDim,
                           int64_t positionOffset, float eps) {
-  __shared__ float cosines[2][kMaxHalf], sines[2][kMaxHalf];
   __shared__ float warpRows[kWarps][2 * kMaxHalf];
   int half = headDim / 2;
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int64_t row = unitsPerPosition * headDim;
-  int64_t sBegin = seqLen * blockIdx.x / gridDim.x;
-  int64_t sEnd = seqLen * (blockIdx.x + 1) / gridDim.x;
-  int64_t start = warp * kGradUnits;
+  int64_t tilesPerPosition = (unitsPerPosition + kGradUnits - 1) / kGradUnits;
+  int64_t numTiles = seqLen * tilesPerPosition;
+  int64_t end = numTiles * (blockIdx.x + 1) / gridDim.x;
   float dwLo[kSteps][V] = {}, dwHi[kSteps][V] = {};
   Heads<T, V, kSteps, kGradUnits> xs, gs, nextX, nextG;
-  if (sBegin < sEnd) {
-    xs.load(x + sBegin * row, start, unitsPerPosition, headDim);
-    gs.load(dy + sBegin * row, start, unitsPerPosition, headDim);
-  }
-  for (int64_t s = sBegin; s < sEnd; ++s) {
-    writeAngles(cosines[s % 2], sines[s % 2], invFreq, half,
-                static_cast<float>(s + positionOffset), true);
-    __syncthreads();
-    if (s + 1 < sEnd) {
-      nextX.load(x + (s + 1) * row, start, unitsPerPosition, headDim);
-      nextG.load(dy + (s + 1) * row, start, unitsPerPosition, headDim);
-    }
-    for (int64_t first = start; first < unitsPerPosition;
-         first += kWarps * kGradUnits) {
-      if (first != start) {
-        xs.load(x + s * row, first, unitsPerPosition, headDim);
-        gs.load(dy + s * row, first, unitsPerPosition, headDim);
-      }
-      normRotateGrad(xs, gs, w, dx + s * row, first, unitsPerPosition, headDim,
-                     cosines[s % 2], sines[s % 2], eps, dwLo, dwHi);
-    }
+  auto load = [&](int64_t tile, Heads<T, V, kSteps, kGradUnits> &xTile,
+                  Heads<T, V, kSteps, kGradUnits> &gTile) {
+    int64_t row = tile / tilesPerPosition * unitsPerPosition * headDim;
+    int64_t first = tile % tilesPerPosition * kGradUnits;
+    xTile.load(x + row, first, unitsPerPosition, headDim);
+    gTile.load(dy + row, first, unitsPerPosition, headDim);
+  };
+  int64_t tile = numTiles * blockIdx.x / gridDim.x + warp;
+  if (tile < end)
+    load(tile, xs, gs);
+  for (; tile < end; tile += kWarps) {
+    if (tile + kWarps < end)
+      load(tile + kWarps, nextX, nextG);
+    int64_t s = tile / tilesPerPosition;
+    LaneAngles<V, kSteps> angles(invFreq, half,
+                                 static_cast<float>(s + positionOffset), true);
+    normRotateGrad(xs, gs, w, dx + s * unitsPerPosition * headDim,
+                   tile % tilesPerPosition * kGradUnits, unitsPerPosition,
+                   headDim, angles, eps, dwLo, dwHi);
     xs = nextX;
     gs = nextG;
   }
@@ -356,13 +339,10 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
 }
 
 /// Everything a launch needs, or an error naming what does not fit.
-struct Shape {
-  unsigned numBlocks = 0;
-  int pack = 1;
-};
-
-Result<Shape> shapeFor(const char *kernel, int64_t seqLen, int64_t headDim,
-                       std::initializer_list<DType> dtypes) {
+/// Elements per load (pack) the head allows, or an error naming what does
+/// not fit.
+Result<int> packFor(const char *kernel, int64_t headDim,
+                    std::initializer_list<DType> dtypes) {
   for (DType dtype : dtypes)
     if (dtype != *dtypes.begin() ||
         (dtype != DType::F32 && dtype != DType::BF16))
@@ -375,8 +355,7 @@ Result<Shape> shapeFor(const char *kernel, int64_t seqLen, int64_t headDim,
     return Status::invalidInput(
         std::string(kernel) + ": head dim " + std::to_string(headDim) +
         " must be even and at most " + std::to_string(kMostSteps * 32 * 4));
-  return Shape{static_cast<unsigned>(std::min<int64_t>(seqLen, kMaxBlocks)),
-               pack};
+  return pack;
 }
 
 /// Whether two elements of `dtype` load as one from each pointer.
@@ -445,19 +424,19 @@ void launchBackward(const RmsNormRopeGradArgs &a, unsigned blocks,
 } // namespace
 
 Status rmsNormRope(const RmsNormRopeArgs &args, DeviceStream stream) {
-  auto shape = shapeFor("rmsNormRopeKernel", args.seqLen, args.headDim,
-                        {args.x.dtype, args.w.dtype, args.y.dtype});
-  if (!shape)
-    return shape.status();
-  if (shape->numBlocks == 0 || args.batch * args.numHeads == 0)
+  auto pack = packFor("rmsNormRopeKernel", args.headDim,
+                      {args.x.dtype, args.w.dtype, args.y.dtype});
+  if (!pack)
+    return pack.status();
+  int64_t units = args.batch * args.numHeads;
+  int64_t tiles = args.seqLen * ceilDiv(units, kUnits);
+  if (tiles <= 0)
     return Status::ok();
-  unsigned blocks = shape->numBlocks;
-  int pack =
-      shape->pack == 2 && pairsAligned({args.x.data, args.w.data, args.y.data},
-                                       args.x.dtype)
-          ? 2
-          : 1;
-  dispatch(args.x.dtype, pack, args.headDim, [&](auto t, auto v, auto steps) {
+  auto blocks = static_cast<unsigned>(ceilDiv(tiles, kWarps));
+  if (*pack == 2 &&
+      !pairsAligned({args.x.data, args.w.data, args.y.data}, args.x.dtype))
+    *pack = 1;
+  dispatch(args.x.dtype, *pack, args.headDim, [&](auto t, auto v, auto steps) {
     launchForward<typename decltype(t)::type, decltype(v)::value,
                   decltype(steps)::value>(args, blocks, stream);
   });
@@ -465,32 +444,33 @@ Status rmsNormRope(const RmsNormRopeArgs &args, DeviceStream stream) {
 }
 
 int64_t rmsNormRopeGradScratchBytes(const RmsNormRopeGradArgs &args) {
-  return std::min<int64_t>(std::max<int64_t>(args.seqLen, 0), kMaxBlocks) *
+  return rmsNormRopeGradBlocks(args.seqLen, args.batch * args.numHeads) *
          std::max<int64_t>(args.headDim, 0) *
          static_cast<int64_t>(sizeof(float));
 }
 
 Status rmsNormRopeGrad(const RmsNormRopeGradArgs &args, DeviceStream stream) {
-  auto shape = shapeFor("rmsNormRopeGradKernel", args.seqLen, args.headDim,
-                        {args.x.dtype, args.w.dtype, args.dy.dtype,
-                         args.dx.dtype, args.dw.dtype});
-  if (!shape)
-    return shape.status();
-  if (shape->numBlocks > 0 && !args.scratch)
+  auto pack = packFor("rmsNormRopeGradKernel", args.headDim,
+                      {args.x.dtype, args.w.dtype, args.dy.dtype, args.dx.dtype,
+                       args.dw.dtype});
+  if (!pack)
+    return pack.status();
+  auto blocks = static_cast<unsigned>(
+      rmsNormRopeGradBlocks(args.seqLen, args.batch * args.numHeads));
+  if (blocks > 0 && !args.scratch)
     return Status::invalidInput(
         "rmsNormRopeGradKernel: no scratch, " +
         std::to_string(rmsNormRopeGradScratchBytes(args)) + " bytes needed");
-  unsigned blocks = args.batch * args.numHeads == 0 ? 0 : shape->numBlocks;
   if (blocks > 0) {
-    int pack = shape->pack == 2 && pairsAligned({args.x.data, args.w.data,
-                                                 args.dy.data, args.dx.data},
-                                                args.x.dtype)
-                   ? 2
-                   : 1;
-    dispatch(args.x.dtype, pack, args.headDim, [&](auto t, auto v, auto steps) {
-      launchBackward<typename decltype(t)::type, decltype(v)::value,
-                     decltype(steps)::value>(args, blocks, stream);
-    });
+    if (*pack == 2 &&
+        !pairsAligned({args.x.data, args.w.data, args.dy.data, args.dx.data},
+                      args.x.dtype))
+      *pack = 1;
+    dispatch(args.x.dtype, *pack, args.headDim,
+             [&](auto t, auto v, auto steps) {
+               launchBackward<typename decltype(t)::type, decltype(v)::value,
+                              decltype(steps)::value>(args, blocks, stream);
+             });
     SHARC_TRY(launchStatus("rmsNormRopeGradKernel"));
   }
   // With no rows dw is still written: zeros, as on the cpu.
