@@ -130,11 +130,28 @@ public:
     return Status::ok();
   }
 
+  /// op name -> efficiency in (0, kMaxEfficiency]: above 1 only where the
+  /// roofline's launch term overstates a short kernel.
+  Status readOpEfficiency(const YAML::Node &node, Machine &machine) const {
+    SHARC_TRY(checkMap(node, "op_efficiency", {}));
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string op = it->first.Scalar();
+      double &efficiency = machine.opEfficiency[op];
+      SHARC_TRY(readNumber(it->second, "op_efficiency." + op,
+                           /*allowZero=*/false, efficiency));
+      if (efficiency > kMaxEfficiency)
+        return fail(it->second, "op_efficiency." + op + " must be at most " +
+                                    std::to_string(int(kMaxEfficiency)) +
+                                    ", got " + it->second.Scalar());
+    }
+    return Status::ok();
+  }
+
   Status readMachine(const YAML::Node &root, Machine &machine) const {
     const std::string what = "the machine";
     SHARC_TRY(checkMap(root, what,
                        {"name", "peak_flops", "memory_bandwidth",
-                        "launch_overhead", "links"}));
+                        "launch_overhead", "links", "op_efficiency"}));
     YAML::Node node;
     SHARC_TRY(require(root, "name", what, node));
     if (!node.IsScalar() || node.Scalar().empty())
@@ -147,10 +164,15 @@ public:
     SHARC_TRY(readRequiredNumber(root, "launch_overhead", what,
                                  /*allowZero=*/true, machine.launchOverhead));
     SHARC_TRY(require(root, "links", what, node));
-    return readLinks(node, machine);
+    SHARC_TRY(readLinks(node, machine));
+    for (auto it = root.begin(); it != root.end(); ++it)
+      if (it->first.Scalar() == "op_efficiency")
+        return readOpEfficiency(it->second, machine);
+    return Status::ok();
   }
 
 private:
+  static constexpr double kMaxEfficiency = 4.0;
   const std::string &fileName;
 };
 
@@ -168,7 +190,12 @@ double computeSeconds(const Machine &machine, const ScheduleNode &node) {
       static_cast<double>(node.flops) / peakRate(machine, node.dtype);
   double memorySeconds =
       static_cast<double>(node.memBytes) / machine.memoryBandwidth;
-  return machine.launchOverhead + std::max(mathSeconds, memorySeconds);
+  double efficiency = 1.0;
+  if (auto it = machine.opEfficiency.find(node.op);
+      it != machine.opEfficiency.end())
+    efficiency = it->second;
+  return machine.launchOverhead +
+         std::max(mathSeconds, memorySeconds) / efficiency;
 }
 
 } // namespace

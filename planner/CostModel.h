@@ -18,6 +18,12 @@
 //   memory_bandwidth: 4.0e12                 # bytes/s
 //   launch_overhead: 4.0e-6                  # seconds per kernel
 //   links: {tp: {alpha: 1.0e-5, beta: 3.0e11}} # per mesh axis
+//   op_efficiency: {matmul: 0.8}             # optional, per plan op
+//
+// op_efficiency is the fraction of the roofline an op reaches on this
+// machine (the roofline term is divided by it; absent ops keep 1). It is
+// what scripts/calibrate-machine.py fits from a measured step trace, so
+// that the model's per-op times follow the kernels sharc actually runs.
 //
 //   Result<Machine> machine = readMachineFile(path);
 //   if (!machine)
@@ -44,6 +50,8 @@ struct Machine {
   double memoryBandwidth = 1.0;            ///< bytes/s
   double launchOverhead = 0.0;             ///< seconds per kernel
   std::map<std::string, Link> links;       ///< by mesh axis name
+  /// Fraction of the roofline each plan op reaches; absent ops 1.
+  std::map<std::string, double> opEfficiency;
 };
 
 /// Parses a machine description; `fileName` prefixes error locations.

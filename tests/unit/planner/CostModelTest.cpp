@@ -62,13 +62,15 @@ TEST_CASE("the default machine file reads back its numbers", "[planner]") {
   INFO(machine.status().message());
   REQUIRE(machine.isOk());
   REQUIRE(machine->name == "h200-nvlink");
-  REQUIRE(machine->peakFlops.at("bf16") == 7.5e14);
-  REQUIRE(machine->peakFlops.at("f32") == 5.07e13);
-  REQUIRE(machine->memoryBandwidth == 4.19e12);
-  REQUIRE(machine->launchOverhead == 4.0e-6);
+  REQUIRE(machine->peakFlops.at("bf16") == 7.875e14);
+  REQUIRE(machine->peakFlops.at("f32") == 5.06e13);
+  REQUIRE(machine->memoryBandwidth == 4.233e12);
+  REQUIRE(machine->launchOverhead == 2.0e-6);
   REQUIRE(machine->links.size() == 2);
   REQUIRE(machine->links.at("tp").alpha == 1.0e-5);
   REQUIRE(machine->links.at("dp").beta == 3.0e11);
+  REQUIRE(machine->opEfficiency.size() == 21);
+  REQUIRE(machine->opEfficiency.at("matmul") == 0.8725);
 }
 
 TEST_CASE("compute time is launch plus the slower of math and memory",
@@ -87,6 +89,24 @@ TEST_CASE("compute time is launch plus the slower of math and memory",
   REQUIRE(nodeSeconds(machine, computeNode(2'000'000'000, 0, "f64")) ==
           Approx(1e-6 + 2e-2));
   REQUIRE(nodeSeconds(machine, computeNode(0, 0)) == Approx(1e-6));
+}
+
+TEST_CASE("an op's efficiency divides its roofline, not its launch",
+          "[planner]") {
+  Machine machine = roundMachine();
+  machine.opEfficiency = {{"matmul", 0.5}};
+  // 2 ms of math at half the peak: 4 ms, plus the launch as it was.
+  REQUIRE(nodeSeconds(machine, computeNode(2'000'000'000, 1'000)) ==
+          Approx(1e-6 + 4e-3));
+  ScheduleNode add = computeNode(0, 3'000'000);
+  add.op = "add";
+  REQUIRE(nodeSeconds(machine, add) == Approx(1e-6 + 3e-3));
+  Result<Machine> parsed = parseMachine(
+      std::string(kValid) + "op_efficiency: {matmul: 0.8, add: 1.25}\n",
+      "m.yaml");
+  REQUIRE(parsed.isOk());
+  REQUIRE(parsed->opEfficiency.at("matmul") == 0.8);
+  REQUIRE(parsed->opEfficiency.at("add") == 1.25);
 }
 
 TEST_CASE("collective time is alpha plus bytes over beta", "[planner]") {
@@ -122,7 +142,12 @@ TEST_CASE("machine files report errors at their line and column", "[planner]") {
                                   "the machine");
   REQUIRE(errorOf(std::string(kValid) + "speed: 3\n") ==
           "m.yaml:6:1: unknown key 'speed' in the machine (expected one of: "
-          "name, peak_flops, memory_bandwidth, launch_overhead, links)");
+          "name, peak_flops, memory_bandwidth, launch_overhead, links, "
+          "op_efficiency)");
+  REQUIRE(errorOf(std::string(kValid) + "op_efficiency: {matmul: 0}\n") ==
+          "m.yaml:6:25: op_efficiency.matmul must be positive, got 0");
+  REQUIRE(errorOf(std::string(kValid) + "op_efficiency: {add: 9}\n") ==
+          "m.yaml:6:22: op_efficiency.add must be at most 4, got 9");
   REQUIRE(errorOf("name: m\n"
                   "peak_flops: {bf16: fast}\n") ==
           "m.yaml:2:20: expected a number for peak_flops.bf16, got 'fast'");
