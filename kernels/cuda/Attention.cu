@@ -355,6 +355,14 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
     return Status::invalidInput(
         "attention: seqLen (" + std::to_string(args.seqLen) + ") and batch (" +
         std::to_string(args.batch) + ") must be non-negative");
+  // TODO(#10): a query block at queryStart against kvSeqLen gathered keys
+  // (context parallelism's K/V all-gather); the tiles assume one length.
+  if (args.keys() != args.seqLen || args.queryStart != 0)
+    return Status::invalidInput(
+        "attention: the CUDA kernel runs square causal attention only, not "
+        "a query block at " +
+        std::to_string(args.queryStart) + " of " + std::to_string(args.keys()) +
+        " keys (use --cp-comm a2a)");
   if (args.numHeads <= 0 || args.numKvHeads <= 0 ||
       args.numHeads % args.numKvHeads != 0)
     return Status::invalidInput("attention: numKvHeads (" +
