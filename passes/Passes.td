@@ -90,6 +90,28 @@ def SequenceParallel : Pass<"sharc-sequence-parallel", "::mlir::ModuleOp"> {
   }];
 }
 
+def ContextParallel : Pass<"sharc-context-parallel", "::mlir::ModuleOp"> {
+  let summary = "request context parallelism: the sequence split over cp";
+  let description = [{
+    Annotates the program for `cp` context-parallel ranks: tokens and labels
+    `S(0)` (the sequence dimension of `[S, B]`, each rank a contiguous
+    block), every parameter `R` on cp (held whole, used on different
+    tokens), and the exchange attention uses on a split sequence (the
+    module's `sharc.context_parallel`). `sharc-spmdize` materialises it:
+    activations stay sequence-split, RoPE takes global positions
+    (`position_axis`), and attention either exchanges q, k, v from sequence
+    to heads and back by all_to_all (`a2a`, Ulysses) or gathers k and v
+    over cp, its query block offset by its rank's position (`all_gather`;
+    the gradients come back by reduce_scatter). Checks that cp divides
+    seq_len (cp * tp under sequence parallelism) and, for `a2a`, the heads
+    and KV heads each tp rank holds, naming the sizes.
+  }];
+  let options = [Option<"cpSize", "cp", "int64_t", "2",
+                        "context-parallel ranks">,
+                 Option<"exchange", "comm", "std::string", "\"a2a\"",
+                        "attention's exchange: a2a or all_gather">];
+}
+
 def VocabParallel : Pass<"sharc-vocab-parallel", "::mlir::ModuleOp"> {
   let summary = "request vocabulary parallelism of embedding, head and loss";
   let description = [{
