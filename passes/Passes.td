@@ -211,18 +211,19 @@ def BucketGradients : Pass<"sharc-bucket-gradients", "::mlir::ModuleOp"> {
   let summary = "gather data-parallel gradient all_reduces into buckets";
   let description = [{
     After autodiff, the gradient of every data-parallel parameter ends in
-    its own all_reduce over dp. This pass groups them, in the order the
-    backward produces the gradients (last layer first), into buckets of at
-    most `bucket-bytes` (DDP's default 25 MiB), each one all_reduce_coalesced
+    its own all_reduce over dp (over `dp,cp` when context parallelism splits
+    the tokens as well). This pass groups them, in the order the backward
+    produces the gradients (last layer first), into buckets of at most
+    `bucket-bytes` (DDP's default 25 MiB), each one all_reduce_coalesced
     placed right after its last gradient is ready, so that a bucket can
     run while the backward of earlier layers continues.
 
     The planner lays a bucket's gradients side by side in one slab, in
     operand order, and reduces the slab in place with one collective call
-    (docs/memory.md). Hence a bucket holds one element type (each type
-    fills its own open bucket), and a gradient that anything but its
-    all_reduce reads keeps its own all_reduce: in place, that reader would
-    see the sum.
+    (docs/memory.md). Hence a bucket holds one element type over one group
+    of axes (each fills its own open bucket), and a gradient that anything
+    but its all_reduce reads keeps its own all_reduce: in place, that
+    reader would see the sum.
 
     Before: `%a = sharc.all_reduce %ga {axis = "dp"}`, the same for `%b`.
     After: `%a, %b = sharc.all_reduce_coalesced %ga, %gb {axis = "dp"}`.

@@ -10,7 +10,7 @@
 // RUN:   --sharc-spmdize | FileCheck %s --check-prefix=TPCP
 // RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-data-parallel=dp=2 \
 // RUN:   --sharc-context-parallel=cp=2 --sharc-spmdize --sharc-autodiff \
-// RUN:   | FileCheck %s --check-prefix=DPCP
+// RUN:   --sharc-bucket-gradients | FileCheck %s --check-prefix=DPCP
 
 // Ulysses: tokens and labels split along the sequence, parameters R; rope
 // rotates by global positions; q, k, v go from a sequence split to a heads
@@ -71,8 +71,11 @@
 // TPCP-NEXT: sharc.reduce_scatter {{.*}} {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<2x2x16xf32, #sharc.place<cp = S(0), tp = S(0)>>
 
 // dp x cp: the batch over dp, the sequence over cp; the valid-label count
-// and every parameter's gradient are summed over both axes at once.
+// and every parameter's gradient are summed over both axes at once, the
+// gradients in one bucket (all 8 fit in 25 MiB).
 // DPCP: sharc.embedding {{.*}} -> tensor<4x1x16xf32, #sharc.place<cp = S(0), dp = S(1)>>
 // DPCP: sharc.valid_count
 // DPCP-NEXT: sharc.all_reduce {{.*}} {axis = "dp,cp"}
-// DPCP: sharc.all_reduce {{.*}} {axis = "dp,cp"} {{.*}} -> tensor<16x16xf32, #sharc.place<cp = R, dp = R>>
+// DPCP: sharc.all_reduce_coalesced {{.*}} {axis = "dp,cp"} {{.*}} -> (tensor<16x16xf32, #sharc.place<cp = R, dp = R>>
+// DPCP-NOT: sharc.all_reduce_coalesced
+// DPCP-NOT: sharc.all_reduce {{.*}} -> tensor<16x16xf32
