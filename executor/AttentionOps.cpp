@@ -1,8 +1,9 @@
 //===- AttentionOps.cpp - rope and attention instructions ----------------===//
 //
 // rope / rope_grad (attrs head_dim, theta, optional position_offset and
-// position_axis) and causal GQA attention / attention_grad (head_dim,
-// optional position_axis: q is this rank's block, k/v the whole sequence) on
+// position_axis), rms_norm_rope / rms_norm_rope_grad (rope's attrs and
+// eps) and causal GQA attention / attention_grad (head_dim, optional
+// position_axis: q is this rank's block, k/v the whole sequence) on
 // sequence-first [S, B, heads*head_dim] activations; kernels/Rope.h and
 // kernels/Attention.h state the math.
 //
@@ -11,6 +12,7 @@
 #include "executor/OpTable.h"
 
 #include "kernels/Attention.h"
+#include "kernels/RmsNormRope.h"
 #include "kernels/Rope.h"
 
 #include <cstdio>
@@ -67,6 +69,80 @@ Result<Launch> bindRope(const OpCall &c, const OpEnv &env) {
                                         .theta = c.instr->getFloat("theta"),
                                         .inverse = Inverse},
                       SHARC_KERNELS(rope));
+}
+
+/// rms_norm_rope(x, w) and its gradient (x, w, dy): x [S, B, h*D], w [D],
+/// D even; the rope position as bindRope has it.
+struct NormRopeSizes {
+  HeadSizes heads;
+  int64_t positionOffset;
+};
+
+Result<NormRopeSizes> normRopeSizes(const OpCall &c, const OpEnv &env) {
+  const TensorRef &x = c.operands[0], &w = c.operands[1];
+  auto sizes = headSizes(x, *c.instr, "x");
+  if (!sizes)
+    return sizes.status();
+  if (sizes->headDim % 2 != 0)
+    return Status::invalidInput("head_dim " + std::to_string(sizes->headDim) +
+                                " must be even for rope");
+  SHARC_TRY(isFloat(w, "w"));
+  SHARC_TRY(numelIs(w, sizes->headDim, "w"));
+  int64_t offset = c.instr->getInt("position_offset", 0) +
+                   env.blockStart(*c.instr, "position_axis", sizes->seqLen);
+  return NormRopeSizes{*sizes, offset};
+}
+
+Result<Launch> bindRmsNormRope(const OpCall &c, const OpEnv &env) {
+  auto sizes = normRopeSizes(c, env);
+  if (!sizes)
+    return sizes.status();
+  const TensorRef &y = c.results[0];
+  SHARC_TRY(isFloat(y, "y"));
+  SHARC_TRY(sameShape(y, c.operands[0], "y"));
+  const HeadSizes &h = sizes->heads;
+  return launchKernel(
+      env,
+      kernels::RmsNormRopeArgs{.x = c.operands[0].cview(),
+                               .w = c.operands[1].cview(),
+                               .y = y.view(),
+                               .seqLen = h.seqLen,
+                               .batch = h.batch,
+                               .numHeads = h.numHeads,
+                               .headDim = h.headDim,
+                               .positionOffset = sizes->positionOffset,
+                               .eps = c.instr->getFloat("eps"),
+                               .theta = c.instr->getFloat("theta")},
+      SHARC_KERNELS(rmsNormRope));
+}
+
+Result<Launch> bindRmsNormRopeGrad(const OpCall &c, const OpEnv &env) {
+  auto sizes = normRopeSizes(c, env);
+  if (!sizes)
+    return sizes.status();
+  const TensorRef &dy = c.operands[2], &dx = c.results[0], &dw = c.results[1];
+  for (auto [ref, role] : {std::pair{&dy, "dy"}, {&dx, "dx"}}) {
+    SHARC_TRY(isFloat(*ref, role));
+    SHARC_TRY(sameShape(*ref, c.operands[0], role));
+  }
+  SHARC_TRY(isFloat(dw, "dw"));
+  SHARC_TRY(numelIs(dw, sizes->heads.headDim, "dw"));
+  const HeadSizes &h = sizes->heads;
+  return launchKernelWithScratch(
+      env, *c.instr,
+      kernels::RmsNormRopeGradArgs{.x = c.operands[0].cview(),
+                                   .w = c.operands[1].cview(),
+                                   .dy = dy.cview(),
+                                   .dx = dx.view(),
+                                   .dw = dw.view(),
+                                   .seqLen = h.seqLen,
+                                   .batch = h.batch,
+                                   .numHeads = h.numHeads,
+                                   .headDim = h.headDim,
+                                   .positionOffset = sizes->positionOffset,
+                                   .eps = c.instr->getFloat("eps"),
+                                   .theta = c.instr->getFloat("theta")},
+      SHARC_KERNELS_WITH_SCRATCH(rmsNormRopeGrad));
 }
 
 /// q's sizes, the KV heads, and the keys' sequence length and the global
@@ -215,6 +291,8 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
 void addAttentionOps(std::unordered_map<std::string, OpDef> &table) {
   table["rope"] = {bindRope<false>, 1, 1};
   table["rope_grad"] = {bindRope<true>, 1, 1};
+  table["rms_norm_rope"] = {bindRmsNormRope, 2, 1};
+  table["rms_norm_rope_grad"] = {bindRmsNormRopeGrad, 3, 2};
   table["attention"] = {bindAttention, 3, 2};
   table["attention_grad"] = {bindAttentionGrad, 6, 3};
 }

@@ -363,6 +363,36 @@ LogicalResult RopeGradOp::verify() {
   return verifySameShape(*this, getDy(), "dy", getDx(), "result");
 }
 
+namespace {
+
+/// x [S, B, h * D] and w [D], D even (rms_norm_rope and its gradient).
+LogicalResult verifyNormRope(Operation *op, Value x, Value w, int64_t headDim) {
+  if (failed(verifyTokenMajor(op, x, "x", 3)) ||
+      failed(verifyHeads(op, x, "x", headDim)))
+    return failure();
+  if (headDim % 2 != 0)
+    return op->emitOpError("head_dim must be even, got ") << headDim;
+  auto weight = tensorOf(w);
+  if (weight.getRank() != 1 || weight.getShape()[0] != headDim)
+    return op->emitOpError("expects w of [head_dim] = [")
+           << headDim << "], got " << weight;
+  return success();
+}
+
+} // namespace
+
+LogicalResult RmsNormRopeOp::verify() {
+  return verifyNormRope(*this, getX(), getW(), getHeadDim());
+}
+
+LogicalResult RmsNormRopeGradOp::verify() {
+  if (failed(verifyNormRope(*this, getX(), getW(), getHeadDim())) ||
+      failed(verifySameShape(*this, getX(), "x", getDy(), "dy")) ||
+      failed(verifySameShape(*this, getX(), "x", getDx(), "dx")))
+    return failure();
+  return verifySameShape(*this, getW(), "w", getDw(), "dw");
+}
+
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifySameShape(*this, getQ(), "q", getDq(), "dq")) ||
       failed(verifySameShape(*this, getK(), "k", getDk(), "dk")) ||

@@ -235,6 +235,35 @@ def Sharc_RopeGradOp : Sharc_ComputeOp<"rope_grad"> {
   let results = (outs Sharc_FloatTensor:$dx);
 }
 
+def Sharc_RmsNormRopeOp : Sharc_ComputeOp<"rms_norm_rope",
+    [AllTypesMatch<["x", "y"]>]> {
+  let summary = "per-head RMSNorm then rope, in one pass";
+  let description = [{
+    Made by `sharc-fuse-norm-rope` from `sharc.rope(sharc.rms_norm(x, w))`
+    with `w` of `[head_dim]` (q_norm, k_norm): `x` is `[S, B, h * head_dim]`,
+    each head normalised, scaled by `w` and rotated without storing the
+    normalised value. Same type as `x`; kernels/RmsNormRope.h has the math.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, Sharc_FloatTensor:$w,
+                       F64Attr:$eps, I64Attr:$head_dim, F64Attr:$theta,
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_RmsNormRopeGradOp : Sharc_ComputeOp<"rms_norm_rope_grad"> {
+  let summary = "gradients of rms_norm_rope with respect to x and w";
+  let description = [{
+    Made by `sharc-fuse-norm-rope` from `sharc.rms_norm_grad(x, w,
+    sharc.rope_grad(dy))`: the rotation back and the norm's backward in one
+    pass. `x`, `dy` and `dx` share a shape, `w` and `dw` are `[head_dim]`.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, Sharc_FloatTensor:$w,
+                       Sharc_FloatTensor:$dy, F64Attr:$eps, I64Attr:$head_dim,
+                       F64Attr:$theta,
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset);
+  let results = (outs Sharc_FloatTensor:$dx, Sharc_FloatTensor:$dw);
+}
+
 def Sharc_AttentionGradOp : Sharc_ComputeOp<"attention_grad", [], ["getFlops"]> {
   let summary = "gradients of attention with respect to q, k and v";
   let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,

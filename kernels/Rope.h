@@ -1,5 +1,5 @@
 //===- Rope.h - rotary position embedding (rotate-half form) ----*- C++ -*-===//
-// defines: RopeArgs, rope (cpu::, cuda::)
+// defines: RopeArgs, ropeInverseFrequency, rope (cpu::, cuda::)
 //
 // x is [seqLen, batch, numHeads * headDim] (sequence first). For position
 // p = s + positionOffset and i < headDim/2, in fp32 as the original computes
@@ -14,6 +14,8 @@
 #include "kernels/TensorView.h"
 #include "planner/plan/Status.h"
 
+#include <cmath>
+
 namespace sharc::kernels {
 
 struct RopeArgs {
@@ -24,6 +26,14 @@ struct RopeArgs {
   double theta = 1e6;
   bool inverse = false;
 };
+
+/// invFreq[i] in Acc precision, each step rounded as the original builds
+/// its fp32 table (the cpu's tables and the device's host-built one).
+template <typename Acc>
+Acc ropeInverseFrequency(int64_t i, int64_t headDim, double theta) {
+  Acc exponent = static_cast<Acc>(2 * i) / static_cast<Acc>(headDim);
+  return Acc(1) / std::pow(static_cast<Acc>(theta), exponent);
+}
 
 namespace cpu {
 void rope(const RopeArgs &args);

@@ -37,6 +37,7 @@ struct PipelineOptions {
   bool keepGradients = false;     ///< also return every gradient
   bool fuseProjections = false;   ///< one GEMM for q/k/v and for gate/up
   bool fuseAdds = false;          ///< sums into the GEMMs that produce them
+  bool fuseNormRope = false;      ///< q/k norms and rope as one op
 };
 
 /// Sets the layout of one of the original's mode names (ddp, tp, tp_sp,

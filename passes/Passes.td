@@ -161,6 +161,21 @@ def Microbatch : Pass<"sharc-microbatch", "::mlir::ModuleOp"> {
   }];
 }
 
+def FuseNormRope : Pass<"sharc-fuse-norm-rope", "::mlir::ModuleOp"> {
+  let summary = "per-head q/k norms and the rope after them as one op";
+  let description = [{
+    After autodiff: `sharc.rope(sharc.rms_norm(x, w))`, where `w` is one
+    head's weights and the norm's result feeds the rope alone, becomes
+    `sharc.rms_norm_rope(x, w)`; `sharc.rms_norm_grad(x, w,
+    sharc.rope_grad(dy))` becomes `sharc.rms_norm_rope_grad(x, w, dy)`. Each
+    saves a read and a write of q and k per layer and direction. The
+    fused forward takes the norm's place and the fused backward the norm
+    backward's; in fp32 the results are the unfused ones bit for bit, in
+    bf16 the normalised value and the rotated gradient are no longer
+    rounded to storage in between.
+  }];
+}
+
 def FuseAdds : Pass<"sharc-fuse-adds", "::mlir::ModuleOp"> {
   let summary = "sums into the GEMMs that produce one of their operands";
   let description = [{

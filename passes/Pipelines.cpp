@@ -84,6 +84,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer)
     pm.addPass(createAdamW({options.keepGradients}));
+  if (options.fuseNormRope)
+    pm.addPass(createFuseNormRope());
   // Last: every pass above sees plain GEMMs and adds.
   if (options.fuseAdds)
     pm.addPass(createFuseAdds());

@@ -91,6 +91,19 @@ done
   -o "$stage/bench/tp_sp_async_vp-latency-adds.plan"
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" --fuse-adds \
   -o "$stage/bench/dense-h4096-adds.plan"
+# q/k norms and rope as one kernel, alone and with the fused adds.
+for mode in dense ddp tp_sp_async_vp; do
+  flags=()
+  [ $mode = ddp ] && flags=(--mode ddp --dp 2)
+  [ $mode = tp_sp_async_vp ] && flags=(--mode $mode --tp 2)
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    "${flags[@]}" --fuse-norm-rope -o "$stage/bench/$mode-normrope.plan"
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    "${flags[@]}" --fuse-norm-rope --fuse-adds \
+    -o "$stage/bench/$mode-normrope-adds.plan"
+done
+"$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
+  --fuse-norm-rope --fuse-adds -o "$stage/bench/dense-h4096-normrope-adds.plan"
 # 200-step loss curves of the tiny model on real text (this repository's
 # documentation as bytes, folded into its 128-token vocabulary).
 mkdir -p "$stage/curve"

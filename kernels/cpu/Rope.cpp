@@ -20,10 +20,8 @@ template <typename Acc> void ropeImpl(const RopeArgs &args) {
   // The tables are built in Acc precision, as the original builds its fp32
   // cos/sin tables: exponent, power, reciprocal and angle each rounded.
   std::vector<Acc> invFreq(half);
-  for (int64_t i = 0; i < half; ++i) {
-    Acc exponent = static_cast<Acc>(2 * i) / static_cast<Acc>(headDim);
-    invFreq[i] = Acc(1) / std::pow(static_cast<Acc>(args.theta), exponent);
-  }
+  for (int64_t i = 0; i < half; ++i)
+    invFreq[i] = ropeInverseFrequency<Acc>(i, headDim, args.theta);
   std::vector<Acc> cosines(half), sines(half);
   int64_t rowsPerPosition = args.batch * args.numHeads;
   for (int64_t s = 0; s < args.seqLen; ++s) {

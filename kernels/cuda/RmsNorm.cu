@@ -256,6 +256,14 @@ Status rmsNorm(const RmsNormArgs &args, DeviceStream stream) {
   return launchStatus("rmsNormKernel");
 }
 
+Status sumPartialRows(const float *partials, int64_t numPartials, TensorView dw,
+                      int64_t cols, DeviceStream stream) {
+  auto sumBlocks = static_cast<unsigned>(ceilDiv(cols, kSumCols));
+  rmsNormDwKernel<<<sumBlocks, dim3(kSumCols, kSumRows), 0, stream>>>(
+      partials, static_cast<int>(numPartials), dw, cols);
+  return launchStatus("rmsNormDwKernel");
+}
+
 int64_t rmsNormGradScratchBytes(const RmsNormGradArgs &args) {
   // Either path may run (the vector one needs aligned pointers, seen only
   // at launch): room for the larger partition.
@@ -275,10 +283,7 @@ Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream) {
   auto *partials = static_cast<float *>(args.scratch);
   if (int64_t vecBlocks = rmsNormGradVec(args, partials, stream)) {
     SHARC_TRY(launchStatus("rmsNormGradVecKernel"));
-    auto sumBlocks = static_cast<unsigned>(ceilDiv(args.groupSize, kSumCols));
-    rmsNormDwKernel<<<sumBlocks, dim3(kSumCols, kSumRows), 0, stream>>>(
-        partials, static_cast<int>(vecBlocks), args.dw, args.groupSize);
-    return launchStatus("rmsNormDwKernel");
+    return sumPartialRows(partials, vecBlocks, args.dw, args.groupSize, stream);
   }
   UnitLaunch launch = gradLaunchFor(args);
   if (launch.numBlocks > 0 && !args.scratch)
@@ -301,10 +306,8 @@ Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream) {
     SHARC_TRY(launchStatus("rmsNormGradKernel"));
   }
   // With no rows dw is still written: zeros, as on the cpu.
-  auto sumBlocks = static_cast<unsigned>(ceilDiv(args.groupSize, kSumCols));
-  rmsNormDwKernel<<<sumBlocks, dim3(kSumCols, kSumRows), 0, stream>>>(
-      partials, static_cast<int>(launch.numBlocks), args.dw, args.groupSize);
-  return launchStatus("rmsNormDwKernel");
+  return sumPartialRows(partials, launch.numBlocks, args.dw, args.groupSize,
+                        stream);
 }
 
 } // namespace sharc::kernels::cuda

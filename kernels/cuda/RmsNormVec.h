@@ -1,6 +1,6 @@
 //===- RmsNormVec.h - RMSNorm's vector path ---------------------*- C++ -*-===//
 // defines: kGradBlocks, kDefaultSharedBytes, rmsNormVec, rmsNormGradVec,
-//          rmsNormGradVecBlocks (cuda::)
+//          rmsNormGradVecBlocks, sumPartialRows (cuda::)
 //
 // RmsNorm.cu's fast path (RmsNormVec.cu): each function launches only where
 // the views fit it and says whether (or on how many blocks) it did, so the
@@ -19,6 +19,11 @@ inline constexpr int kGradBlocks = static_cast<int>(kRmsNormGradMaxBlocks);
 /// Shared memory a kernel may take without opting in.
 inline constexpr int64_t kDefaultSharedBytes = 48 * 1024;
 
+/// dw[c] = the sum over r < numPartials of partials[r * cols + c], in a
+/// fixed order (RmsNorm.cu's rmsNormDwKernel); the last step of every
+/// norm backward (RmsNormRope.cu's too).
+Status sumPartialRows(const float *partials, int64_t numPartials, TensorView dw,
+                      int64_t cols, DeviceStream stream);
 /// The forward on the vector path, if the views fit it.
 bool rmsNormVec(const RmsNormArgs &args, DeviceStream stream);
 /// Blocks (partial dw rows) the vector backward would use for these sizes

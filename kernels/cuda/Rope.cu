@@ -85,12 +85,9 @@ Status rope(const RopeArgs &args, DeviceStream stream) {
     return Status::ok();
   // cpu/Rope.cpp's expression, evaluated by the same host libm.
   InvFreqTable invFreq{};
-  for (int64_t i = 0; i < half; ++i) {
-    float exponent =
-        static_cast<float>(2 * i) / static_cast<float>(args.headDim);
+  for (int64_t i = 0; i < half; ++i)
     invFreq.values[i] =
-        1.0f / std::pow(static_cast<float>(args.theta), exponent);
-  }
+        ropeInverseFrequency<float>(i, args.headDim, args.theta);
   dim3 grid(static_cast<unsigned>(args.seqLen),
             static_cast<unsigned>(
                 std::max<int64_t>(1, ceilDiv(half, kPairsPerBlock))));

@@ -3,6 +3,7 @@
 #include "planner/plan/DeviceWorkspace.h"
 
 #include "kernels/RmsNorm.h"
+#include "kernels/RmsNormRope.h"
 
 #include <algorithm>
 
@@ -24,6 +25,17 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
   };
   if (instr.op == "rms_norm_grad")
     return kernels::kRmsNormGradMaxBlocks * instr.getInt("group_size", 0) * 4;
+  if (instr.op == "rms_norm_rope_grad") {
+    // One partial row of head_dim floats per block of the backward's
+    // partition of x [S, B, h*D].
+    const Buffer *x = operand(0);
+    int64_t headDim = instr.getInt("head_dim", 0);
+    if (!x || x->shape.size() != 3 || headDim <= 0)
+      return 0;
+    return kernels::rmsNormRopeGradBlocks(
+               x->shape[0], x->shape[1] * (x->shape[2] / headDim)) *
+           headDim * 4;
+  }
   if (instr.op == "cross_entropy") {
     const Buffer *labels = operand(1);
     return labels ? numel(*labels) * 4 : 0;

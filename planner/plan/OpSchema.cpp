@@ -45,6 +45,8 @@ std::vector<OpSchema> makeSchemas() {
                                 optional(axisAttr("position_axis"))};
   std::vector<AttrSpec> attention = {intAttr("head_dim", 1),
                                      optional(axisAttr("position_axis"))};
+  std::vector<AttrSpec> normRope = rope;
+  normRope.push_back(floatAttr("eps"));
   std::vector<AttrSpec> validVocab = {intAttr("valid_vocab", 1)};
   std::vector<AttrSpec> vocabParallel = {intAttr("valid_vocab", 1),
                                          axisAttr("vocab_axis")};
@@ -89,6 +91,16 @@ std::vector<OpSchema> makeSchemas() {
       {"matmul_wgrad", {{"dy", 'T'}, {"x", 'T'}}, {{"dw", 'T'}}, false, {}},
       {"rope", {{"x", 'T'}}, {{"y", 'T'}}, false, rope},
       {"rope_grad", {{"dy", 'T'}}, {{"dx", 'T'}}, false, rope},
+      {"rms_norm_rope",
+       {{"x", 'T'}, {"w", 'T'}},
+       {{"y", 'T'}},
+       false,
+       normRope},
+      {"rms_norm_rope_grad",
+       {{"x", 'T'}, {"w", 'T'}, {"dy", 'T'}},
+       {{"dx", 'T'}, {"dw", 'T'}},
+       false,
+       normRope},
       {"attention",
        {{"q", 'T'}, {"k", 'T'}, {"v", 'T'}},
        {{"out", 'T'}, {"lse", 'F'}},

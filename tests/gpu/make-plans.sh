@@ -3,8 +3,8 @@
 # dp=2 and the dense model, each in f32 and bf16, of tests/gpu/small.yaml
 # (head_dim 64) and of models/minimind.yaml (head_dim 96), all with the
 # logits and gradients as outputs for --compare-cpu; and fused-projection
-# plans of the small model; and plans with --fuse-adds and --schedule
-# latency.
+# plans of the small model; and plans with --fuse-adds, --schedule
+# latency and --fuse-norm-rope.
 # usage: make-plans.sh SHARC OUTDIR
 set -euo pipefail
 sharc=$1
@@ -61,3 +61,16 @@ for dtype in f32 bf16; do
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
     --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-clip.plan"
 done
+# q/k norms and rope as one kernel (--fuse-norm-rope), one GPU and tp=2,
+# both dtypes of the small model; MiniMind dense in bf16 (head_dim 96).
+for dtype in f32 bf16; do
+  run=()
+  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-norm-rope \
+    -o "$out/small-$dtype-dense-normrope.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-norm-rope \
+    --mode tp_sp_async_vp --tp 2 \
+    -o "$out/small-$dtype-tp_sp_async_vp-normrope.plan"
+done
+"$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
+  $flags --fuse-norm-rope -o "$out/minimind-bf16-dense-normrope.plan"

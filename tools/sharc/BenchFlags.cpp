@@ -34,7 +34,7 @@ const char *kUsage =
     "         [--output_plot FILE] [--backend auto|cpu|cuda]\n"
     "         [--work-dir DIR] [--machine MACHINE.yaml] [--compile-only]\n"
     "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
-    "         [--fuse_adds] [--schedule defer|latency]\n"
+    "         [--fuse_adds] [--fuse_norm_rope] [--schedule defer|latency]\n"
     "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp\n"
     "  --compile-only  write the plans and the manifest into --work-dir\n"
     "                  (default sharc-bench) and print the sharc-run\n"
@@ -45,8 +45,9 @@ const char *kUsage =
     "                  shared by the ranks (cpu)\n"
     "  --cuda_graph    on GPUs, time steps replayed from a CUDA graph (the\n"
     "                  second warm-up step is captured)\n"
-    "  --fuse_adds, --schedule latency  compile every point as `sharc\n"
-    "                  compile --fuse-adds`, `--schedule latency` would\n";
+    "  --fuse_adds, --fuse_norm_rope, --schedule latency  compile every\n"
+    "                  point as `sharc compile --fuse-adds`,\n"
+    "                  `--fuse-norm-rope`, `--schedule latency` would\n";
 
 /// The original's labels (seed-system.md, 3.3).
 const std::map<std::string, std::string> &modeLabels() {
@@ -171,6 +172,8 @@ parseBenchFlags(const std::vector<std::string> &args) {
       c.cudaGraph = true;
     } else if (flag == "--fuse_adds") {
       c.fuseAdds = true;
+    } else if (flag == "--fuse_norm_rope") {
+      c.fuseNormRope = true;
     } else if (flag == "--modes") {
       c.modes.clear();
       while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0)

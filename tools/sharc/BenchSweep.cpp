@@ -126,6 +126,7 @@ void compilePoint(const BenchConfig &c, const std::string &workDir,
   int64_t size = point.mode == "ddp" ? point.worldSize : point.tpSize;
   (void)applyModePreset(preset, size, options.pipeline);
   options.pipeline.fuseAdds = c.fuseAdds;
+  options.pipeline.fuseNormRope = c.fuseNormRope;
   if (c.schedule == "latency")
     options.scheduleMachine = &machine;
   PlanSchedule schedule;
@@ -162,6 +163,7 @@ std::string manifestYaml(const BenchConfig &c,
       << "\nbackend: " << c.backend
       << "\ncuda_graph: " << (c.cudaGraph ? "true" : "false")
       << "\nfuse_adds: " << (c.fuseAdds ? "true" : "false")
+      << "\nfuse_norm_rope: " << (c.fuseNormRope ? "true" : "false")
       << "\nschedule: " << c.schedule << "\nbatch_policy: " << c.batchPolicy
       << "\nwarmup_iters: " << c.warmupIters
       << "\nbenchmark_iters: " << c.benchmarkIters << "\nseed: " << c.seed

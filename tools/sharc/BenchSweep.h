@@ -51,6 +51,7 @@ struct BenchConfig {
   /// epilogue (--fuse_adds) and the latency-hiding order (--schedule
   /// latency), as `sharc compile` has them.
   bool fuseAdds = false;
+  bool fuseNormRope = false;
   std::string schedule = "defer";
 };
 

@@ -50,6 +50,7 @@ struct CompileFlags {
   bool keepGradients = false;
   bool fuseProjections = false;
   bool fuseAdds = false;
+  bool fuseNormRope = false;
   bool withDenseReference = false;
   std::string report; ///< "", "text" or "json"
   std::string machinePath, traceSimPath;
@@ -76,6 +77,8 @@ void printUsage(FILE *out) {
                "gate/up)]\n"
                "         [--fuse-adds (residual adds and gradient sums into "
                "the GEMMs' epilogue)]\n"
+               "         [--fuse-norm-rope (q/k norms and rope as one "
+               "kernel)]\n"
                "         [--with-dense-reference (also write PLAN.dense for "
                "sharc-run --validate)]\n"
                "         [--schedule defer|latency (weight gradients past the "
@@ -155,6 +158,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       flags.fuseProjections = true;
     } else if (arg == "--fuse-adds") {
       flags.fuseAdds = true;
+    } else if (arg == "--fuse-norm-rope") {
+      flags.fuseNormRope = true;
     } else if (arg.rfind("--dump-ir=", 0) == 0) {
       flags.dumpIr = arg.substr(10);
       if (flags.dumpIr != "after-all" && flags.dumpIr != "final")
@@ -291,6 +296,7 @@ int compile(const CompileFlags &flags) {
   pipeline.keepGradients = flags.keepGradients;
   pipeline.fuseProjections = flags.fuseProjections;
   pipeline.fuseAdds = flags.fuseAdds;
+  pipeline.fuseNormRope = flags.fuseNormRope;
   if (flags.withDenseReference) {
     if (flags.outputPath.empty())
       return usageError("--with-dense-reference needs -o PLAN");

@@ -1,0 +1,74 @@
+//===- RmsNormRope.h - per-head RMSNorm fused with rope ---------*- C++ -*-===//
+// defines: RmsNormRopeArgs, RmsNormRopeGradArgs, rmsNormRope,
+//          rmsNormRopeGrad (cpu::, cuda::), rmsNormRopeGradScratchBytes
+//          (cuda::), rmsNormRopeGradBlocks
+//
+// x is [seqLen, batch, numHeads * headDim] (sequence first), w [headDim].
+// Each head is kernels/RmsNorm.h's group (groupSize = headDim) and the
+// normalised, scaled head is rotated as kernels/Rope.h states, at position
+// p = s + positionOffset, without storing the value in between:
+//   z = (x * rstd) * w,   y = R(p) z
+// Backward, with g = R(-p) dy (rope's backward) and xhat = x * rstd:
+//   dx[c] = rstd * (g[c] w[c] - xhat[c] * mean_c'(g w xhat))
+//   dw[c] = sum over rows and heads of g[c] * xhat[c]
+// On f32 storage this is rms_norm then rope (and rope_grad then
+// rms_norm_grad) bit for bit on the cpu; on bf16 z and g keep fp32. dw is
+// overwritten. On the device dw needs rmsNormRopeGradScratchBytes(args) of
+// scratch: fp32 partial rows over a partition fixed by the sizes, so dw is
+// the same bits on every run.
+#pragma once
+
+#include "kernels/TensorView.h"
+#include "planner/plan/Status.h"
+
+namespace sharc::kernels {
+
+struct RmsNormRopeArgs {
+  ConstTensorView x, w;
+  TensorView y;
+  int64_t seqLen = 0, batch = 0, numHeads = 0, headDim = 0;
+  int64_t positionOffset = 0;
+  double eps = 1e-6, theta = 1e6;
+};
+
+struct RmsNormRopeGradArgs {
+  ConstTensorView x, w, dy;
+  TensorView dx, dw;
+  int64_t seqLen = 0, batch = 0, numHeads = 0, headDim = 0;
+  int64_t positionOffset = 0;
+  double eps = 1e-6, theta = 1e6;
+  void *scratch = nullptr; ///< device only, of rmsNormRopeGradScratchBytes
+};
+
+/// The device backward's partition: tiles of kRmsNormRopeGradUnits heads
+/// at one position, kRmsNormRopeWarps per block, at most
+/// kRmsNormRopeGradMaxBlocks blocks (three per SM of an H200 at the
+/// kernel's 80 registers, one wave); each block leaves one partial dw row, so
+/// the scratch is this many rows of headDim floats (what
+/// plan/DeviceWorkspace.h predicts). Fixed by the sizes alone.
+inline constexpr int64_t kRmsNormRopeGradUnits = 2;
+inline constexpr int64_t kRmsNormRopeWarps = 8;
+inline constexpr int64_t kRmsNormRopeGradMaxBlocks = 384;
+inline int64_t rmsNormRopeGradBlocks(int64_t seqLen, int64_t headsPerPosition) {
+  if (seqLen <= 0 || headsPerPosition <= 0)
+    return 0;
+  int64_t tiles = seqLen * ((headsPerPosition + kRmsNormRopeGradUnits - 1) /
+                            kRmsNormRopeGradUnits);
+  int64_t blocks = (tiles + kRmsNormRopeWarps - 1) / kRmsNormRopeWarps;
+  return blocks < kRmsNormRopeGradMaxBlocks ? blocks
+                                            : kRmsNormRopeGradMaxBlocks;
+}
+
+namespace cpu {
+void rmsNormRope(const RmsNormRopeArgs &args);
+void rmsNormRopeGrad(const RmsNormRopeGradArgs &args);
+} // namespace cpu
+
+namespace cuda {
+Status rmsNormRope(const RmsNormRopeArgs &args, DeviceStream stream);
+Status rmsNormRopeGrad(const RmsNormRopeGradArgs &args, DeviceStream stream);
+/// Scratch bytes rmsNormRopeGrad needs; depends on the sizes only.
+int64_t rmsNormRopeGradScratchBytes(const RmsNormRopeGradArgs &args);
+} // namespace cuda
+
+} // namespace sharc::kernels
