@@ -126,6 +126,28 @@ TEST_CASE("tp=2 x cp=2 matches the dense model", "[numerics][parity][cp]") {
       requireBoth({"tiny-tp4.yaml", mode, 2, 2, 1, exchange});
 }
 
+TEST_CASE("cp with fused q/k norms and rope matches the dense model",
+          "[numerics][parity][cp]") {
+  // sharc-fuse-norm-rope keeps rope's position_axis on the fused op, so
+  // its blocks rotate by global positions too.
+  for (const char *exchange : {"a2a", "all_gather"}) {
+    CpLayout c{"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 1, exchange};
+    PipelineOptions layout = layoutOf(c);
+    layout.fuseNormRope = true;
+    layout.keepGradients = true;
+    PipelineOptions dense;
+    dense.keepGradients = true;
+    INFO("--fuse-norm-rope --cp-comm " << exchange);
+    auto report = exec::validateAgainstDense(
+        compilePlan(c.model, layout, /*emitLogits=*/true),
+        compilePlan(c.model, dense, /*emitLogits=*/true), {});
+    if (!report.isOk())
+      FAIL(report.status().message());
+    INFO(exec::formatReport(*report));
+    REQUIRE(report->passed);
+  }
+}
+
 TEST_CASE("dp=2 x cp=2 x tp=2 (8 simulated ranks) matches the dense model",
           "[numerics][parity][cp]") {
   for (const char *exchange : {"a2a", "all_gather"})
