@@ -2,7 +2,8 @@
 //
 // rope / rope_grad (attrs head_dim, theta, optional position_offset and
 // position_axis), rms_norm_rope / rms_norm_rope_grad (rope's attrs and
-// eps) and causal GQA attention / attention_grad (head_dim) on
+// eps) and causal GQA attention / attention_grad (head_dim, optional
+// position_axis: q is this rank's block, k/v the whole sequence) on
 // sequence-first [S, B, heads*head_dim] activations; kernels/Rope.h and
 // kernels/Attention.h state the math.
 //
@@ -144,8 +145,15 @@ Result<Launch> bindRmsNormRopeGrad(const OpCall &c, const OpEnv &env) {
       SHARC_KERNELS_WITH_SCRATCH(rmsNormRopeGrad));
 }
 
-/// Checks q, k, v (operands 0..2) and returns the head counts.
-Result<std::pair<HeadSizes, int64_t>> attentionSizes(const OpCall &c) {
+/// q's sizes, the KV heads, and the keys' sequence length and the global
+/// position of q's first row (kernels/Attention.h).
+struct AttentionSizes {
+  HeadSizes q;
+  int64_t numKvHeads, kvSeqLen, queryStart;
+};
+
+/// Checks q, k, v (operands 0..2) and returns their sizes.
+Result<AttentionSizes> attentionSizes(const OpCall &c, const OpEnv &env) {
   const TensorRef &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
   auto qs = headSizes(q, *c.instr, "q");
   if (!qs)
@@ -154,13 +162,21 @@ Result<std::pair<HeadSizes, int64_t>> attentionSizes(const OpCall &c) {
   if (!ks)
     return ks.status();
   SHARC_TRY(sameShape(v, k, "v"));
-  if (ks->seqLen != qs->seqLen || ks->batch != qs->batch)
+  // With position_axis, q is this rank's block of the sequence and k, v
+  // hold all of it.
+  int64_t queryStart = env.blockStart(*c.instr, "position_axis", qs->seqLen);
+  bool blocked = !c.instr->getString("position_axis").empty();
+  if (ks->batch != qs->batch || (!blocked && ks->seqLen != qs->seqLen))
     return Status::invalidInput("k's [S, B] differs from q's");
+  if (blocked && queryStart + qs->seqLen > ks->seqLen)
+    return Status::invalidInput(
+        "q's block ends at " + std::to_string(queryStart + qs->seqLen) +
+        ", past k's " + std::to_string(ks->seqLen) + " positions");
   if (qs->numHeads % ks->numHeads != 0)
     return Status::invalidInput(std::to_string(ks->numHeads) +
                                 " kv heads do not divide " +
                                 std::to_string(qs->numHeads) + " query heads");
-  return std::pair{*qs, ks->numHeads};
+  return AttentionSizes{*qs, ks->numHeads, ks->seqLen, queryStart};
 }
 
 /// The stream's attention engine when it prepares this shape (its
@@ -205,10 +221,10 @@ Status lseShape(const TensorRef &lse, const HeadSizes &s) {
 }
 
 Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
-  auto sizes = attentionSizes(c);
+  auto sizes = attentionSizes(c, env);
   if (!sizes)
     return sizes.status();
-  const auto &[s, numKvHeads] = *sizes;
+  const HeadSizes &s = sizes->q;
   const TensorRef &out = c.results[0], &lse = c.results[1];
   SHARC_TRY(isFloat(out, "out"));
   SHARC_TRY(sameShape(out, c.operands[0], "out"));
@@ -223,16 +239,18 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
                              .seqLen = s.seqLen,
                              .batch = s.batch,
                              .numHeads = s.numHeads,
-                             .numKvHeads = numKvHeads,
-                             .headDim = s.headDim},
+                             .numKvHeads = sizes->numKvHeads,
+                             .headDim = s.headDim,
+                             .kvSeqLen = sizes->kvSeqLen,
+                             .queryStart = sizes->queryStart},
       SHARC_KERNELS(attention));
 }
 
 Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
-  auto sizes = attentionSizes(c);
+  auto sizes = attentionSizes(c, env);
   if (!sizes)
     return sizes.status();
-  const auto &[s, numKvHeads] = *sizes;
+  const HeadSizes &s = sizes->q;
   const TensorRef &q = c.operands[0], &k = c.operands[1];
   const TensorRef &out = c.operands[3], &lse = c.operands[4],
                   &dout = c.operands[5];
@@ -261,8 +279,10 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
                                  .seqLen = s.seqLen,
                                  .batch = s.batch,
                                  .numHeads = s.numHeads,
-                                 .numKvHeads = numKvHeads,
-                                 .headDim = s.headDim},
+                                 .numKvHeads = sizes->numKvHeads,
+                                 .headDim = s.headDim,
+                                 .kvSeqLen = sizes->kvSeqLen,
+                                 .queryStart = sizes->queryStart},
       SHARC_KERNELS(attentionGrad));
 }
 

@@ -1,8 +1,8 @@
 //===- ArgumentRoles.h - roles of arguments, results ------------*- C++ -*-===//
 // defines: kParamAttr, kRoleAttr, kRole*, kPlacementAttr, kMeshAttr,
-//          kSequenceParallelAttr, kVocabParallelAttr, kInputAttr, kStateAttr,
-//          kOutputAttr, kUpdateOfAttr, kInitAttr, kInitStdAttr, kOptimizerAttr,
-//          kModelAttr, getArgName, getResultName
+//          kSequenceParallelAttr, kVocabParallelAttr, kContextParallelAttr,
+//          kInputAttr, kStateAttr, kOutputAttr, kUpdateOfAttr, kInitAttr,
+//          kInitStdAttr, kOptimizerAttr, kModelAttr, getArgName, getResultName
 //
 // A train-step function says what each argument and result is through
 // string attributes; passes and the planner look them up here.
@@ -44,6 +44,10 @@ inline constexpr llvm::StringLiteral kSequenceParallelAttr =
     "sharc.sequence_parallel";
 inline constexpr llvm::StringLiteral kVocabParallelAttr =
     "sharc.vocab_parallel";
+/// Module attribute requesting context parallelism: the exchange attention
+/// uses on a sequence split ("a2a" or "all_gather").
+inline constexpr llvm::StringLiteral kContextParallelAttr =
+    "sharc.context_parallel";
 
 /// The string value of `attrName` on argument `index`, or "".
 inline llvm::StringRef getArgString(mlir::func::FuncOp func, unsigned index,

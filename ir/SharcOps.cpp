@@ -202,8 +202,16 @@ LogicalResult AttentionOp::verify() {
       failed(verifySameType(*this, getQ(), "q", getOut(), "out")))
     return failure();
   auto q = tensorOf(getQ()), k = tensorOf(getK());
-  if (q.getShape().drop_back() != k.getShape().drop_back())
+  // A query block (position_axis) meets the whole sequence's keys.
+  if (getPositionAxis()) {
+    if (q.getShape()[1] != k.getShape()[1] ||
+        k.getShape()[0] % q.getShape()[0] != 0)
+      return emitOpError("a query block must share B with k and its S must "
+                         "divide k's, got ")
+             << q << " and " << k;
+  } else if (q.getShape().drop_back() != k.getShape().drop_back()) {
     return emitOpError("q and k must share [S, B], got ") << q << " and " << k;
+  }
   int64_t numHeads = q.getShape()[2] / headDim;
   int64_t numKvHeads = k.getShape()[2] / headDim;
   if (numHeads % numKvHeads != 0)
@@ -245,9 +253,10 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
 }
 
 int64_t AttentionOp::getFlops() {
-  // QK^T and PV, each 2*S*S*D per head and sample, halved by the mask.
+  // QK^T and PV, each 2*S*Sk*D per head and sample, halved by the mask
+  // (on average over the ranks of a query block split).
   auto q = tensorOf(getQ()).getShape();
-  return 2 * q[0] * q[0] * q[1] * q[2];
+  return 2 * q[0] * tensorOf(getK()).getShape()[0] * q[1] * q[2];
 }
 
 // Equal types (shape, element type and placement) are ODS constraints.
@@ -393,9 +402,9 @@ LogicalResult AttentionGradOp::verify() {
   return verifyHeads(*this, getQ(), "q", getHeadDim());
 }
 int64_t AttentionGradOp::getFlops() {
-  // Recomputing QK^T, then dV, dP, dQ and dK: five S*S*D products per head.
+  // Recomputing QK^T, then dV, dP, dQ and dK: five S*Sk*D products per head.
   auto q = tensorOf(getQ()).getShape();
-  return 5 * q[0] * q[0] * q[1] * q[2];
+  return 5 * q[0] * tensorOf(getK()).getShape()[0] * q[1] * q[2];
 }
 
 LogicalResult SwigluGradOp::verify() {

@@ -99,14 +99,19 @@ def Sharc_MatmulOp
   let results = (outs Sharc_FloatTensor:$y);
 }
 
-def Sharc_RopeOp : Sharc_ShardedOp<"rope", [AllTypesMatch<["x", "y"]>]> {
+def Sharc_RopeOp : Sharc_ShardedOp<"rope", [AllTypesMatch<["x", "y"]>],
+    ["buildSharded"]> {
   let summary = "rotary position embedding, rotate-half form";
   let description = [{
     `x` is `[S, B, h * head_dim]`; position of row s is
-    `s + position_offset`. Same type as `x`.
+    `s + position_offset`. With `position_axis` (context parallelism), x is
+    this rank's contiguous block of a sequence split over that axis, and
+    positions are global: `s + coord(axis) * S + position_offset`. Same
+    type as `x`.
   }];
   let arguments = (ins Sharc_FloatTensor:$x, I64Attr:$head_dim, F64Attr:$theta,
-                       DefaultValuedAttr<I64Attr, "0">:$position_offset);
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset,
+                       OptionalAttr<StrAttr>:$position_axis);
   let results = (outs Sharc_FloatTensor:$y);
 }
 
@@ -115,12 +120,25 @@ def Sharc_AttentionOp
         ["getAxisRule", "buildSharded"], ["getFlops"]> {
   let summary = "causal grouped-query attention";
   let description = [{
-    `q` is `[S, B, Hq * D]`, `k` and `v` are `[S, B, Hkv * D]` with
+    `q` is `[S, B, Hq * D]`, `k` and `v` are `[Sk, B, Hkv * D]` with
     `Hq % Hkv == 0`; `out` is `[S, B, Hq * D]` and `lse`, the log-sum-exp of
-    each softmax row kept for the backward, is `[B, Hq, S]` f32.
+    each softmax row kept for the backward, is `[B, Hq, S]` f32. Without
+    `position_axis`, `Sk == S` and query i sees keys j <= i. With it
+    (context parallelism's K/V all-gather), q is this rank's contiguous
+    block of a sequence split over that axis, k and v hold the whole
+    sequence, and query i (global position `coord(axis) * S + i`) sees keys
+    j <= that position.
+
+    Sharding rule: batch (S(1)) and heads (S(2)) splits pass through. A
+    sequence split (S(0), context parallelism) takes the exchange the
+    module's `sharc.context_parallel` attribute names: `a2a` (Ulysses)
+    brings q, k and v to S(2) by all_to_all and runs whole-sequence
+    attention on the local heads; `all_gather` gathers k and v to R (their
+    gradients come back by reduce_scatter) and sets `position_axis`.
   }];
   let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,
-                       Sharc_FloatTensor:$v, I64Attr:$head_dim);
+                       Sharc_FloatTensor:$v, I64Attr:$head_dim,
+                       OptionalAttr<StrAttr>:$position_axis);
   let results = (outs Sharc_FloatTensor:$out, RankedTensorOf<[F32]>:$lse);
 }
 
@@ -212,7 +230,8 @@ def Sharc_RopeGradOp : Sharc_ComputeOp<"rope_grad"> {
   let summary = "gradient of rope: the rotation by minus the angle";
   let arguments = (ins Sharc_FloatTensor:$dy, I64Attr:$head_dim,
                        F64Attr:$theta,
-                       DefaultValuedAttr<I64Attr, "0">:$position_offset);
+                       DefaultValuedAttr<I64Attr, "0">:$position_offset,
+                       OptionalAttr<StrAttr>:$position_axis);
   let results = (outs Sharc_FloatTensor:$dx);
 }
 
@@ -250,7 +269,8 @@ def Sharc_AttentionGradOp : Sharc_ComputeOp<"attention_grad", [], ["getFlops"]> 
   let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,
                        Sharc_FloatTensor:$v, Sharc_FloatTensor:$out,
                        RankedTensorOf<[F32]>:$lse, Sharc_FloatTensor:$dout,
-                       I64Attr:$head_dim);
+                       I64Attr:$head_dim,
+                       OptionalAttr<StrAttr>:$position_axis);
   let results = (outs Sharc_FloatTensor:$dq, Sharc_FloatTensor:$dk,
                       Sharc_FloatTensor:$dv);
 }

@@ -7,7 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
 using namespace sharc;
@@ -31,8 +34,8 @@ bool isPartial(int64_t code) { return code == kP || code == kPMax; }
 /// result split there; otherwise the rows follow the ids.
 LogicalResult EmbeddingOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
   int64_t table = query.operands[0], ids = query.operands[1];
-  if (ids != kI && ids != 1)
-    return failure(); // only a batch split of the ids passes through
+  if (ids != kI && ids != 0 && ids != 1)
+    return failure(); // only a sequence or batch split passes through
   if (table == 0 && ids == kI)
     return setRule(rule, {0, kI}, {kP});
   if (table == 1 && ids == kI) // hidden split: each rank its columns
@@ -91,6 +94,11 @@ LogicalResult MatmulOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
     return setRule(rule, {kI, kI}, {kI});
   if (w == kR && x >= 0 && x != lastDim)
     return setRule(rule, {x, kR}, {x});
+  // Split over the features on an axis that splits tokens between layers
+  // (heads after Ulysses attention): back to the tokens' split.
+  int64_t act = query.activation;
+  if (w == kR && x == lastDim && act >= 0 && act != lastDim)
+    return setRule(rule, {act, kR}, {act});
   return failure();
 }
 
@@ -100,21 +108,67 @@ FailureOr<SmallVector<Value>> MatmulOp::buildSharded(OpBuilder &builder,
       builder.create<MatmulOp>(getLoc(), operands[0], operands[1])};
 }
 
-/// Heads split (S(2)) or batch split (S(1)) pass through; the sequence
-/// must be whole (a split one needs context parallelism's exchange).
+/// Heads split (S(2)) or batch split (S(1)) pass through. A sequence split
+/// (S(0), context parallelism) takes the module's exchange: Ulysses brings
+/// q, k and v to a heads split by all_to_all; the K/V all-gather keeps the
+/// query block and gathers k and v to R (each rank uses all of them with its
+/// own queries, so their gradients come back partial: reduce_scatter).
 LogicalResult AttentionOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
   int64_t q = query.operands[0];
+  if (q == 0) {
+    auto module = (*this)->getParentOfType<ModuleOp>();
+    auto exchange =
+        module ? module->getAttrOfType<StringAttr>(kContextParallelAttr)
+               : StringAttr();
+    if (exchange && exchange.getValue() == "a2a")
+      return setRule(rule, {2, 2, 2}, {2, 1});
+    if (exchange && exchange.getValue() == "all_gather")
+      return setRule(rule, {0, kR, kR}, {0, 2});
+    return failure();
+  }
   if (q != kI && q != 1 && q != 2)
     return failure();
   const int64_t lseDimOf[] = {2, 0, 1}; // lse is [B, Hq, S]
   return setRule(rule, {q, q, q}, {q, q >= 0 ? lseDimOf[q] : q});
 }
 
+/// The one axis splitting dimension 0 of `value` (its block's position
+/// comes from that axis's coordinate), null if none; an error for two.
+static FailureOr<StringAttr> sequenceAxis(Operation *op, Value value) {
+  PlacementAttr placement = getPlacement(value.getType());
+  StringAttr found;
+  for (auto [axis, code] : llvm::zip(placement.getAxes(), placement.getCodes()))
+    if (code == 0) {
+      if (found)
+        return op->emitOpError("sequence split over two axes (")
+               << found.getValue() << ", " << axis.getValue()
+               << ") has no global positions";
+      found = axis;
+    }
+  return found;
+}
+
 FailureOr<SmallVector<Value>> AttentionOp::buildSharded(OpBuilder &builder,
                                                         ValueRange operands) {
-  auto rebuilt = builder.create<AttentionOp>(getLoc(), operands[0], operands[1],
-                                             operands[2], getHeadDimAttr());
+  FailureOr<StringAttr> queryAxis = sequenceAxis(*this, operands[0]);
+  if (failed(queryAxis))
+    return failure();
+  auto rebuilt =
+      builder.create<AttentionOp>(getLoc(), operands[0], operands[1],
+                                  operands[2], getHeadDimAttr(), *queryAxis);
   return SmallVector<Value>{rebuilt.getOut(), rebuilt.getLse()};
+}
+
+/// RoPE on a sequence block rotates by the rows' global positions.
+FailureOr<SmallVector<Value>> RopeOp::buildSharded(OpBuilder &builder,
+                                                   ValueRange operands) {
+  FailureOr<StringAttr> axis = sequenceAxis(*this, operands[0]);
+  if (failed(axis))
+    return failure();
+  Value y =
+      builder.create<RopeOp>(getLoc(), operands[0], getHeadDimAttr(),
+                             getThetaAttr(), getPositionOffsetAttr(), *axis);
+  return SmallVector<Value>{y};
 }
 
 /// Logits split over the vocabulary (S(last)) give the vocab-parallel loss,

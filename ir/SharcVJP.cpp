@@ -39,7 +39,8 @@ Grads MatmulOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 Grads RopeOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dx = builder.create<RopeGradOp>(
       getLoc(), cotangentType(getX().getType()), resultGrads[0],
-      getHeadDimAttr(), getThetaAttr(), getPositionOffsetAttr());
+      getHeadDimAttr(), getThetaAttr(), getPositionOffsetAttr(),
+      getPositionAxisAttr());
   return SmallVector<Value>{dx};
 }
 
@@ -51,7 +52,8 @@ Grads AttentionOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   auto grad = builder.create<AttentionGradOp>(
       getLoc(), cotangentType(getQ().getType()),
       cotangentType(getK().getType()), cotangentType(getV().getType()), getQ(),
-      getK(), getV(), getOut(), getLse(), resultGrads[0], getHeadDimAttr());
+      getK(), getV(), getOut(), getLse(), resultGrads[0], getHeadDimAttr(),
+      getPositionAxisAttr());
   return SmallVector<Value>{grad.getDq(), grad.getDk(), grad.getDv()};
 }
 

@@ -17,6 +17,10 @@
 //   dq[i,h]   = scale sum_j ds[i,j] k[j,kv];  dk[j,kv] += scale sum ds[i,j]
 //   q[i,h]
 // All sums in fp32; dq, dk, dv are overwritten.
+// Context parallelism's K/V all-gather: q holds seqLen queries at global
+// positions queryStart + i, k and v hold kvSeqLen keys at positions 0..; the
+// mask above reads j <= queryStart + i. kvSeqLen 0 means seqLen (and
+// queryStart is then 0: plain causal attention).
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -29,6 +33,8 @@ struct AttentionArgs {
   TensorView out;
   float *lse = nullptr; ///< [batch, numHeads, seqLen]
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
+  int64_t kvSeqLen = 0, queryStart = 0; ///< see above
+  int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
 };
 
 struct AttentionGradArgs {
@@ -36,6 +42,8 @@ struct AttentionGradArgs {
   const float *lse = nullptr;
   TensorView dq, dk, dv;
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
+  int64_t kvSeqLen = 0, queryStart = 0; ///< see above
+  int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
 };
 
 namespace cpu {

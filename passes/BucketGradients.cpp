@@ -24,14 +24,22 @@ int64_t numBytes(Value value) {
 /// The op after which `value` is ready (a block argument: the block start).
 Operation *readyAfter(Value value) { return value.getDefiningOp(); }
 
-/// A dp gradient sync that can join a bucket. The planner reduces a bucket
-/// in place, in one slab, so the sync must be the gradient's only reader:
-/// another one would see the sum instead of this rank's partial.
+/// A gradient sync over dp (or over a group of axes with dp, "dp,cp" when
+/// context parallelism also splits the tokens) that can join a bucket. The
+/// planner reduces a bucket in place, in one slab, so the sync must be the
+/// gradient's only reader: another one would see the sum instead of this
+/// rank's partial.
 bool isBucketable(AllReduceOp op) {
-  return op.getAxis() == "dp" && op.getReduce() == "sum" &&
-         getPlacement(op.getY().getType()).getAxis("dp") ==
-             PlacementAttr::kReplicated &&
-         readyAfter(op.getX()) && op.getX().hasOneUse();
+  SmallVector<StringRef> axes = splitAxes(op.getAxis());
+  PlacementAttr synced = getPlacement(op.getY().getType());
+  return llvm::is_contained(axes, "dp") &&
+         llvm::all_of(axes,
+                      [&](StringRef axis) {
+                        return synced.getAxis(axis) ==
+                               PlacementAttr::kReplicated;
+                      }) &&
+         op.getReduce() == "sum" && readyAfter(op.getX()) &&
+         op.getX().hasOneUse();
 }
 
 void bucket(func::FuncOp func, int64_t bucketBytes) {
@@ -44,17 +52,19 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
   llvm::stable_sort(syncs, [](AllReduceOp a, AllReduceOp b) {
     return readyAfter(a.getX())->isBeforeInBlock(readyAfter(b.getX()));
   });
-  // One open bucket per element type, as DDP's: a bucket becomes one slab
-  // that one collective call reduces, and a call takes one type.
+  // One open bucket per element type and group of axes, as DDP's: a bucket
+  // becomes one slab that one collective call reduces, and a call takes one
+  // type over one group.
   SmallVector<SmallVector<AllReduceOp>> buckets;
   struct OpenBucket {
     size_t index;
     int64_t numBytes;
   };
-  llvm::DenseMap<Type, OpenBucket> open;
+  llvm::DenseMap<std::pair<Type, Attribute>, OpenBucket> open;
   for (AllReduceOp sync : syncs) {
-    Type element =
-        cast<RankedTensorType>(sync.getX().getType()).getElementType();
+    std::pair<Type, Attribute> element = {
+        cast<RankedTensorType>(sync.getX().getType()).getElementType(),
+        sync.getAxisAttr()};
     int64_t bytes = numBytes(sync.getX());
     auto it = open.find(element);
     if (it == open.end() || (it->second.numBytes + bytes > bucketBytes &&
@@ -76,7 +86,7 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
     OpBuilder builder(func.getContext());
     builder.setInsertionPointAfter(readyAfter(members.back().getX()));
     auto coalesced = builder.create<AllReduceCoalescedOp>(
-        members.back().getLoc(), types, operands, builder.getStringAttr("dp"));
+        members.back().getLoc(), types, operands, members.back().getAxisAttr());
     for (auto [sync, result] : llvm::zip(members, coalesced.getYs())) {
       sync.getY().replaceAllUsesWith(result);
       sync.erase();

@@ -1,10 +1,10 @@
 //===- LayoutPasses.cpp - the passes that request a parallel layout -------===//
 //
-// data-parallel, tensor-parallel, sequence-parallel and vocab-parallel
-// annotate the dense program with the layout they ask for (mesh sizes and
-// parameter placements) and check that it divides the model; spmdize then
-// rewrites the program once, as MLIR's mesh dialect separates sharding
-// annotation from spmdization.
+// data-parallel, tensor-parallel, sequence-parallel, vocab-parallel and
+// context-parallel annotate the dense program with the layout they ask for
+// (mesh sizes and parameter placements) and check that it divides the model;
+// spmdize then rewrites the program once, as MLIR's mesh dialect separates
+// sharding annotation from spmdization.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +17,7 @@ namespace sharc {
 #define GEN_PASS_DEF_TENSORPARALLEL
 #define GEN_PASS_DEF_SEQUENCEPARALLEL
 #define GEN_PASS_DEF_VOCABPARALLEL
+#define GEN_PASS_DEF_CONTEXTPARALLEL
 #include "passes/Passes.h.inc"
 } // namespace sharc
 
@@ -134,6 +135,71 @@ struct VocabParallelPass : sharc::impl::VocabParallelBase<VocabParallelPass> {
       if (role == kRoleEmbedding || role == kRoleLmHead)
         setParamPlacement(func, i, "tp", 0);
     });
+  }
+};
+
+/// Marks every parameter `R` on `axis` (held whole, used on different data)
+/// and every token input split along dimension `inputDim`.
+void splitInputs(ModuleOp module, StringRef axis, int64_t inputDim) {
+  forEachParam(module, [&](func::FuncOp func, unsigned i, StringRef) {
+    setParamPlacement(func, i, axis, kR);
+  });
+  for (auto func : module.getOps<func::FuncOp>())
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (!getArgString(func, i, kInputAttr).empty())
+        setParamPlacement(func, i, axis, inputDim);
+}
+
+struct ContextParallelPass
+    : sharc::impl::ContextParallelBase<ContextParallelPass> {
+  using ContextParallelBase::ContextParallelBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t cpSize = this->cpSize; // the option, as a number for messages
+    if (failed(requirePositive(module, "cp", cpSize)) ||
+        failed(checkSizes(module, cpSize)))
+      return signalPassFailure();
+    setMeshSize(module, "cp", cpSize);
+    if (cpSize == 1)
+      return;
+    module->setAttr(kContextParallelAttr,
+                    StringAttr::get(&getContext(), exchange));
+    // Tokens and labels, [S, B], are split along the sequence: rank r
+    // holds the contiguous block r.
+    splitInputs(module, "cp", 0);
+  }
+
+  /// The original's rules (seed-system.md 3.2 and 5), each naming sizes.
+  LogicalResult checkSizes(ModuleOp module, int64_t cpSize) {
+    if (exchange != "a2a" && exchange != "all_gather")
+      return module.emitError("cp exchange must be a2a or all_gather, got '")
+             << exchange << "'";
+    ModelSizes sizes(module);
+    Layout layout = readLayout(module);
+    int64_t tpSize = layout.size("tp");
+    if (layout.sequenceParallelAxis == "tp" && tpSize > 1) {
+      int64_t seqLen = sizes.get("seq_len");
+      if (seqLen % (cpSize * tpSize) != 0)
+        return emitError(sizes.loc("seq_len"))
+               << "cp * tp (" << cpSize << " * " << tpSize
+               << ") must divide seq_len (" << seqLen
+               << ") under sequence parallelism";
+    }
+    if (failed(sizes.requireDivides("cp", cpSize, "seq_len")))
+      return failure();
+    if (exchange != "a2a")
+      return success();
+    // Ulysses gives each rank 1/cp of the heads its tp rank holds; a GQA
+    // group stays with its KV head when both counts divide.
+    for (StringRef key : {"num_attention_heads", "num_key_value_heads"}) {
+      int64_t local = sizes.get(key) / tpSize;
+      if (local % cpSize != 0)
+        return emitError(sizes.loc(key))
+               << "cp (" << cpSize << ") must divide the " << key
+               << " each tp rank holds (" << sizes.get(key) << " / tp "
+               << tpSize << " = " << local << ") for --cp-comm a2a";
+    }
+    return success();
   }
 };
 

@@ -26,6 +26,10 @@ struct PipelineOptions {
   /// Further mesh axes (name, size) nothing is split over yet
   /// (sharc-declare-axis), declared before the layout passes.
   std::vector<std::pair<std::string, int64_t>> extraAxes;
+  /// Context parallelism: ranks on the cp axis and attention's exchange
+  /// ("a2a" or "all_gather").
+  int64_t cpSize = 1;
+  std::string cpComm = "a2a";
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute = "none"; ///< "none" or "sp-allgather"
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
@@ -37,8 +41,9 @@ struct PipelineOptions {
 };
 
 /// Sets the layout of one of the original's mode names (ddp, tp, tp_sp,
-/// tp_sp_async, tp_vp, tp_sp_async_vp; dense), with `size` ranks on the
-/// mode's axis. Returns false for an unknown name.
+/// tp_sp_async, tp_vp, tp_sp_async_vp, cp, tp_cp; dense), with `size` ranks
+/// on the mode's axis (tp for tp_cp, whose cp is 2 until set). Returns
+/// false for an unknown name.
 bool applyModePreset(llvm::StringRef mode, int64_t size,
                      PipelineOptions &options);
 

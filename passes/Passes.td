@@ -90,6 +90,28 @@ def SequenceParallel : Pass<"sharc-sequence-parallel", "::mlir::ModuleOp"> {
   }];
 }
 
+def ContextParallel : Pass<"sharc-context-parallel", "::mlir::ModuleOp"> {
+  let summary = "request context parallelism: the sequence split over cp";
+  let description = [{
+    Annotates the program for `cp` context-parallel ranks: tokens and labels
+    `S(0)` (the sequence dimension of `[S, B]`, each rank a contiguous
+    block), every parameter `R` on cp (held whole, used on different
+    tokens), and the exchange attention uses on a split sequence (the
+    module's `sharc.context_parallel`). `sharc-spmdize` materialises it:
+    activations stay sequence-split, RoPE takes global positions
+    (`position_axis`), and attention either exchanges q, k, v from sequence
+    to heads and back by all_to_all (`a2a`, Ulysses) or gathers k and v
+    over cp, its query block offset by its rank's position (`all_gather`;
+    the gradients come back by reduce_scatter). Checks that cp divides
+    seq_len (cp * tp under sequence parallelism) and, for `a2a`, the heads
+    and KV heads each tp rank holds, naming the sizes.
+  }];
+  let options = [Option<"cpSize", "cp", "int64_t", "2",
+                        "context-parallel ranks">,
+                 Option<"exchange", "comm", "std::string", "\"a2a\"",
+                        "attention's exchange: a2a or all_gather">];
+}
+
 def VocabParallel : Pass<"sharc-vocab-parallel", "::mlir::ModuleOp"> {
   let summary = "request vocabulary parallelism of embedding, head and loss";
   let description = [{
@@ -204,18 +226,19 @@ def BucketGradients : Pass<"sharc-bucket-gradients", "::mlir::ModuleOp"> {
   let summary = "gather data-parallel gradient all_reduces into buckets";
   let description = [{
     After autodiff, the gradient of every data-parallel parameter ends in
-    its own all_reduce over dp. This pass groups them, in the order the
-    backward produces the gradients (last layer first), into buckets of at
-    most `bucket-bytes` (DDP's default 25 MiB), each one all_reduce_coalesced
+    its own all_reduce over dp (over `dp,cp` when context parallelism splits
+    the tokens as well). This pass groups them, in the order the backward
+    produces the gradients (last layer first), into buckets of at most
+    `bucket-bytes` (DDP's default 25 MiB), each one all_reduce_coalesced
     placed right after its last gradient is ready, so that a bucket can
     run while the backward of earlier layers continues.
 
     The planner lays a bucket's gradients side by side in one slab, in
     operand order, and reduces the slab in place with one collective call
-    (docs/memory.md). Hence a bucket holds one element type (each type
-    fills its own open bucket), and a gradient that anything but its
-    all_reduce reads keeps its own all_reduce: in place, that reader would
-    see the sum.
+    (docs/memory.md). Hence a bucket holds one element type over one group
+    of axes (each fills its own open bucket), and a gradient that anything
+    but its all_reduce reads keeps its own all_reduce: in place, that
+    reader would see the sum.
 
     Before: `%a = sharc.all_reduce %ga {axis = "dp"}`, the same for `%b`.
     After: `%a, %b = sharc.all_reduce_coalesced %ga, %gb {axis = "dp"}`.

@@ -15,11 +15,21 @@ bool sharc::applyModePreset(StringRef mode, int64_t size,
     options.dpSize = size;
     return true;
   }
+  // Context parallelism: --cp N (here `size`) ranks split the sequence;
+  // tp_cp takes tp from `size` and cp from --cp (2 unless given).
+  if (mode == "cp") {
+    options.cpSize = size;
+    return true;
+  }
   if (!mode.starts_with("tp"))
     return false;
   options.tpSize = size;
   if (mode == "tp")
     return true;
+  if (mode == "tp_cp") {
+    options.cpSize = 2;
+    return true;
+  }
   if (mode == "tp_sp") {
     options.sequenceParallel = true;
     return true;
@@ -38,11 +48,12 @@ bool sharc::applyModePreset(StringRef mode, int64_t size,
 }
 
 StringRef sharc::modePresetNames() {
-  return "dense, ddp, tp, tp_sp, tp_sp_async, tp_vp, tp_sp_async_vp";
+  return "dense, ddp, tp, tp_sp, tp_sp_async, tp_vp, tp_sp_async_vp, cp, "
+         "tp_cp";
 }
 
 void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
-  bool sharded = options.dpSize > 1 || options.tpSize > 1;
+  bool sharded = options.dpSize > 1 || options.tpSize > 1 || options.cpSize > 1;
   for (const auto &[name, size] : options.extraAxes) {
     pm.addPass(createDeclareAxis({name, size}));
     sharded |= size > 1;
@@ -56,6 +67,9 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     if (options.vocabParallel)
       pm.addPass(createVocabParallel());
   }
+  // After tp and sp: their sizes enter the divisibility checks.
+  if (options.cpSize > 1)
+    pm.addPass(createContextParallel({options.cpSize, options.cpComm}));
   if (sharded)
     pm.addPass(createSpmdize());
   pm.addPass(createAutodiff());

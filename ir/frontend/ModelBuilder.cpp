@@ -114,9 +114,14 @@ Value ForwardBuilder::block(Value h, int64_t layer) {
   auto thetaAttr = builder.getF64FloatAttr(model.ropeTheta.value);
   auto zero = builder.getI64IntegerAttr(0);
   Location ropeLoc = loc(model.ropeTheta.loc);
-  q = builder.create<RopeOp>(ropeLoc, q, headDimAttr, thetaAttr, zero);
-  k = builder.create<RopeOp>(ropeLoc, k, headDimAttr, thetaAttr, zero);
-  auto attention = builder.create<AttentionOp>(attnLoc, q, k, v, headDimAttr);
+  // Dense: whole sequences, no position_axis (spmdize sets it on a split).
+  StringAttr wholeSequence;
+  q = builder.create<RopeOp>(ropeLoc, q, headDimAttr, thetaAttr, zero,
+                             wholeSequence);
+  k = builder.create<RopeOp>(ropeLoc, k, headDimAttr, thetaAttr, zero,
+                             wholeSequence);
+  auto attention =
+      builder.create<AttentionOp>(attnLoc, q, k, v, headDimAttr, wholeSequence);
   Value o =
       linear(attention.getOut(), attn + ".o_proj", hidden, kRoleRow, attnLoc);
   h = builder.create<AddOp>(hiddenLoc, h, o);

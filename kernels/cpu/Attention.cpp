@@ -73,15 +73,20 @@ struct RowIndex {
   }
 };
 
+/// The last key query i sees: its global position, within the keys held.
+template <typename Args> int64_t lastKey(const Args &args, int64_t i) {
+  return std::min(args.queryStart + i, args.keys() - 1);
+}
+
 template <typename Acc> void attentionImpl(const AttentionArgs &args) {
   int64_t seqLen = args.seqLen, headDim = args.headDim;
   RowIndex index{args.batch, args.numHeads, args.numKvHeads, headDim};
   auto q = loadAll<Acc>(args.q, seqLen * args.batch * args.numHeads * headDim);
-  int64_t kvNumel = seqLen * args.batch * args.numKvHeads * headDim;
+  int64_t kvNumel = args.keys() * args.batch * args.numKvHeads * headDim;
   auto k = loadAll<Acc>(args.k, kvNumel);
   auto v = loadAll<Acc>(args.v, kvNumel);
   std::vector<Acc> out(q.size(), Acc(0));
-  std::vector<Acc> scores(seqLen);
+  std::vector<Acc> scores(args.keys());
   Acc scale = Acc(1) / std::sqrt(static_cast<Acc>(headDim));
   int64_t groupSize = args.numHeads / args.numKvHeads;
   for (int64_t b = 0; b < args.batch; ++b)
@@ -90,17 +95,18 @@ template <typename Acc> void attentionImpl(const AttentionArgs &args) {
       for (int64_t i = 0; i < seqLen; ++i) {
         const Acc *qRow = q.data() + index.q(i, b, h);
         Acc maxScore = -std::numeric_limits<Acc>::infinity();
-        for (int64_t j = 0; j <= i; ++j) {
+        int64_t last = lastKey(args, i);
+        for (int64_t j = 0; j <= last; ++j) {
           scores[j] =
               scale * dot(qRow, k.data() + index.kv(j, b, kvHead), headDim);
           maxScore = std::max(maxScore, scores[j]);
         }
         Acc sumExp = 0;
-        for (int64_t j = 0; j <= i; ++j)
+        for (int64_t j = 0; j <= last; ++j)
           sumExp += std::exp(scores[j] - maxScore);
         Acc lse = maxScore + std::log(sumExp);
         Acc *outRow = out.data() + index.q(i, b, h);
-        for (int64_t j = 0; j <= i; ++j)
+        for (int64_t j = 0; j <= last; ++j)
           axpy(std::exp(scores[j] - lse), v.data() + index.kv(j, b, kvHead),
                outRow, headDim);
         args.lse[(b * args.numHeads + h) * seqLen + i] =
@@ -114,7 +120,7 @@ template <typename Acc> void attentionGradImpl(const AttentionGradArgs &args) {
   int64_t seqLen = args.seqLen, headDim = args.headDim;
   RowIndex index{args.batch, args.numHeads, args.numKvHeads, headDim};
   int64_t qNumel = seqLen * args.batch * args.numHeads * headDim;
-  int64_t kvNumel = seqLen * args.batch * args.numKvHeads * headDim;
+  int64_t kvNumel = args.keys() * args.batch * args.numKvHeads * headDim;
   auto q = loadAll<Acc>(args.q, qNumel);
   auto k = loadAll<Acc>(args.k, kvNumel);
   auto v = loadAll<Acc>(args.v, kvNumel);
@@ -133,7 +139,8 @@ template <typename Acc> void attentionGradImpl(const AttentionGradArgs &args) {
         const Acc *doutRow = dout.data() + qOffset;
         Acc lse = args.lse[(b * args.numHeads + h) * seqLen + i];
         Acc delta = dot(doutRow, out.data() + qOffset, headDim);
-        for (int64_t j = 0; j <= i; ++j) {
+        int64_t last = lastKey(args, i);
+        for (int64_t j = 0; j <= last; ++j) {
           int64_t kvOffset = index.kv(j, b, kvHead);
           const Acc *kRow = k.data() + kvOffset;
           Acc p = std::exp(scale * dot(qRow, kRow, headDim) - lse);

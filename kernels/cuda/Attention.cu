@@ -108,8 +108,9 @@ __device__ void onlineSoftmax(float (&s)[NT][4], float (&m)[2], float (&l)[2],
   float alpha[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    // Every tile holds the row's own key or an earlier one, so mNew is
-    // finite and alpha = exp2(-inf) = 0 on the first tile.
+    // The first tile holds key 0, which every row sees, so mNew is finite
+    // from then on and alpha = exp2(-inf) = 0 on the first tile; a later
+    // tile all masked for a row leaves m and l as they were.
     float mNew = fmaxf(m[r], quadMax(tileMax[r]) * scaleLog2);
     alpha[r] = exp2f(m[r] - mNew);
     m[r] = mNew;
@@ -148,19 +149,26 @@ __global__ void __launch_bounds__(kThreads)
                                   qBlock * kTileRows, shape);
 
   const int row0 = qBlock * kTileRows + warp * 16 + lane / 4;
+  // Key tiles up to the block's last query position; those reaching past
+  // its first query need the mask (square: only the diagonal one).
+  const Shape keys = keysOf(shape);
+  const int firstQuery = shape.queryStart + qBlock * kTileRows;
+  const int lastKBlock = min((firstQuery + kTileRows - 1) / kTileRows,
+                             (shape.kvSeqLen - 1) / kTileRows);
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  for (int kBlock = 0; kBlock <= qBlock; ++kBlock) {
+  for (int kBlock = 0; kBlock <= lastKBlock; ++kBlock) {
     __syncthreads();
     loadTile<kTileRows, D, kStride>(kTile, p.k + at.kvOffset, at.kvRowStride,
-                                    kBlock * kTileRows, shape);
+                                    kBlock * kTileRows, keys);
     loadTile<kTileRows, D, kStride>(vTile, p.v + at.kvOffset, at.kvRowStride,
-                                    kBlock * kTileRows, shape);
+                                    kBlock * kTileRows, keys);
     __syncthreads();
     float s[kTileRows / 8][4] = {};
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
-    if (kBlock == qBlock)
-      maskFutureKeys(s, row0, kBlock * kTileRows + 2 * (lane % 4));
+    if ((kBlock + 1) * kTileRows - 1 > firstQuery)
+      maskFutureKeys(s, shape.queryStart + row0,
+                     kBlock * kTileRows + 2 * (lane % 4));
     onlineSoftmax(s, m, l, o, shape.scaleLog2);
     Math::abReg(o, s, vTile, kStride);
   }
@@ -199,18 +207,21 @@ __global__ void __launch_bounds__(kThreads)
   const int firstHead = blockIdx.x % shape.numKvHeads * groupSize;
   const int kBlock = blockIdx.y;
   const Slice kv = sliceOf(shape, b, firstHead);
+  const Shape keys = keysOf(shape);
   loadTile<kTileRows, D, kStride>(kTile, p.k + kv.kvOffset, kv.kvRowStride,
-                                  kBlock * kTileRows, shape);
+                                  kBlock * kTileRows, keys);
   loadTile<kTileRows, D, kStride>(vTile, p.v + kv.kvOffset, kv.kvRowStride,
-                                  kBlock * kTileRows, shape);
+                                  kBlock * kTileRows, keys);
 
   const int key0 = kBlock * kTileRows + warp * 16 + lane / 4;
   const int numQTiles = (shape.seqLen + kGradQueries - 1) / kGradQueries;
+  // The first query tile with a query at or after this key tile's start.
+  const int firstQTile =
+      max(0, kBlock * kTileRows - shape.queryStart) / kGradQueries;
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   for (int h = firstHead; h < firstHead + groupSize; ++h) {
     const Slice at = sliceOf(shape, b, h);
-    for (int qTileIndex = kBlock * kTileRows / kGradQueries;
-         qTileIndex < numQTiles; ++qTileIndex) {
+    for (int qTileIndex = firstQTile; qTileIndex < numQTiles; ++qTileIndex) {
       const int query0 = qTileIndex * kGradQueries;
       __syncthreads();
       loadTile<kGradQueries, D, kStride>(qTile, p.q + at.qOffset, at.qRowStride,
@@ -225,16 +236,17 @@ __global__ void __launch_bounds__(kThreads)
       Math::template abT<D>(sT, kTile + warp * 16 * kStride, qTile, kStride);
       Math::template abT<D>(dpT, vTile + warp * 16 * kStride, doutTile,
                             kStride);
-      const bool needsMask = query0 < (kBlock + 1) * kTileRows ||
-                             query0 + kGradQueries > shape.seqLen;
+      const bool needsMask =
+          shape.queryStart + query0 < (kBlock + 1) * kTileRows ||
+          query0 + kGradQueries > shape.seqLen;
 #pragma unroll
       for (int nt = 0; nt < kGradQueries / 8; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int col = 8 * nt + 2 * (lane % 4) + (c & 1);
           const int query = query0 + col, key = key0 + 8 * (c >> 1);
-          const bool masked =
-              needsMask && (query < key || query >= shape.seqLen);
+          const bool masked = needsMask && (shape.queryStart + query < key ||
+                                            query >= shape.seqLen);
           const float prob =
               masked ? 0.f
                      : exp2f(fmaf(sT[nt][c], shape.scaleLog2, -lse2[col]));
@@ -245,8 +257,8 @@ __global__ void __launch_bounds__(kThreads)
       Math::abReg(dk, dpT, qTile, kStride);
     }
   }
-  storeRows(p.dv + kv.kvOffset, kv.kvRowStride, dv, 1.f, key0, shape);
-  storeRows(p.dk + kv.kvOffset, kv.kvRowStride, dk, shape.scale, key0, shape);
+  storeRows(p.dv + kv.kvOffset, kv.kvRowStride, dv, 1.f, key0, keys);
+  storeRows(p.dk + kv.kvOffset, kv.kvRowStride, dk, shape.scale, key0, keys);
 }
 
 template <typename Math, typename T, int D>
@@ -279,19 +291,23 @@ __global__ void __launch_bounds__(kThreads)
   const float rowLse2[2] = {lse2[local0], lse2[local0 + 8]};
   const float rowDelta[2] = {delta[local0], delta[local0 + 8]};
 
+  // As the forward: key tiles up to the block's last query position.
+  const Shape keys = keysOf(shape);
+  const int firstQuery = shape.queryStart + query0;
+  const int lastKey = min(firstQuery + kTileRows - 1, shape.kvSeqLen - 1);
   float dq[D / 8][4] = {};
-  for (int key0 = 0; key0 <= query0; key0 += kTileRows) {
+  for (int key0 = 0; key0 <= lastKey; key0 += kTileRows) {
     __syncthreads();
     loadTile<kTileRows, D, kStride>(kTile, p.k + at.kvOffset, at.kvRowStride,
-                                    key0, shape);
+                                    key0, keys);
     loadTile<kTileRows, D, kStride>(vTile, p.v + at.kvOffset, at.kvRowStride,
-                                    key0, shape);
+                                    key0, keys);
     __syncthreads();
     float s[kTileRows / 8][4] = {}, dp[kTileRows / 8][4] = {};
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
     Math::template abT<D>(dp, doutTile + warp * 16 * kStride, vTile, kStride);
-    if (key0 == query0)
-      maskFutureKeys(s, row0, key0 + 2 * (lane % 4));
+    if (key0 + kTileRows - 1 > firstQuery)
+      maskFutureKeys(s, shape.queryStart + row0, key0 + 2 * (lane % 4));
 #pragma unroll
     for (int nt = 0; nt < kTileRows / 8; ++nt)
 #pragma unroll
@@ -355,6 +371,13 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
     return Status::invalidInput(
         "attention: seqLen (" + std::to_string(args.seqLen) + ") and batch (" +
         std::to_string(args.batch) + ") must be non-negative");
+  // A query block (context parallelism's K/V all-gather) lies inside the
+  // keys, so every query sees key 0.
+  if (args.queryStart < 0 || args.queryStart + args.seqLen > args.keys())
+    return Status::invalidInput(
+        "attention: a query block at " + std::to_string(args.queryStart) +
+        " of " + std::to_string(args.seqLen) + " rows does not fit in " +
+        std::to_string(args.keys()) + " keys");
   if (args.numHeads <= 0 || args.numKvHeads <= 0 ||
       args.numHeads % args.numKvHeads != 0)
     return Status::invalidInput("attention: numKvHeads (" +
@@ -365,7 +388,7 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
     return Status::invalidInput(
         "attention: headDim must be a multiple of 8 in [8, 128], got " +
         std::to_string(args.headDim));
-  if (ceilDiv(args.seqLen, kTileRows) > 65535 ||
+  if (ceilDiv(args.keys(), kTileRows) > 65535 ||
       args.batch * args.numHeads > INT32_MAX)
     return Status::invalidInput(
         "attention: seqLen " + std::to_string(args.seqLen) + " x batch " +
@@ -377,7 +400,9 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
            static_cast<int>(args.numKvHeads),
            static_cast<int>(args.headDim),
            scale,
-           scale * kLog2e};
+           scale * kLog2e,
+           static_cast<int>(args.keys()),
+           static_cast<int>(args.queryStart)};
   return Status::ok();
 }
 
@@ -455,10 +480,11 @@ Status attentionGrad(const AttentionGradArgs &args, DeviceStream stream) {
                          static_cast<T *>(args.dv.data),
                          shape};
     const int numSeqBlocks = ceilDiv(shape.seqLen, kTileRows);
+    const int numKeyBlocks = ceilDiv(shape.kvSeqLen, kTileRows);
     size_t kvBytes = tileBytes<Math, D>(2 * kTileRows + 2 * kGradQueries) +
                      2 * kGradQueries * sizeof(float);
     SHARC_TRY(launch(attentionGradKvKernel<Math, T, D>, "attentionGradKvKernel",
-                     dim3(shape.batch * shape.numKvHeads, numSeqBlocks),
+                     dim3(shape.batch * shape.numKvHeads, numKeyBlocks),
                      kvBytes, stream, params));
     size_t qBytes =
         tileBytes<Math, D>(4 * kTileRows) + 2 * kTileRows * sizeof(float);

@@ -30,10 +30,20 @@ constexpr float kLn2 = 0.6931471805599453f;
 /// false runs BF16 storage through FmaF32 as well (same tiling, fp32 tiles).
 constexpr bool kBf16TensorCores = true;
 
+/// seqLen counts queries; kvSeqLen keys, and query i sits at global
+/// position queryStart + i (kernels/Attention.h; seqLen and 0 when square).
 struct Shape {
   int seqLen, batch, numHeads, numKvHeads, headDim;
   float scale, scaleLog2;
+  int kvSeqLen, queryStart;
 };
+
+/// The shape whose rows are the keys, for loading and storing K/V rows.
+__device__ inline Shape keysOf(const Shape &shape) {
+  Shape keys = shape;
+  keys.seqLen = shape.kvSeqLen;
+  return keys;
+}
 
 //===----------------------------------------------------------------------===//
 // Global <-> shared memory, 8 elements (one 16-byte bf16 chunk) at a time

@@ -111,6 +111,13 @@ Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
   if (!accepts(args.q.dtype, args.headDim))
     return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
                                 "multiple of 8 up to 128");
+  // A query block against a longer gathered K/V (context parallelism)
+  // needs a bottom-right-shifted causal mask this graph does not build.
+  if (args.keys() != args.seqLen || args.queryStart != 0)
+    return Status::invalidInput(
+        "cuDNN attention here is square causal only; a query block at " +
+        std::to_string(args.queryStart) + " of " + std::to_string(args.keys()) +
+        " keys is not");
   Key key{backward,      args.seqLen,     args.batch,
           args.numHeads, args.numKvHeads, args.headDim};
   if (auto it = graphs_.find(key); it != graphs_.end())

@@ -43,9 +43,10 @@ std::vector<OpSchema> makeSchemas() {
   std::vector<AttrSpec> rope = {intAttr("head_dim", 1), floatAttr("theta"),
                                 optional(intAttr("position_offset", 0)),
                                 optional(axisAttr("position_axis"))};
+  std::vector<AttrSpec> attention = {intAttr("head_dim", 1),
+                                     optional(axisAttr("position_axis"))};
   std::vector<AttrSpec> normRope = rope;
   normRope.push_back(floatAttr("eps"));
-  std::vector<AttrSpec> headDim = {intAttr("head_dim", 1)};
   std::vector<AttrSpec> validVocab = {intAttr("valid_vocab", 1)};
   std::vector<AttrSpec> vocabParallel = {intAttr("valid_vocab", 1),
                                          axisAttr("vocab_axis")};
@@ -104,7 +105,7 @@ std::vector<OpSchema> makeSchemas() {
        {{"q", 'T'}, {"k", 'T'}, {"v", 'T'}},
        {{"out", 'T'}, {"lse", 'F'}},
        false,
-       headDim},
+       attention},
       {"attention_grad",
        {{"q", 'T'},
         {"k", 'T'},
@@ -114,7 +115,7 @@ std::vector<OpSchema> makeSchemas() {
         {"dout", 'T'}},
        {{"dq", 'T'}, {"dk", 'T'}, {"dv", 'T'}},
        false,
-       headDim},
+       attention},
       {"swiglu", {{"gate", 'T'}, {"up", 'T'}}, {{"y", 'T'}}, false, {}},
       {"swiglu_grad",
        {{"gate", 'T'}, {"up", 'T'}, {"dy", 'T'}},

@@ -106,10 +106,10 @@ TEST_CASE("production plans at tp=8 and dp=2 x tp=4 train like dense",
 
 TEST_CASE("a dp2 x cp2 x tp2 mesh of 8 simulated ranks matches dense",
           "[numerics][parity]") {
-  // cp is declared and nothing is split over it yet (the layout of context
-  // parallelism comes next): the plan's mesh has three axes, each cp pair
-  // computes alike, and gradients, logits, loss and training must still
-  // be the dense model's.
+  // cp is only declared here (sharc-declare-axis), nothing split over it:
+  // the plan's mesh has three axes, each cp pair computes alike, and
+  // gradients, logits, loss and training must still be the dense model's.
+  // ContextParallelTest splits the sequence over cp on the same mesh.
   PipelineOptions layout;
   REQUIRE(applyModePreset("tp_sp_async_vp", 2, layout));
   layout.dpSize = 2;

@@ -41,6 +41,8 @@ struct CompileFlags {
   std::string dumpIr; ///< "", "after-all" or "final"
   std::string mode = "dense";
   std::optional<int64_t> dpSize, tpSize, bucketBytes;
+  std::optional<int64_t> cpSize;
+  std::string cpComm;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
   bool emitLogits = false;
@@ -59,9 +61,14 @@ void printUsage(FILE *out) {
   std::fprintf(out,
                "usage: sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN]\n"
                "         [--mode dense|ddp|tp|tp_sp|tp_sp_async|tp_vp|"
-               "tp_sp_async_vp]\n"
+               "tp_sp_async_vp|cp|tp_cp]\n"
                "         [--dp N] [--tp N] [--sp] [--vp] "
                "[--recompute none|sp-allgather]\n"
+               "         [--cp N (context parallel: the sequence split over N "
+               "ranks)]\n"
+               "         [--cp-comm a2a|all_gather (attention's exchange: "
+               "Ulysses all_to_all,\n"
+               "          or K/V all-gathered; default a2a)]\n"
                "         [--bucket-bytes N (data-parallel gradient buckets, "
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
@@ -103,7 +110,7 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
     };
     if (arg == "-o" || arg == "--run" || arg == "--mode" ||
         arg == "--recompute" || arg == "--machine" || arg == "--trace-sim" ||
-        arg == "--schedule") {
+        arg == "--schedule" || arg == "--cp-comm") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
@@ -119,9 +126,12 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.schedule = *v;
       else if (arg == "--trace-sim")
         flags.traceSimPath = *v;
+      else if (arg == "--cp-comm")
+        flags.cpComm = *v;
       else
         flags.recompute = *v;
-    } else if (arg == "--dp" || arg == "--tp" || arg == "--bucket-bytes") {
+    } else if (arg == "--dp" || arg == "--tp" || arg == "--cp" ||
+               arg == "--bucket-bytes") {
       std::optional<std::string> v = value(arg.c_str());
       char *end = nullptr;
       long long size = v ? std::strtoll(v->c_str(), &end, 10) : 0;
@@ -130,6 +140,7 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         return usageError(arg + " needs a positive integer");
       (arg == "--dp"   ? flags.dpSize
        : arg == "--tp" ? flags.tpSize
+       : arg == "--cp" ? flags.cpSize
                        : flags.bucketBytes) = size;
     } else if (arg == "--sp") {
       flags.sequenceParallel = true;
@@ -240,8 +251,9 @@ int compile(const CompileFlags &flags) {
   options.runPath = flags.runPath;
   options.emitLogits = flags.emitLogits;
   sharc::PipelineOptions &pipeline = options.pipeline;
-  int64_t presetSize =
-      flags.mode == "ddp" ? flags.dpSize.value_or(2) : flags.tpSize.value_or(2);
+  int64_t presetSize = flags.mode == "ddp"  ? flags.dpSize.value_or(2)
+                       : flags.mode == "cp" ? flags.cpSize.value_or(2)
+                                            : flags.tpSize.value_or(2);
   if (!sharc::applyModePreset(flags.mode, presetSize, pipeline))
     return usageError("unknown mode '" + flags.mode + "' (expected one of " +
                       sharc::modePresetNames().str() + ")");
@@ -251,6 +263,17 @@ int compile(const CompileFlags &flags) {
     pipeline.tpSize = *flags.tpSize;
   if (flags.bucketBytes)
     pipeline.bucketBytes = *flags.bucketBytes;
+  if (flags.cpSize)
+    pipeline.cpSize = *flags.cpSize;
+  if (!flags.cpComm.empty()) {
+    if (flags.cpComm != "a2a" && flags.cpComm != "all_gather")
+      return usageError("unknown cp exchange '" + flags.cpComm +
+                        "' (expected a2a or all_gather)");
+    if (pipeline.cpSize == 1)
+      return usageError("--cp-comm picks context parallelism's exchange; it "
+                        "needs --cp N, N > 1");
+    pipeline.cpComm = flags.cpComm;
+  }
   pipeline.sequenceParallel |= flags.sequenceParallel;
   pipeline.vocabParallel |= flags.vocabParallel;
   if (!flags.recompute.empty()) {

@@ -168,3 +168,104 @@ TEST_CASE("attention gradients match finite differences of the forward",
   CHECK(maxRelativeError(dk.values(), numericDk) < 1e-6);
   CHECK(maxRelativeError(dv.values(), numericDv) < 1e-6);
 }
+
+TEST_CASE("a query block against all keys is those rows of full attention, "
+          "and the blocks' gradients sum to the full ones",
+          "[kernels]") {
+  // Context parallelism's K/V all-gather: block r of numBlocks holds
+  // queries r*blockLen.. and meets all seqLen keys (kernels/Attention.h).
+  constexpr int64_t seqLen = 6, batch = 2, heads = 4, kvHeads = 2, dim = 4;
+  const DType f64 = DType::F64;
+  const int64_t rowQ = batch * heads * dim, rowKv = batch * kvHeads * dim;
+  std::mt19937 rng(14);
+  std::vector<double> qValues = randomValues(seqLen * rowQ, rng, 2.0);
+  std::vector<double> kValues = randomValues(seqLen * rowKv, rng, 2.0);
+  std::vector<double> vValues = randomValues(seqLen * rowKv, rng);
+  std::vector<double> cotangent = randomValues(seqLen * rowQ, rng);
+  Tensor q(f64, qValues), k(f64, kValues), v(f64, vValues),
+      dout(f64, cotangent);
+  Tensor out(f64, seqLen * rowQ), dq(f64, seqLen * rowQ);
+  Tensor dk(f64, seqLen * rowKv), dv(f64, seqLen * rowKv);
+  std::vector<float> lse(batch * heads * seqLen);
+  AttentionArgs whole{.q = q.cview(),
+                      .k = k.cview(),
+                      .v = v.cview(),
+                      .out = out.view(),
+                      .lse = lse.data(),
+                      .seqLen = seqLen,
+                      .batch = batch,
+                      .numHeads = heads,
+                      .numKvHeads = kvHeads,
+                      .headDim = dim};
+  cpu::attention(whole);
+  cpu::attentionGrad({.q = q.cview(),
+                      .k = k.cview(),
+                      .v = v.cview(),
+                      .out = out.cview(),
+                      .dout = dout.cview(),
+                      .lse = lse.data(),
+                      .dq = dq.view(),
+                      .dk = dk.view(),
+                      .dv = dv.view(),
+                      .seqLen = seqLen,
+                      .batch = batch,
+                      .numHeads = heads,
+                      .numKvHeads = kvHeads,
+                      .headDim = dim});
+  for (int64_t numBlocks : {2, 3}) {
+    const int64_t blockLen = seqLen / numBlocks;
+    std::vector<double> dkSum(seqLen * rowKv, 0.0), dvSum(seqLen * rowKv, 0.0);
+    for (int64_t r = 0; r < numBlocks; ++r) {
+      INFO(numBlocks << " blocks, block " << r);
+      auto rows = [&](const std::vector<double> &all) {
+        return std::vector<double>(all.begin() + r * blockLen * rowQ,
+                                   all.begin() + (r + 1) * blockLen * rowQ);
+      };
+      Tensor qBlock(f64, rows(qValues)), doutBlock(f64, rows(cotangent));
+      Tensor outBlock(f64, blockLen * rowQ), dqBlock(f64, blockLen * rowQ);
+      Tensor dkPart(f64, seqLen * rowKv), dvPart(f64, seqLen * rowKv);
+      std::vector<float> lseBlock(batch * heads * blockLen);
+      cpu::attention({.q = qBlock.cview(),
+                      .k = k.cview(),
+                      .v = v.cview(),
+                      .out = outBlock.view(),
+                      .lse = lseBlock.data(),
+                      .seqLen = blockLen,
+                      .batch = batch,
+                      .numHeads = heads,
+                      .numKvHeads = kvHeads,
+                      .headDim = dim,
+                      .kvSeqLen = seqLen,
+                      .queryStart = r * blockLen});
+      REQUIRE(maxRelativeError(outBlock.values(), rows(out.values())) < 1e-13);
+      for (int64_t bh = 0; bh < batch * heads; ++bh)
+        for (int64_t i = 0; i < blockLen; ++i)
+          REQUIRE(lseBlock[bh * blockLen + i] ==
+                  lse[bh * seqLen + r * blockLen + i]);
+      cpu::attentionGrad({.q = qBlock.cview(),
+                          .k = k.cview(),
+                          .v = v.cview(),
+                          .out = outBlock.cview(),
+                          .dout = doutBlock.cview(),
+                          .lse = lseBlock.data(),
+                          .dq = dqBlock.view(),
+                          .dk = dkPart.view(),
+                          .dv = dvPart.view(),
+                          .seqLen = blockLen,
+                          .batch = batch,
+                          .numHeads = heads,
+                          .numKvHeads = kvHeads,
+                          .headDim = dim,
+                          .kvSeqLen = seqLen,
+                          .queryStart = r * blockLen});
+      REQUIRE(maxRelativeError(dqBlock.values(), rows(dq.values())) < 1e-12);
+      for (int64_t i = 0; i < seqLen * rowKv; ++i) {
+        dkSum[i] += dkPart.at(i);
+        dvSum[i] += dvPart.at(i);
+      }
+    }
+    INFO(numBlocks << " blocks");
+    REQUIRE(maxRelativeError(dkSum, dk.values()) < 1e-12);
+    REQUIRE(maxRelativeError(dvSum, dv.values()) < 1e-12);
+  }
+}

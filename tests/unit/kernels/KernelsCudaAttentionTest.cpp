@@ -64,21 +64,35 @@ private:
 
 struct Shape {
   int64_t seqLen, batch, numHeads, numKvHeads, headDim;
+  /// A query block at queryStart against kvSeqLen keys (0: square).
+  int64_t kvSeqLen = 0, queryStart = 0;
+  int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
   int64_t qNumel() const { return seqLen * batch * numHeads * headDim; }
-  int64_t kvNumel() const { return seqLen * batch * numKvHeads * headDim; }
+  int64_t kvNumel() const { return keys() * batch * numKvHeads * headDim; }
   int64_t lseNumel() const { return batch * numHeads * seqLen; }
   std::string name() const {
     return "seqLen " + std::to_string(seqLen) + ", batch " +
            std::to_string(batch) + ", heads " + std::to_string(numHeads) + "/" +
-           std::to_string(numKvHeads) + ", headDim " + std::to_string(headDim);
+           std::to_string(numKvHeads) + ", headDim " + std::to_string(headDim) +
+           ", keys " + std::to_string(keys()) + " from query " +
+           std::to_string(queryStart);
   }
 };
 
 // 37 fits in one tile, 130 spans three forward tiles and five dk/dv query
 // tiles, both with a ragged end; 40 pads the 64 bucket.
-const Shape kShapes[] = {{37, 3, 4, 2, 64},   {130, 3, 3, 1, 96},
-                         {130, 3, 4, 2, 128}, {37, 3, 3, 1, 128},
-                         {130, 3, 4, 2, 64},  {130, 2, 4, 2, 40}};
+const std::vector<Shape> kShapes = {{37, 3, 4, 2, 64},   {130, 3, 3, 1, 96},
+                                    {130, 3, 4, 2, 128}, {37, 3, 3, 1, 128},
+                                    {130, 3, 4, 2, 64},  {130, 2, 4, 2, 40}};
+
+// Query blocks of context parallelism's K/V all-gather: blocks that start
+// inside a tile (60, 99), on a tile edge (192) and at 0, ending inside the
+// last key tile or on its edge.
+const std::vector<Shape> kBlockShapes = {{37, 3, 4, 2, 64, 130, 60},
+                                         {33, 2, 3, 1, 128, 132, 99},
+                                         {64, 2, 4, 2, 40, 256, 192},
+                                         {65, 3, 4, 2, 96, 130, 0},
+                                         {32, 2, 4, 4, 64, 128, 96}};
 
 double tolerance(DType dtype) { return dtype == DType::F32 ? 1e-4 : 2e-2; }
 
@@ -137,7 +151,9 @@ CpuForward cpuForward(const Shape &shape, DType dtype, const Inputs &in) {
                   .batch = shape.batch,
                   .numHeads = shape.numHeads,
                   .numKvHeads = shape.numKvHeads,
-                  .headDim = shape.headDim});
+                  .headDim = shape.headDim,
+                  .kvSeqLen = shape.kvSeqLen,
+                  .queryStart = shape.queryStart});
   return result;
 }
 
@@ -145,9 +161,10 @@ using ForwardFn = std::function<Status(const AttentionArgs &)>;
 using BackwardFn = std::function<Status(const AttentionGradArgs &)>;
 
 /// `forward` against cpu::attention on every shape, in each of `dtypes`.
-void checkForward(const ForwardFn &forward, std::vector<DType> dtypes) {
+void checkForward(const ForwardFn &forward, std::vector<DType> dtypes,
+                  const std::vector<Shape> &shapes = kShapes) {
   std::mt19937 rng(61);
-  for (const Shape &shape : kShapes)
+  for (const Shape &shape : shapes)
     for (DType dtype : dtypes) {
       INFO(shape.name() << ", " << dtypeName(dtype));
       Inputs in = randomInputs(shape, dtype, rng);
@@ -167,7 +184,9 @@ void checkForward(const ForwardFn &forward, std::vector<DType> dtypes) {
                                .batch = shape.batch,
                                .numHeads = shape.numHeads,
                                .numKvHeads = shape.numKvHeads,
-                               .headDim = shape.headDim});
+                               .headDim = shape.headDim,
+                               .kvSeqLen = shape.kvSeqLen,
+                               .queryStart = shape.queryStart});
       INFO(status.message());
       REQUIRE(status.isOk());
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -181,9 +200,10 @@ void checkForward(const ForwardFn &forward, std::vector<DType> dtypes) {
 
 /// `backward` against cpu::attentionGrad on every shape, in each of
 /// `dtypes`, both reading the cpu forward's out and lse.
-void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes) {
+void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes,
+                   const std::vector<Shape> &shapes = kShapes) {
   std::mt19937 rng(62);
-  for (const Shape &shape : kShapes)
+  for (const Shape &shape : shapes)
     for (DType dtype : dtypes) {
       INFO(shape.name() << ", " << dtypeName(dtype));
       Inputs in = randomInputs(shape, dtype, rng);
@@ -205,7 +225,9 @@ void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes) {
                           .batch = shape.batch,
                           .numHeads = shape.numHeads,
                           .numKvHeads = shape.numKvHeads,
-                          .headDim = shape.headDim});
+                          .headDim = shape.headDim,
+                          .kvSeqLen = shape.kvSeqLen,
+                          .queryStart = shape.queryStart});
 
       DeviceBuffer q(in.q, dtype), k(in.k, dtype), v(in.v, dtype);
       DeviceBuffer out(forward.out, dtype), dOut(dout, dtype);
@@ -232,7 +254,9 @@ void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes) {
                                 .batch = shape.batch,
                                 .numHeads = shape.numHeads,
                                 .numKvHeads = shape.numKvHeads,
-                                .headDim = shape.headDim});
+                                .headDim = shape.headDim,
+                                .kvSeqLen = shape.kvSeqLen,
+                                .queryStart = shape.queryStart});
       INFO(status.message());
       REQUIRE(status.isOk());
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -264,6 +288,25 @@ TEST_CASE("cuda::attentionGrad matches cpu::attentionGrad", "[gpu]") {
         return cuda::attentionGrad(args, nullptr);
       },
       {DType::F32, DType::BF16});
+}
+
+TEST_CASE("cuda::attention of a query block matches cpu::attention", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  checkForward(
+      [](const AttentionArgs &args) { return cuda::attention(args, nullptr); },
+      {DType::F32, DType::BF16}, kBlockShapes);
+}
+
+TEST_CASE("cuda::attentionGrad of a query block matches cpu::attentionGrad",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  checkBackward(
+      [](const AttentionGradArgs &args) {
+        return cuda::attentionGrad(args, nullptr);
+      },
+      {DType::F32, DType::BF16}, kBlockShapes);
 }
 
 #if SHARC_WITH_CUDNN
@@ -313,6 +356,30 @@ TEST_CASE("cuDNN attention is asked only for bf16 and head dims it has",
   CHECK_FALSE(cuda::CudnnAttention::accepts(DType::F32, 64));
   CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 100));
   CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 136));
+}
+
+TEST_CASE("cuDNN declines a query block, which then runs on sharc's kernel",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto engine = cuda::CudnnAttention::create(nullptr);
+  REQUIRE(engine);
+  const Shape &shape = kBlockShapes.front();
+  Result<int64_t> bytes =
+      (*engine)->prepare(AttentionArgs{.q = {nullptr, DType::BF16},
+                                       .k = {nullptr, DType::BF16},
+                                       .v = {nullptr, DType::BF16},
+                                       .out = {nullptr, DType::BF16},
+                                       .lse = nullptr,
+                                       .seqLen = shape.seqLen,
+                                       .batch = shape.batch,
+                                       .numHeads = shape.numHeads,
+                                       .numKvHeads = shape.numKvHeads,
+                                       .headDim = shape.headDim,
+                                       .kvSeqLen = shape.kvSeqLen,
+                                       .queryStart = shape.queryStart});
+  REQUIRE_FALSE(bytes);
+  CHECK(bytes.status().message().find("query block") != std::string::npos);
 }
 #endif
 
