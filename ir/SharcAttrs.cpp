@@ -213,16 +213,57 @@ std::string sharc::joinAxes(ArrayRef<StringRef> axes) {
 //===----------------------------------------------------------------------===//
 
 Attribute PlacementAttr::parse(AsmParser &parser, Type) {
-  SmallVector<StringRef> names;
-  SmallVector<int64_t> codes;
-  if (parseAxisList(
-          parser, names, [&](int64_t &code) { return parseCode(parser, code); },
-          codes))
-    return {};
   SmallVector<std::pair<StringRef, int64_t>> entries;
-  for (auto [name, code] : llvm::zip(names, codes))
-    entries.push_back({name, code});
-  return PlacementAttr::make(parser.getContext(), entries);
+  SmallVector<StringRef> order;
+  if (parser.parseLess())
+    return {};
+  if (succeeded(parser.parseOptionalGreater()))
+    return PlacementAttr::make(parser.getContext(), entries);
+  do {
+    StringRef axis;
+    SMLoc where = parser.getCurrentLocation();
+    if (parser.parseKeyword(&axis) || parser.parseEqual())
+      return {};
+    if (axis == "order") {
+      if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                         [&]() -> ParseResult {
+                                           StringRef name;
+                                           if (parser.parseKeyword(&name))
+                                             return failure();
+                                           order.push_back(name);
+                                           return success();
+                                         }))
+        return {};
+      continue;
+    }
+    int64_t code;
+    if (parseCode(parser, code))
+      return {};
+    if (llvm::any_of(entries,
+                     [&](auto entry) { return entry.first == axis; })) {
+      parser.emitError(where, "mesh axis '") << axis << "' given twice";
+      return {};
+    }
+    entries.push_back({axis, code});
+  } while (succeeded(parser.parseOptionalComma()));
+  if (parser.parseGreater())
+    return {};
+  SmallVector<StringAttr> axes, orderAttrs;
+  SmallVector<int64_t> codes;
+  llvm::sort(entries, [](auto a, auto b) { return a.first < b.first; });
+  for (auto [axis, code] : entries)
+    if (code != kInvariant) {
+      axes.push_back(StringAttr::get(parser.getContext(), axis));
+      codes.push_back(code);
+    }
+  for (StringRef axis : order)
+    orderAttrs.push_back(StringAttr::get(parser.getContext(), axis));
+  // Checked as written, then made canonical (a default order is dropped).
+  if (failed(PlacementAttr::verify(
+          [&] { return parser.emitError(parser.getNameLoc()); }, axes, codes,
+          orderAttrs)))
+    return {};
+  return PlacementAttr::make(parser.getContext(), entries, order);
 }
 
 void PlacementAttr::print(AsmPrinter &printer) const {
@@ -232,12 +273,19 @@ void PlacementAttr::print(AsmPrinter &printer) const {
                           printer << std::get<0>(entry).getValue() << " = "
                                   << placement::name(std::get<1>(entry));
                         });
+  if (!getOrder().empty()) {
+    printer << ", order = [";
+    llvm::interleaveComma(getOrder(), printer,
+                          [&](StringAttr axis) { printer << axis.getValue(); });
+    printer << "]";
+  }
   printer << ">";
 }
 
 LogicalResult
 PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                      ArrayRef<StringAttr> axes, ArrayRef<int64_t> codes) {
+                      ArrayRef<StringAttr> axes, ArrayRef<int64_t> codes,
+                      ArrayRef<StringAttr> order) {
   if (axes.size() != codes.size())
     return emitError() << "placement has " << axes.size() << " axes and "
                        << codes.size() << " codes";
@@ -247,6 +295,27 @@ PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          << "' has no kind (code " << codes[i] << ")";
     if (i > 0 && axes[i - 1].getValue() >= axes[i].getValue())
       return emitError() << "placement axes must be unique and sorted";
+  }
+  auto codeOf = [&](StringAttr axis) -> int64_t {
+    for (auto [name, code] : llvm::zip(axes, codes))
+      if (name == axis)
+        return code;
+    return kInvariant;
+  };
+  for (auto [index, axis] : llvm::enumerate(order)) {
+    int64_t dim = codeOf(axis);
+    if (dim < 0)
+      return emitError() << "order names '" << axis.getValue()
+                         << "', which splits no dimension";
+    if (llvm::count(order, axis) > 1)
+      return emitError() << "order names '" << axis.getValue() << "' twice";
+    // A stated dimension lists all its axes, so no default fills a gap.
+    int64_t listed = llvm::count_if(
+        order, [&](StringAttr other) { return codeOf(other) == dim; });
+    if (listed != llvm::count(codes, dim) || listed < 2)
+      return emitError() << "order must list every axis splitting dimension "
+                         << dim << " (" << llvm::count(codes, dim)
+                         << ", at least 2), got " << listed;
   }
   return success();
 }
@@ -268,7 +337,8 @@ LogicalResult PlacementAttr::verifyEncoding(
 
 PlacementAttr
 PlacementAttr::make(MLIRContext *context,
-                    ArrayRef<std::pair<StringRef, int64_t>> entries) {
+                    ArrayRef<std::pair<StringRef, int64_t>> entries,
+                    ArrayRef<StringRef> order) {
   SmallVector<std::pair<StringRef, int64_t>> kept;
   for (auto entry : entries)
     if (entry.second != kInvariant)
@@ -280,11 +350,35 @@ PlacementAttr::make(MLIRContext *context,
     axes.push_back(StringAttr::get(context, axis));
     codes.push_back(code);
   }
-  return PlacementAttr::get(context, axes, codes);
+  auto codeOf = [&](StringRef axis) {
+    for (auto [name, code] : kept)
+      if (name == axis)
+        return code;
+    return kInvariant;
+  };
+  // Keep a dimension's stated order only where it is complete and differs
+  // from the default nesting.
+  SmallVector<StringAttr> stated;
+  for (StringRef axis : order) {
+    int64_t dim = codeOf(axis);
+    if (dim < 0)
+      continue;
+    SmallVector<StringRef> ofDim;
+    for (StringRef other : order)
+      if (codeOf(other) == dim)
+        ofDim.push_back(other);
+    bool isDefault = llvm::is_sorted(ofDim, [](StringRef a, StringRef b) {
+      return nestingRank(a) < nestingRank(b);
+    });
+    if (!isDefault &&
+        static_cast<int64_t>(ofDim.size()) == llvm::count(codes, dim))
+      stated.push_back(StringAttr::get(context, axis));
+  }
+  return PlacementAttr::get(context, axes, codes, stated);
 }
 
 PlacementAttr PlacementAttr::getInvariant(MLIRContext *context) {
-  return PlacementAttr::get(context, {}, {});
+  return PlacementAttr::get(context, {}, {}, {});
 }
 
 int64_t PlacementAttr::getAxis(StringRef axis) const {
@@ -294,13 +388,42 @@ int64_t PlacementAttr::getAxis(StringRef axis) const {
   return kInvariant;
 }
 
+SmallVector<StringRef> PlacementAttr::splitOrder(int64_t dim) const {
+  SmallVector<StringRef> axes;
+  for (StringAttr axis : getOrder())
+    if (getAxis(axis.getValue()) == dim)
+      axes.push_back(axis.getValue());
+  if (!axes.empty())
+    return axes;
+  for (auto [name, code] : llvm::zip(getAxes(), getCodes()))
+    if (code == dim)
+      axes.push_back(name.getValue());
+  llvm::stable_sort(axes, [](StringRef a, StringRef b) {
+    return nestingRank(a) < nestingRank(b);
+  });
+  return axes;
+}
+
 PlacementAttr PlacementAttr::withAxis(StringRef axis, int64_t code) const {
+  if (getAxis(axis) == code)
+    return *this;
   SmallVector<std::pair<StringRef, int64_t>> entries;
   for (auto [name, old] : llvm::zip(getAxes(), getCodes()))
     if (name.getValue() != axis)
       entries.push_back({name.getValue(), old});
   entries.push_back({axis, code});
-  return make(getContext(), entries);
+  // Every dimension keeps its order; the new split goes innermost.
+  SmallVector<StringRef> order;
+  for (StringAttr name : getOrder())
+    if (name.getValue() != axis && getAxis(name.getValue()) != code)
+      order.push_back(name.getValue());
+  if (code >= 0) {
+    for (StringRef other : splitOrder(code))
+      if (other != axis)
+        order.push_back(other);
+    order.push_back(axis);
+  }
+  return make(getContext(), entries, order);
 }
 
 PlacementAttr sharc::getPlacement(Type type) {
@@ -331,8 +454,11 @@ RankedTensorType sharc::cotangentType(Type primal) {
             : code;
     entries.push_back({axis.getValue(), dual});
   }
-  return withPlacement(primal,
-                       PlacementAttr::make(primal.getContext(), entries));
+  SmallVector<StringRef> order;
+  for (StringAttr axis : placement.getOrder())
+    order.push_back(axis.getValue());
+  return withPlacement(
+      primal, PlacementAttr::make(primal.getContext(), entries, order));
 }
 
 std::string sharc::placement::name(int64_t code) {
@@ -351,6 +477,11 @@ SmallVector<StringRef> sharc::placement::axesSplitting(PlacementAttr placement,
                                                        int64_t dim,
                                                        MeshAttr mesh) {
   SmallVector<StringRef> axes;
+  for (StringAttr axis : placement.getOrder())
+    if (placement.getAxis(axis.getValue()) == dim)
+      axes.push_back(axis.getValue());
+  if (!axes.empty())
+    return axes; // the stated order
   for (StringAttr axis : mesh.getAxes())
     if (placement.getAxis(axis.getValue()) == dim)
       axes.push_back(axis.getValue());
@@ -361,6 +492,27 @@ SmallVector<StringRef> sharc::placement::axesSplitting(PlacementAttr placement,
         placement.getAxis(axis.getValue()) == dim)
       axes.push_back(axis.getValue());
   return axes;
+}
+
+PlacementAttr sharc::placement::withSplitOrder(PlacementAttr placement,
+                                               int64_t dim,
+                                               ArrayRef<StringRef> outerFirst,
+                                               MeshAttr mesh) {
+  SmallVector<std::pair<StringRef, int64_t>> entries;
+  for (auto [axis, code] : llvm::zip(placement.getAxes(), placement.getCodes()))
+    entries.push_back({axis.getValue(), code});
+  SmallVector<StringRef> order;
+  for (StringAttr axis : placement.getOrder())
+    if (placement.getAxis(axis.getValue()) != dim)
+      order.push_back(axis.getValue());
+  // Only an order the mesh would not give is stated.
+  SmallVector<StringRef> meshOrder;
+  for (StringAttr axis : mesh.getAxes())
+    if (llvm::is_contained(outerFirst, axis.getValue()))
+      meshOrder.push_back(axis.getValue());
+  if (meshOrder != SmallVector<StringRef>(outerFirst))
+    order.append(outerFirst.begin(), outerFirst.end());
+  return PlacementAttr::make(placement.getContext(), entries, order);
 }
 
 int64_t sharc::placement::splitFactor(PlacementAttr placement, int64_t dim,

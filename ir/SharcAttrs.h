@@ -1,8 +1,8 @@
 //===- SharcAttrs.h - attributes of the sharc dialect -----------*- C++ -*-===//
 // defines: sharc::MeshAttr, sharc::PlacementAttr, getMesh, setMesh,
 //          splitAxes, joinAxes, getPlacement, withPlacement, cotangentType,
-//          placement::{kI, kR, kP, kPMax, name, axesSplitting, splitFactor,
-//          matmulRule}
+//          placement::{kI, kR, kP, kPMax, name, axesSplitting,
+//          withSplitOrder, splitFactor, matmulRule}
 #pragma once
 
 #include "mlir/IR/Attributes.h"
@@ -51,9 +51,15 @@ inline constexpr int64_t kP = PlacementAttr::kPartial;
 inline constexpr int64_t kPMax = PlacementAttr::kPartialMax;
 /// "I", "R", "P", "P(max)" or "S(d)", as the IR prints them.
 std::string name(int64_t code);
-/// The axes that split dimension `dim`, outermost (major blocks) first.
+/// The axes that split dimension `dim`, outermost (major blocks) first:
+/// the placement's stated order, else the mesh's nesting.
 llvm::SmallVector<llvm::StringRef> axesSplitting(PlacementAttr placement,
                                                  int64_t dim, MeshAttr mesh);
+/// `placement` with the axes splitting `dim` ordered `outerFirst` (all of
+/// them), stated only where `mesh`'s nesting would give another order.
+PlacementAttr withSplitOrder(PlacementAttr placement, int64_t dim,
+                             llvm::ArrayRef<llvm::StringRef> outerFirst,
+                             MeshAttr mesh);
 /// How many blocks dimension `dim` is cut into: the product of the sizes
 /// of the axes splitting it.
 int64_t splitFactor(PlacementAttr placement, int64_t dim, MeshAttr mesh);

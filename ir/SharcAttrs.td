@@ -62,17 +62,24 @@ def Sharc_PlacementAttr : AttrDef<Sharc_Dialect, "Placement",
       tensors; `P(max)` their element-wise maximum;
     - `S(d)`: dimension d is split into contiguous per-rank blocks in rank
       order; the tensor type's shape is the local block. Several axes may
-      split one dimension; the mesh's order says which is outer.
+      split one dimension: the outer axis takes the outer (major) blocks.
+      By default the mesh's nesting says which is outer; `order = [...]`
+      states it where it differs, listing every axis of such a dimension
+      outermost first.
     Megatron's f turns I into R. An axis not listed is invariant, so a
     tensor without an encoding is invariant on every axis and dense
     programs print as before. Entries are kept sorted by axis name, with
-    no I entries, so equal placements are equal attributes.
+    no I entries and no order the default nesting (dp, pp, cp, tp) gives,
+    so equal placements are equal attributes.
     ```mlir
     tensor<8x2x32xf32, #sharc.place<cp = S(0), dp = S(1), tp = S(0)>>
+    // heads split by tp, each tp block split again by cp (Ulysses in tp)
+    tensor<8x2x8xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>
     ```
   }];
   let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$axes,
-                        ArrayRefParameter<"int64_t">:$codes);
+                        ArrayRefParameter<"int64_t">:$codes,
+                        ArrayRefParameter<"::mlir::StringAttr">:$order);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -83,14 +90,21 @@ def Sharc_PlacementAttr : AttrDef<Sharc_Dialect, "Placement",
     static constexpr int64_t kPartialMax = -4; ///< partial maximum
     /// The canonical placement of (axis, code) pairs in any order; I
     /// entries are dropped. The pairs name each axis at most once.
+    /// `order` states the split order (outermost first) of dimensions
+    /// several axes split; it is dropped where it is the default nesting.
     static PlacementAttr make(::mlir::MLIRContext *context,
-        ::llvm::ArrayRef<std::pair<::llvm::StringRef, int64_t>> entries);
+        ::llvm::ArrayRef<std::pair<::llvm::StringRef, int64_t>> entries,
+        ::llvm::ArrayRef<::llvm::StringRef> order = {});
     /// Invariant on every axis (no entries).
     static PlacementAttr getInvariant(::mlir::MLIRContext *context);
     /// The code on `axis`; I for an axis not listed.
     int64_t getAxis(::llvm::StringRef axis) const;
-    /// A copy with `axis` set to `code`.
+    /// A copy with `axis` set to `code`; a new split of a dimension other
+    /// axes already split goes inside them (innermost).
     PlacementAttr withAxis(::llvm::StringRef axis, int64_t code) const;
+    /// The axes splitting `dim` outermost first: the stated order, else
+    /// the default nesting (placement::axesSplitting reads the mesh's).
+    ::llvm::SmallVector<::llvm::StringRef> splitOrder(int64_t dim) const;
     /// True when every axis is I.
     bool isInvariant() const { return getAxes().empty(); }
   }];

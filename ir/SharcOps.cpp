@@ -176,9 +176,13 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *context,
                                placement::name(pw.getAxis(axis)), " on ", axis);
     codes.push_back({axis, *code});
   }
+  // Splits passing through keep their order.
+  SmallVector<StringRef> order;
+  for (StringAttr axis : px.getOrder())
+    order.push_back(axis.getValue());
   types.push_back(
       withPlacement(RankedTensorType::get(shape, x.getElementType()),
-                    PlacementAttr::make(context, codes)));
+                    PlacementAttr::make(context, codes, order)));
   return success();
 }
 
@@ -243,12 +247,16 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
     codes.push_back(
         {axis.getValue(), code >= 0 && code < 3 ? lseDimOf[code] : code});
   }
+  // Each axis keeps its place among those splitting its (moved) dimension.
+  SmallVector<StringRef> order;
+  for (StringAttr axis : pq.getOrder())
+    order.push_back(axis.getValue());
   types.push_back(q);
   types.push_back(withPlacement(
       RankedTensorType::get(
           {q.getShape()[1], q.getShape()[2] / headDim, q.getShape()[0]},
           Float32Type::get(context)),
-      PlacementAttr::make(context, codes)));
+      PlacementAttr::make(context, codes, order)));
   return success();
 }
 

@@ -176,3 +176,38 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2, tp = 2>} {
     return
   }
 }
+
+// -----
+
+// expected-error @+1 {{order names 'dp', which splits no dimension}}
+func.func @order_names_no_split(%x: tensor<8xf32, #sharc.place<dp = R, tp = S(0), cp = S(0), order = [dp, tp, cp]>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{order must list every axis splitting dimension 0 (3, at least 2), got 2}}
+func.func @order_incomplete(%x: tensor<8xf32, #sharc.place<dp = S(0), tp = S(0), cp = S(0), order = [tp, cp]>>) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{order names 'tp' twice}}
+func.func @order_twice(%x: tensor<8xf32, #sharc.place<tp = S(0), cp = S(0), order = [tp, cp, tp]>>) {
+  return
+}
+
+// -----
+
+// Under the stated order tp is outer on the heads: cp alone can move.
+module attributes {sharc.mesh = #sharc.mesh<cp = 2, tp = 2>} {
+  func.func @outer_axis_of_stated_order(
+      %x: tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>) {
+    // expected-error @+1 {{dim 2 is split over tp and, inside it, over cp; only the innermost axis can move}}
+    %y = sharc.all_gather %x {axis = "tp", dim = 2 : i64}
+        : (tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>)
+        -> tensor<8x2x8xf32, #sharc.place<cp = S(2)>>
+    return
+  }
+}

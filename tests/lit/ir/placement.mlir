@@ -80,3 +80,30 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
     return
   }
 }
+
+// -----
+
+// A stated split order: heads split by tp, each tp block split again by cp
+// (tp outer, against the mesh's nesting). An order the mesh's nesting
+// gives is dropped, so it prints as no order. cp, innermost on the heads,
+// exchanges them with the sequence within each tp group.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  // CHECK-LABEL: func.func @stated_split_order
+  // CHECK-SAME: tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>
+  // CHECK-SAME: tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2)>>
+  // CHECK-SAME: tensor<2x1x4xf32, #sharc.place<cp = S(0), dp = S(1), tp = S(0), order = [tp, cp]>>
+  func.func @stated_split_order(
+      %x: tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>,
+      %y: tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [cp, tp]>>,
+      %z: tensor<2x1x4xf32, #sharc.place<order = [tp, cp], dp = S(1), tp = S(0), cp = S(0)>>) {
+    // CHECK: sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 2 : i64, split_dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<cp = S(0), tp = S(2)>>
+    %s = sharc.all_to_all %x {axis = "cp", concat_dim = 2 : i64, split_dim = 0 : i64}
+        : (tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>)
+        -> tensor<4x2x8xf32, #sharc.place<cp = S(0), tp = S(2)>>
+    // CHECK: sharc.all_gather %{{.*}} {axis = "tp", dim = 2 : i64} {{.*}} -> tensor<8x2x8xf32, #sharc.place<cp = S(2)>>
+    %g = sharc.all_gather %y {axis = "tp", dim = 2 : i64}
+        : (tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2)>>)
+        -> tensor<8x2x8xf32, #sharc.place<cp = S(2)>>
+    return
+  }
+}
