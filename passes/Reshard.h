@@ -16,12 +16,16 @@
 namespace sharc {
 
 /// Brings `value` to `target` at the builder's insertion point: first one
-/// all_reduce over every axis a sum ends on, when there are several; then
-/// the axes that stop splitting, move a split or stop summing (all_gather
-/// and all_to_all innermost axis first, so each moves contiguous blocks;
-/// all_reduce; replicate); then the axes that start splitting
-/// (reduce_scatter, slice_to_rank) outermost first. Emits an error at
-/// `loc` naming the axis where no collective makes the change.
+/// all_reduce over every axis a sum ends on, when there are several; then,
+/// axis by axis innermost first, the sums and replications that end
+/// (all_reduce, replicate) and every split not where the target wants it:
+/// the axes inside it on its dimension go first, then it moves by one
+/// all_to_all when it lands where the target orders it (the target's
+/// splits outside it on the new dimension are already there), else it is
+/// gathered; then the target's missing splits of each dimension in its
+/// order (reduce_scatter, slice_to_rank), each innermost. Honours stated
+/// split orders (PlacementAttr's `order`). Emits an error at `loc` naming
+/// the axis where no collective makes the change.
 mlir::FailureOr<mlir::Value> reshard(mlir::OpBuilder &builder,
                                      mlir::Location loc, mlir::Value value,
                                      PlacementAttr target, MeshAttr mesh);

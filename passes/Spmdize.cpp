@@ -44,6 +44,14 @@ private:
   LogicalResult retypeArguments();
   /// The code activations take on `axis` between layers (AxisQuery).
   int64_t activationCode(StringRef axis) const;
+  /// `target` (a rule's codes) with an order for each dimension several
+  /// axes split: that of an operand already split over those axes (so
+  /// addends agree), else the splits `current` keeps, outermost and in
+  /// their order, with the new ones inside them. A value split over heads
+  /// by tp and brought to heads over cp too is so exchanged within each tp
+  /// group (one all_to_all), not gathered over tp and sliced again.
+  PlacementAttr orderSplits(PlacementAttr target, PlacementAttr current,
+                            ArrayRef<Value> operands) const;
   FailureOr<Value> convert(Value value, PlacementAttr target, Location loc);
   /// The local value standing for a dense one.
   Value local(Value dense) { return localOf.lookup(dense); }
@@ -104,6 +112,44 @@ int64_t Spmdizer::activationCode(StringRef axis) const {
   return axis == layout.sequenceParallelAxis ? 0 : kI;
 }
 
+PlacementAttr Spmdizer::orderSplits(PlacementAttr target, PlacementAttr current,
+                                    ArrayRef<Value> operands) const {
+  SmallVector<int64_t> dims;
+  for (int64_t code : target.getCodes())
+    if (code >= 0 && !llvm::is_contained(dims, code))
+      dims.push_back(code);
+  for (int64_t dim : dims) {
+    SmallVector<StringRef> wanted = axesSplitting(target, dim, layout.mesh);
+    if (wanted.size() < 2)
+      continue;
+    auto sameAxes = [&](ArrayRef<StringRef> axes) {
+      return axes.size() == wanted.size() &&
+             llvm::all_of(axes, [&](StringRef axis) {
+               return llvm::is_contained(wanted, axis);
+             });
+    };
+    // An operand already split so (an addend) gives its order.
+    SmallVector<StringRef> order;
+    for (Value operand : operands)
+      if (SmallVector<StringRef> axes =
+              axesSplitting(getPlacement(operand.getType()), dim, layout.mesh);
+          sameAxes(axes)) {
+        order = axes;
+        break;
+      }
+    if (order.empty()) {
+      for (StringRef axis : axesSplitting(current, dim, layout.mesh))
+        if (llvm::is_contained(wanted, axis))
+          order.push_back(axis);
+      for (StringRef axis : wanted)
+        if (!llvm::is_contained(order, axis))
+          order.push_back(axis);
+    }
+    target = withSplitOrder(target, dim, order, layout.mesh);
+  }
+  return target;
+}
+
 FailureOr<Value> Spmdizer::convert(Value value, PlacementAttr target,
                                    Location loc) {
   if (getPlacement(value.getType()) == target)
@@ -155,8 +201,9 @@ LogicalResult Spmdizer::rewrite(Operation *op) {
     // A value brought to where activations live (a row-parallel sum, the
     // embedding's output) is its producer's doing, so it carries the
     // producer's location; a placement only this op needs carries the op's.
-    PlacementAttr target = PlacementAttr::make(op->getContext(), targets[i]);
     PlacementAttr current = getPlacement(operands[i].getType());
+    PlacementAttr target = orderSplits(
+        PlacementAttr::make(op->getContext(), targets[i]), current, operands);
     bool toActivation = llvm::all_of(layout.mesh.getAxes(), [&](StringAttr a) {
       return current.getAxis(a) == target.getAxis(a) ||
              target.getAxis(a) == activationCode(a);
@@ -175,7 +222,13 @@ LogicalResult Spmdizer::rewrite(Operation *op) {
   for (auto [index, pair] :
        llvm::enumerate(llvm::zip(op->getResults(), *results))) {
     auto [dense, rebuilt] = pair;
-    PlacementAttr want = PlacementAttr::make(op->getContext(), expected[index]);
+    // The rule gives the codes; the order of a dimension's splits is the
+    // op's, inferred from its operands.
+    SmallVector<StringRef> order;
+    for (StringAttr axis : getPlacement(rebuilt.getType()).getOrder())
+      order.push_back(axis.getValue());
+    PlacementAttr want =
+        PlacementAttr::make(op->getContext(), expected[index], order);
     if (getPlacement(rebuilt.getType()) != want)
       return op->emitOpError("result ")
              << index << " was built " << getPlacement(rebuilt.getType())

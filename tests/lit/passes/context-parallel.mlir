@@ -8,6 +8,10 @@
 // RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-tensor-parallel=tp=2 \
 // RUN:   --sharc-sequence-parallel --sharc-context-parallel=cp=2 \
 // RUN:   --sharc-spmdize | FileCheck %s --check-prefix=TPCP
+// RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-tensor-parallel=tp=2 \
+// RUN:   --sharc-sequence-parallel --sharc-context-parallel=cp=2 \
+// RUN:   --sharc-spmdize --sharc-autodiff --sharc-verify-placements \
+// RUN:   | FileCheck %s --check-prefix=TPCPSTEP
 // RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-data-parallel=dp=2 \
 // RUN:   --sharc-context-parallel=cp=2 --sharc-spmdize --sharc-autodiff \
 // RUN:   --sharc-bucket-gradients | FileCheck %s --check-prefix=DPCP
@@ -56,18 +60,21 @@
 // GATHER-NEXT: sharc.rope_grad {{.*}}position_axis = "cp"
 
 // tp x cp under sp: the sequence is split over cp, then tp (cp outer).
-// Both axes split the heads for Ulysses and the mesh nests cp outside tp,
-// so the generic reshard gathers each of q, k, v over tp, exchanges over
-// cp and slices over tp again (correct; a within-group exchange would
-// save the tp traffic).
+// For Ulysses both axes split the heads, tp outside cp (the stated order
+// [tp, cp], against the mesh's nesting): q, k and v arrive with their
+// heads split by tp, so each is exchanged by one all_to_all over cp
+// within its tp group, and the output comes back the same way; nothing is
+// gathered over tp around attention.
 // TPCP: sharc.embedding {{.*}} -> tensor<4x2x16xf32, #sharc.place<cp = S(0)>>
 // TPCP-NEXT: sharc.slice_to_rank {{.*}} -> tensor<2x2x16xf32, #sharc.place<cp = S(0), tp = S(0)>>
 // TPCP: %[[Q:.*]] = sharc.rope {{.*}}position_axis = "cp"{{.*}} -> tensor<4x2x8xf32, #sharc.place<cp = S(0), tp = S(2)>>
-// TPCP: %[[QG:.*]] = sharc.all_gather %[[Q]] {axis = "tp", dim = 2 : i64}
-// TPCP-NEXT: %[[QX:.*]] = sharc.all_to_all %[[QG]] {axis = "cp", concat_dim = 0 : i64, split_dim = 2 : i64}
-// TPCP-NEXT: sharc.slice_to_rank %[[QX]] {axis = "tp", dim = 2 : i64} {{.*}} -> tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2)>>
-// TPCP: sharc.attention {{.*}} -> (tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2)>>
-// TPCP: sharc.matmul {{.*}} -> tensor<4x2x16xf32, #sharc.place<cp = S(0), tp = P>>
+// TPCP-NOT: sharc.all_gather
+// TPCP: %[[QX:.*]] = sharc.all_to_all %[[Q]] {axis = "cp", concat_dim = 0 : i64, split_dim = 2 : i64} {{.*}} -> tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>
+// TPCP-NEXT: %[[KX:.*]] = sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 0 : i64, split_dim = 2 : i64} {{.*}} -> tensor<8x2x2xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>
+// TPCP-NEXT: %[[VX:.*]] = sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 0 : i64, split_dim = 2 : i64} {{.*}} -> tensor<8x2x2xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>
+// TPCP-NEXT: %[[O:.*]], %{{.*}} = sharc.attention %[[QX]], %[[KX]], %[[VX]] {{.*}} -> (tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>, tensor<2x2x8xf32, #sharc.place<cp = S(1), tp = S(1), order = [tp, cp]>>)
+// TPCP-NEXT: %[[OS:.*]] = sharc.all_to_all %[[O]] {axis = "cp", concat_dim = 2 : i64, split_dim = 0 : i64} {{.*}} -> tensor<4x2x8xf32, #sharc.place<cp = S(0), tp = S(2)>>
+// TPCP-NEXT: sharc.matmul %[[OS]], {{.*}} -> tensor<4x2x16xf32, #sharc.place<cp = S(0), tp = P>>
 // TPCP-NEXT: sharc.reduce_scatter {{.*}} {axis = "tp", dim = 0 : i64} {{.*}} -> tensor<2x2x16xf32, #sharc.place<cp = S(0), tp = S(0)>>
 
 // dp x cp: the batch over dp, the sequence over cp; the valid-label count
@@ -79,3 +86,12 @@
 // DPCP: sharc.all_reduce_coalesced {{.*}} {axis = "dp,cp"} {{.*}} -> (tensor<16x16xf32, #sharc.place<cp = R, dp = R>>
 // DPCP-NOT: sharc.all_reduce_coalesced
 // DPCP-NOT: sharc.all_reduce {{.*}} -> tensor<16x16xf32
+
+// The whole tp x cp step: four exchanges forward (q, k, v, out) and their
+// four inverses backward, all over cp; tp gathers and scatters only the
+// sequence (sp), never the heads (dimension 2).
+// TPCPSTEP-LABEL: func.func @train_step
+// TPCPSTEP-NOT: {{all_gather|reduce_scatter|slice_to_rank}} {{.*}}axis = "tp", dim = 2
+// TPCPSTEP-COUNT-8: sharc.all_to_all {{.*}}axis = "cp"
+// TPCPSTEP-NOT: sharc.all_to_all
+// TPCPSTEP-NOT: {{all_gather|reduce_scatter|slice_to_rank}} {{.*}}axis = "tp", dim = 2

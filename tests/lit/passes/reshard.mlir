@@ -106,3 +106,68 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
     return %n : tensor<8x2x8xf32>
   }
 }
+
+// -----
+
+// Heads split by tp and, inside each tp block, by cp (a stated order,
+// against the mesh's nesting) against the sequence split over cp with the
+// heads over tp (dp2 x cp2 x tp2): cp is innermost on the heads, so one
+// all_to_all over cp moves it to the sequence, within each tp group, and
+// its transpose in the backward is the inverse exchange. tp never moves.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  // CHECK-LABEL: func.func @heads_to_sequence_within_tp
+  // GRAD-LABEL: func.func @heads_to_sequence_within_tp
+  func.func @heads_to_sequence_within_tp(
+      %seq: tensor<8x2x16xf32> {sharc.param = "seq", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(0), tp = S(2)>},
+      %heads: tensor<8x2x16xf32> {sharc.param = "heads", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>},
+      %labels: tensor<8x2xi32> {sharc.input = "labels"})
+      -> (tensor<f32> {sharc.output = "loss"}) {
+    // CHECK-NOT: sharc.all_gather
+    // CHECK: %[[E:.*]] = sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 2 : i64, split_dim = 0 : i64} : (tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>) -> tensor<4x2x8xf32, #sharc.place<cp = S(0), tp = S(2)>>
+    // CHECK-NEXT: sharc.add %{{.*}}, %[[E]]
+    // GRAD-NOT: sharc.all_gather {{.*}}axis = "tp"
+    // GRAD: %[[DH:.*]] = sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 0 : i64, split_dim = 2 : i64} : (tensor<4x2x8xf32, #sharc.place<cp = S(0), tp = S(2)>>) -> tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>
+    // GRAD-NOT: sharc.all_gather {{.*}}axis = "tp"
+    // GRAD: return {{.*}}, %[[DH]]
+    %s = sharc.add %seq, %heads
+        : (tensor<8x2x16xf32>, tensor<8x2x16xf32>) -> tensor<8x2x16xf32>
+    %loss = sharc.cross_entropy %s, %labels {valid_vocab = 16 : i64}
+        : (tensor<8x2x16xf32>, tensor<8x2xi32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// The other way (Ulysses's forward exchange under tp): a value split along
+// the sequence over cp, with the heads over tp, brought to the heads split
+// of an addend that states tp outside cp: one all_to_all over cp. The
+// addend split in the mesh's nesting (cp outside tp) instead needs tp
+// gathered, then cp, and both sliced again in the stated order.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2, tp = 2>} {
+  // CHECK-LABEL: func.func @sequence_to_heads_within_tp
+  func.func @sequence_to_heads_within_tp(
+      %heads: tensor<8x2x16xf32> {sharc.param = "heads", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>},
+      %seq: tensor<8x2x16xf32> {sharc.param = "seq", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(0), tp = S(2)>},
+      %nested: tensor<8x2x16xf32> {sharc.param = "nested", sharc.role = "norm",
+          sharc.placement = #sharc.place<cp = S(2), tp = S(2)>})
+      -> (tensor<8x2x16xf32>, tensor<8x2x16xf32>) {
+    // CHECK-NOT: sharc.all_gather
+    // CHECK: %[[E:.*]] = sharc.all_to_all %{{.*}} {axis = "cp", concat_dim = 0 : i64, split_dim = 2 : i64} : (tensor<4x2x8xf32, #sharc.place<cp = S(0), tp = S(2)>>) -> tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>
+    // CHECK-NEXT: sharc.add %{{.*}}, %[[E]]
+    %a = sharc.add %heads, %seq
+        : (tensor<8x2x16xf32>, tensor<8x2x16xf32>) -> tensor<8x2x16xf32>
+    // CHECK: %[[T:.*]] = sharc.all_gather %{{.*}} {axis = "tp", dim = 2 : i64} : (tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2)>>) -> tensor<8x2x8xf32, #sharc.place<cp = S(2)>>
+    // CHECK-NEXT: %[[C:.*]] = sharc.all_gather %[[T]] {axis = "cp", dim = 2 : i64} {{.*}} -> tensor<8x2x16xf32>
+    // CHECK-NEXT: %[[ST:.*]] = sharc.slice_to_rank %[[C]] {axis = "tp", dim = 2 : i64} {{.*}} -> tensor<8x2x8xf32, #sharc.place<tp = S(2)>>
+    // CHECK-NEXT: %[[SC:.*]] = sharc.slice_to_rank %[[ST]] {axis = "cp", dim = 2 : i64} {{.*}} -> tensor<8x2x4xf32, #sharc.place<cp = S(2), tp = S(2), order = [tp, cp]>>
+    // CHECK-NEXT: sharc.add %{{.*}}, %[[SC]]
+    %b = sharc.add %heads, %nested
+        : (tensor<8x2x16xf32>, tensor<8x2x16xf32>) -> tensor<8x2x16xf32>
+    return %a, %b : tensor<8x2x16xf32>, tensor<8x2x16xf32>
+  }
+}
