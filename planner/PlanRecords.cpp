@@ -20,6 +20,15 @@ FailureOr<DType> dtypeOf(Type type, Location loc) {
   return emitError(loc) << "no plan element type for " << type;
 }
 
+LogicalResult checkMeshNesting(Value value) {
+  PlacementAttr placement = getPlacement(value.getType());
+  if (placement.getOrder().empty())
+    return success();
+  return emitError(value.getLoc())
+         << "a plan argument or result cannot state a split order, got "
+         << placement;
+}
+
 /// The plan's sharding and global shape of a value with local `type`.
 std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(Type type,
                                                              MeshAttr mesh) {

@@ -1,6 +1,7 @@
 //===- PlanRecords.h - plan records of IR values and ops --------*- C++ -*-===//
-// defines: dtypeOf, globalLayout, locationString, instructionAttrs,
-//          slabRegion, memberName, parameterGradients, columnCopies
+// defines: dtypeOf, checkMeshNesting, globalLayout, locationString,
+//          instructionAttrs, slabRegion, memberName, parameterGradients,
+//          columnCopies
 //
 // What PlanEmitter writes for one value or op: its element type, global
 // layout, location and attributes; where a gradient bucket's slab goes and
@@ -23,6 +24,11 @@
 namespace sharc {
 
 mlir::FailureOr<DType> dtypeOf(mlir::Type type, mlir::Location loc);
+
+/// Fails, naming the value, where its placement states a split order: the
+/// plan's sharding gives each axis its dimension and nests the axes as the
+/// mesh does, which a stated order contradicts.
+mlir::LogicalResult checkMeshNesting(mlir::Value value);
 
 /// The plan's sharding and global shape of a value with local `type`.
 std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(mlir::Type type,
