@@ -302,7 +302,7 @@ PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
         return code;
     return kInvariant;
   };
-  for (auto [index, axis] : llvm::enumerate(order)) {
+  for (StringAttr axis : order) {
     int64_t dim = codeOf(axis);
     if (dim < 0)
       return emitError() << "order names '" << axis.getValue()
