@@ -2,7 +2,7 @@
 // defines: kParamAttr, kRoleAttr, kRole*, kPlacementAttr, kMeshAttr,
 //          kSequenceParallelAttr, kVocabParallelAttr, kInputAttr, kStateAttr,
 //          kOutputAttr, kUpdateOfAttr, kInitAttr, kInitStdAttr, kOptimizerAttr,
-//          kModelAttr, getArgName, getResultName
+//          kModelAttr, kStageAttr, getArgName, getResultName
 //
 // A train-step function says what each argument and result is through
 // string attributes; passes and the planner look them up here.
@@ -44,6 +44,9 @@ inline constexpr llvm::StringLiteral kSequenceParallelAttr =
     "sharc.sequence_parallel";
 inline constexpr llvm::StringLiteral kVocabParallelAttr =
     "sharc.vocab_parallel";
+/// The pipeline stage an op runs on (i64, sharc-pipeline-partition and
+/// -schedule); the planner writes it into the plan.
+inline constexpr llvm::StringLiteral kStageAttr = "sharc.stage";
 
 /// The string value of `attrName` on argument `index`, or "".
 inline llvm::StringRef getArgString(mlir::func::FuncOp func, unsigned index,

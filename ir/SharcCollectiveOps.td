@@ -193,4 +193,55 @@ def Sharc_CountScaleOp : Sharc_DiffOp<"count_scale"> {
   let results = (outs Sharc_ScalarF32:$y);
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline transfers (sharc-pipeline-partition, sharc-pipeline-schedule)
+//===----------------------------------------------------------------------===//
+
+def Sharc_TransferOp : Sharc_CollectiveOp<"transfer"> {
+  let summary = "a value moving from one pipeline stage to another";
+  let description = [{
+    The identity, computed on stage `from` and used on stage `to` of the
+    pipeline axis `axis`; the placement is kept. Its transpose is the
+    transfer back (the cotangent travels from `to` to `from`).
+    sharc-pipeline-schedule splits it into a `send` on `from` and a `recv`
+    on `to`.
+    ```mlir
+    %y = sharc.transfer %x {axis = "pp", from = 0 : i64, to = 1 : i64}
+        : (tensor<16x2x64xf32>) -> tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$from,
+                       I64Attr:$to);
+}
+
+def Sharc_SendOp : Sharc_Op<"send"> {
+  let summary = "send a value to stage `peer` of the pipeline axis";
+  let description = [{
+    Runs on one stage (the op's `sharc.stage`); the matching `recv` on
+    stage `peer` receives the same bytes. Not pure: it is kept and never
+    merged.
+    ```mlir
+    sharc.send %x {axis = "pp", peer = 1 : i64} : tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$peer);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Sharc_RecvOp : Sharc_Op<"recv"> {
+  let summary = "receive a value from stage `peer` of the pipeline axis";
+  let description = [{
+    The counterpart of `send`: the n-th recv from `peer` gets the n-th send
+    to this stage, so both stages list their transfers in one order.
+    ```mlir
+    %y = sharc.recv {axis = "pp", peer = 0 : i64} : tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$axis, I64Attr:$peer);
+  let results = (outs Sharc_FloatTensor:$y);
+  let assemblyFormat = "attr-dict `:` type($y)";
+  let hasVerifier = 1;
+}
+
 #endif // SHARC_COLLECTIVE_OPS_TD
