@@ -33,6 +33,10 @@ struct PipelineOptions {
   bool keepGradients = false;     ///< also return every gradient
   bool fuseProjections = false;   ///< one GEMM for q/k/v and for gate/up
   bool fuseAdds = false;          ///< sums into the GEMMs that produce them
+  /// Pipeline parallelism: stages over the "pp" axis, the schedule
+  /// ("gpipe" or "1f1b") and the split ("cost" or "layers").
+  int64_t ppSize = 1;
+  std::string ppSchedule = "gpipe", ppBalance = "cost";
 };
 
 /// Sets the layout of one of the original's mode names (ddp, tp, tp_sp,

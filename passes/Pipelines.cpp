@@ -15,6 +15,17 @@ bool sharc::applyModePreset(StringRef mode, int64_t size,
     options.dpSize = size;
     return true;
   }
+  // pp: `size` pipeline stages; tp_pp: `size` tensor-parallel ranks, the
+  // stages set apart (at least 2).
+  if (mode == "pp") {
+    options.ppSize = size;
+    return true;
+  }
+  if (mode == "tp_pp") {
+    options.tpSize = size;
+    options.ppSize = std::max<int64_t>(options.ppSize, 2);
+    return true;
+  }
   if (!mode.starts_with("tp"))
     return false;
   options.tpSize = size;
@@ -38,7 +49,8 @@ bool sharc::applyModePreset(StringRef mode, int64_t size,
 }
 
 StringRef sharc::modePresetNames() {
-  return "dense, ddp, tp, tp_sp, tp_sp_async, tp_vp, tp_sp_async_vp";
+  return "dense, ddp, tp, tp_sp, tp_sp_async, tp_vp, tp_sp_async_vp, pp, "
+         "tp_pp";
 }
 
 void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
@@ -47,6 +59,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createDeclareAxis({name, size}));
     sharded |= size > 1;
   }
+  if (options.ppSize > 1)
+    pm.addPass(createDeclareAxis({"pp", options.ppSize}));
   if (options.dpSize > 1)
     pm.addPass(createDataParallel({options.dpSize}));
   if (options.tpSize > 1) {
@@ -58,6 +72,9 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   }
   if (sharded)
     pm.addPass(createSpmdize());
+  // On the forward alone: autodiff transposes its transfers.
+  if (options.ppSize > 1)
+    pm.addPass(createPipelinePartition({"pp", options.ppBalance}));
   pm.addPass(createAutodiff());
   if (options.fuseProjections)
     pm.addPass(createFuseProjections());
@@ -73,6 +90,9 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // Last: every pass above sees plain GEMMs and adds.
   if (options.fuseAdds)
     pm.addPass(createFuseAdds());
+  // Last: it stages and orders the finished step.
+  if (options.ppSize > 1)
+    pm.addPass(createPipelineSchedule({"pp", options.ppSchedule}));
   if (sharded)
     pm.addPass(createVerifyPlacements());
 }
