@@ -156,6 +156,8 @@ std::vector<OpSchema> makeSchemas() {
        {axisAttr("axis"), intAttr("split_dim", 0), intAttr("concat_dim", 0)}},
       {"slice_to_rank", {{"x", 'T'}}, {{"y", 'T'}}, false, alongDim},
       {"replicate", {{"x", 'T'}}, {{"y", 'T'}}, false, overAxis},
+      {"send", {{"x", 'T'}}, {}, false, {axisAttr("axis"), intAttr("peer", 0)}},
+      {"recv", {}, {{"y", 'T'}}, false, {axisAttr("axis"), intAttr("peer", 0)}},
       {"column_slice",
        {{"x", 'A'}},
        {{"y", 'A'}},
