@@ -8,6 +8,7 @@
 #include "planner/PlanRecords.h"
 #include "planner/Schedule.h"
 #include "planner/ScheduleBuilder.h"
+#include "planner/StageSchedule.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -112,6 +113,7 @@ LogicalResult Emitter::assignArguments() {
       entry.buffer = *id;
       std::tie(entry.sharding, entry.globalShape) =
           globalLayout(arg.getType(), mesh);
+      entry.sharding.stage = stageOfValue(arg);
       entry.init.kind = getArgString(func, index, kInitAttr).str();
       if (auto std = func.getArgAttrOfType<FloatAttr>(index, kInitStdAttr))
         entry.init.stddev = std.getValueAsDouble();
@@ -158,6 +160,7 @@ LogicalResult Emitter::assignResults() {
       continue;
     }
     auto [globalSharding, globalShape] = globalLayout(value.getType(), mesh);
+    globalSharding.stage = stageOfValue(value);
     if (auto split = value.getDefiningOp<SplitOp>(); split && split.isView()) {
       viewOutputs.emplace_back(result.outputs.size(), value);
       result.outputs.push_back({output, -1, globalShape, globalSharding});
@@ -365,24 +368,44 @@ LogicalResult Emitter::planSchedule() {
                llvm::any_of(schedule.graph, [](const ScheduleNode &node) {
                  return node.kind == NodeKind::Collective;
                });
-  if (async && options.scheduleMachine) {
-    std::vector<double> seconds;
-    for (const ScheduleNode &node : schedule.graph)
-      seconds.push_back(nodeSeconds(*options.scheduleMachine, node));
-    schedule.order = latencyHidingOrder(schedule.graph, seconds);
-    schedule.streams = assignStreams(schedule.graph, schedule.order);
-  } else if (async) {
-    schedule.order = scheduleOrder(schedule.graph);
-    schedule.streams = assignStreams(schedule.graph, schedule.order);
+  PlanOne planOne = [&](const ScheduleGraph &graph, std::vector<int64_t> &order,
+                        StreamAssignment &streams) {
+    if (async && options.scheduleMachine) {
+      std::vector<double> seconds;
+      for (const ScheduleNode &node : graph)
+        seconds.push_back(nodeSeconds(*options.scheduleMachine, node));
+      order = latencyHidingOrder(graph, seconds);
+      streams = assignStreams(graph, order);
+    } else if (async) {
+      order = scheduleOrder(graph);
+      streams = assignStreams(graph, order);
+    } else {
+      size_t n = graph.size();
+      order.resize(n);
+      for (size_t i = 0; i < n; ++i)
+        order[i] = static_cast<int64_t>(i);
+      streams.stream.assign(n, kComputeStream);
+      streams.waits.assign(n, {});
+      streams.signals.assign(n, {});
+      streams.position = order;
+    }
+  };
+  // Pipeline stages: each planned on its own (StageSchedule.h).
+  std::vector<StagePlan> stages;
+  if (int64_t numStages = mesh.getSize(plan::kStageAxis); numStages > 1) {
+    std::vector<int64_t> stageOf;
+    for (Operation *op : ops) {
+      auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr);
+      if (!stage)
+        return op->emitOpError("has no pipeline stage on a mesh with ")
+               << plan::kStageAxis << " (" << numStages << ")";
+      stageOf.push_back(stage.getInt());
+    }
+    stages = planStages(schedule.graph, stageOf, numStages, planOne);
+    mergeStages(stages, schedule.graph.size(), schedule.order,
+                schedule.streams);
   } else {
-    size_t n = schedule.graph.size();
-    schedule.order.resize(n);
-    for (size_t i = 0; i < n; ++i)
-      schedule.order[i] = static_cast<int64_t>(i);
-    schedule.streams.stream.assign(n, kComputeStream);
-    schedule.streams.waits.assign(n, {});
-    schedule.streams.signals.assign(n, {});
-    schedule.streams.position = schedule.order;
+    planOne(schedule.graph, schedule.order, schedule.streams);
   }
 
   // Each activation buffer lives from the first to the last position of a
@@ -416,7 +439,10 @@ LogicalResult Emitter::planSchedule() {
       for (auto *ids : {&node.reads, &node.writes})
         for (int64_t &id : *ids)
           id = baseOf(id);
-    extendLifetimes(touches, schedule.streams, requests);
+    if (stages.empty())
+      extendLifetimes(touches, schedule.streams, requests);
+    else
+      extendStageLifetimes(touches, stages, requests);
   }
   // Slabs take turns in equal slots: sized alike, best fit places them in
   // time order, which needs only as many slots as slabs live at once. With
@@ -465,6 +491,10 @@ void Emitter::emitInstructions() {
       for (Value value : op->getResults())
         instr.results.push_back(bufferOf.lookup(value));
     instr.attrs = instructionAttrs(op);
+    if (auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr)) {
+      instr.stage = stage.getInt();
+      instr.attrs.erase(kStageAttr.str());
+    }
     if (auto slab = slabOf.find(op); slab != slabOf.end()) {
       // The whole bucket in one call, in place.
       instr.op = "all_reduce";
