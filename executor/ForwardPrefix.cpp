@@ -48,6 +48,25 @@ Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
     for (int64_t event : instr.signals)
       signallerOf[event] = i;
   }
+  // Pipeline stages: the n-th recv of stage b from a gets the n-th send of
+  // stage a to b, so a taken recv takes its send.
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sendsOf;
+  std::map<int64_t, int64_t> sendOfRecv;
+  for (int64_t i = 0; i < count; ++i) {
+    const plan::Instruction &instr = plan.instructions[i];
+    if (instr.op == "send")
+      sendsOf[{instr.stage, instr.getInt("peer")}].push_back(i);
+  }
+  std::map<std::pair<int64_t, int64_t>, size_t> received;
+  for (int64_t i = 0; i < count; ++i) {
+    const plan::Instruction &instr = plan.instructions[i];
+    if (instr.op != "recv")
+      continue;
+    std::pair<int64_t, int64_t> link{instr.getInt("peer"), instr.stage};
+    size_t n = received[link]++;
+    if (n < sendsOf[link].size())
+      sendOfRecv[i] = sendsOf[link][n];
+  }
   std::vector<bool> taken(count, false);
   std::vector<int64_t> work = writersOf[family(plan, loss->buffer)];
   if (work.empty())
@@ -71,6 +90,8 @@ Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
     for (int64_t event : instr.waits)
       if (auto found = signallerOf.find(event); found != signallerOf.end())
         take(found->second);
+    if (auto found = sendOfRecv.find(i); found != sendOfRecv.end())
+      take(found->second);
   }
   std::vector<int64_t> program;
   for (int64_t i = 0; i < count; ++i) {

@@ -88,6 +88,7 @@ Status Runtime::setUp() {
     auto state = std::make_unique<RankState>();
     state->rank = r;
     state->device = std::move(*device);
+    state->stage = stageOfRank(plan_.mesh, r);
     state->env = OpEnv{.mesh = &plan_.mesh,
                        .coords = meshCoords(plan_.mesh, r),
                        .onDevice = backend_->enqueues(),
@@ -248,6 +249,10 @@ Status Runtime::bindInstrs(RankState &rank) {
           std::to_string(instr.operands.size()) + " and " +
           std::to_string(instr.results.size()));
     bound.call.instr = &instr;
+    if (instr.stage >= 0 && instr.stage != rank.stage) {
+      rank.program.push_back(std::move(bound)); // never bound nor run
+      continue;
+    }
     for (int64_t id : instr.operands)
       bound.call.operands.push_back(
           {&plan_.buffers[id], rank.device->at(plan_.buffers[id])});
@@ -280,6 +285,9 @@ Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
   for (int64_t index : indices) {
     const BoundInstr &bound = rank.program[index];
     const plan::Instruction &instr = *bound.call.instr;
+    // Another pipeline stage's: its events are that stage's too.
+    if (instr.stage >= 0 && instr.stage != rank.stage)
+      continue;
     int64_t stream = instr.stream;
     for (int64_t event : instr.waits)
       if (Status status = device.wait(stream, event); !status)
@@ -369,15 +377,21 @@ Result<double> Runtime::readLoss() const {
 
 Result<double> Runtime::readScalar(const plan::IoEntry &entry) const {
   const Buffer &buffer = plan_.buffers[entry.buffer];
-  // Rank 0's, which the first process drives; the others receive it.
+  // The first owner's (rank 0, or the first rank of the stage that
+  // computes it), whose process sends it to the others.
+  int64_t owner = 0;
+  while (
+      owner + 1 < span_.world &&
+      !isShardOwner(plan_.mesh, entry.sharding, meshCoords(plan_.mesh, owner)))
+    ++owner;
   double value = 0;
-  if (span_.holds(0)) {
+  if (span_.holds(owner)) {
     double word = 0; // room for any dtype's one element
-    SHARC_TRY(local(0).device->download(&word, storage(0, entry.buffer),
-                                        dtypeSize(buffer.dtype)));
+    SHARC_TRY(local(owner).device->download(&word, storage(owner, entry.buffer),
+                                            dtypeSize(buffer.dtype)));
     value = kernels::loadElement({&word, buffer.dtype}, 0);
   }
-  SHARC_TRY(processes_->broadcast(&value, sizeof(value), 0));
+  SHARC_TRY(processes_->broadcast(&value, sizeof(value), owner / span_.count));
   return value;
 }
 

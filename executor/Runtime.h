@@ -163,6 +163,7 @@ private:
   };
   struct RankState {
     int64_t rank = 0;
+    int64_t stage = -1; ///< its pipeline stage; -1 without one
     std::unique_ptr<RankDevice> device;
     OpEnv env;
     std::vector<BoundInstr> program;
