@@ -10,6 +10,7 @@
 
 #include "planner/CostModel.h"
 #include "planner/MemoryReport.h"
+#include "planner/StageMemory.h"
 #include "planner/Timeline.h"
 #include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
@@ -40,7 +41,8 @@ struct CompileFlags {
   std::string modelPath, runPath, outputPath;
   std::string dumpIr; ///< "", "after-all" or "final"
   std::string mode = "dense";
-  std::optional<int64_t> dpSize, tpSize, bucketBytes;
+  std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize;
+  std::string ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
   bool emitLogits = false;
@@ -58,8 +60,10 @@ void printUsage(FILE *out) {
   std::fprintf(out,
                "usage: sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN]\n"
                "         [--mode dense|ddp|tp|tp_sp|tp_sp_async|tp_vp|"
-               "tp_sp_async_vp]\n"
-               "         [--dp N] [--tp N] [--sp] [--vp] "
+               "tp_sp_async_vp|pp|tp_pp]\n"
+               "         [--dp N] [--tp N] [--pp N] [--pp-schedule gpipe|1f1b] "
+               "[--pp-balance cost|layers]\n"
+               "         [--sp] [--vp] "
                "[--recompute none|sp-allgather]\n"
                "         [--bucket-bytes N (data-parallel gradient buckets, "
                "default 25 MiB)]\n"
@@ -100,7 +104,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
     };
     if (arg == "-o" || arg == "--run" || arg == "--mode" ||
         arg == "--recompute" || arg == "--machine" || arg == "--trace-sim" ||
-        arg == "--schedule") {
+        arg == "--schedule" || arg == "--pp-schedule" ||
+        arg == "--pp-balance") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
@@ -114,11 +119,16 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.machinePath = *v;
       else if (arg == "--schedule")
         flags.schedule = *v;
+      else if (arg == "--pp-schedule")
+        flags.ppSchedule = *v;
+      else if (arg == "--pp-balance")
+        flags.ppBalance = *v;
       else if (arg == "--trace-sim")
         flags.traceSimPath = *v;
       else
         flags.recompute = *v;
-    } else if (arg == "--dp" || arg == "--tp" || arg == "--bucket-bytes") {
+    } else if (arg == "--dp" || arg == "--tp" || arg == "--pp" ||
+               arg == "--bucket-bytes") {
       std::optional<std::string> v = value(arg.c_str());
       char *end = nullptr;
       long long size = v ? std::strtoll(v->c_str(), &end, 10) : 0;
@@ -127,6 +137,7 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         return usageError(arg + " needs a positive integer");
       (arg == "--dp"   ? flags.dpSize
        : arg == "--tp" ? flags.tpSize
+       : arg == "--pp" ? flags.ppSize
                        : flags.bucketBytes) = size;
     } else if (arg == "--sp") {
       flags.sequenceParallel = true;
@@ -235,8 +246,11 @@ int compile(const CompileFlags &flags) {
   options.runPath = flags.runPath;
   options.emitLogits = flags.emitLogits;
   sharc::PipelineOptions &pipeline = options.pipeline;
-  int64_t presetSize =
-      flags.mode == "ddp" ? flags.dpSize.value_or(2) : flags.tpSize.value_or(2);
+  int64_t presetSize = flags.mode == "ddp"  ? flags.dpSize.value_or(2)
+                       : flags.mode == "pp" ? flags.ppSize.value_or(2)
+                                            : flags.tpSize.value_or(2);
+  if (flags.mode == "tp_pp")
+    pipeline.ppSize = flags.ppSize.value_or(2);
   if (!sharc::applyModePreset(flags.mode, presetSize, pipeline))
     return usageError("unknown mode '" + flags.mode + "' (expected one of " +
                       sharc::modePresetNames().str() + ")");
@@ -246,6 +260,24 @@ int compile(const CompileFlags &flags) {
     pipeline.tpSize = *flags.tpSize;
   if (flags.bucketBytes)
     pipeline.bucketBytes = *flags.bucketBytes;
+  if (flags.ppSize)
+    pipeline.ppSize = *flags.ppSize;
+  if (!flags.ppSchedule.empty()) {
+    if (flags.ppSchedule != "gpipe" && flags.ppSchedule != "1f1b")
+      return usageError("unknown pipeline schedule '" + flags.ppSchedule +
+                        "' (expected gpipe or 1f1b)");
+    pipeline.ppSchedule = flags.ppSchedule;
+  }
+  if (!flags.ppBalance.empty()) {
+    if (flags.ppBalance != "cost" && flags.ppBalance != "layers")
+      return usageError("unknown pipeline balance '" + flags.ppBalance +
+                        "' (expected cost or layers)");
+    pipeline.ppBalance = flags.ppBalance;
+  }
+  if ((!flags.ppSchedule.empty() || !flags.ppBalance.empty()) &&
+      pipeline.ppSize == 1)
+    return usageError("--pp-schedule and --pp-balance need pipeline "
+                      "parallelism (--pp N, N > 1)");
   pipeline.sequenceParallel |= flags.sequenceParallel;
   pipeline.vocabParallel |= flags.vocabParallel;
   if (!flags.recompute.empty()) {
@@ -327,6 +359,10 @@ int compile(const CompileFlags &flags) {
     std::string text = flags.report == "json"
                            ? sharc::reportJson(plan, report)
                            : sharc::formatReport(plan, report);
+    if (flags.report != "json")
+      if (sharc::PipelineReport stages = sharc::buildPipelineReport(plan);
+          !stages.stages.empty())
+        text += sharc::formatPipelineReport(stages);
     std::fputs(text.c_str(), stdout);
   }
   if (flags.outputPath.empty())
