@@ -1,5 +1,6 @@
 //===- BucketGradients.cpp - data-parallel gradient buckets ---------------===//
 
+#include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 #include "passes/Passes.h"
 
@@ -34,6 +35,26 @@ bool isBucketable(AllReduceOp op) {
          readyAfter(op.getX()) && op.getX().hasOneUse();
 }
 
+/// The pipeline stage of the parameter whose gradient `sync` makes (the
+/// stage of the forward ops that read it), or -1 without stages: a bucket
+/// holds one stage's gradients, as each stage runs on its own ranks.
+int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync) {
+  for (OpOperand &use : sync.getY().getUses()) {
+    if (!isa<func::ReturnOp>(use.getOwner()))
+      continue;
+    StringRef output =
+        getResultString(func, use.getOperandNumber(), kOutputAttr);
+    if (!output.consume_front("grad:"))
+      continue;
+    for (BlockArgument arg : func.getArguments())
+      if (getArgString(func, arg.getArgNumber(), kParamAttr) == output)
+        for (Operation *user : arg.getUsers())
+          if (auto stage = user->getAttrOfType<IntegerAttr>(kStageAttr))
+            return stage.getInt();
+  }
+  return -1;
+}
+
 void bucket(func::FuncOp func, int64_t bucketBytes) {
   SmallVector<AllReduceOp> syncs;
   func.walk([&](AllReduceOp op) {
@@ -45,16 +66,18 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
     return readyAfter(a.getX())->isBeforeInBlock(readyAfter(b.getX()));
   });
   // One open bucket per element type, as DDP's: a bucket becomes one slab
-  // that one collective call reduces, and a call takes one type.
+  // that one collective call reduces, and a call takes one type. And one
+  // per pipeline stage.
   SmallVector<SmallVector<AllReduceOp>> buckets;
   struct OpenBucket {
     size_t index;
     int64_t numBytes;
   };
-  llvm::DenseMap<Type, OpenBucket> open;
+  llvm::DenseMap<std::pair<Type, int64_t>, OpenBucket> open;
   for (AllReduceOp sync : syncs) {
-    Type element =
-        cast<RankedTensorType>(sync.getX().getType()).getElementType();
+    std::pair<Type, int64_t> element{
+        cast<RankedTensorType>(sync.getX().getType()).getElementType(),
+        stageOfGradient(func, sync)};
     int64_t bytes = numBytes(sync.getX());
     auto it = open.find(element);
     if (it == open.end() || (it->second.numBytes + bytes > bucketBytes &&
