@@ -152,8 +152,10 @@ def PipelinePartition : Pass<"sharc-pipeline-partition", "::mlir::ModuleOp"> {
     [floor(L r / P), floor(L (r+1) / P)) (the original's split); `cost`
     chooses the contiguous split whose costliest stage is cheapest, by the
     forward ops' flops (CostOpInterface), embedding and LM head included.
-    Errors: fewer layers than stages; a parameter read on two stages (tied
-    embeddings).
+    A parameter read on several stages (tied embeddings) stays on the first
+    and reaches the others through a transfer, once a step; its transpose
+    brings their gradient back to be summed. Error: fewer layers than
+    stages.
 
     Before: `%h1 = block0(%h0)`, `%h2 = block1(%h1)` (pp = 2).
     After: `%h1 = block0(%h0) {sharc.stage = 0}`, `%t = sharc.transfer %h1

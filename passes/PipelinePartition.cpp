@@ -15,9 +15,8 @@
 #include "passes/PipelineStages.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/SmallSet.h"
-
 #include <limits>
+#include <map>
 
 namespace sharc {
 #define GEN_PASS_DEF_PIPELINEPARTITION
@@ -42,7 +41,7 @@ private:
   int64_t paramUnit(unsigned index) const;
   void findUnits();
   int64_t stageOfUnit(int64_t unit) const;
-  LogicalResult checkParams();
+  void routeSharedParams();
   void insertTransfers();
 
   func::FuncOp func;
@@ -104,24 +103,34 @@ int64_t Partitioner::stageOfUnit(int64_t unit) const {
   return stage;
 }
 
-/// A parameter read on two stages would need its gradient summed over
-/// both (the original's embedding group for tied embeddings).
-LogicalResult Partitioner::checkParams() {
+/// A parameter read on several stages (tied embeddings: the embedding on
+/// the first, the LM head on the last) lives on the first: the others
+/// receive it through a transfer once a step, whose transpose returns
+/// their gradient to be summed there, so one AdamW update on the first
+/// stage sees the whole gradient (the original all-reduces it over the
+/// embedding group instead).
+void Partitioner::routeSharedParams() {
+  OpBuilder builder(func.getContext());
+  builder.setInsertionPointToStart(&func.getBody().front());
   for (BlockArgument arg : func.getArguments()) {
-    StringRef name = getArgString(func, arg.getArgNumber(), kParamAttr);
-    if (name.empty())
+    if (getArgString(func, arg.getArgNumber(), kParamAttr).empty())
       continue;
-    llvm::SmallSet<int64_t, 4> stages;
-    for (Operation *user : arg.getUsers())
-      if (auto stage = user->getAttrOfType<IntegerAttr>(kStageAttr))
-        stages.insert(stage.getInt());
-    if (stages.size() > 1)
-      return emitError(arg.getLoc())
-             << "parameter '" << name << "' is read on " << stages.size()
-             << " pipeline stages (tied embeddings); " << axis
-             << " > 1 needs each parameter on one stage";
+    std::map<int64_t, SmallVector<OpOperand *>> usesOnStage;
+    for (OpOperand &use : arg.getUses())
+      if (auto stage = use.getOwner()->getAttrOfType<IntegerAttr>(kStageAttr))
+        usesOnStage[stage.getInt()].push_back(&use);
+    if (usesOnStage.size() < 2)
+      continue;
+    int64_t home = usesOnStage.begin()->first;
+    for (auto &[stage, uses] : llvm::drop_begin(usesOnStage)) {
+      auto transfer = builder.create<TransferOp>(
+          arg.getLoc(), arg.getType(), arg, builder.getStringAttr(axis),
+          builder.getI64IntegerAttr(home), builder.getI64IntegerAttr(stage));
+      transfer->setAttr(kForwardAttr, builder.getUnitAttr());
+      for (OpOperand *use : uses)
+        use->set(transfer.getY());
+    }
   }
-  return success();
 }
 
 void Partitioner::insertTransfers() {
@@ -183,9 +192,8 @@ LogicalResult Partitioner::run(StringRef balance) {
                builder.getI64IntegerAttr(stageOfUnit(unitOf.lookup(&op))));
     op.setAttr(kForwardAttr, builder.getUnitAttr());
   }
-  if (failed(checkParams()))
-    return failure();
   insertTransfers();
+  routeSharedParams();
   return success();
 }
 

@@ -34,8 +34,8 @@ constexpr int64_t kBatch = 8;
 /// tiny.yaml with `layers` layers and `count` microbatches of
 /// `microBatch` sequences (kBatch in all by default).
 plan::Plan compileTiny(int64_t layers, int64_t count,
-                       const PipelineOptions &pipeline,
-                       int64_t microBatch = 0) {
+                       const PipelineOptions &pipeline, int64_t microBatch = 0,
+                       bool tied = false) {
   if (microBatch == 0)
     microBatch = kBatch / count;
   std::ifstream in(std::string(SHARC_SOURCE_DIR) + "/models/tiny.yaml");
@@ -49,15 +49,18 @@ plan::Plan compileTiny(int64_t layers, int64_t count,
   };
   replace("num_hidden_layers: 2",
           "num_hidden_layers: " + std::to_string(layers));
+  if (tied)
+    replace("vocab_size: 128", "vocab_size: 128\n  tie_word_embeddings: true");
   replace("micro_batch_size: 2",
           "micro_batch_size: " + std::to_string(microBatch) +
               (count > 1 ? "\n  num_microbatches: " + std::to_string(count)
                          : std::string()));
-  std::string path = (std::filesystem::temp_directory_path() /
-                      ("sharc-pp-" + std::to_string(getpid()) + "-" +
-                       std::to_string(layers) + "x" + std::to_string(count) +
-                       "x" + std::to_string(microBatch) + ".yaml"))
-                         .string();
+  std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("sharc-pp-" + std::to_string(getpid()) + "-" + std::to_string(layers) +
+        "x" + std::to_string(count) + "x" + std::to_string(microBatch) +
+        (tied ? "-tied" : "") + ".yaml"))
+          .string();
   std::ofstream(path) << yaml;
   plan::Plan plan = compilePlanFile(path, pipeline);
   std::filesystem::remove(path);
@@ -76,11 +79,12 @@ PipelineOptions pipelineLayout(int64_t stages, const std::string &schedule,
 
 void requirePipelineParity(int64_t layers, int64_t stages, int64_t count,
                            const std::string &schedule,
-                           const std::string &balance = "cost") {
+                           const std::string &balance = "cost",
+                           bool tied = false) {
   INFO(layers << " layers, pp " << stages << ", " << count << " microbatches, "
-              << schedule << ", balance " << balance);
-  plan::Plan piped =
-      compileTiny(layers, count, pipelineLayout(stages, schedule, balance));
+              << schedule << ", balance " << balance << (tied ? ", tied" : ""));
+  plan::Plan piped = compileTiny(
+      layers, count, pipelineLayout(stages, schedule, balance), 0, tied);
   REQUIRE(piped.axisSize(plan::kStageAxis) == stages);
   for (const plan::Instruction &instr : piped.instructions)
     REQUIRE(instr.stage >= 0);
@@ -88,8 +92,9 @@ void requirePipelineParity(int64_t layers, int64_t stages, int64_t count,
   dense.keepGradients = true;
   TrainedRun split = trainOnRandomTokens(piped, kSteps, 5, 13,
                                          /*scatteredLabels=*/true);
-  TrainedRun whole = trainOnRandomTokens(compileTiny(layers, 1, dense), kSteps,
-                                         5, 13, /*scatteredLabels=*/true);
+  TrainedRun whole =
+      trainOnRandomTokens(compileTiny(layers, 1, dense, 0, tied), kSteps, 5, 13,
+                          /*scatteredLabels=*/true);
   REQUIRE(
       compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
       static_cast<int>(whole.params.tensors.size()));
@@ -205,4 +210,60 @@ TEST_CASE("production pp plans train like the dense model",
     REQUIRE(compareTensors(piped.params, dense.params, "", 2e-3) ==
             static_cast<int>(dense.params.tensors.size()));
   }
+}
+
+TEST_CASE("tp=2 x pp=2 equals the dense step", "[numerics][pipeline]") {
+  for (const char *schedule : {"gpipe", "1f1b"}) {
+    INFO(schedule);
+    PipelineOptions layout;
+    layout.keepGradients = true;
+    REQUIRE(applyModePreset("tp_pp", 2, layout));
+    REQUIRE(layout.ppSize == 2);
+    layout.sequenceParallel = true;
+    layout.ppSchedule = schedule;
+    plan::Plan piped = compileTiny(3, 4, layout);
+    REQUIRE(piped.worldSize() == 4);
+    PipelineOptions dense;
+    dense.keepGradients = true;
+    TrainedRun split = trainOnRandomTokens(piped, kSteps, 5, 13, true);
+    TrainedRun whole =
+        trainOnRandomTokens(compileTiny(3, 1, dense), kSteps, 5, 13, true);
+    REQUIRE(
+        compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
+        static_cast<int>(whole.params.tensors.size()));
+    for (int step = 0; step < kSteps; ++step)
+      REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
+              1e-5 * std::abs(whole.losses[step]));
+  }
+}
+
+TEST_CASE("dp=2 x pp=2 equals the dense step", "[numerics][pipeline]") {
+  // Each stage's gradients are summed over dp in buckets of its own.
+  for (const char *schedule : {"gpipe", "1f1b"}) {
+    INFO(schedule);
+    PipelineOptions layout = pipelineLayout(2, schedule);
+    layout.dpSize = 2;
+    layout.bucketBytes = 4096; // several buckets a stage
+    plan::Plan piped = compileTiny(3, 2, layout);
+    REQUIRE(piped.worldSize() == 4);
+    PipelineOptions dense;
+    dense.keepGradients = true;
+    TrainedRun split = trainOnRandomTokens(piped, kSteps, 5, 13, true);
+    TrainedRun whole =
+        trainOnRandomTokens(compileTiny(3, 1, dense), kSteps, 5, 13, true);
+    REQUIRE(
+        compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
+        static_cast<int>(whole.params.tensors.size()));
+    for (int step = 0; step < kSteps; ++step)
+      REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
+              1e-5 * std::abs(whole.losses[step]));
+  }
+}
+
+TEST_CASE("tied embeddings under pp equal the dense step",
+          "[numerics][pipeline]") {
+  // The embedding lives on the first stage; the last receives it once a
+  // step and sends the LM head's gradient back, summed before the update.
+  requirePipelineParity(3, 2, 4, "gpipe", "cost", /*tied=*/true);
+  requirePipelineParity(4, 4, 4, "1f1b", "layers", /*tied=*/true);
 }
