@@ -171,6 +171,13 @@ private:
     StepConstants stepConstants;
     std::vector<char> stepTable;
   };
+  /// Whether `rank` holds a tensor of `sharding`: every rank does, but a
+  /// pipeline stage's tensor (Sharding::stage) is on that stage's ranks
+  /// only, whose bytes other stages use for their own.
+  static bool holdsStage(const RankState &rank,
+                         const plan::Sharding &sharding) {
+    return sharding.stage < 0 || sharding.stage == rank.stage;
+  }
   /// Checking mode: an error naming the step and the buffer when the
   /// instruction's outputs (and in-place updates) hold a NaN or infinity.
   Status checkFinite(RankState &rank, const BoundInstr &bound);

@@ -50,6 +50,10 @@ private:
   SmallVector<Operation *> ops; ///< program order
   std::vector<int64_t> activationIds;
   std::map<plan::Region, int64_t> regionEnd;
+  /// Pipeline stages: each (region, stage)'s end, and the end of the
+  /// buffers every stage holds, which no stage's may overlap.
+  std::map<std::pair<plan::Region, int64_t>, int64_t> stageEnd;
+  std::map<plan::Region, int64_t> sharedEnd;
   /// In-place buckets: the coalesced op -> its slab buffer.
   llvm::DenseMap<Operation *, int64_t> slabOf;
   /// Per view, its slab and its offset from the slab's start.
@@ -81,10 +85,24 @@ FailureOr<int64_t> Emitter::addBuffer(Value value, plan::Region region,
   buffer.dtype = *dtype;
   buffer.shape.assign(type.getShape().begin(), type.getShape().end());
   buffer.numBytes = type.getNumElements() * dtypeSize(*dtype);
-  if (region != plan::Region::Activation && region != plan::Region::Gradient) {
+  // A pipeline stage's parameters and optimizer state sit in that stage's
+  // stretch of the region: the stages' stretches overlap, as each rank
+  // holds one stage's (docs/plan-format.md, "Pipeline stages").
+  int64_t stage =
+      region == plan::Region::Param || region == plan::Region::OptState
+          ? stageOfValue(value)
+          : -1;
+  if (stage >= 0) {
+    int64_t &end = stageEnd[{region, stage}];
+    buffer.offset = std::max(end, sharedEnd[region]);
+    end = alignTo(buffer.offset + buffer.numBytes, options.alignment);
+    regionEnd[region] = std::max(regionEnd[region], end);
+  } else if (region != plan::Region::Activation &&
+             region != plan::Region::Gradient) {
     buffer.offset = regionEnd[region];
     regionEnd[region] =
         alignTo(buffer.offset + buffer.numBytes, options.alignment);
+    sharedEnd[region] = regionEnd[region];
   }
   result.buffers.push_back(buffer);
   bufferOf[value] = buffer.id;
