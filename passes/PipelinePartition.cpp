@@ -207,10 +207,22 @@ struct PipelinePartitionPass
     if (numStages <= 1)
       return;
     if (balance != "layers" && balance != "cost") {
-      module.emitError("pipeline balance must be layers or cost, got '")
+      emitError(module.getLoc(),
+                "pipeline balance must be layers or cost, got '")
           << balance << "'";
       return signalPassFailure();
     }
+    // Each stage would clip by its own gradients' norm: the global norm
+    // needs a sum over the stages first.
+    if (auto optimizer = module->getAttrOfType<DictionaryAttr>(kOptimizerAttr))
+      if (auto clip = optimizer.getAs<FloatAttr>("grad_clip");
+          clip && clip.getValueAsDouble() > 0) {
+        emitError(module.getLoc(), "grad_clip with ")
+            << axis << " (" << numStages
+            << ") is not supported yet: the global gradient norm would need "
+               "a sum over the stages";
+        return signalPassFailure();
+      }
     ModelSizes sizes(module);
     int64_t numLayers = sizes.get("num_hidden_layers");
     if (numLayers < numStages) {

@@ -246,7 +246,8 @@ struct PipelineSchedulePass
     if (numStages <= 1)
       return;
     if (pipelineSlots(schedule, numStages, 0, 1).empty()) {
-      module.emitError("pipeline schedule must be gpipe or 1f1b, got '")
+      emitError(module.getLoc(),
+                "pipeline schedule must be gpipe or 1f1b, got '")
           << schedule << "'";
       return signalPassFailure();
     }
