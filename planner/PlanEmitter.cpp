@@ -409,22 +409,12 @@ LogicalResult Emitter::planSchedule() {
     }
   };
   // Pipeline stages: each planned on its own (StageSchedule.h).
-  std::vector<StagePlan> stages;
-  if (int64_t numStages = mesh.getSize(plan::kStageAxis); numStages > 1) {
-    std::vector<int64_t> stageOf;
-    for (Operation *op : ops) {
-      auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr);
-      if (!stage)
-        return op->emitOpError("has no pipeline stage on a mesh with ")
-               << plan::kStageAxis << " (" << numStages << ")";
-      stageOf.push_back(stage.getInt());
-    }
-    stages = planStages(schedule.graph, stageOf, numStages, planOne);
-    mergeStages(stages, schedule.graph.size(), schedule.order,
-                schedule.streams);
-  } else {
-    planOne(schedule.graph, schedule.order, schedule.streams);
-  }
+  FailureOr<std::vector<int64_t>> stageOf = pipelineStages(ops, mesh);
+  if (failed(stageOf))
+    return failure();
+  std::vector<StagePlan> stages =
+      planByStage(schedule.graph, *stageOf, mesh.getSize(plan::kStageAxis),
+                  planOne, schedule.order, schedule.streams);
 
   // Each activation buffer lives from the first to the last position of a
   // node that touches it; a slab, from its first member's producer to its

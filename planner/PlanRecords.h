@@ -1,5 +1,6 @@
 //===- PlanRecords.h - plan records of IR values and ops --------*- C++ -*-===//
-// defines: dtypeOf, globalLayout, stageOfValue, locationString,
+// defines: dtypeOf, globalLayout, pipelineStages, stageOfValue,
+//          locationString,
 //          instructionAttrs,
 //          slabRegion, memberName, parameterGradients, columnCopies
 //
@@ -24,6 +25,11 @@
 namespace sharc {
 
 mlir::FailureOr<DType> dtypeOf(mlir::Type type, mlir::Location loc);
+
+/// Each op's pipeline stage on a mesh with a pp axis of more than one rank
+/// (an op without one is an error); empty without such an axis.
+mlir::FailureOr<std::vector<int64_t>>
+pipelineStages(llvm::ArrayRef<mlir::Operation *> ops, MeshAttr mesh);
 
 /// The pipeline stage that holds `value`: its producer's, or for an
 /// argument the one stage that reads it; -1 when every stage does.

@@ -42,6 +42,22 @@ std::vector<StagePlan> sharc::planStages(const ScheduleGraph &graph,
   return stages;
 }
 
+std::vector<StagePlan> sharc::planByStage(const ScheduleGraph &graph,
+                                          const std::vector<int64_t> &stageOf,
+                                          int64_t numStages,
+                                          const PlanOne &planOne,
+                                          std::vector<int64_t> &order,
+                                          StreamAssignment &streams) {
+  if (stageOf.empty()) {
+    planOne(graph, order, streams);
+    return {};
+  }
+  std::vector<StagePlan> stages =
+      planStages(graph, stageOf, numStages, planOne);
+  mergeStages(stages, graph.size(), order, streams);
+  return stages;
+}
+
 void sharc::mergeStages(const std::vector<StagePlan> &stages, size_t numNodes,
                         std::vector<int64_t> &order,
                         StreamAssignment &streams) {

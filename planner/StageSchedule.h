@@ -1,5 +1,6 @@
 //===- StageSchedule.h - one schedule per pipeline stage --------*- C++ -*-===//
-// defines: StagePlan, planStages, mergeStages, extendStageLifetimes
+// defines: StagePlan, PlanOne, planStages, planByStage, mergeStages,
+//          extendStageLifetimes
 //
 // With pipeline stages a rank runs one stage's nodes only, so each stage is
 // ordered and given streams and events as a program of its own: an event
@@ -41,6 +42,14 @@ using PlanOne = std::function<void(const ScheduleGraph &,
 std::vector<StagePlan> planStages(const ScheduleGraph &graph,
                                   const std::vector<int64_t> &stageOf,
                                   int64_t numStages, const PlanOne &planOne);
+
+/// Without stages (`stageOf` empty) planOne on the whole graph; with them,
+/// planStages and mergeStages. Returns the stages' plans (none without).
+std::vector<StagePlan> planByStage(const ScheduleGraph &graph,
+                                   const std::vector<int64_t> &stageOf,
+                                   int64_t numStages, const PlanOne &planOne,
+                                   std::vector<int64_t> &order,
+                                   StreamAssignment &streams);
 
 /// The whole graph's order (stage after stage) and streams, events
 /// renumbered so that stage s's follow stage s-1's.
