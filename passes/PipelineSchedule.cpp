@@ -25,6 +25,7 @@
 
 #include <map>
 #include <queue>
+#include <tuple>
 
 namespace sharc {
 #define GEN_PASS_DEF_PIPELINESCHEDULE
@@ -206,6 +207,24 @@ void Scheduler::reorder() {
       }
     keyOf[op] = key;
     pending[op] = numPending;
+  }
+  // The n-th recv from a peer gets its n-th send: between two stages, both
+  // keep program order (the same on both sides, as each pair was made from
+  // one transfer), however the schedule interleaves them with compute.
+  std::map<std::tuple<StringRef, int64_t, int64_t>, Operation *> lastOnLink;
+  for (Operation *op : ops) {
+    auto send = dyn_cast<SendOp>(op);
+    auto recv = dyn_cast<RecvOp>(op);
+    if (!send && !recv)
+      continue;
+    int64_t peer = send ? send.getPeer() : recv.getPeer();
+    Operation *&last =
+        lastOnLink[{op->getName().getStringRef(), stageOf(op), peer}];
+    if (last) {
+      usersOf[indexOf[last]].push_back(op);
+      ++pending[op];
+    }
+    last = op;
   }
   using Entry = std::pair<int64_t, int64_t>; // (key, program index)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
