@@ -6,7 +6,8 @@
 // contiguous piece of a replicated tensor, no communication) and replicate
 // (axis: a copy; Megatron's f); column_slice and column_insert (offset:
 // strided copies of a fused projection's columns, no communication); send
-// and recv (axis, peer: a pipeline stage's transfer to or from another).
+// and recv (axis, peer, tag: a pipeline stage's transfer to or from
+// another).
 // Operand 0 is the input, result 0 the output; shapes are local, so
 // all_gather's output is the input with dim `dim` times the axis size.
 
@@ -273,13 +274,14 @@ Result<Launch> bindPointToPoint(const OpCall &c, const OpEnv &env,
     return Status::invalidInput("peer " + std::to_string(peer) +
                                 " is not a rank of " + *axis + " (" +
                                 std::to_string(env.axisSize(*axis)) + ")");
+  int64_t tag = c.instr->getInt("tag", 0);
   const TensorRef &tensor = isSend ? c.operands[0] : c.results[0];
   int64_t numBytes = tensor.numel() * dtypeSize(tensor.dtype());
-  return Launch([tensor, numBytes, peer, isSend,
+  return Launch([tensor, numBytes, peer, tag, isSend,
                  axis = *axis](const LaunchContext &context) -> Status {
     if (isSend)
-      return context.comm->send(tensor.data, numBytes, peer, axis);
-    return context.comm->recv(tensor.data, numBytes, peer, axis);
+      return context.comm->send(tensor.data, numBytes, peer, tag, axis);
+    return context.comm->recv(tensor.data, numBytes, peer, tag, axis);
   });
 }
 

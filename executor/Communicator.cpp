@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <tuple>
 
 namespace sharc::exec {
 
@@ -27,8 +28,9 @@ struct CommWorld::Group {
 struct CommWorld::Mailbox {
   std::mutex mutex;
   std::condition_variable arrived;
-  /// (sender, receiver) -> messages in send order.
-  std::map<std::pair<int64_t, int64_t>, std::deque<std::vector<std::byte>>>
+  /// (sender, receiver, tag) -> messages in send order.
+  std::map<std::tuple<int64_t, int64_t, int64_t>,
+           std::deque<std::vector<std::byte>>>
       queues;
 };
 
@@ -400,7 +402,7 @@ Result<int64_t> peerRank(const std::vector<plan::MeshAxis> &mesh, int64_t rank,
 } // namespace
 
 Status LocalCommunicator::send(const void *data, int64_t numBytes, int64_t peer,
-                               const std::string &axis) {
+                               int64_t tag, const std::string &axis) {
   auto to = peerRank(world_->mesh_, rank_, peer, axis);
   if (!to)
     return to.status().withContext("send over " + axis);
@@ -408,20 +410,21 @@ Status LocalCommunicator::send(const void *data, int64_t numBytes, int64_t peer,
   std::vector<std::byte> message(bytes, bytes + numBytes);
   CommWorld::Mailbox &mailbox = *world_->mailbox_;
   std::lock_guard<std::mutex> lock(mailbox.mutex);
-  mailbox.queues[{rank_, *to}].push_back(std::move(message));
+  mailbox.queues[{rank_, *to, tag}].push_back(std::move(message));
   mailbox.arrived.notify_all();
   return Status::ok();
 }
 
 Status LocalCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
-                               const std::string &axis) {
-  std::string what = "recv over " + axis + " from " + std::to_string(peer);
+                               int64_t tag, const std::string &axis) {
+  std::string what = "recv over " + axis + " from " + std::to_string(peer) +
+                     " (tag " + std::to_string(tag) + ")";
   auto from = peerRank(world_->mesh_, rank_, peer, axis);
   if (!from)
     return from.status().withContext(what);
   CommWorld::Mailbox &mailbox = *world_->mailbox_;
   std::unique_lock<std::mutex> lock(mailbox.mutex);
-  auto &queue = mailbox.queues[{*from, rank_}];
+  auto &queue = mailbox.queues[{*from, rank_, tag}];
   auto deadline = Clock::now() +
                   std::chrono::duration_cast<Clock::duration>(
                       std::chrono::duration<double>(world_->timeoutSeconds_));

@@ -17,16 +17,16 @@
 // result (which may alias its input). Every wait times out into a Status
 // naming the collective; a failing rank calls abort() so the others stop
 // waiting at once. Point-to-point messages queue in a mailbox per (sender,
-// receiver): sends never wait, so any two stages' orders that agree on the
-// sequence of their own transfers finish.
+// receiver, tag): sends never wait and a recv takes its own tag, so two
+// stages may list their transfers in any order.
 //
 //   CommWorld world(plan.mesh, /*timeoutSeconds=*/60);
 //   LocalCommunicator comm = world.communicator(rank); // on rank's thread
 //   SHARC_TRY(comm.allReduce(x, x, DType::F32, n, ReduceOp::Sum, "tp"));
 //   SHARC_TRY(comm.allGather(in, out, DType::BF16, {s, b, h}, 0, "tp"));
 //   SHARC_TRY(comm.allToAll(in, out, DType::F32, {s, b, h}, 2, 0, "cp"));
-//   SHARC_TRY(comm.send(x, numBytes, /*peer=*/1, "pp")); // stage 0
-//   SHARC_TRY(comm.recv(x, numBytes, /*peer=*/0, "pp")); // stage 1
+//   SHARC_TRY(comm.send(x, numBytes, /*peer=*/1, /*tag=*/7, "pp")); // 0
+//   SHARC_TRY(comm.recv(x, numBytes, /*peer=*/0, /*tag=*/7, "pp")); // 1
 #pragma once
 
 #include "planner/plan/Plan.h"
@@ -85,14 +85,16 @@ public:
                                 " is not implemented on this backend");
   }
   /// Point to point over `axis` (pipeline stages): `numBytes` to (or from)
-  /// the member with index `peer` in this rank's group of `axis`. The n-th
-  /// recv from a peer gets the n-th send to it. Backends without it refuse.
+  /// the member with index `peer` in this rank's group of `axis`. A recv
+  /// gets the send of its `tag` where the backend matches tags (the cpu's),
+  /// else the n-th recv from a peer gets the n-th send to it (NCCL's).
+  /// Backends without it refuse.
   virtual Status send(const void *data, int64_t numBytes, int64_t peer,
-                      const std::string &axis) {
+                      int64_t tag, const std::string &axis) {
     return Status::runtimeError("send over " + axis +
                                 " is not implemented on this backend");
   }
-  virtual Status recv(void *data, int64_t numBytes, int64_t peer,
+  virtual Status recv(void *data, int64_t numBytes, int64_t peer, int64_t tag,
                       const std::string &axis) {
     return Status::runtimeError("recv over " + axis +
                                 " is not implemented on this backend");
@@ -149,11 +151,12 @@ public:
   Status allToAll(const void *send, void *recv, DType dtype,
                   const std::vector<int64_t> &sendShape, int64_t splitDim,
                   int64_t concatDim, const std::string &axis) override;
-  /// A send copies into the receiver's queue and returns at once; a recv
-  /// waits (with the world's timeout) for the oldest message from `peer`.
-  Status send(const void *data, int64_t numBytes, int64_t peer,
+  /// A send copies into the receiver's mailbox and returns at once; a recv
+  /// waits (with the world's timeout) for the message of its tag from
+  /// `peer` (the oldest, if one tag is sent several times).
+  Status send(const void *data, int64_t numBytes, int64_t peer, int64_t tag,
               const std::string &axis) override;
-  Status recv(void *data, int64_t numBytes, int64_t peer,
+  Status recv(void *data, int64_t numBytes, int64_t peer, int64_t tag,
               const std::string &axis) override;
   Status barrier(const std::string &axis);
 

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 
 namespace sharc::exec {
 namespace {
@@ -48,21 +49,23 @@ Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
     for (int64_t event : instr.signals)
       signallerOf[event] = i;
   }
-  // Pipeline stages: the n-th recv of stage b from a gets the n-th send of
-  // stage a to b, so a taken recv takes its send.
-  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> sendsOf;
+  // Pipeline stages: the n-th recv of stage b from a with a tag gets the
+  // n-th send of stage a to b with it, so a taken recv takes its send.
+  using Link = std::tuple<int64_t, int64_t, int64_t>; // from, to, tag
+  std::map<Link, std::vector<int64_t>> sendsOf;
   std::map<int64_t, int64_t> sendOfRecv;
   for (int64_t i = 0; i < count; ++i) {
     const plan::Instruction &instr = plan.instructions[i];
     if (instr.op == "send")
-      sendsOf[{instr.stage, instr.getInt("peer")}].push_back(i);
+      sendsOf[{instr.stage, instr.getInt("peer"), instr.getInt("tag")}]
+          .push_back(i);
   }
-  std::map<std::pair<int64_t, int64_t>, size_t> received;
+  std::map<Link, size_t> received;
   for (int64_t i = 0; i < count; ++i) {
     const plan::Instruction &instr = plan.instructions[i];
     if (instr.op != "recv")
       continue;
-    std::pair<int64_t, int64_t> link{instr.getInt("peer"), instr.stage};
+    Link link{instr.getInt("peer"), instr.stage, instr.getInt("tag")};
     size_t n = received[link]++;
     if (n < sendsOf[link].size())
       sendOfRecv[i] = sendsOf[link][n];

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 
 using namespace mlir;
@@ -351,9 +352,14 @@ Grads ReplicateOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 
 Grads TransferOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   // The cotangent is computed where the value was used and goes back.
-  return SmallVector<Value>{builder.create<TransferOp>(
-      getLoc(), resultGrads[0].getType(), resultGrads[0], getAxisAttr(),
-      getToAttr(), getFromAttr())};
+  auto back = builder.create<TransferOp>(getLoc(), resultGrads[0].getType(),
+                                         resultGrads[0], getAxisAttr(),
+                                         getToAttr(), getFromAttr());
+  if (Attribute chunk = (*this)->getAttr(kToChunkAttr))
+    back->setAttr(kFromChunkAttr, chunk);
+  if (Attribute chunk = (*this)->getAttr(kFromChunkAttr))
+    back->setAttr(kToChunkAttr, chunk);
+  return SmallVector<Value>{back};
 }
 
 Grads ScaleOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {

@@ -217,14 +217,15 @@ def Sharc_TransferOp : Sharc_CollectiveOp<"transfer"> {
 def Sharc_SendOp : Sharc_Op<"send"> {
   let summary = "send a value to stage `peer` of the pipeline axis";
   let description = [{
-    Runs on one stage (the op's `sharc.stage`); the matching `recv` on
-    stage `peer` receives the same bytes. Not pure: it is kept and never
-    merged.
+    Runs on one stage (the op's `sharc.stage`); the `recv` of the same
+    `tag` on stage `peer` receives the same bytes. Not pure: it is kept and
+    never merged.
     ```mlir
     sharc.send %x {axis = "pp", peer = 1 : i64} : tensor<16x2x64xf32>
     ```
   }];
-  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$peer);
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$peer,
+                       DefaultValuedAttr<I64Attr, "0">:$tag);
   let assemblyFormat = "$x attr-dict `:` type($x)";
   let hasVerifier = 1;
 }
@@ -232,13 +233,16 @@ def Sharc_SendOp : Sharc_Op<"send"> {
 def Sharc_RecvOp : Sharc_Op<"recv"> {
   let summary = "receive a value from stage `peer` of the pipeline axis";
   let description = [{
-    The counterpart of `send`: the n-th recv from `peer` gets the n-th send
-    to this stage, so both stages list their transfers in one order.
+    The counterpart of the `send` of its `tag` (unique per transfer). A
+    backend without tags (NCCL) matches the n-th recv from `peer` with the
+    n-th send to this stage, which sharc-pipeline-schedule keeps for GPipe
+    and 1F1B.
     ```mlir
     %y = sharc.recv {axis = "pp", peer = 0 : i64} : tensor<16x2x64xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$axis, I64Attr:$peer);
+  let arguments = (ins StrAttr:$axis, I64Attr:$peer,
+                       DefaultValuedAttr<I64Attr, "0">:$tag);
   let results = (outs Sharc_FloatTensor:$y);
   let assemblyFormat = "attr-dict `:` type($y)";
   let hasVerifier = 1;

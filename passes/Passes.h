@@ -34,8 +34,9 @@ struct PipelineOptions {
   bool fuseProjections = false;   ///< one GEMM for q/k/v and for gate/up
   bool fuseAdds = false;          ///< sums into the GEMMs that produce them
   /// Pipeline parallelism: stages over the "pp" axis, the schedule
-  /// ("gpipe" or "1f1b") and the split ("cost" or "layers").
-  int64_t ppSize = 1;
+  /// ("gpipe", "1f1b" or "interleaved" with ppChunks >= 2 model chunks a
+  /// stage) and the split ("cost" or "layers").
+  int64_t ppSize = 1, ppChunks = 1;
   std::string ppSchedule = "gpipe", ppBalance = "cost";
 };
 

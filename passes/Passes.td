@@ -164,7 +164,11 @@ def PipelinePartition : Pass<"sharc-pipeline-partition", "::mlir::ModuleOp"> {
   let options = [Option<"axis", "axis", "std::string", "\"pp\"",
                         "the pipeline mesh axis">,
                  Option<"balance", "balance", "std::string", "\"cost\"",
-                        "layers or cost">];
+                        "layers or cost">,
+                 Option<"chunks", "chunks", "int64_t", "1",
+                        "model chunks a stage (interleaved: virtual stage "
+                        "r + c P holds the (r + c P)-th of P x chunks "
+                        "contiguous layer ranges)">];
 }
 
 def PipelineSchedule : Pass<"sharc-pipeline-schedule", "::mlir::ModuleOp"> {
@@ -184,7 +188,9 @@ def PipelineSchedule : Pass<"sharc-pipeline-schedule", "::mlir::ModuleOp"> {
   let options = [Option<"axis", "axis", "std::string", "\"pp\"",
                         "the pipeline mesh axis">,
                  Option<"schedule", "schedule", "std::string", "\"gpipe\"",
-                        "gpipe or 1f1b">];
+                        "gpipe, 1f1b or interleaved">,
+                 Option<"chunks", "chunks", "int64_t", "1",
+                        "model chunks a stage (interleaved)">];
 }
 
 def FuseAdds : Pass<"sharc-fuse-adds", "::mlir::ModuleOp"> {

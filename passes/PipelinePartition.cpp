@@ -33,23 +33,60 @@ constexpr int64_t kNoUnit = std::numeric_limits<int64_t>::min();
 class Partitioner {
 public:
   Partitioner(func::FuncOp func, StringRef axis, int64_t numStages,
-              int64_t numLayers)
-      : func(func), axis(axis), numStages(numStages), numLayers(numLayers) {}
+              int64_t numChunks, int64_t numLayers)
+      : func(func), axis(axis), numStages(numStages), numChunks(numChunks),
+        numVirtual(numStages * numChunks), numLayers(numLayers),
+        builder(func.getContext()) {}
   LogicalResult run(StringRef balance);
 
 private:
   int64_t paramUnit(unsigned index) const;
   void findUnits();
   int64_t stageOfUnit(int64_t unit) const;
-  void routeSharedParams();
-  void insertTransfers();
+  LogicalResult routeSharedParams();
+  LogicalResult insertTransfers();
+  /// Virtual stage v is chunk v / P of stage v % P (no chunks: v = stage).
+  int64_t virtualStage(Operation *op) const {
+    auto chunk = op->getAttrOfType<IntegerAttr>(kChunkAttr);
+    return op->getAttrOfType<IntegerAttr>(kStageAttr).getInt() +
+           (chunk ? chunk.getInt() * numStages : 0);
+  }
+  void setStage(Operation *op, int64_t virtualStage);
+  FailureOr<Value> transfer(Value value, int64_t from, int64_t to);
 
   func::FuncOp func;
   StringRef axis;
-  int64_t numStages, numLayers;
+  int64_t numStages, numChunks, numVirtual, numLayers;
+  OpBuilder builder;
   llvm::DenseMap<Operation *, int64_t> unitOf;
-  std::vector<int64_t> bounds; ///< stage r: layers [bounds[r], bounds[r+1])
+  /// Virtual stage v: layers [bounds[v], bounds[v+1]).
+  std::vector<int64_t> bounds;
 };
+
+void Partitioner::setStage(Operation *op, int64_t virtualStage) {
+  op->setAttr(kStageAttr, builder.getI64IntegerAttr(virtualStage % numStages));
+  if (numChunks > 1)
+    op->setAttr(kChunkAttr,
+                builder.getI64IntegerAttr(virtualStage / numStages));
+}
+
+/// `value` from virtual stage `from` to `to`, at the builder's place.
+FailureOr<Value> Partitioner::transfer(Value value, int64_t from, int64_t to) {
+  if (from % numStages == to % numStages)
+    return emitError(value.getLoc())
+           << "a value of virtual stage " << from << " is read on virtual "
+           << "stage " << to << ", on the same " << axis << " rank";
+  auto moved = builder.create<TransferOp>(
+      value.getLoc(), value.getType(), value, builder.getStringAttr(axis),
+      builder.getI64IntegerAttr(from % numStages),
+      builder.getI64IntegerAttr(to % numStages));
+  moved->setAttr(kForwardAttr, builder.getUnitAttr());
+  if (numChunks > 1) {
+    moved->setAttr(kFromChunkAttr, builder.getI64IntegerAttr(from / numStages));
+    moved->setAttr(kToChunkAttr, builder.getI64IntegerAttr(to / numStages));
+  }
+  return moved.getY();
+}
 
 int64_t Partitioner::paramUnit(unsigned index) const {
   StringRef name = getArgString(func, index, kParamAttr);
@@ -96,7 +133,7 @@ int64_t Partitioner::stageOfUnit(int64_t unit) const {
   if (unit < 0)
     return 0;
   if (unit >= numLayers)
-    return numStages - 1;
+    return numVirtual - 1;
   int64_t stage = 0;
   while (unit >= bounds[stage + 1])
     ++stage;
@@ -109,32 +146,30 @@ int64_t Partitioner::stageOfUnit(int64_t unit) const {
 /// their gradient to be summed there, so one AdamW update on the first
 /// stage sees the whole gradient (the original all-reduces it over the
 /// embedding group instead).
-void Partitioner::routeSharedParams() {
-  OpBuilder builder(func.getContext());
+LogicalResult Partitioner::routeSharedParams() {
   builder.setInsertionPointToStart(&func.getBody().front());
   for (BlockArgument arg : func.getArguments()) {
     if (getArgString(func, arg.getArgNumber(), kParamAttr).empty())
       continue;
     std::map<int64_t, SmallVector<OpOperand *>> usesOnStage;
     for (OpOperand &use : arg.getUses())
-      if (auto stage = use.getOwner()->getAttrOfType<IntegerAttr>(kStageAttr))
-        usesOnStage[stage.getInt()].push_back(&use);
+      if (use.getOwner()->hasAttr(kStageAttr))
+        usesOnStage[virtualStage(use.getOwner())].push_back(&use);
     if (usesOnStage.size() < 2)
       continue;
     int64_t home = usesOnStage.begin()->first;
     for (auto &[stage, uses] : llvm::drop_begin(usesOnStage)) {
-      auto transfer = builder.create<TransferOp>(
-          arg.getLoc(), arg.getType(), arg, builder.getStringAttr(axis),
-          builder.getI64IntegerAttr(home), builder.getI64IntegerAttr(stage));
-      transfer->setAttr(kForwardAttr, builder.getUnitAttr());
+      FailureOr<Value> moved = transfer(arg, home, stage);
+      if (failed(moved))
+        return failure();
       for (OpOperand *use : uses)
-        use->set(transfer.getY());
+        use->set(*moved);
     }
   }
+  return success();
 }
 
-void Partitioner::insertTransfers() {
-  OpBuilder builder(func.getContext());
+LogicalResult Partitioner::insertTransfers() {
   Block &body = func.getBody().front();
   // One transfer per value and destination stage, right after the value.
   llvm::DenseMap<std::pair<Value, int64_t>, Value> transferred;
@@ -142,33 +177,32 @@ void Partitioner::insertTransfers() {
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
   for (Operation *op : ops) {
-    int64_t to = op->getAttrOfType<IntegerAttr>(kStageAttr).getInt();
+    int64_t to = virtualStage(op);
     for (OpOperand &operand : op->getOpOperands()) {
       Operation *producer = operand.get().getDefiningOp();
       if (!producer)
         continue;
-      int64_t from = producer->getAttrOfType<IntegerAttr>(kStageAttr).getInt();
+      int64_t from = virtualStage(producer);
       if (from == to)
         continue;
       Value &moved = transferred[{operand.get(), to}];
       if (!moved) {
         builder.setInsertionPointAfter(producer);
-        auto transfer = builder.create<TransferOp>(
-            operand.get().getLoc(), operand.get().getType(), operand.get(),
-            builder.getStringAttr(axis), builder.getI64IntegerAttr(from),
-            builder.getI64IntegerAttr(to));
-        transfer->setAttr(kForwardAttr, builder.getUnitAttr());
-        moved = transfer.getY();
+        FailureOr<Value> made = transfer(operand.get(), from, to);
+        if (failed(made))
+          return failure();
+        moved = *made;
       }
       operand.set(moved);
     }
   }
+  return success();
 }
 
 LogicalResult Partitioner::run(StringRef balance) {
   findUnits();
   if (balance == "layers") {
-    bounds = splitLayers(numLayers, numStages);
+    bounds = splitLayers(numLayers, numVirtual);
   } else {
     // Forward flops per unit; the backward is about twice the forward
     // for every unit alike, so the forward alone picks the same split.
@@ -184,17 +218,15 @@ LogicalResult Partitioner::run(StringRef balance) {
       else
         layerCost[unit] += flops;
     }
-    bounds = balanceLayers(layerCost, firstCost, lastCost, numStages);
+    bounds = balanceLayers(layerCost, firstCost, lastCost, numVirtual);
   }
-  OpBuilder builder(func.getContext());
   for (Operation &op : func.getBody().front().without_terminator()) {
-    op.setAttr(kStageAttr,
-               builder.getI64IntegerAttr(stageOfUnit(unitOf.lookup(&op))));
+    setStage(&op, stageOfUnit(unitOf.lookup(&op)));
     op.setAttr(kForwardAttr, builder.getUnitAttr());
   }
-  insertTransfers();
-  routeSharedParams();
-  return success();
+  if (failed(insertTransfers()))
+    return failure();
+  return routeSharedParams();
 }
 
 struct PipelinePartitionPass
@@ -223,17 +255,35 @@ struct PipelinePartitionPass
                "a sum over the stages";
         return signalPassFailure();
       }
+    if (chunks < 1) {
+      emitError(module.getLoc(), "pipeline chunks must be positive, got ")
+          << chunks;
+      return signalPassFailure();
+    }
     ModelSizes sizes(module);
     int64_t numLayers = sizes.get("num_hidden_layers");
-    if (numLayers < numStages) {
-      emitError(sizes.loc("num_hidden_layers"))
-          << axis << " (" << numStages
-          << ") needs at least one layer per stage, got num_hidden_layers ("
-          << numLayers << ")";
+    if (numLayers < numStages * chunks) {
+      InFlightDiagnostic diag = emitError(sizes.loc("num_hidden_layers"))
+                                << axis << " (" << numStages << ")";
+      if (chunks > 1)
+        diag << " x " << chunks << " chunks";
+      diag << " needs at least one layer per "
+           << (chunks > 1 ? "chunk" : "stage") << ", got num_hidden_layers ("
+           << numLayers << ")";
+      return signalPassFailure();
+    }
+    // Interleaving cycles P microbatches through each chunk in turn.
+    int64_t numMicrobatches =
+        std::max<int64_t>(sizes.get("num_microbatches"), 1);
+    if (chunks > 1 && numMicrobatches % numStages != 0) {
+      emitError(sizes.loc("num_microbatches"))
+          << axis << " (" << numStages << ") must divide num_microbatches ("
+          << numMicrobatches << ") for an interleaved schedule";
       return signalPassFailure();
     }
     for (auto func : module.getOps<func::FuncOp>())
-      if (failed(Partitioner(func, axis, numStages, numLayers).run(balance)))
+      if (failed(Partitioner(func, axis, numStages, chunks, numLayers)
+                     .run(balance)))
         return signalPassFailure();
   }
 };

@@ -40,9 +40,9 @@ namespace {
 class Scheduler {
 public:
   Scheduler(func::FuncOp func, StringRef axis, StringRef schedule,
-            int64_t numStages)
+            int64_t numStages, int64_t numChunks)
       : func(func), axis(axis), schedule(schedule), numStages(numStages),
-        builder(func.getContext()) {}
+        numChunks(numChunks), builder(func.getContext()) {}
   LogicalResult run();
 
 private:
@@ -57,10 +57,22 @@ private:
   void setStage(Operation *op, int64_t stage) {
     op->setAttr(kStageAttr, builder.getI64IntegerAttr(stage));
   }
+  /// The model chunk of a staged op (0 without chunks).
+  static int64_t chunkOf(Operation *op, StringRef attr = kChunkAttr) {
+    auto chunk = op->getAttrOfType<IntegerAttr>(attr);
+    return chunk ? chunk.getInt() : 0;
+  }
+  /// Virtual stage v: chunk v / P of stage v % P.
+  void setVirtualStage(Operation *op, int64_t virtualStage) {
+    setStage(op, virtualStage % numStages);
+    if (numChunks > 1)
+      op->setAttr(kChunkAttr,
+                  builder.getI64IntegerAttr(virtualStage / numStages));
+  }
 
   func::FuncOp func;
   StringRef axis, schedule;
-  int64_t numStages;
+  int64_t numStages, numChunks;
   OpBuilder builder;
 };
 
@@ -76,30 +88,37 @@ LogicalResult Scheduler::assignStages() {
   auto stageNode = [](int64_t stage) {
     return reinterpret_cast<void *>(static_cast<uintptr_t>(stage + 1) << 3);
   };
+  // Nodes are virtual stages: with chunks, one rank runs several.
+  int64_t numVirtual = numStages * numChunks;
   llvm::EquivalenceClasses<void *> classes;
-  for (int64_t s = 0; s < numStages; ++s)
+  for (int64_t s = 0; s < numVirtual; ++s)
     classes.insert(stageNode(s));
   for (Operation &op : body.without_terminator()) {
     classes.insert(&op);
     if (auto stage = op.getAttrOfType<IntegerAttr>(kStageAttr))
-      classes.unionSets(&op, stageNode(stage.getInt()));
+      classes.unionSets(&op,
+                        stageNode(stage.getInt() + chunkOf(&op) * numStages));
     auto transfer = dyn_cast<TransferOp>(op);
     for (Value operand : op.getOperands()) {
       Operation *producer = operand.getDefiningOp();
       if (!producer || isLeaf(producer))
         continue;
       if (transfer) {
-        classes.unionSets(producer, stageNode(transfer.getFrom()));
+        classes.unionSets(
+            producer, stageNode(transfer.getFrom() +
+                                chunkOf(transfer, kFromChunkAttr) * numStages));
         continue;
       }
       if (auto from = dyn_cast<TransferOp>(producer))
-        classes.unionSets(&op, stageNode(from.getTo()));
+        classes.unionSets(
+            &op,
+            stageNode(from.getTo() + chunkOf(from, kToChunkAttr) * numStages));
       else
         classes.unionSets(&op, producer);
     }
   }
   llvm::DenseMap<void *, int64_t> stageOfLeader;
-  for (int64_t s = 0; s < numStages; ++s) {
+  for (int64_t s = 0; s < numVirtual; ++s) {
     void *leader = classes.getLeaderValue(stageNode(s));
     if (!stageOfLeader.try_emplace(leader, s).second)
       return func.emitError("stages ")
@@ -112,7 +131,7 @@ LogicalResult Scheduler::assignStages() {
     auto it = stageOfLeader.find(classes.getLeaderValue(&op));
     if (it == stageOfLeader.end())
       return op.emitOpError("feeds no pipeline stage");
-    setStage(&op, it->second);
+    setVirtualStage(&op, it->second);
   }
   return success();
 }
@@ -125,20 +144,24 @@ void Scheduler::cloneLeaves() {
       leaves.push_back(&op);
   for (Operation *leaf : leaves) {
     llvm::SmallSet<int64_t, 4> stages;
+    std::map<int64_t, int64_t> chunkOnStage; // its first user's there
     for (Operation *user : leaf->getUsers())
-      if (user->hasAttr(kStageAttr))
+      if (user->hasAttr(kStageAttr)) {
         stages.insert(stageOf(user));
+        chunkOnStage.try_emplace(stageOf(user), chunkOf(user));
+      }
     if (stages.empty()) {
       setStage(leaf, 0);
       continue;
     }
     SmallVector<int64_t> order(stages.begin(), stages.end());
     llvm::sort(order);
-    setStage(leaf, order.front());
+    setVirtualStage(leaf,
+                    order.front() + chunkOnStage[order.front()] * numStages);
     builder.setInsertionPointAfter(leaf);
     for (int64_t stage : llvm::drop_begin(order)) {
       Operation *copy = builder.clone(*leaf);
-      setStage(copy, stage);
+      setVirtualStage(copy, stage + chunkOnStage[stage] * numStages);
       for (auto [result, copied] :
            llvm::zip(leaf->getResults(), copy->getResults()))
         result.replaceUsesWithIf(copied, [&](OpOperand &use) {
@@ -151,20 +174,24 @@ void Scheduler::cloneLeaves() {
 
 void Scheduler::splitTransfers() {
   Block &body = func.getBody().front();
+  int64_t tag = 0;
   for (auto transfer : llvm::make_early_inc_range(body.getOps<TransferOp>())) {
     builder.setInsertionPoint(transfer);
-    auto send =
-        builder.create<SendOp>(transfer.getLoc(), transfer.getX(),
-                               transfer.getAxisAttr(), transfer.getToAttr());
-    auto recv =
-        builder.create<RecvOp>(transfer.getLoc(), transfer.getType(),
-                               transfer.getAxisAttr(), transfer.getFromAttr());
+    IntegerAttr tagAttr = builder.getI64IntegerAttr(tag++);
+    auto send = builder.create<SendOp>(transfer.getLoc(), transfer.getX(),
+                                       transfer.getAxisAttr(),
+                                       transfer.getToAttr(), tagAttr);
+    auto recv = builder.create<RecvOp>(transfer.getLoc(), transfer.getType(),
+                                       transfer.getAxisAttr(),
+                                       transfer.getFromAttr(), tagAttr);
     for (Operation *op : {send.getOperation(), recv.getOperation()})
       for (StringRef name : {kMicrobatchAttr, kForwardAttr})
         if (Attribute attr = transfer->getAttr(name))
           op->setAttr(name, attr);
-    setStage(send, transfer.getFrom());
-    setStage(recv, transfer.getTo());
+    setVirtualStage(send, transfer.getFrom() +
+                              chunkOf(transfer, kFromChunkAttr) * numStages);
+    setVirtualStage(recv, transfer.getTo() +
+                              chunkOf(transfer, kToChunkAttr) * numStages);
     transfer.getY().replaceAllUsesWith(recv.getY());
     transfer.erase();
   }
@@ -175,16 +202,17 @@ void Scheduler::reorder() {
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
-  // slotIndex[stage][(backward, m)]: the step's place in that stage.
-  std::vector<std::map<std::pair<bool, int64_t>, int64_t>> slotIndex(numStages);
+  // slotIndex[stage][(backward, m, chunk)]: the step's place in that stage.
+  std::vector<std::map<std::tuple<bool, int64_t, int64_t>, int64_t>> slotIndex(
+      numStages);
   int64_t numMicrobatches = 1;
   for (Operation *op : ops)
     if (auto m = op->getAttrOfType<IntegerAttr>(kMicrobatchAttr))
       numMicrobatches = std::max(numMicrobatches, m.getInt() + 1);
   for (int64_t s = 0; s < numStages; ++s)
     for (auto [index, slot] : llvm::enumerate(
-             pipelineSlots(schedule, numStages, s, numMicrobatches)))
-      slotIndex[s][{slot.backward, slot.microbatch}] =
+             pipelineSlots(schedule, numStages, s, numMicrobatches, numChunks)))
+      slotIndex[s][{slot.backward, slot.microbatch, slot.chunk}] =
           static_cast<int64_t>(index);
   bool microbatched = numMicrobatches > 1;
   llvm::DenseMap<Operation *, int64_t> keyOf, indexOf, pending;
@@ -195,8 +223,8 @@ void Scheduler::reorder() {
     auto m = op->getAttrOfType<IntegerAttr>(kMicrobatchAttr);
     int64_t key = 0;
     if (m || !microbatched)
-      key = slotIndex[stageOf(op)]
-                     [{!op->hasAttr(kForwardAttr), m ? m.getInt() : 0}];
+      key = slotIndex[stageOf(op)][{!op->hasAttr(kForwardAttr),
+                                    m ? m.getInt() : 0, chunkOf(op)}];
     int64_t numPending = 0;
     for (Value operand : op->getOperands())
       if (Operation *producer = operand.getDefiningOp()) {
@@ -208,11 +236,16 @@ void Scheduler::reorder() {
     keyOf[op] = key;
     pending[op] = numPending;
   }
-  // The n-th recv from a peer gets its n-th send: between two stages, both
-  // keep program order (the same on both sides, as each pair was made from
-  // one transfer), however the schedule interleaves them with compute.
+  // Without tags (NCCL) the n-th recv from a peer gets its n-th send:
+  // between two stages, both keep program order (the same on both sides,
+  // as each pair was made from one transfer), however the schedule
+  // interleaves them with compute. Interleaving reorders microbatches
+  // across chunks against program order: its transfers are matched by tag
+  // only (the cpu's communicator), each recv where its step needs it.
   std::map<std::tuple<StringRef, int64_t, int64_t>, Operation *> lastOnLink;
   for (Operation *op : ops) {
+    if (schedule == "interleaved")
+      break;
     auto send = dyn_cast<SendOp>(op);
     auto recv = dyn_cast<RecvOp>(op);
     if (!send && !recv)
@@ -243,6 +276,7 @@ void Scheduler::reorder() {
   for (Operation *op : ops) {
     op->removeAttr(kMicrobatchAttr);
     op->removeAttr(kForwardAttr);
+    op->removeAttr(kChunkAttr);
   }
 }
 
@@ -264,14 +298,21 @@ struct PipelineSchedulePass
     int64_t numStages = getMesh(module).getSize(axis);
     if (numStages <= 1)
       return;
-    if (pipelineSlots(schedule, numStages, 0, 1).empty()) {
-      emitError(module.getLoc(),
-                "pipeline schedule must be gpipe or 1f1b, got '")
+    if (schedule != "gpipe" && schedule != "1f1b" &&
+        schedule != "interleaved") {
+      emitError(module.getLoc(), "pipeline schedule must be gpipe, 1f1b or "
+                                 "interleaved, got '")
           << schedule << "'";
       return signalPassFailure();
     }
+    if ((schedule == "interleaved") != (chunks > 1)) {
+      emitError(module.getLoc(), "the interleaved schedule and only it takes "
+                                 "2 or more chunks a stage, got ")
+          << chunks << " for " << schedule;
+      return signalPassFailure();
+    }
     for (auto func : module.getOps<func::FuncOp>())
-      if (failed(Scheduler(func, axis, schedule, numStages).run()))
+      if (failed(Scheduler(func, axis, schedule, numStages, chunks).run()))
         return signalPassFailure();
   }
 };

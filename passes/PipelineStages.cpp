@@ -7,11 +7,46 @@
 
 using namespace sharc;
 
+namespace {
+
+std::vector<PipelineSlot> interleavedSlots(int64_t numStages, int64_t stage,
+                                           int64_t numMicrobatches,
+                                           int64_t numChunks) {
+  int64_t p = numStages, v = numChunks;
+  int64_t total = numMicrobatches * v;
+  // The k-th forward (backward) step: P microbatches on one chunk, then the
+  // next chunk (backwards from the last chunk), v P steps a round.
+  auto step = [&](int64_t k, bool backward) {
+    int64_t chunk = k % (p * v) / p;
+    return PipelineSlot{backward, k / (p * v) * p + k % p,
+                        backward ? v - 1 - chunk : chunk};
+  };
+  int64_t warmup = std::min((p - stage - 1) * 2 + (v - 1) * p, total);
+  std::vector<PipelineSlot> slots;
+  for (int64_t k = 0; k < warmup; ++k)
+    slots.push_back(step(k, false));
+  for (int64_t i = 0; i < total - warmup; ++i) {
+    slots.push_back(step(warmup + i, false));
+    slots.push_back(step(i, true));
+  }
+  for (int64_t k = total - warmup; k < total; ++k)
+    slots.push_back(step(k, true));
+  return slots;
+}
+
+} // namespace
+
 std::vector<PipelineSlot> sharc::pipelineSlots(llvm::StringRef schedule,
                                                int64_t numStages, int64_t stage,
-                                               int64_t numMicrobatches) {
+                                               int64_t numMicrobatches,
+                                               int64_t numChunks) {
   std::vector<PipelineSlot> slots;
   int64_t m = numMicrobatches;
+  if (schedule == "interleaved") {
+    if (numChunks < 2 || m % numStages != 0)
+      return slots;
+    return interleavedSlots(numStages, stage, m, numChunks);
+  }
   if (schedule == "gpipe") {
     // Every forward, then the backwards first in, first out.
     for (int64_t i = 0; i < m; ++i)

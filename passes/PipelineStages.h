@@ -25,21 +25,29 @@ inline constexpr llvm::StringLiteral kMicrobatchAttr = "sharc.microbatch";
 /// Marks the forward ops (unit), set by sharc-pipeline-partition.
 inline constexpr llvm::StringLiteral kForwardAttr = "sharc.forward";
 
-/// One step of a stage's schedule: the forward or backward of microbatch m.
+/// One step of a stage's schedule: the forward or backward of microbatch m
+/// on model chunk `chunk` of the stage (0 unless interleaved).
 struct PipelineSlot {
   bool backward = false;
   int64_t microbatch = 0;
+  int64_t chunk = 0;
   bool operator==(const PipelineSlot &other) const {
-    return backward == other.backward && microbatch == other.microbatch;
+    return backward == other.backward && microbatch == other.microbatch &&
+           chunk == other.chunk;
   }
 };
 
 /// The order stage `stage` of `numStages` runs the 2M steps of M
-/// microbatches in (seed-system.md 4.4): "gpipe" or "1f1b". Empty for an
-/// unknown schedule.
+/// microbatches in (seed-system.md 4.4): "gpipe" or "1f1b"; or with
+/// "interleaved", the 2 M v steps of M microbatches on v = numChunks model
+/// chunks a stage (Megatron's interleaved 1F1B: chunk c of stage r is
+/// virtual stage r + c P; forwards go P microbatches a chunk at a time,
+/// (P - r - 1) 2 + (v - 1) P of them before the first backward; needs M a
+/// multiple of P). Empty for an unknown schedule.
 std::vector<PipelineSlot> pipelineSlots(llvm::StringRef schedule,
                                         int64_t numStages, int64_t stage,
-                                        int64_t numMicrobatches);
+                                        int64_t numMicrobatches,
+                                        int64_t numChunks = 1);
 
 /// The original's split: stage r holds layers [bounds[r], bounds[r+1]),
 /// bounds[r] = floor(L r / P). Needs numLayers >= numStages >= 1.

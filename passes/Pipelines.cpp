@@ -74,7 +74,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createSpmdize());
   // On the forward alone: autodiff transposes its transfers.
   if (options.ppSize > 1)
-    pm.addPass(createPipelinePartition({"pp", options.ppBalance}));
+    pm.addPass(
+        createPipelinePartition({"pp", options.ppBalance, options.ppChunks}));
   pm.addPass(createAutodiff());
   if (options.fuseProjections)
     pm.addPass(createFuseProjections());
@@ -92,7 +93,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createFuseAdds());
   // Last: it stages and orders the finished step.
   if (options.ppSize > 1)
-    pm.addPass(createPipelineSchedule({"pp", options.ppSchedule}));
+    pm.addPass(
+        createPipelineSchedule({"pp", options.ppSchedule, options.ppChunks}));
   if (sharded)
     pm.addPass(createVerifyPlacements());
 }

@@ -277,7 +277,7 @@ Status NcclCommunicator::allReduce(const void *send, void *recv, DType dtype,
 }
 
 Status NcclCommunicator::send(const void *data, int64_t numBytes, int64_t peer,
-                              const std::string &axis) {
+                              int64_t tag, const std::string &axis) {
   if (groups_.aborted())
     return Status::runtimeError("NCCL was aborted after an earlier failure");
   ncclComm_t comm = groups_.comm(rank_, stream_, axis);
@@ -289,7 +289,7 @@ Status NcclCommunicator::send(const void *data, int64_t numBytes, int64_t peer,
 }
 
 Status NcclCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
-                              const std::string &axis) {
+                              int64_t tag, const std::string &axis) {
   if (groups_.aborted())
     return Status::runtimeError("NCCL was aborted after an earlier failure");
   ncclComm_t comm = groups_.comm(rank_, stream_, axis);

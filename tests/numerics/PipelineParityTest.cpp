@@ -74,6 +74,8 @@ PipelineOptions pipelineLayout(int64_t stages, const std::string &schedule,
   REQUIRE(applyModePreset("pp", stages, layout));
   layout.ppSchedule = schedule;
   layout.ppBalance = balance;
+  if (schedule == "interleaved")
+    layout.ppChunks = 2;
   return layout;
 }
 
@@ -266,4 +268,12 @@ TEST_CASE("tied embeddings under pp equal the dense step",
   // step and sends the LM head's gradient back, summed before the update.
   requirePipelineParity(3, 2, 4, "gpipe", "cost", /*tied=*/true);
   requirePipelineParity(4, 4, 4, "1f1b", "layers", /*tied=*/true);
+}
+
+TEST_CASE("interleaved 1F1B (2 chunks a stage) equals the dense step",
+          "[numerics][pipeline]") {
+  requirePipelineParity(4, 2, 4, "interleaved");
+  requirePipelineParity(6, 2, 2, "interleaved", "layers");
+  requirePipelineParity(8, 4, 4, "interleaved", "layers");
+  requirePipelineParity(5, 2, 4, "interleaved", "cost", /*tied=*/true);
 }

@@ -41,7 +41,7 @@ struct CompileFlags {
   std::string modelPath, runPath, outputPath;
   std::string dumpIr; ///< "", "after-all" or "final"
   std::string mode = "dense";
-  std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize;
+  std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize, ppChunks;
   std::string ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
@@ -61,9 +61,9 @@ void printUsage(FILE *out) {
                "usage: sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN]\n"
                "         [--mode dense|ddp|tp|tp_sp|tp_sp_async|tp_vp|"
                "tp_sp_async_vp|pp|tp_pp]\n"
-               "         [--dp N] [--tp N] [--pp N] [--pp-schedule gpipe|1f1b] "
-               "[--pp-balance cost|layers]\n"
-               "         [--sp] [--vp] "
+               "         [--dp N] [--tp N] [--pp N] "
+               "[--pp-schedule gpipe|1f1b|interleaved] [--pp-chunks V]\n"
+               "         [--pp-balance cost|layers] [--sp] [--vp] "
                "[--recompute none|sp-allgather]\n"
                "         [--bucket-bytes N (data-parallel gradient buckets, "
                "default 25 MiB)]\n"
@@ -128,17 +128,18 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       else
         flags.recompute = *v;
     } else if (arg == "--dp" || arg == "--tp" || arg == "--pp" ||
-               arg == "--bucket-bytes") {
+               arg == "--pp-chunks" || arg == "--bucket-bytes") {
       std::optional<std::string> v = value(arg.c_str());
       char *end = nullptr;
       long long size = v ? std::strtoll(v->c_str(), &end, 10) : 0;
       long long limit = arg == "--bucket-bytes" ? (1LL << 40) : 4096;
       if (!v || v->empty() || *end != '\0' || size < 1 || size > limit)
         return usageError(arg + " needs a positive integer");
-      (arg == "--dp"   ? flags.dpSize
-       : arg == "--tp" ? flags.tpSize
-       : arg == "--pp" ? flags.ppSize
-                       : flags.bucketBytes) = size;
+      (arg == "--dp"          ? flags.dpSize
+       : arg == "--tp"        ? flags.tpSize
+       : arg == "--pp"        ? flags.ppSize
+       : arg == "--pp-chunks" ? flags.ppChunks
+                              : flags.bucketBytes) = size;
     } else if (arg == "--sp") {
       flags.sequenceParallel = true;
     } else if (arg == "--vp") {
@@ -263,11 +264,19 @@ int compile(const CompileFlags &flags) {
   if (flags.ppSize)
     pipeline.ppSize = *flags.ppSize;
   if (!flags.ppSchedule.empty()) {
-    if (flags.ppSchedule != "gpipe" && flags.ppSchedule != "1f1b")
+    if (flags.ppSchedule != "gpipe" && flags.ppSchedule != "1f1b" &&
+        flags.ppSchedule != "interleaved")
       return usageError("unknown pipeline schedule '" + flags.ppSchedule +
-                        "' (expected gpipe or 1f1b)");
+                        "' (expected gpipe, 1f1b or interleaved)");
     pipeline.ppSchedule = flags.ppSchedule;
   }
+  // Interleaving takes 2 model chunks a stage unless told otherwise.
+  if (pipeline.ppSchedule == "interleaved")
+    pipeline.ppChunks = flags.ppChunks.value_or(2);
+  if (flags.ppChunks &&
+      (pipeline.ppSchedule != "interleaved" || *flags.ppChunks < 2))
+    return usageError("--pp-chunks V takes V >= 2 with --pp-schedule "
+                      "interleaved");
   if (!flags.ppBalance.empty()) {
     if (flags.ppBalance != "cost" && flags.ppBalance != "layers")
       return usageError("unknown pipeline balance '" + flags.ppBalance +

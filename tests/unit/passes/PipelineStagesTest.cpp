@@ -15,13 +15,15 @@ using namespace sharc;
 
 namespace {
 
-/// "F0 F1 B0 ..." for a list of slots.
-std::string text(const std::vector<PipelineSlot> &slots) {
+/// "F0 F1 B0 ..." for a list of slots; with chunks "F0.1" (microbatch 0,
+/// chunk 1).
+std::string text(const std::vector<PipelineSlot> &slots, bool chunks = false) {
   std::string result;
   for (const PipelineSlot &slot : slots)
     result += (result.empty() ? "" : " ") +
               std::string(slot.backward ? "B" : "F") +
-              std::to_string(slot.microbatch);
+              std::to_string(slot.microbatch) +
+              (chunks ? "." + std::to_string(slot.chunk) : "");
   return result;
 }
 
@@ -113,4 +115,35 @@ TEST_CASE("the balanced split counts the embedding and the LM head",
     }
     REQUIRE(worst(bounds) == best);
   }
+}
+
+TEST_CASE("interleaved 1F1B cycles P microbatches through each chunk",
+          "[passes][pipeline]") {
+  // P = 2, v = 2, M = 4: warmup (P - r - 1) 2 + (v - 1) P = 4 and 2.
+  REQUIRE(text(pipelineSlots("interleaved", 2, 0, 4, 2), true) ==
+          "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 "
+          "B2.1 B3.1 B2.0 B3.0");
+  REQUIRE(text(pipelineSlots("interleaved", 2, 1, 4, 2), true) ==
+          "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 "
+          "F3.1 B3.1 B2.0 B3.0");
+  // M must be a multiple of P, and interleaving needs two chunks.
+  REQUIRE(pipelineSlots("interleaved", 2, 0, 3, 2).empty());
+  REQUIRE(pipelineSlots("interleaved", 2, 0, 4, 1).empty());
+  // Every step once, each backward after its forward.
+  for (int64_t stages : {2, 4})
+    for (int64_t chunks : {2, 3})
+      for (int64_t r = 0; r < stages; ++r) {
+        std::vector<PipelineSlot> slots =
+            pipelineSlots("interleaved", stages, r, 2 * stages, chunks);
+        REQUIRE(slots.size() == static_cast<size_t>(4 * stages * chunks));
+        for (size_t i = 0; i < slots.size(); ++i) {
+          if (!slots[i].backward)
+            continue;
+          PipelineSlot forward{false, slots[i].microbatch, slots[i].chunk};
+          auto at = std::find(slots.begin(), slots.end(), forward);
+          REQUIRE(at != slots.end());
+          REQUIRE(at - slots.begin() < static_cast<std::ptrdiff_t>(i));
+          REQUIRE(std::count(slots.begin(), slots.end(), slots[i]) == 1);
+        }
+      }
 }
