@@ -31,15 +31,15 @@
 // GPIPE: sharc.valid_count {{.*}}sharc.stage = 1
 // GPIPE: %[[TOK:.*]]:2 = sharc.split %arg1 {dim = 1 : i64, sharc.stage = 0 : i64}
 // GPIPE: sharc.embedding %arg0, %[[TOK]]#0 {sharc.stage = 0 : i64}
-// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64}
-// GPIPE-NEXT: sharc.recv {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64}
+// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64{{.*}}}
+// GPIPE-NEXT: sharc.recv {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64{{.*}}}
 // GPIPE: sharc.embedding %arg0, %[[TOK]]#1 {sharc.stage = 0 : i64}
-// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64}
+// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64{{.*}}}
 // GPIPE: sharc.cross_entropy_grad
-// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64}
-// GPIPE-NEXT: sharc.recv {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64}
+// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64{{.*}}}
+// GPIPE-NEXT: sharc.recv {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64{{.*}}}
 // GPIPE: sharc.embedding_grad %{{.*}}, %[[TOK]]#0 {sharc.stage = 0 : i64}
-// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64}
+// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64{{.*}}}
 // GPIPE: sharc.embedding_grad %{{.*}}, %[[TOK]]#1 {sharc.stage = 0 : i64}
 // GPIPE-NOT: sharc.transfer
 // GPIPE-NOT: sharc.forward
@@ -51,9 +51,9 @@
 // ONEF: %[[TOK:.*]]:3 = sharc.split %arg1
 // ONEF: sharc.embedding %arg0, %[[TOK]]#0 {sharc.stage = 0 : i64}
 // ONEF: sharc.cross_entropy {{.*}}sharc.stage = 1
-// ONEF: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64}
+// ONEF: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64{{.*}}}
 // ONEF: sharc.embedding %arg0, %[[TOK]]#1 {sharc.stage = 0 : i64}
-// ONEF: sharc.recv {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64}
+// ONEF: sharc.recv {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64{{.*}}}
 // ONEF: sharc.embedding_grad %{{.*}}, %[[TOK]]#0 {sharc.stage = 0 : i64}
 // ONEF: sharc.cross_entropy {{.*}}sharc.stage = 1
 // ONEF: sharc.embedding %arg0, %[[TOK]]#2 {sharc.stage = 0 : i64}
