@@ -99,6 +99,11 @@ public:
     return Status::runtimeError("recv over " + axis +
                                 " is not implemented on this backend");
   }
+  /// Brackets sends and recvs that must be posted together (NCCL's group:
+  /// two ranks sending to each other at once would otherwise wait for
+  /// each other). No-ops where sends never wait (the cpu's).
+  virtual Status beginTransfers() { return Status::ok(); }
+  virtual Status endTransfers() { return Status::ok(); }
 };
 
 class LocalCommunicator;

@@ -129,6 +129,8 @@ Status Runtime::bindRank(RankState &rank) {
   rank.stepConstants = StepConstants();
   rank.env.stepConstants = backend_->enqueues() ? &rank.stepConstants : nullptr;
   Status status = bindInstrs(rank);
+  if (status)
+    status = groupTransfers(rank);
   // Checking mode keeps one launch per update, so a non-finite parameter
   // is named by its own instruction.
   if (status && rank.env.stepConstants && !options_.checkHazards)
@@ -174,6 +176,53 @@ Status Runtime::checkFinite(RankState &rank, const BoundInstr &bound) {
           std::to_string(*count) + " NaN or infinite values of " +
           std::to_string(ref->numel()));
   }
+  return Status::ok();
+}
+
+Status Runtime::groupTransfers(RankState &rank) {
+  auto isTransfer = [](const plan::Instruction &instr) {
+    return instr.op == "send" || instr.op == "recv";
+  };
+  // Per stream, the run being collected: this rank's instructions only.
+  std::vector<std::vector<int64_t>> runs(plan_.numStreams);
+  auto close = [&](std::vector<int64_t> &run) {
+    if (run.size() > 1) {
+      std::vector<Launch> launches;
+      for (int64_t i : run)
+        launches.push_back(std::move(rank.program[i].launch));
+      rank.program[run.front()].launch =
+          [launches = std::move(launches)](const LaunchContext &context) {
+            SHARC_TRY(context.comm->beginTransfers());
+            for (const Launch &launch : launches)
+              if (Status status = launch(context); !status) {
+                (void)context.comm->endTransfers();
+                return status;
+              }
+            return context.comm->endTransfers();
+          };
+      for (size_t k = 1; k < run.size(); ++k)
+        rank.program[run[k]].launch = [](const LaunchContext &) {
+          return Status::ok();
+        };
+    }
+    run.clear();
+  };
+  for (size_t i = 0; i < plan_.instructions.size(); ++i) {
+    const plan::Instruction &instr = plan_.instructions[i];
+    if (instr.stage >= 0 && instr.stage != rank.stage)
+      continue;
+    std::vector<int64_t> &run = runs[instr.stream];
+    bool joins = isTransfer(instr) && !run.empty() && instr.waits.empty() &&
+                 plan_.instructions[run.back()].signals.empty();
+    if (!joins) {
+      close(run);
+      if (!isTransfer(instr))
+        continue;
+    }
+    run.push_back(static_cast<int64_t>(i));
+  }
+  for (std::vector<int64_t> &run : runs)
+    close(run);
   return Status::ok();
 }
 

@@ -181,6 +181,12 @@ private:
   /// Checking mode: an error naming the step and the buffer when the
   /// instruction's outputs (and in-place updates) hold a NaN or infinity.
   Status checkFinite(RankState &rank, const BoundInstr &bound);
+  /// Each run of a rank's adjacent sends and recvs on one stream (the
+  /// later ones without waits, the earlier without signals) becomes one
+  /// launch at its first instruction, posted as one group (1F1B's
+  /// send-forward + recv-backward pairs, which NCCL would otherwise
+  /// deadlock on).
+  Status groupTransfers(RankState &rank);
   /// On a device: each run of consecutive adamw updates (findAdamWRuns)
   /// becomes one grouped launch at its first instruction.
   Status groupAdamW(RankState &rank);

@@ -288,6 +288,16 @@ Status NcclCommunicator::send(const void *data, int64_t numBytes, int64_t peer,
   return Status::ok();
 }
 
+Status NcclCommunicator::beginTransfers() {
+  SHARC_NCCL(ncclGroupStart());
+  return Status::ok();
+}
+
+Status NcclCommunicator::endTransfers() {
+  SHARC_NCCL(ncclGroupEnd());
+  return Status::ok();
+}
+
 Status NcclCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
                               int64_t tag, const std::string &axis) {
   if (groups_.aborted())

@@ -108,6 +108,9 @@ public:
               const std::string &axis) override;
   Status recv(void *data, int64_t numBytes, int64_t peer, int64_t tag,
               const std::string &axis) override;
+  /// ncclGroupStart / ncclGroupEnd around adjacent sends and recvs.
+  Status beginTransfers() override;
+  Status endTransfers() override;
 
 private:
   const NcclGroups &groups_;
