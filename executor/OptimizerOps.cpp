@@ -119,6 +119,7 @@ std::vector<AdamWRun> findAdamWRuns(const plan::Plan &plan) {
     size_t last = i;
     while (last + 1 < instrs.size() && instrs[last + 1].op == "adamw" &&
            instrs[last + 1].stream == instrs[i].stream &&
+           instrs[last + 1].stage == instrs[i].stage &&
            instrs[last + 1].waits.empty() && instrs[last].signals.empty())
       ++last;
     if (last > i)

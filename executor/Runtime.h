@@ -163,6 +163,7 @@ private:
   };
   struct RankState {
     int64_t rank = 0;
+    int64_t stage = -1; ///< its pipeline stage; -1 without one
     std::unique_ptr<RankDevice> device;
     OpEnv env;
     std::vector<BoundInstr> program;
@@ -170,9 +171,22 @@ private:
     StepConstants stepConstants;
     std::vector<char> stepTable;
   };
+  /// Whether `rank` holds a tensor of `sharding`: every rank does, but a
+  /// pipeline stage's tensor (Sharding::stage) is on that stage's ranks
+  /// only, whose bytes other stages use for their own.
+  static bool holdsStage(const RankState &rank,
+                         const plan::Sharding &sharding) {
+    return sharding.stage < 0 || sharding.stage == rank.stage;
+  }
   /// Checking mode: an error naming the step and the buffer when the
   /// instruction's outputs (and in-place updates) hold a NaN or infinity.
   Status checkFinite(RankState &rank, const BoundInstr &bound);
+  /// Each run of a rank's adjacent sends and recvs on one stream (the
+  /// later ones without waits, the earlier without signals) becomes one
+  /// launch at its first instruction, posted as one group (1F1B's
+  /// send-forward + recv-backward pairs, which NCCL would otherwise
+  /// deadlock on).
+  Status groupTransfers(RankState &rank);
   /// On a device: each run of consecutive adamw updates (findAdamWRuns)
   /// becomes one grouped launch at its first instruction.
   Status groupAdamW(RankState &rank);

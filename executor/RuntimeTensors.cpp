@@ -50,6 +50,8 @@ Status Runtime::initParams(uint64_t seed) {
     const Buffer &buffer = plan_.buffers[param.buffer];
     std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
     for (const auto &rank : ranks_) {
+      if (!holdsStage(*rank, param.sharding))
+        continue;
       auto slice = shardSlice(plan_.mesh, param.sharding, param.globalShape,
                               rank->env.coords);
       if (!slice)
@@ -82,6 +84,8 @@ Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
                                 std::to_string(needed));
   std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
   for (const auto &rank : ranks_) {
+    if (!holdsStage(*rank, sharding))
+      continue;
     auto slice =
         shardSlice(plan_.mesh, sharding, tensor.shape, rank->env.coords);
     if (!slice)
@@ -164,8 +168,9 @@ Status Runtime::loadParams(const TensorFile &file) {
           ", the plan expects " + shapeText(owner->globalShape));
     SHARC_TRY(scatterTensor(*tensor, param.buffer, param.sharding));
     for (const auto &rank : ranks_)
-      for (int64_t state : param.state)
-        SHARC_TRY(zeroBuffer(rank->rank, state));
+      if (holdsStage(*rank, param.sharding))
+        for (int64_t state : param.state)
+          SHARC_TRY(zeroBuffer(rank->rank, state));
   }
   nextStep_ = 1;
   return Status::ok();

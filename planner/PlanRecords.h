@@ -1,5 +1,7 @@
 //===- PlanRecords.h - plan records of IR values and ops --------*- C++ -*-===//
-// defines: dtypeOf, globalLayout, locationString, instructionAttrs,
+// defines: dtypeOf, globalLayout, pipelineStages, stageOfValue,
+//          locationString,
+//          instructionAttrs,
 //          slabRegion, memberName, parameterGradients, columnCopies
 //
 // What PlanEmitter writes for one value or op: its element type, global
@@ -23,6 +25,15 @@
 namespace sharc {
 
 mlir::FailureOr<DType> dtypeOf(mlir::Type type, mlir::Location loc);
+
+/// Each op's pipeline stage on a mesh with a pp axis of more than one rank
+/// (an op without one is an error); empty without such an axis.
+mlir::FailureOr<std::vector<int64_t>>
+pipelineStages(llvm::ArrayRef<mlir::Operation *> ops, MeshAttr mesh);
+
+/// The pipeline stage that holds `value`: its producer's, or for an
+/// argument the one stage that reads it; -1 when every stage does.
+int64_t stageOfValue(mlir::Value value);
 
 /// The plan's sharding and global shape of a value with local `type`.
 std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(mlir::Type type,

@@ -52,6 +52,12 @@ std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
     return {scatter.getNumBytesSent(n), axis.str()};
   if (auto exchange = dyn_cast<AllToAllOp>(op))
     return {exchange.getNumBytesSent(n), axis.str()};
+  // Pipeline transfers run on the communication stream too; the receiver
+  // sends nothing.
+  if (auto send = dyn_cast<SendOp>(op))
+    return {numBytes(send.getX()), axis.str()};
+  if (isa<RecvOp>(op))
+    return {0, axis.str()};
   return {0, ""}; // slice_to_rank and replicate move nothing between ranks
 }
 

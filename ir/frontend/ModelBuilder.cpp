@@ -222,6 +222,7 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   record("num_attention_heads", model.numHeads.value, model.numHeads.loc);
   record("num_key_value_heads", model.numKvHeads.value, model.numKvHeads.loc);
   record("head_dim", model.headDim.value, model.headDim.loc);
+  record("num_hidden_layers", model.numLayers.value, model.numLayers.loc);
   record("intermediate_size", model.intermediateSize.value,
          model.intermediateSize.loc);
   // sharc-microbatch splits the batch; one microbatch needs no record (and
