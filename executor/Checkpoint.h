@@ -3,15 +3,17 @@
 //
 // A checkpoint holds global (unsharded) tensors, so any plan of the same
 // model (dense, tp, dp, ...) can resume from it: parameters by name in their
-// storage type, and with optimizer state "<param>.exp_avg" and
-// "<param>.exp_avg_sq". Metadata: format = "sharc-checkpoint", model,
-// step (the number of optimizer steps already taken, which is also the
-// position in the learning-rate schedule, a function of the step), the
-// plan's lr_schedule as text, and data_position (the token windows the run
-// has consumed, DataLoader.h), so a resumed run continues both exactly.
-// The vocabulary rows that vocabulary parallelism pads embed_tokens and
-// lm_head with are left out (and zero when loaded), so a checkpoint of a
-// padded layout loads on an unpadded one and back.
+// storage type (under bf16-mixed the f32 master, of which the bf16 weights
+// are the rounding, so a resumed run continues exactly), and with
+// optimizer state "<param>.exp_avg" and "<param>.exp_avg_sq".
+// Metadata: format = "sharc-checkpoint", model, step (the number of
+// optimizer steps already taken, which is also the position in the
+// learning-rate schedule, a function of the step), the plan's lr_schedule
+// as text, and data_position (the token windows the run has consumed,
+// DataLoader.h), so a resumed run continues both exactly. The vocabulary
+// rows that vocabulary parallelism pads embed_tokens and lm_head with are
+// left out (and zero when loaded), so a checkpoint of a padded layout loads
+// on an unpadded one and back.
 #pragma once
 
 #include "executor/Runtime.h"

@@ -79,7 +79,8 @@ constexpr std::array<std::string_view, 3> decayNames = {"constant", "linear",
                                                         "cosine"};
 // A billion steps is far past any run (sharc-run takes at most 10^8).
 constexpr IntBounds stepBounds{0, 1'000'000'000};
-constexpr std::array<std::string_view, 2> dtypeNames = {"float32", "bfloat16"};
+constexpr std::array<std::string_view, 3> dtypeNames = {"float32", "bfloat16",
+                                                        "bf16-mixed"};
 
 // Sizes stay within int32 so that products of two of them (hidden * vocab,
 // seq * batch) cannot overflow the int64 shapes later passes compute.
@@ -379,7 +380,7 @@ MaybeError readDtype(const Section &section, Field<std::string> &dtype) {
       return std::nullopt;
   std::string hint = didYouMean(dtype.value, dtypeNames);
   if (hint.empty())
-    hint = " (expected 'float32' or 'bfloat16')";
+    hint = " (expected 'float32', 'bfloat16' or 'bf16-mixed')";
   return errorAt(dtype.loc, "unknown dtype '" + dtype.value + "'" + hint);
 }
 

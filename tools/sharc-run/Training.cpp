@@ -12,7 +12,7 @@ namespace sharc::training {
 
 double baseLearningRate(const plan::Plan &plan) {
   for (const plan::Instruction &instr : plan.instructions)
-    if (instr.op == "adamw")
+    if (instr.op == "adamw" || instr.op == "adamw_master")
       return instr.getFloat("lr");
   return -1.0;
 }
