@@ -62,9 +62,10 @@ std::string rotatingCheckpointPath(const std::string &savePath, int64_t step) {
 }
 
 Result<std::string> CheckpointRotation::save(const exec::Runtime &runtime,
-                                             int64_t dataPosition) {
+                                             int64_t dataPosition,
+                                             exec::DataOrder dataOrder) {
   std::string path = rotatingCheckpointPath(savePath_, runtime.nextStep() - 1);
-  SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition));
+  SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition, dataOrder));
   written_.push_back(path);
   // Only files this run wrote are removed, oldest first, and only once the
   // newer one is whole on disk.
