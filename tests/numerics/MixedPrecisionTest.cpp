@@ -5,7 +5,8 @@
 // same model from the same weights on the same batches is the reference:
 // bf16-mixed must stay closer to it than pure bf16 over many steps; every
 // layout must match the dense bf16-mixed run within the bf16 bound
-// (executor/Validation.h); a checkpoint must resume exactly; and the plan
+// (executor/Validation.h); a checkpoint must resume exactly on its layout
+// and within that bound on tp 2 or in f32; and the plan
 // must hold the extra bytes the analytic count gives.
 //
 //===----------------------------------------------------------------------===//
@@ -226,6 +227,40 @@ TEST_CASE("a bf16-mixed checkpoint holds the f32 masters and resumes exactly",
     INFO(want.name);
     REQUIRE(have->bytes == want.bytes);
   }
+}
+
+TEST_CASE("a dense bf16-mixed checkpoint resumes on tp 2 and in f32",
+          "[numerics][mixed]") {
+  // The checkpoint holds global f32 masters and moments: a tp plan slices
+  // them, an f32 plan takes them as its parameters and moments.
+  plan::Plan dense = compileWithDtype("tiny.yaml", "bf16-mixed", {});
+  PipelineOptions layout;
+  REQUIRE(applyModePreset("tp_sp_async", 2, layout));
+  plan::Plan tp = compileWithDtype("tiny.yaml", "bf16-mixed", layout);
+  plan::Plan f32 = compileWithDtype("tiny.yaml", "float32", {});
+  std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("sharc-mixed-tp-" + std::to_string(::getpid()) + ".ckpt"))
+          .string();
+  auto whole = makeRuntime(dense);
+  REQUIRE(whole->initParams(7).isOk());
+  trainSteps(*whole, dense, 3);
+  REQUIRE(exec::saveCheckpoint(*whole, path).isOk());
+  std::vector<double> uninterrupted = trainSteps(*whole, dense, 3);
+  for (auto [name, other] :
+       {std::pair{"tp_sp_async 2", &tp}, std::pair{"float32", &f32}}) {
+    auto resumed = makeRuntime(*other);
+    REQUIRE(exec::loadCheckpoint(*resumed, path).isOk());
+    std::vector<double> losses = trainSteps(*resumed, *other, 3);
+    for (size_t step = 0; step < losses.size(); ++step) {
+      INFO(name << " step " << step + 4 << ": " << losses[step] << " vs "
+                << uninterrupted[step]);
+      // The bf16 bound (Validation.h): bf16 rounding alone.
+      REQUIRE(std::abs(losses[step] - uninterrupted[step]) <=
+              1e-2 * uninterrupted[step]);
+    }
+  }
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("the memory report counts the f32 masters and moments",
