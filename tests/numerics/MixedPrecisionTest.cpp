@@ -6,8 +6,8 @@
 // bf16-mixed must stay closer to it than pure bf16 over many steps; every
 // layout must match the dense bf16-mixed run within the bf16 bound
 // (executor/Validation.h); a checkpoint must resume exactly on its layout
-// and within that bound on tp 2 or in f32; and the plan
-// must hold the extra bytes the analytic count gives.
+// and within that bound on tp 2 or in f32; and the plan must hold the
+// extra bytes the analytic count gives.
 //
 //===----------------------------------------------------------------------===//
 
