@@ -6,6 +6,8 @@
 #   check-half DIR CKPT
 #                     sharc's imported checkpoint holds each F16 tensor of
 #                     DIR/model.safetensors as F32 of exactly its value
+#   same-weights A B  two checkpoints hold the same parameters, bit for bit
+#                     (optimizer state left out)
 import json
 import os
 import shutil
@@ -88,6 +90,12 @@ def main():
             assert got_dtype == "F32" and got_shape == shape, name
             assert values("F32", got) == values("F16", blob), name
         print("F16 exact:", len(half), "tensors")
+    elif command == "same-weights":
+        a, b = read(sys.argv[2]), read(sys.argv[3])
+        names = [n for n in a if not n.endswith((".exp_avg", ".exp_avg_sq"))]
+        for name in names:
+            assert a[name] == b[name], name
+        print("same weights:", len(names), "tensors")
     else:
         sys.exit("unknown command " + command)
 
