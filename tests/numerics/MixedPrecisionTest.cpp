@@ -298,4 +298,7 @@ TEST_CASE("the memory report counts the f32 masters and moments",
           mixedReport.optimizerBytes - bf16Report.optimizerBytes);
   REQUIRE(formatReport(mixed, mixedReport).find("of which fp32 master") !=
           std::string::npos);
+  REQUIRE(reportJson(mixed, mixedReport)
+              .find("\"master_bytes\": " + std::to_string(4 * elements) +
+                    ",") != std::string::npos);
 }
