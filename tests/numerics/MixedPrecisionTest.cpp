@@ -147,16 +147,17 @@ TEST_CASE("bf16-mixed tracks the f32 run closer than pure bf16",
 namespace {
 
 void requireMixedParity(const std::string &model, const std::string &mode,
-                        int64_t size) {
+                        int64_t size, int64_t cpSize = 1) {
   PipelineOptions layout;
   layout.keepGradients = true;
   REQUIRE(applyModePreset(mode, size, layout));
+  layout.cpSize = cpSize;
   PipelineOptions dense;
   dense.keepGradients = true;
   plan::Plan sharded = compileWithDtype(model, "bf16-mixed", layout, true);
   plan::Plan reference = compileWithDtype(model, "bf16-mixed", dense, true);
   auto report = exec::validateAgainstDense(sharded, reference, {});
-  INFO(model << " " << mode << " size " << size);
+  INFO(model << " " << mode << " size " << size << " cp " << cpSize);
   if (!report.isOk())
     FAIL(report.status().message());
   INFO(exec::formatReport(*report));
@@ -173,6 +174,9 @@ TEST_CASE("every layout under bf16-mixed matches the dense bf16-mixed run",
     requireMixedParity("tiny.yaml", mode, 2);
   requireMixedParity("tiny.yaml", "ddp", 2);
   requireMixedParity("tiny-tp4.yaml", "tp_sp_async_vp", 4);
+  // Context parallelism alone and beside tp (the sequence split over cp).
+  requireMixedParity("tiny.yaml", "cp", 2, 2);
+  requireMixedParity("tiny-tp4.yaml", "tp_sp_async_vp", 2, 2);
 }
 
 TEST_CASE("a bf16-mixed checkpoint holds the f32 masters and resumes exactly",
