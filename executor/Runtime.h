@@ -110,10 +110,12 @@ public:
   /// f32/bf16 as needed. A missing or mis-shaped tensor is invalid input.
   /// Tied parameters (ParamEntry::tiedTo) are neither needed nor read.
   Status loadParams(const plan::TensorFile &file);
-  /// Every untied parameter as a global tensor in its storage type.
+  /// Every untied parameter as a global tensor in its storage type; under
+  /// bf16-mixed its f32 master (of which the bf16 parameter is a rounding).
   Result<plan::TensorFile> gatherParams() const;
   /// Optimizer state as global tensors named "<param>.<i>" for the i-th
-  /// state buffer (0: adam m, 1: adam v).
+  /// state buffer (0: adam m, 1: adam v); the master (bf16-mixed) is left
+  /// to gatherParams.
   Result<plan::TensorFile> gatherOptimizerState() const;
   Status loadOptimizerState(const plan::TensorFile &file);
   static std::string stateTensorName(const std::string &param, size_t index);

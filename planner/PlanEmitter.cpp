@@ -148,7 +148,8 @@ LogicalResult Emitter::assignArguments() {
           addBuffer(arg, plan::Region::OptState, state.str());
       if (failed(id))
         return failure();
-      auto it = paramIndex.find(state.substr(2));
+      // "m:<param>", "v:<param>", "master:<param>" (bf16-mixed).
+      auto it = paramIndex.find(state.substr(state.find(':') + 1));
       if (it == paramIndex.end())
         return emitError(arg.getLoc())
                << "optimizer state '" << state << "' names no parameter";
@@ -492,6 +493,9 @@ void Emitter::emitInstructions() {
     Operation *op = ops[index];
     plan::Instruction instr;
     instr.op = op->getName().stripDialect().str();
+    // The plan names the bf16-mixed update apart: its operands differ.
+    if (auto adamw = dyn_cast<AdamWOp>(op); adamw && adamw.getMaster())
+      instr.op = "adamw_master";
     for (Value operand : op->getOperands())
       instr.operands.push_back(bufferOf.lookup(operand));
     // adamw updates its operands in place; its results name no new bytes.

@@ -106,12 +106,14 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
       node.reads.push_back(bufferOf.lookup(operand));
       node.memBytes += numBytes(operand);
     }
-    // adamw writes its parameter and moments in place.
-    if (isa<AdamWOp>(op))
-      node.writes = {bufferOf.lookup(op->getOperand(0)),
-                     bufferOf.lookup(op->getOperand(2)),
-                     bufferOf.lookup(op->getOperand(3))};
-    else
+    // adamw writes its parameter, moments and master in place.
+    if (auto adamw = dyn_cast<AdamWOp>(op)) {
+      node.writes = {bufferOf.lookup(adamw.getParam()),
+                     bufferOf.lookup(adamw.getM()),
+                     bufferOf.lookup(adamw.getV())};
+      if (adamw.getMaster())
+        node.writes.push_back(bufferOf.lookup(adamw.getMaster()));
+    } else
       for (Value result : op->getResults()) {
         node.writes.push_back(bufferOf.lookup(result));
         node.memBytes += numBytes(result);
