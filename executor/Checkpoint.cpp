@@ -98,6 +98,30 @@ Status readDataPosition(const plan::TensorFile &file, int64_t &position) {
   return Status::ok();
 }
 
+/// data_shuffle "<stride>/<windows>", both positive (DataLoader::setOrder
+/// checks them against the data); absent: file order.
+Status readDataOrder(const plan::TensorFile &file, DataOrder &order) {
+  order = {};
+  auto found = file.metadata.find("data_shuffle");
+  if (found == file.metadata.end())
+    return Status::ok();
+  const std::string &text = found->second;
+  const char *end = text.data() + text.size();
+  auto [slash, strideError] = std::from_chars(text.data(), end, order.stride);
+  bool valid = strideError == std::errc() && slash != end && *slash == '/';
+  if (valid) {
+    auto [last, windowsError] =
+        std::from_chars(slash + 1, end, order.numWindows);
+    valid = windowsError == std::errc() && last == end;
+  }
+  if (!valid || order.stride < 1 || order.numWindows < 1) {
+    order = {};
+    return Status::invalidInput("metadata data_shuffle '" + text +
+                                "' is not <stride>/<windows>, both positive");
+  }
+  return Status::ok();
+}
+
 /// Vocabulary parallelism pads embed_tokens and lm_head to a multiple of
 /// tp; rows from vocab_size on are never read (no token has their id, the
 /// loss masks their logits). The file holds the model's rows only, so a
@@ -127,7 +151,8 @@ void resizeRows(plan::NamedTensor &tensor, int64_t rows) {
 } // namespace
 
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
-                      bool withOptimizerState, int64_t dataPosition) {
+                      bool withOptimizerState, int64_t dataPosition,
+                      DataOrder dataOrder) {
   auto params = runtime.gatherParams();
   if (!params)
     return params.status();
@@ -137,6 +162,9 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
   file.metadata["step"] = std::to_string(runtime.nextStep() - 1);
   if (dataPosition >= 0)
     file.metadata["data_position"] = std::to_string(dataPosition);
+  if (dataOrder.stride > 0)
+    file.metadata["data_shuffle"] = std::to_string(dataOrder.stride) + "/" +
+                                    std::to_string(dataOrder.numWindows);
   file.metadata["lr_schedule"] = scheduleText(runtime.plan().lrSchedule);
   if (withOptimizerState) {
     auto state = runtime.gatherOptimizerState();
@@ -157,12 +185,14 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
 }
 
 Status loadCheckpoint(Runtime &runtime, const std::string &path,
-                      int64_t *dataPosition) {
+                      int64_t *dataPosition, DataOrder *dataOrder) {
   auto file = plan::readSafeTensors(path);
   if (!file)
     return file.status();
   if (dataPosition)
     SHARC_TRY(readDataPosition(*file, *dataPosition).withContext(path));
+  if (dataOrder)
+    SHARC_TRY(readDataOrder(*file, *dataOrder).withContext(path));
   int64_t step = -1;
   SHARC_TRY(checkMetadata(runtime, *file, step).withContext(path));
   for (plan::NamedTensor &tensor : file->tensors) {

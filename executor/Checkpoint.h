@@ -3,17 +3,21 @@
 //
 // A checkpoint holds global (unsharded) tensors, so any plan of the same
 // model (dense, tp, dp, ...) can resume from it: parameters by name in their
-// storage type, and with optimizer state "<param>.exp_avg" and
-// "<param>.exp_avg_sq". Metadata: format = "sharc-checkpoint", model,
-// step (the number of optimizer steps already taken, which is also the
-// position in the learning-rate schedule, a function of the step), the
-// plan's lr_schedule as text, and data_position (the token windows the run
-// has consumed, DataLoader.h), so a resumed run continues both exactly.
-// The vocabulary rows that vocabulary parallelism pads embed_tokens and
-// lm_head with are left out (and zero when loaded), so a checkpoint of a
-// padded layout loads on an unpadded one and back.
+// storage type (under bf16-mixed the f32 master, of which the bf16 weights
+// are the rounding, so a resumed run continues exactly), and with
+// optimizer state "<param>.exp_avg" and "<param>.exp_avg_sq".
+// Metadata: format = "sharc-checkpoint", model, step (the number of
+// optimizer steps already taken, which is also the position in the
+// learning-rate schedule, a function of the step), the plan's lr_schedule
+// as text, and data_position (the token windows the run has consumed,
+// DataLoader.h) with, for a shuffled run, data_shuffle "<stride>/<windows>"
+// (DataOrder), so a resumed run continues both exactly. The vocabulary
+// rows that vocabulary parallelism pads embed_tokens and lm_head with are
+// left out (and zero when loaded), so a checkpoint of a padded layout loads
+// on an unpadded one and back.
 #pragma once
 
+#include "executor/DataLoader.h"
 #include "executor/Runtime.h"
 #include "planner/plan/Status.h"
 
@@ -25,15 +29,18 @@ namespace sharc::exec {
 /// mpirun every process calls it (the tensors are gathered over all of
 /// them) and the first one writes the file.
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
-                      bool withOptimizerState = true,
-                      int64_t dataPosition = -1);
+                      bool withOptimizerState = true, int64_t dataPosition = -1,
+                      DataOrder dataOrder = {});
 
 /// Loads the parameters; when the file carries optimizer state, loads it
 /// too and continues the step count, otherwise the optimizer starts fresh.
 /// A missing or mis-shaped tensor is invalid input naming it.
 /// With dataPosition, it receives the file's data_position, range-checked,
 /// or -1 when the file has none (a checkpoint from before it existed).
+/// With dataOrder, it receives the file's data_shuffle ({0, 0}: file
+/// order), a malformed one invalid input.
 Status loadCheckpoint(Runtime &runtime, const std::string &path,
-                      int64_t *dataPosition = nullptr);
+                      int64_t *dataPosition = nullptr,
+                      DataOrder *dataOrder = nullptr);
 
 } // namespace sharc::exec

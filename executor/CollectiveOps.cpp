@@ -5,7 +5,9 @@
 // Ulysses's exchange), slice_to_rank (axis, dim: this rank's
 // contiguous piece of a replicated tensor, no communication) and replicate
 // (axis: a copy; Megatron's f); column_slice and column_insert (offset:
-// strided copies of a fused projection's columns, no communication).
+// strided copies of a fused projection's columns, no communication); send
+// and recv (axis, peer, tag: a pipeline stage's transfer to or from
+// another).
 // Operand 0 is the input, result 0 the output; shapes are local, so
 // all_gather's output is the input with dim `dim` times the axis size.
 
@@ -260,6 +262,37 @@ Result<Launch> bindColumnInsert(const OpCall &c, const OpEnv &env) {
   return bindColumnCopy(c, env, /*isInsert=*/true);
 }
 
+/// Pipeline transfers: send (operand 0) and recv (result 0) over `axis`
+/// to or from stage `peer`, on the communication stream.
+Result<Launch> bindPointToPoint(const OpCall &c, const OpEnv &env,
+                                bool isSend) {
+  auto axis = axisAttr(c);
+  if (!axis)
+    return axis.status();
+  int64_t peer = c.instr->getInt("peer", -1);
+  if (peer < 0 || peer >= env.axisSize(*axis))
+    return Status::invalidInput("peer " + std::to_string(peer) +
+                                " is not a rank of " + *axis + " (" +
+                                std::to_string(env.axisSize(*axis)) + ")");
+  int64_t tag = c.instr->getInt("tag", 0);
+  const TensorRef &tensor = isSend ? c.operands[0] : c.results[0];
+  int64_t numBytes = tensor.numel() * dtypeSize(tensor.dtype());
+  return Launch([tensor, numBytes, peer, tag, isSend,
+                 axis = *axis](const LaunchContext &context) -> Status {
+    if (isSend)
+      return context.comm->send(tensor.data, numBytes, peer, tag, axis);
+    return context.comm->recv(tensor.data, numBytes, peer, tag, axis);
+  });
+}
+
+Result<Launch> bindSend(const OpCall &c, const OpEnv &env) {
+  return bindPointToPoint(c, env, /*isSend=*/true);
+}
+
+Result<Launch> bindRecv(const OpCall &c, const OpEnv &env) {
+  return bindPointToPoint(c, env, /*isSend=*/false);
+}
+
 } // namespace
 
 void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
@@ -273,6 +306,8 @@ void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
   table["replicate"] = {bindReplicate, 1, 1};
   table["column_slice"] = {bindColumnSlice, 1, 1};
   table["column_insert"] = {bindColumnInsert, 1, 1};
+  table["send"] = {bindSend, 1, 0};
+  table["recv"] = {bindRecv, 0, 1};
 }
 
 } // namespace sharc::exec

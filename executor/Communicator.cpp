@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <tuple>
 
 namespace sharc::exec {
 
@@ -21,6 +23,15 @@ struct CommWorld::Group {
   int64_t arrived = 0;
   std::vector<const void *> sends;
   std::vector<std::string> signatures;
+};
+
+struct CommWorld::Mailbox {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  /// (sender, receiver, tag) -> messages in send order.
+  std::map<std::tuple<int64_t, int64_t, int64_t>,
+           std::deque<std::vector<std::byte>>>
+      queues;
 };
 
 struct LocalCommunicator::Call {
@@ -36,7 +47,8 @@ struct LocalCommunicator::Call {
 };
 
 CommWorld::CommWorld(std::vector<plan::MeshAxis> mesh, double timeoutSeconds)
-    : mesh_(std::move(mesh)), timeoutSeconds_(timeoutSeconds) {
+    : mesh_(std::move(mesh)), timeoutSeconds_(timeoutSeconds),
+      mailbox_(std::make_unique<Mailbox>()) {
   for (const plan::MeshAxis &axis : mesh_)
     worldSize_ *= axis.size;
   membership_.resize(worldSize_);
@@ -85,6 +97,10 @@ LocalCommunicator CommWorld::communicator(int64_t rank) {
 
 void CommWorld::abort() {
   aborted_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mutex);
+    mailbox_->arrived.notify_all();
+  }
   for (auto &group : groups_) {
     std::lock_guard<std::mutex> lock(group->mutex);
     group->wakeUp.notify_all();
@@ -92,6 +108,10 @@ void CommWorld::abort() {
 }
 
 void CommWorld::reset() {
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mutex);
+    mailbox_->queues.clear();
+  }
   for (auto &group : groups_) {
     std::lock_guard<std::mutex> lock(group->mutex);
     group->arrived = 0;
@@ -355,6 +375,74 @@ Status LocalCommunicator::allToAll(const void *send, void *recv, DType dtype,
         }
       }};
   return run(axis, call);
+}
+
+namespace {
+/// The global rank of member `peer` of `rank`'s group of `axis`.
+Result<int64_t> peerRank(const std::vector<plan::MeshAxis> &mesh, int64_t rank,
+                         int64_t peer, const std::string &axis) {
+  std::vector<int64_t> coords = meshCoords(mesh, rank);
+  int64_t result = 0;
+  bool found = false;
+  for (size_t a = 0; a < mesh.size(); ++a) {
+    if (mesh[a].name == axis) {
+      if (peer < 0 || peer >= mesh[a].size)
+        return Status::runtimeError("peer " + std::to_string(peer) +
+                                    " out of range for " + axis + " (" +
+                                    std::to_string(mesh[a].size) + ")");
+      coords[a] = peer;
+      found = true;
+    }
+    result = result * mesh[a].size + coords[a];
+  }
+  if (!found)
+    return Status::runtimeError("no mesh axis '" + axis + "'");
+  return result;
+}
+} // namespace
+
+Status LocalCommunicator::send(const void *data, int64_t numBytes, int64_t peer,
+                               int64_t tag, const std::string &axis) {
+  auto to = peerRank(world_->mesh_, rank_, peer, axis);
+  if (!to)
+    return to.status().withContext("send over " + axis);
+  const auto *bytes = static_cast<const std::byte *>(data);
+  std::vector<std::byte> message(bytes, bytes + numBytes);
+  CommWorld::Mailbox &mailbox = *world_->mailbox_;
+  std::lock_guard<std::mutex> lock(mailbox.mutex);
+  mailbox.queues[{rank_, *to, tag}].push_back(std::move(message));
+  mailbox.arrived.notify_all();
+  return Status::ok();
+}
+
+Status LocalCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
+                               int64_t tag, const std::string &axis) {
+  std::string what = "recv over " + axis + " from " + std::to_string(peer) +
+                     " (tag " + std::to_string(tag) + ")";
+  auto from = peerRank(world_->mesh_, rank_, peer, axis);
+  if (!from)
+    return from.status().withContext(what);
+  CommWorld::Mailbox &mailbox = *world_->mailbox_;
+  std::unique_lock<std::mutex> lock(mailbox.mutex);
+  auto &queue = mailbox.queues[{*from, rank_, tag}];
+  auto deadline = Clock::now() +
+                  std::chrono::duration_cast<Clock::duration>(
+                      std::chrono::duration<double>(world_->timeoutSeconds_));
+  while (queue.empty()) {
+    if (world_->aborted_.load())
+      return Status::runtimeError(what + ": aborted, another rank failed");
+    if (mailbox.arrived.wait_until(lock, deadline) == std::cv_status::timeout &&
+        queue.empty())
+      return Status::runtimeError(what + ": timed out, nothing was sent");
+  }
+  std::vector<std::byte> message = std::move(queue.front());
+  queue.pop_front();
+  if (static_cast<int64_t>(message.size()) != numBytes)
+    return Status::runtimeError(what + ": expected " +
+                                std::to_string(numBytes) + " bytes, got " +
+                                std::to_string(message.size()));
+  std::memcpy(data, message.data(), message.size());
+  return Status::ok();
 }
 
 Status LocalCommunicator::barrier(const std::string &axis) {

@@ -16,13 +16,17 @@
 // reproducible bit for bit), and after the second barrier it writes its
 // result (which may alias its input). Every wait times out into a Status
 // naming the collective; a failing rank calls abort() so the others stop
-// waiting at once.
+// waiting at once. Point-to-point messages queue in a mailbox per (sender,
+// receiver, tag): sends never wait and a recv takes its own tag, so two
+// stages may list their transfers in any order.
 //
 //   CommWorld world(plan.mesh, /*timeoutSeconds=*/60);
 //   LocalCommunicator comm = world.communicator(rank); // on rank's thread
 //   SHARC_TRY(comm.allReduce(x, x, DType::F32, n, ReduceOp::Sum, "tp"));
 //   SHARC_TRY(comm.allGather(in, out, DType::BF16, {s, b, h}, 0, "tp"));
 //   SHARC_TRY(comm.allToAll(in, out, DType::F32, {s, b, h}, 2, 0, "cp"));
+//   SHARC_TRY(comm.send(x, numBytes, /*peer=*/1, /*tag=*/7, "pp")); // 0
+//   SHARC_TRY(comm.recv(x, numBytes, /*peer=*/0, /*tag=*/7, "pp")); // 1
 #pragma once
 
 #include "planner/plan/Plan.h"
@@ -80,6 +84,26 @@ public:
     return Status::runtimeError("all_to_all over " + axis +
                                 " is not implemented on this backend");
   }
+  /// Point to point over `axis` (pipeline stages): `numBytes` to (or from)
+  /// the member with index `peer` in this rank's group of `axis`. A recv
+  /// gets the send of its `tag` where the backend matches tags (the cpu's),
+  /// else the n-th recv from a peer gets the n-th send to it (NCCL's).
+  /// Backends without it refuse.
+  virtual Status send(const void *data, int64_t numBytes, int64_t peer,
+                      int64_t tag, const std::string &axis) {
+    return Status::runtimeError("send over " + axis +
+                                " is not implemented on this backend");
+  }
+  virtual Status recv(void *data, int64_t numBytes, int64_t peer, int64_t tag,
+                      const std::string &axis) {
+    return Status::runtimeError("recv over " + axis +
+                                " is not implemented on this backend");
+  }
+  /// Brackets sends and recvs that must be posted together (NCCL's group:
+  /// two ranks sending to each other at once would otherwise wait for
+  /// each other). No-ops where sends never wait (the cpu's).
+  virtual Status beginTransfers() { return Status::ok(); }
+  virtual Status endTransfers() { return Status::ok(); }
 };
 
 class LocalCommunicator;
@@ -100,7 +124,8 @@ public:
   void reset();
   bool isAborted() const { return aborted_.load(); }
 
-  struct Group; ///< one rendezvous, opaque outside Communicator.cpp
+  struct Group;   ///< one rendezvous, opaque outside Communicator.cpp
+  struct Mailbox; ///< queued point-to-point messages
 
 private:
   friend class LocalCommunicator;
@@ -109,6 +134,7 @@ private:
   double timeoutSeconds_;
   std::atomic<bool> aborted_{false};
   std::vector<std::unique_ptr<Group>> groups_;
+  std::unique_ptr<Mailbox> mailbox_;
   /// For each rank: axis name -> (group, index of the rank in it).
   std::vector<std::map<std::string, std::pair<Group *, int64_t>>> membership_;
 };
@@ -130,6 +156,13 @@ public:
   Status allToAll(const void *send, void *recv, DType dtype,
                   const std::vector<int64_t> &sendShape, int64_t splitDim,
                   int64_t concatDim, const std::string &axis) override;
+  /// A send copies into the receiver's mailbox and returns at once; a recv
+  /// waits (with the world's timeout) for the message of its tag from
+  /// `peer` (the oldest, if one tag is sent several times).
+  Status send(const void *data, int64_t numBytes, int64_t peer, int64_t tag,
+              const std::string &axis) override;
+  Status recv(void *data, int64_t numBytes, int64_t peer, int64_t tag,
+              const std::string &axis) override;
   Status barrier(const std::string &axis);
 
 private:

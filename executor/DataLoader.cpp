@@ -144,6 +144,30 @@ void DataLoader::setShuffle(bool shuffle) {
       }
 }
 
+DataOrder DataLoader::order() const {
+  return stride_ > 0 ? DataOrder{stride_, numWindows()} : DataOrder{};
+}
+
+Status DataLoader::setOrder(const DataOrder &order) {
+  if (order.stride == 0) {
+    stride_ = 0;
+    return Status::ok();
+  }
+  int64_t count = numWindows();
+  if (order.numWindows != count)
+    return Status::invalidInput(
+        "the run was shuffled over " + std::to_string(order.numWindows) +
+        " windows of " + std::to_string(seqLen_) + " tokens, but the data " +
+        "holds " + std::to_string(count) + " (another file?)");
+  if (order.stride < 1 || order.stride >= count ||
+      std::gcd(order.stride, count) != 1)
+    return Status::invalidInput(
+        "shuffle stride " + std::to_string(order.stride) + " is not in [1, " +
+        std::to_string(count) + ") and coprime to " + std::to_string(count));
+  stride_ = order.stride;
+  return Status::ok();
+}
+
 std::vector<int32_t> DataLoader::batch(int64_t step) const {
   return batchAt((step - 1) * batch_);
 }

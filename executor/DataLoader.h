@@ -1,6 +1,6 @@
 //===- DataLoader.h - token batches, synthetic or read ----------*- C++ -*-===//
-// defines: DataLoader, TokenFileHeader, kTokenFileMagic, kTokenFileVersion,
-//          readTokenFileHeader
+// defines: DataLoader, DataOrder, TokenFileHeader, kTokenFileMagic,
+//          kTokenFileVersion, readTokenFileHeader
 //
 // A batch is B*S token ids, batch-first [B, S] row-major, as
 // Runtime::setBatch takes it. Both sources are a function of a window index
@@ -47,6 +47,14 @@ struct TokenFileHeader {
 Result<TokenFileHeader> readTokenFileHeader(const std::string &path,
                                             std::string_view bytes);
 
+/// The order a file's windows are read in: stride 0, file order; else
+/// position w reads window (w * stride) mod numWindows (setShuffle). A
+/// checkpoint stores it, so a resumed run reads on in the same order.
+struct DataOrder {
+  int64_t stride = 0;
+  int64_t numWindows = 0;
+};
+
 class DataLoader {
 public:
   static DataLoader synthetic(int64_t vocab, int64_t batch, int64_t seqLen,
@@ -74,6 +82,12 @@ public:
   /// nearest 0.618 N that is coprime to N (a permutation of each pass over
   /// the file). A function of w alone, so resuming stays exact.
   void setShuffle(bool shuffle);
+  /// The order in force ({0, 0} in file order or when synthetic).
+  DataOrder order() const;
+  /// Reads in `order` (a checkpoint's): invalid input when it shuffles
+  /// another number of windows than this file holds, or its stride is not
+  /// in [1, N) and coprime to N (not a permutation).
+  Status setOrder(const DataOrder &order);
 
 private:
   DataLoader(int64_t vocab, int64_t batch, int64_t seqLen)

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 
 namespace sharc::exec {
 namespace {
@@ -48,6 +49,27 @@ Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
     for (int64_t event : instr.signals)
       signallerOf[event] = i;
   }
+  // Pipeline stages: the n-th recv of stage b from a with a tag gets the
+  // n-th send of stage a to b with it, so a taken recv takes its send.
+  using Link = std::tuple<int64_t, int64_t, int64_t>; // from, to, tag
+  std::map<Link, std::vector<int64_t>> sendsOf;
+  std::map<int64_t, int64_t> sendOfRecv;
+  for (int64_t i = 0; i < count; ++i) {
+    const plan::Instruction &instr = plan.instructions[i];
+    if (instr.op == "send")
+      sendsOf[{instr.stage, instr.getInt("peer"), instr.getInt("tag")}]
+          .push_back(i);
+  }
+  std::map<Link, size_t> received;
+  for (int64_t i = 0; i < count; ++i) {
+    const plan::Instruction &instr = plan.instructions[i];
+    if (instr.op != "recv")
+      continue;
+    Link link{instr.getInt("peer"), instr.stage, instr.getInt("tag")};
+    size_t n = received[link]++;
+    if (n < sendsOf[link].size())
+      sendOfRecv[i] = sendsOf[link][n];
+  }
   std::vector<bool> taken(count, false);
   std::vector<int64_t> work = writersOf[family(plan, loss->buffer)];
   if (work.empty())
@@ -71,6 +93,8 @@ Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
     for (int64_t event : instr.waits)
       if (auto found = signallerOf.find(event); found != signallerOf.end())
         take(found->second);
+    if (auto found = sendOfRecv.find(i); found != sendOfRecv.end())
+      take(found->second);
   }
   std::vector<int64_t> program;
   for (int64_t i = 0; i < count; ++i) {

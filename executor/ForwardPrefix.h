@@ -4,7 +4,8 @@
 // Evaluation runs only the instructions of the training step that the loss
 // depends on: the writers of the `loss` output, and transitively, for each
 // instruction taken, every earlier writer of a buffer it reads (or updates
-// in place) and the signaller of every event it waits for. Buffers are
+// in place), the signaller of every event it waits for and, for a recv,
+// the send it receives (pipeline stages). Buffers are
 // compared by identity and view family (a slab and its views), not by the
 // arena bytes they share with other tenants over time. Run in plan order,
 // the subset is a valid program: the plan's order is topological, every

@@ -3,7 +3,9 @@
 // adamw (attrs lr, beta1, beta2, eps, weight_decay; operands param, grad,
 // m, v, the first, third and fourth updated in place; kernels/AdamW.h
 // states the math), clipped when a fifth operand (the squared global
-// gradient norm) and max_norm are given; sum_squares (kernels/SumSquares.h),
+// gradient norm) and max_norm are given; adamw_master (bf16-mixed: operands
+// param, grad, m, v, master, then the optional norm; the f32 master is
+// updated and param receives it rounded); sum_squares (kernels/SumSquares.h),
 // which makes that norm's share of the rank. On a device the step's scalars
 // (step, scheduled lr) come from the rank's step constants, so a captured graph
 // replays with each step's values. A model's updates are many small launches
@@ -28,13 +30,14 @@ namespace {
 
 /// The update's tensors and hyperparameters; step and lr are the plan's.
 Result<kernels::AdamWArgs> adamwArgs(const OpCall &c) {
+  const plan::Instruction &instr = *c.instr;
+  size_t numTensors = instr.op == "adamw_master" ? 5 : 4;
   int64_t numel = c.operands[0].numel();
-  for (size_t k = 0; k < 4; ++k) {
+  for (size_t k = 0; k < numTensors; ++k) {
     SHARC_TRY(isFloat(c.operands[k], "operand"));
     SHARC_TRY(numelIs(c.operands[k], numel, "operand"));
   }
-  const plan::Instruction &instr = *c.instr;
-  bool clips = c.operands.size() == 5;
+  bool clips = c.operands.size() == numTensors + 1;
   if (clips != (instr.attrs.count("max_norm") != 0))
     return Status::invalidInput("adamw: a grad_norm_sq operand and max_norm "
                                 "come together");
@@ -43,15 +46,21 @@ Result<kernels::AdamWArgs> adamwArgs(const OpCall &c) {
                           .v = c.operands[3].view(),
                           .grad = c.operands[1].cview(),
                           .numel = numel};
+  if (numTensors == 5) {
+    for (size_t k : {2, 3, 4})
+      SHARC_TRY(dtypeIs(c.operands[k], DType::F32, "m, v and master"));
+    args.master = c.operands[4].view();
+  }
   args.lr = instr.getFloat("lr");
   args.beta1 = instr.getFloat("beta1");
   args.beta2 = instr.getFloat("beta2");
   args.eps = instr.getFloat("eps");
   args.weightDecay = instr.getFloat("weight_decay");
   if (clips) {
-    SHARC_TRY(dtypeIs(c.operands[4], DType::F32, "grad_norm_sq"));
-    SHARC_TRY(numelIs(c.operands[4], 1, "grad_norm_sq"));
-    args.gradNormSq = static_cast<const float *>(c.operands[4].cview().data);
+    const auto &norm = c.operands[numTensors];
+    SHARC_TRY(dtypeIs(norm, DType::F32, "grad_norm_sq"));
+    SHARC_TRY(numelIs(norm, 1, "grad_norm_sq"));
+    args.gradNormSq = static_cast<const float *>(norm.cview().data);
     args.maxNorm = static_cast<float>(instr.getFloat("max_norm"));
   }
   return args;
@@ -112,13 +121,17 @@ std::vector<AdamWRun> findAdamWRuns(const plan::Plan &plan) {
   std::vector<AdamWRun> runs;
   const auto &instrs = plan.instructions;
   for (size_t i = 0; i < instrs.size();) {
-    if (instrs[i].op != "adamw") {
+    auto isUpdate = [&](size_t k) {
+      return instrs[k].op == "adamw" || instrs[k].op == "adamw_master";
+    };
+    if (!isUpdate(i)) {
       ++i;
       continue;
     }
     size_t last = i;
-    while (last + 1 < instrs.size() && instrs[last + 1].op == "adamw" &&
+    while (last + 1 < instrs.size() && isUpdate(last + 1) &&
            instrs[last + 1].stream == instrs[i].stream &&
+           instrs[last + 1].stage == instrs[i].stage &&
            instrs[last + 1].waits.empty() && instrs[last].signals.empty())
       ++last;
     if (last > i)
@@ -198,6 +211,8 @@ Result<Launch> bindSumSquares(const OpCall &c, const OpEnv &env) {
 void addOptimizerOps(std::unordered_map<std::string, OpDef> &table) {
   table["adamw"] = {bindAdamW, 5, 0, /*param, m, v*/ 0b1101,
                     /*optionalOperands=*/1};
+  table["adamw_master"] = {bindAdamW, 6, 0, /*param, m, v, master*/ 0b11101,
+                           /*optionalOperands=*/1};
   table["sum_squares"] = {bindSumSquares, OpDef::kOneOrMore, 1};
 }
 

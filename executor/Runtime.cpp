@@ -88,6 +88,7 @@ Status Runtime::setUp() {
     auto state = std::make_unique<RankState>();
     state->rank = r;
     state->device = std::move(*device);
+    state->stage = stageOfRank(plan_.mesh, r);
     state->env = OpEnv{.mesh = &plan_.mesh,
                        .coords = meshCoords(plan_.mesh, r),
                        .onDevice = backend_->enqueues(),
@@ -128,6 +129,8 @@ Status Runtime::bindRank(RankState &rank) {
   rank.stepConstants = StepConstants();
   rank.env.stepConstants = backend_->enqueues() ? &rank.stepConstants : nullptr;
   Status status = bindInstrs(rank);
+  if (status)
+    status = groupTransfers(rank);
   // Checking mode keeps one launch per update, so a non-finite parameter
   // is named by its own instruction.
   if (status && rank.env.stepConstants && !options_.checkHazards)
@@ -173,6 +176,53 @@ Status Runtime::checkFinite(RankState &rank, const BoundInstr &bound) {
           std::to_string(*count) + " NaN or infinite values of " +
           std::to_string(ref->numel()));
   }
+  return Status::ok();
+}
+
+Status Runtime::groupTransfers(RankState &rank) {
+  auto isTransfer = [](const plan::Instruction &instr) {
+    return instr.op == "send" || instr.op == "recv";
+  };
+  // Per stream, the run being collected: this rank's instructions only.
+  std::vector<std::vector<int64_t>> runs(plan_.numStreams);
+  auto close = [&](std::vector<int64_t> &run) {
+    if (run.size() > 1) {
+      std::vector<Launch> launches;
+      for (int64_t i : run)
+        launches.push_back(std::move(rank.program[i].launch));
+      rank.program[run.front()].launch =
+          [launches = std::move(launches)](const LaunchContext &context) {
+            SHARC_TRY(context.comm->beginTransfers());
+            for (const Launch &launch : launches)
+              if (Status status = launch(context); !status) {
+                (void)context.comm->endTransfers();
+                return status;
+              }
+            return context.comm->endTransfers();
+          };
+      for (size_t k = 1; k < run.size(); ++k)
+        rank.program[run[k]].launch = [](const LaunchContext &) {
+          return Status::ok();
+        };
+    }
+    run.clear();
+  };
+  for (size_t i = 0; i < plan_.instructions.size(); ++i) {
+    const plan::Instruction &instr = plan_.instructions[i];
+    if (instr.stage >= 0 && instr.stage != rank.stage)
+      continue;
+    std::vector<int64_t> &run = runs[instr.stream];
+    bool joins = isTransfer(instr) && !run.empty() && instr.waits.empty() &&
+                 plan_.instructions[run.back()].signals.empty();
+    if (!joins) {
+      close(run);
+      if (!isTransfer(instr))
+        continue;
+    }
+    run.push_back(static_cast<int64_t>(i));
+  }
+  for (std::vector<int64_t> &run : runs)
+    close(run);
   return Status::ok();
 }
 
@@ -248,6 +298,10 @@ Status Runtime::bindInstrs(RankState &rank) {
           std::to_string(instr.operands.size()) + " and " +
           std::to_string(instr.results.size()));
     bound.call.instr = &instr;
+    if (instr.stage >= 0 && instr.stage != rank.stage) {
+      rank.program.push_back(std::move(bound)); // never bound nor run
+      continue;
+    }
     for (int64_t id : instr.operands)
       bound.call.operands.push_back(
           {&plan_.buffers[id], rank.device->at(plan_.buffers[id])});
@@ -280,6 +334,9 @@ Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
   for (int64_t index : indices) {
     const BoundInstr &bound = rank.program[index];
     const plan::Instruction &instr = *bound.call.instr;
+    // Another pipeline stage's: its events are that stage's too.
+    if (instr.stage >= 0 && instr.stage != rank.stage)
+      continue;
     int64_t stream = instr.stream;
     for (int64_t event : instr.waits)
       if (Status status = device.wait(stream, event); !status)
@@ -369,15 +426,21 @@ Result<double> Runtime::readLoss() const {
 
 Result<double> Runtime::readScalar(const plan::IoEntry &entry) const {
   const Buffer &buffer = plan_.buffers[entry.buffer];
-  // Rank 0's, which the first process drives; the others receive it.
+  // The first owner's (rank 0, or the first rank of the stage that
+  // computes it), whose process sends it to the others.
+  int64_t owner = 0;
+  while (
+      owner + 1 < span_.world &&
+      !isShardOwner(plan_.mesh, entry.sharding, meshCoords(plan_.mesh, owner)))
+    ++owner;
   double value = 0;
-  if (span_.holds(0)) {
+  if (span_.holds(owner)) {
     double word = 0; // room for any dtype's one element
-    SHARC_TRY(local(0).device->download(&word, storage(0, entry.buffer),
-                                        dtypeSize(buffer.dtype)));
+    SHARC_TRY(local(owner).device->download(&word, storage(owner, entry.buffer),
+                                            dtypeSize(buffer.dtype)));
     value = kernels::loadElement({&word, buffer.dtype}, 0);
   }
-  SHARC_TRY(processes_->broadcast(&value, sizeof(value), 0));
+  SHARC_TRY(processes_->broadcast(&value, sizeof(value), owner / span_.count));
   return value;
 }
 

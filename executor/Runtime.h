@@ -110,10 +110,12 @@ public:
   /// f32/bf16 as needed. A missing or mis-shaped tensor is invalid input.
   /// Tied parameters (ParamEntry::tiedTo) are neither needed nor read.
   Status loadParams(const plan::TensorFile &file);
-  /// Every untied parameter as a global tensor in its storage type.
+  /// Every untied parameter as a global tensor in its storage type; under
+  /// bf16-mixed its f32 master (of which the bf16 parameter is a rounding).
   Result<plan::TensorFile> gatherParams() const;
   /// Optimizer state as global tensors named "<param>.<i>" for the i-th
-  /// state buffer (0: adam m, 1: adam v).
+  /// state buffer (0: adam m, 1: adam v); the master (bf16-mixed) is left
+  /// to gatherParams.
   Result<plan::TensorFile> gatherOptimizerState() const;
   Status loadOptimizerState(const plan::TensorFile &file);
   static std::string stateTensorName(const std::string &param, size_t index);
@@ -163,6 +165,7 @@ private:
   };
   struct RankState {
     int64_t rank = 0;
+    int64_t stage = -1; ///< its pipeline stage; -1 without one
     std::unique_ptr<RankDevice> device;
     OpEnv env;
     std::vector<BoundInstr> program;
@@ -170,9 +173,22 @@ private:
     StepConstants stepConstants;
     std::vector<char> stepTable;
   };
+  /// Whether `rank` holds a tensor of `sharding`: every rank does, but a
+  /// pipeline stage's tensor (Sharding::stage) is on that stage's ranks
+  /// only, whose bytes other stages use for their own.
+  static bool holdsStage(const RankState &rank,
+                         const plan::Sharding &sharding) {
+    return sharding.stage < 0 || sharding.stage == rank.stage;
+  }
   /// Checking mode: an error naming the step and the buffer when the
   /// instruction's outputs (and in-place updates) hold a NaN or infinity.
   Status checkFinite(RankState &rank, const BoundInstr &bound);
+  /// Each run of a rank's adjacent sends and recvs on one stream (the
+  /// later ones without waits, the earlier without signals) becomes one
+  /// launch at its first instruction, posted as one group (1F1B's
+  /// send-forward + recv-backward pairs, which NCCL would otherwise
+  /// deadlock on).
+  Status groupTransfers(RankState &rank);
   /// On a device: each run of consecutive adamw updates (findAdamWRuns)
   /// becomes one grouped launch at its first instruction.
   Status groupAdamW(RankState &rank);

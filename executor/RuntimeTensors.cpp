@@ -32,6 +32,15 @@ bool isFloatType(DType dtype) {
   return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F64;
 }
 
+/// The index in param.state of its fp32 master (bf16-mixed: the state
+/// buffer named "master:<param>"), or -1.
+int64_t masterIndex(const plan::Plan &plan, const ParamEntry &param) {
+  for (size_t i = 0; i < param.state.size(); ++i)
+    if (plan.buffers[param.state[i]].name.rfind("master:", 0) == 0)
+      return static_cast<int64_t>(i);
+  return -1;
+}
+
 } // namespace
 
 Status Runtime::zeroBuffer(int64_t rank, int64_t bufferId) {
@@ -50,6 +59,8 @@ Status Runtime::initParams(uint64_t seed) {
     const Buffer &buffer = plan_.buffers[param.buffer];
     std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
     for (const auto &rank : ranks_) {
+      if (!holdsStage(*rank, param.sharding))
+        continue;
       auto slice = shardSlice(plan_.mesh, param.sharding, param.globalShape,
                               rank->env.coords);
       if (!slice)
@@ -60,6 +71,17 @@ Status Runtime::initParams(uint64_t seed) {
                                      shard.data(), buffer.numBytes));
       for (int64_t state : param.state)
         SHARC_TRY(zeroBuffer(rank->rank, state));
+      // The master holds the drawn values before rounding: param is the
+      // master rounded to bf16, and the f32 run starts from the master's.
+      if (int64_t master = masterIndex(plan_, param); master >= 0) {
+        const Buffer &masterBuffer = plan_.buffers[param.state[master]];
+        std::vector<std::byte> values(
+            static_cast<size_t>(masterBuffer.numBytes));
+        SHARC_TRY(initShard(param.init, seed, source, *slice, values.data(),
+                            masterBuffer.dtype));
+        SHARC_TRY(rank->device->upload(storage(rank->rank, masterBuffer.id),
+                                       values.data(), masterBuffer.numBytes));
+      }
     }
   }
   nextStep_ = 1;
@@ -82,6 +104,8 @@ Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
                                 std::to_string(needed));
   std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
   for (const auto &rank : ranks_) {
+    if (!holdsStage(*rank, sharding))
+      continue;
     auto slice =
         shardSlice(plan_.mesh, sharding, tensor.shape, rank->env.coords);
     if (!slice)
@@ -164,8 +188,13 @@ Status Runtime::loadParams(const TensorFile &file) {
           ", the plan expects " + shapeText(owner->globalShape));
     SHARC_TRY(scatterTensor(*tensor, param.buffer, param.sharding));
     for (const auto &rank : ranks_)
-      for (int64_t state : param.state)
-        SHARC_TRY(zeroBuffer(rank->rank, state));
+      if (holdsStage(*rank, param.sharding))
+        for (int64_t state : param.state)
+          SHARC_TRY(zeroBuffer(rank->rank, state));
+    // The master takes the tensor as stored (a bf16-mixed checkpoint holds
+    // the f32 masters), so a resumed run continues exactly.
+    if (int64_t master = masterIndex(plan_, param); master >= 0)
+      SHARC_TRY(scatterTensor(*tensor, param.state[master], param.sharding));
   }
   nextStep_ = 1;
   return Status::ok();
@@ -176,9 +205,11 @@ Result<TensorFile> Runtime::gatherParams() const {
   for (const ParamEntry &param : plan_.params) {
     if (!param.tiedTo.empty())
       continue;
-    auto tensor =
-        gatherTensor(param.name, param.buffer, param.globalShape,
-                     param.sharding, plan_.buffers[param.buffer].dtype);
+    // bf16-mixed: the f32 master is the parameter; its bf16 copy follows.
+    int64_t master = masterIndex(plan_, param);
+    int64_t source = master >= 0 ? param.state[master] : param.buffer;
+    auto tensor = gatherTensor(param.name, source, param.globalShape,
+                               param.sharding, plan_.buffers[source].dtype);
     if (!tensor)
       return tensor.status();
     file.tensors.push_back(std::move(*tensor));
@@ -200,7 +231,11 @@ Result<TensorFile> Runtime::gatherOptimizerState() const {
   for (const ParamEntry &param : plan_.params) {
     if (!param.tiedTo.empty())
       continue;
+    int64_t master = masterIndex(plan_, param);
     for (size_t i = 0; i < param.state.size(); ++i) {
+      // The master is saved as the parameter (gatherParams).
+      if (static_cast<int64_t>(i) == master)
+        continue;
       auto tensor = gatherTensor(stateTensorName(param.name, i), param.state[i],
                                  param.globalShape, param.sharding,
                                  plan_.buffers[param.state[i]].dtype);
@@ -217,7 +252,11 @@ Status Runtime::loadOptimizerState(const TensorFile &file) {
     const std::string &source =
         param.tiedTo.empty() ? param.name : param.tiedTo;
     const ParamEntry *owner = plan_.findParam(source);
+    int64_t master = masterIndex(plan_, param);
     for (size_t i = 0; i < param.state.size(); ++i) {
+      // Loaded with the parameter (loadParams).
+      if (static_cast<int64_t>(i) == master)
+        continue;
       std::string name = stateTensorName(source, i);
       const NamedTensor *tensor = file.find(name);
       if (!tensor)

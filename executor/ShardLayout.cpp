@@ -74,10 +74,24 @@ Result<ShardSlice> shardSlice(const std::vector<plan::MeshAxis> &mesh,
   return slice;
 }
 
+int64_t stageOfRank(const std::vector<plan::MeshAxis> &mesh, int64_t rank) {
+  std::vector<int64_t> coords = meshCoords(mesh, rank);
+  for (size_t a = 0; a < mesh.size(); ++a)
+    if (mesh[a].name == plan::kStageAxis)
+      return coords[a];
+  return -1;
+}
+
 bool isShardOwner(const std::vector<plan::MeshAxis> &mesh,
                   const plan::Sharding &sharding,
                   const std::vector<int64_t> &coords) {
   for (size_t a = 0; a < mesh.size(); ++a) {
+    // A tensor of one pipeline stage is held by that stage's ranks only.
+    if (sharding.stage >= 0 && mesh[a].name == plan::kStageAxis) {
+      if (coords[a] != sharding.stage)
+        return false;
+      continue;
+    }
     auto it = sharding.dimOfAxis.find(mesh[a].name);
     bool isSharded = it != sharding.dimOfAxis.end() && it->second >= 0;
     if (!isSharded && coords[a] != 0)

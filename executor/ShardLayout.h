@@ -1,5 +1,6 @@
 //===- ShardLayout.h - the part of a tensor a rank holds --------*- C++ -*-===//
-// defines: meshCoords, ShardSlice, shardSlice, isShardOwner, numElements,
+// defines: meshCoords, ShardSlice, shardSlice, stageOfRank, isShardOwner,
+// numElements,
 //          convertElements, copyGlobalToLocal, copyLocalToGlobal
 //
 // A rank's place in the mesh and the part of a global tensor it holds. The
@@ -46,7 +47,12 @@ Result<ShardSlice> shardSlice(const std::vector<plan::MeshAxis> &mesh,
 
 /// True when this rank's slice is the canonical copy of its data: its
 /// coordinate is 0 on every axis the tensor is replicated on. Gathering
-/// a global tensor reads from owners only.
+/// a global tensor reads from owners only. A tensor of one pipeline stage
+/// (Sharding::stage) is owned on that stage's ranks instead of coordinate 0.
+/// The rank's coordinate on plan::kStageAxis (its pipeline stage), or -1
+/// when the mesh has no such axis.
+int64_t stageOfRank(const std::vector<plan::MeshAxis> &mesh, int64_t rank);
+
 bool isShardOwner(const std::vector<plan::MeshAxis> &mesh,
                   const plan::Sharding &sharding,
                   const std::vector<int64_t> &coords);

@@ -197,6 +197,11 @@ Status findHazard(const plan::Plan &plan, const StreamOrder &order,
       const Access &b = accesses[j];
       if (b.region != a.region || b.lo >= a.hi)
         break;
+      // Two pipeline stages run on different ranks: their bytes are apart.
+      int64_t stageA = plan.instructions[a.instr].stage;
+      int64_t stageB = plan.instructions[b.instr].stage;
+      if (stageA >= 0 && stageB >= 0 && stageA != stageB)
+        continue;
       if (order.streamOf[a.instr] == order.streamOf[b.instr] ||
           !(a.isWrite || b.isWrite) || order.ordered(a.instr, b.instr))
         continue;

@@ -17,6 +17,9 @@
 // that touch overlapping bytes of one region (at least one writing), whether
 // either happens-before the other; if neither does, their order is timing
 // luck, and the plan is wrong even where every run so far came out right.
+// Instructions of two pipeline stages (Instruction::stage) run on different
+// ranks and never conflict; the plan lists stage after stage, so a stage's
+// happens-before never passes through another's.
 //
 //   auto order = analyzeStreams(plan);             // invalidInput on a bad
 //   wait bool ordered = order->happensBefore(3, 7); SHARC_TRY(findHazard(plan,

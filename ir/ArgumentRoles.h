@@ -2,7 +2,8 @@
 // defines: kParamAttr, kRoleAttr, kRole*, kPlacementAttr, kMeshAttr,
 //          kSequenceParallelAttr, kVocabParallelAttr, kContextParallelAttr,
 //          kInputAttr, kStateAttr, kOutputAttr, kUpdateOfAttr, kInitAttr,
-//          kInitStdAttr, kOptimizerAttr, kModelAttr, getArgName, getResultName
+//          kInitStdAttr, kOptimizerAttr, kModelAttr, kStageAttr, kChunkAttr,
+//          kFromChunkAttr, kToChunkAttr, getArgName, getResultName
 //
 // A train-step function says what each argument and result is through
 // string attributes; passes and the planner look them up here.
@@ -48,6 +49,15 @@ inline constexpr llvm::StringLiteral kVocabParallelAttr =
 /// uses on a sequence split ("a2a" or "all_gather").
 inline constexpr llvm::StringLiteral kContextParallelAttr =
     "sharc.context_parallel";
+/// The pipeline stage an op runs on (i64, sharc-pipeline-partition and
+/// -schedule); the planner writes it into the plan.
+inline constexpr llvm::StringLiteral kStageAttr = "sharc.stage";
+/// Interleaved pipelines: the model chunk (i64) of an op on its stage, and
+/// a transfer's chunks at either end; the virtual stage is
+/// stage + chunk x (pipeline ranks).
+inline constexpr llvm::StringLiteral kChunkAttr = "sharc.chunk";
+inline constexpr llvm::StringLiteral kFromChunkAttr = "sharc.from_chunk";
+inline constexpr llvm::StringLiteral kToChunkAttr = "sharc.to_chunk";
 
 /// The string value of `attrName` on argument `index`, or "".
 inline llvm::StringRef getArgString(mlir::func::FuncOp func, unsigned index,

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 
 using namespace mlir;
@@ -212,6 +213,35 @@ LogicalResult ReplicateOp::verify() {
   return verifyPlacementChange(*this, getAxis(), getX(), getY(), kI, {kR});
 }
 
+/// A pipeline stage of `axis`: in [0, size) and, for a transfer, two.
+static LogicalResult verifyStage(Operation *op, StringRef axis, int64_t stage,
+                                 StringRef what) {
+  int64_t size = getMesh(op).getSize(axis);
+  if (stage < 0 || stage >= size)
+    return op->emitOpError(what) << " " << stage << " is not a stage of "
+                                 << axis << " (" << size << ")";
+  return success();
+}
+
+LogicalResult TransferOp::verify() {
+  if (getX().getType() != getY().getType())
+    return emitOpError("must keep the type, got ")
+           << getX().getType() << " and " << getY().getType();
+  if (getFrom() == getTo())
+    return emitOpError("from and to must differ, both are ") << getFrom();
+  if (failed(verifyStage(*this, getAxis(), getFrom(), "from")))
+    return failure();
+  return verifyStage(*this, getAxis(), getTo(), "to");
+}
+
+LogicalResult SendOp::verify() {
+  return verifyStage(*this, getAxis(), getPeer(), "peer");
+}
+
+LogicalResult RecvOp::verify() {
+  return verifyStage(*this, getAxis(), getPeer(), "peer");
+}
+
 LogicalResult ScaleOp::verify() { return success(); }
 
 LogicalResult VocabMaxOp::verify() { return success(); }
@@ -236,6 +266,7 @@ int64_t ReduceScatterOp::getFlops() { return 0; }
 int64_t AllToAllOp::getFlops() { return 0; }
 int64_t SliceToRankOp::getFlops() { return 0; }
 int64_t ReplicateOp::getFlops() { return 0; }
+int64_t TransferOp::getFlops() { return 0; }
 
 int64_t AllReduceOp::getNumBytesSent(int64_t n) {
   return 2 * (n - 1) * bytesOf(getX()) / n;
@@ -251,6 +282,7 @@ int64_t AllToAllOp::getNumBytesSent(int64_t n) {
 }
 int64_t SliceToRankOp::getNumBytesSent(int64_t) { return 0; }
 int64_t ReplicateOp::getNumBytesSent(int64_t) { return 0; }
+int64_t TransferOp::getNumBytesSent(int64_t) { return bytesOf(getX()); }
 
 //===----------------------------------------------------------------------===//
 // VJPs: each collective's transpose
@@ -316,6 +348,18 @@ Grads ReplicateOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
       retyped(dy.getType(), getAxis(), kI, tensorOf(getX()).getShape());
   return SmallVector<Value>{builder.create<AllReduceOp>(
       getLoc(), dxType, dy, getAxisAttr(), builder.getStringAttr("sum"))};
+}
+
+Grads TransferOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  // The cotangent is computed where the value was used and goes back.
+  auto back = builder.create<TransferOp>(getLoc(), resultGrads[0].getType(),
+                                         resultGrads[0], getAxisAttr(),
+                                         getToAttr(), getFromAttr());
+  if (Attribute chunk = (*this)->getAttr(kToChunkAttr))
+    back->setAttr(kFromChunkAttr, chunk);
+  if (Attribute chunk = (*this)->getAttr(kFromChunkAttr))
+    back->setAttr(kToChunkAttr, chunk);
+  return SmallVector<Value>{back};
 }
 
 Grads ScaleOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {

@@ -193,4 +193,59 @@ def Sharc_CountScaleOp : Sharc_DiffOp<"count_scale"> {
   let results = (outs Sharc_ScalarF32:$y);
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline transfers (sharc-pipeline-partition, sharc-pipeline-schedule)
+//===----------------------------------------------------------------------===//
+
+def Sharc_TransferOp : Sharc_CollectiveOp<"transfer"> {
+  let summary = "a value moving from one pipeline stage to another";
+  let description = [{
+    The identity, computed on stage `from` and used on stage `to` of the
+    pipeline axis `axis`; the placement is kept. Its transpose is the
+    transfer back (the cotangent travels from `to` to `from`).
+    sharc-pipeline-schedule splits it into a `send` on `from` and a `recv`
+    on `to`.
+    ```mlir
+    %y = sharc.transfer %x {axis = "pp", from = 0 : i64, to = 1 : i64}
+        : (tensor<16x2x64xf32>) -> tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$from,
+                       I64Attr:$to);
+}
+
+def Sharc_SendOp : Sharc_Op<"send"> {
+  let summary = "send a value to stage `peer` of the pipeline axis";
+  let description = [{
+    Runs on one stage (the op's `sharc.stage`); the `recv` of the same
+    `tag` on stage `peer` receives the same bytes. Not pure: it is kept and
+    never merged.
+    ```mlir
+    sharc.send %x {axis = "pp", peer = 1 : i64} : tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$peer,
+                       DefaultValuedAttr<I64Attr, "0">:$tag);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+  let hasVerifier = 1;
+}
+
+def Sharc_RecvOp : Sharc_Op<"recv"> {
+  let summary = "receive a value from stage `peer` of the pipeline axis";
+  let description = [{
+    The counterpart of the `send` of its `tag` (unique per transfer). A
+    backend without tags (NCCL) matches the n-th recv from `peer` with the
+    n-th send to this stage, which sharc-pipeline-schedule keeps for GPipe
+    and 1F1B.
+    ```mlir
+    %y = sharc.recv {axis = "pp", peer = 0 : i64} : tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$axis, I64Attr:$peer,
+                       DefaultValuedAttr<I64Attr, "0">:$tag);
+  let results = (outs Sharc_FloatTensor:$y);
+  let assemblyFormat = "attr-dict `:` type($y)";
+  let hasVerifier = 1;
+}
+
 #endif // SHARC_COLLECTIVE_OPS_TD

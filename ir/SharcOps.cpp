@@ -494,6 +494,8 @@ LogicalResult AdamWOp::verify() {
   if (getNewM().getType() != getM().getType() ||
       getNewV().getType() != getV().getType())
     return emitOpError("updated moments must keep the moments' types");
+  if (failed(verifyMaster()))
+    return failure();
   if (static_cast<bool>(getGradNormSq()) != getMaxNorm().has_value())
     return emitOpError("grad_norm_sq and max_norm come together");
   if (getMaxNorm() && !(getMaxNorm()->convertToDouble() > 0))
@@ -504,6 +506,29 @@ LogicalResult AdamWOp::verify() {
   if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
     return emitOpError("betas must be in [0, 1), got ")
            << beta1 << " and " << beta2;
+  return success();
+}
+
+/// bf16-mixed: an f32 master of the parameter's shape, f32 moments, and
+/// the updated master returned; without a master, moments of the
+/// parameter's element type or f32, and no fourth result.
+LogicalResult AdamWOp::verifyMaster() {
+  Value master = getMaster();
+  if (static_cast<bool>(master) != static_cast<bool>(getNewMaster()))
+    return emitOpError("a master operand and a new_master result come "
+                       "together");
+  if (!master)
+    return success();
+  Type f32 = Float32Type::get(getContext());
+  if (tensorOf(master).getElementType() != f32 ||
+      tensorOf(master).getShape() != tensorOf(getParam()).getShape())
+    return emitOpError("master must be f32 of the parameter's shape, got ")
+           << master.getType();
+  if (tensorOf(getM()).getElementType() != f32)
+    return emitOpError("moments must be f32 with a master, got ")
+           << getM().getType();
+  if (getNewMaster().getType() != master.getType())
+    return emitOpError("the updated master must keep the master's type");
   return success();
 }
 

@@ -355,7 +355,7 @@ def Sharc_SplitOp : Sharc_ConcatenationOp<"split"> {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-def Sharc_AdamWOp : Sharc_ComputeOp<"adamw"> {
+def Sharc_AdamWOp : Sharc_ComputeOp<"adamw", [AttrSizedOperandSegments]> {
   let summary = "one AdamW update of a parameter and its moments";
   let description = [{
     Returns the updated parameter and moments (the planner writes them in
@@ -364,15 +364,35 @@ def Sharc_AdamWOp : Sharc_ComputeOp<"adamw"> {
     step's squared global gradient norm, an f32 scalar) and `max_norm`, the
     gradient is first scaled by min(1, max_norm / (sqrt(grad_norm_sq) +
     1e-6)), torch.nn.utils.clip_grad_norm_'s rule.
+
+    With `master` (bf16-mixed training: an f32 copy of a bf16 parameter,
+    with f32 moments) the update reads the bf16 gradient, updates the
+    master in fp32 and writes the parameter as the master rounded to bf16;
+    it then also returns the updated master.
+    ```mlir
+    %p2, %m2, %v2, %w2 = sharc.adamw %p, %g, %m, %v master %w {...}
+        : (tensor<8xbf16>, tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>,
+           tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>,
+                              tensor<8xf32>)
+    ```
   }];
   let arguments = (ins Sharc_FloatTensor:$param, Sharc_FloatTensor:$grad,
                        Sharc_FloatTensor:$m, Sharc_FloatTensor:$v,
+                       Optional<Sharc_FloatTensor>:$master,
                        Optional<Sharc_ScalarF32>:$grad_norm_sq,
                        F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$eps, F64Attr:$weight_decay,
                        OptionalAttr<F64Attr>:$max_norm);
   let results = (outs Sharc_FloatTensor:$new_param, Sharc_FloatTensor:$new_m,
-                      Sharc_FloatTensor:$new_v);
+                      Sharc_FloatTensor:$new_v,
+                      Optional<Sharc_FloatTensor>:$new_master);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v (`master` $master^)?
+    (`,` $grad_norm_sq^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::LogicalResult verifyMaster();
+  }];
 }
 
 def Sharc_SumSquaresOp : Sharc_ComputeOp<"sum_squares", [], ["getFlops"]> {

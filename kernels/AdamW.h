@@ -10,6 +10,10 @@
 //   p  = p - (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
 // Math in fp32 (double for F64); p, m, v are rounded to their storage type,
 // so pure bf16 training (the original's) keeps bf16 moments.
+// With a master (bf16-mixed: an f32 copy of a bf16 parameter, f32 m and v)
+// p above is the master: it is read, updated and stored in fp32, and the
+// parameter receives it rounded to its own type (round to nearest even);
+// the parameter's old value is never read.
 // With clipping (gradNormSq set: the step's squared global gradient norm,
 // one f32 in the kernel's memory) g is first scaled, in fp32, as
 // torch.nn.utils.clip_grad_norm_ does:
@@ -46,6 +50,8 @@ struct AdamWArgs {
   /// null: no clipping.
   const float *gradNormSq = nullptr;
   float maxNorm = 0.0f;
+  /// bf16-mixed: the f32 master of param (data null: none).
+  TensorView master = {};
 };
 
 /// The factor clipping scales every gradient by, each operation an fp32 one

@@ -20,6 +20,9 @@ namespace {
 struct Hyperparameters {
   FloatAttr lr, beta1, beta2, eps, weightDecay;
   FloatAttr gradClip; ///< the largest global gradient norm; 0: no clipping
+  /// bf16-mixed: an fp32 master and fp32 moments for every parameter of
+  /// another float type.
+  bool masterWeights = false;
 };
 
 /// Reads the module's optimizer settings, with the original's defaults.
@@ -31,8 +34,27 @@ Hyperparameters readHyperparameters(ModuleOp module, Builder &builder) {
         return value;
     return builder.getF64FloatAttr(fallback);
   };
-  return {get("lr", 5e-4),  get("beta1", 0.9),         get("beta2", 0.999),
-          get("eps", 1e-8), get("weight_decay", 0.01), get("grad_clip", 0.0)};
+  return {get("lr", 5e-4),
+          get("beta1", 0.9),
+          get("beta2", 0.999),
+          get("eps", 1e-8),
+          get("weight_decay", 0.01),
+          get("grad_clip", 0.0),
+          dict && dict.get("master_weights")};
+}
+
+/// The parameter's type with f32 elements (its placement kept): the type of
+/// its master and moments under bf16-mixed.
+Type asF32(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return RankedTensorType::get(tensor.getShape(),
+                               Float32Type::get(type.getContext()),
+                               tensor.getEncoding());
+}
+
+bool needsMaster(const Hyperparameters &hp, Value param) {
+  return hp.masterWeights &&
+         !cast<RankedTensorType>(param.getType()).getElementType().isF32();
 }
 
 /// The op after which both the gradient is ready and every other reader of
@@ -137,7 +159,9 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
   };
 
   // Moments keep the parameter's element type: pure bf16 training keeps
-  // bf16 moments, as the original does. They are added in one call: each
+  // bf16 moments, as the original does; bf16-mixed adds an f32 master
+  // ("master:<name>", after the moments) and makes the moments f32. They
+  // are added in one call: each
   // insertion makes a FunctionType of every argument, which the context
   // keeps for good, so one call per moment took time and memory quadratic
   // in the parameter count (400 layers: 8.5 s and 1.8 GB to compile).
@@ -154,9 +178,13 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
       return func.emitOpError("gradient result '")
              << output << "' names no parameter argument";
     Value param = func.getArgument(it->second);
-    for (StringRef prefix : {"m:", "v:"}) {
+    bool master = needsMaster(hp, param);
+    Type stateType = master ? asF32(param.getType()) : param.getType();
+    for (StringRef prefix : {"m:", "v:", "master:"}) {
+      if (prefix == "master:" && !master)
+        continue;
       stateIndices.push_back(func.getNumArguments());
-      stateTypes.push_back(param.getType());
+      stateTypes.push_back(stateType);
       stateAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
           kStateAttr, builder.getStringAttr(prefix + output.drop_front(5)))));
       stateLocs.push_back(param.getLoc());
@@ -199,6 +227,10 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     unsigned paramArg = paramIndex.find(name)->second;
     Value param = func.getArgument(paramArg);
     unsigned mArg = nextState++, vArg = nextState++;
+    std::optional<unsigned> masterArg;
+    if (needsMaster(hp, param))
+      masterArg = nextState++;
+    Value master = masterArg ? func.getArgument(*masterArg) : Value();
     // Update as soon as the gradient is final and nothing else reads the
     // parameter: the gradient dies at once instead of living until the end
     // of the backward (the in-place write needs no later reader). Clipping
@@ -215,9 +247,9 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
       builder.setInsertionPointToStart(returnOp->getBlock());
     auto adamw = builder.create<AdamWOp>(
         value.getLoc(), param.getType(), func.getArgument(mArg).getType(),
-        func.getArgument(vArg).getType(), param, value, func.getArgument(mArg),
-        func.getArgument(vArg), gradNormSq, hp.lr, hp.beta1, hp.beta2, hp.eps,
-        hp.weightDecay, maxNorm);
+        func.getArgument(vArg).getType(), master ? master.getType() : Type(),
+        param, value, func.getArgument(mArg), func.getArgument(vArg), master,
+        gradNormSq, hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weightDecay, maxNorm);
     // The updates after the norm keep the parameters' order.
     if (atNorm)
       normTail = adamw;
@@ -225,6 +257,10 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     resultAttrs.append({outputAttrs(("param:" + name).str(), paramArg),
                         outputAttrs(("m:" + name).str(), mArg),
                         outputAttrs(("v:" + name).str(), vArg)});
+    if (master) {
+      results.push_back(adamw.getNewMaster());
+      resultAttrs.push_back(outputAttrs(("master:" + name).str(), masterArg));
+    }
   }
   if (gradNormSq) {
     // The runtime prints its square root, the pre-clip global norm.

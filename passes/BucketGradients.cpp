@@ -1,10 +1,13 @@
 //===- BucketGradients.cpp - data-parallel gradient buckets ---------------===//
 
+#include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+
+#include <tuple>
 
 namespace sharc {
 #define GEN_PASS_DEF_BUCKETGRADIENTS
@@ -42,6 +45,26 @@ bool isBucketable(AllReduceOp op) {
          op.getX().hasOneUse();
 }
 
+/// The pipeline stage of the parameter whose gradient `sync` makes (the
+/// stage of the forward ops that read it), or -1 without stages: a bucket
+/// holds one stage's gradients, as each stage runs on its own ranks.
+int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync) {
+  for (OpOperand &use : sync.getY().getUses()) {
+    if (!isa<func::ReturnOp>(use.getOwner()))
+      continue;
+    StringRef output =
+        getResultString(func, use.getOperandNumber(), kOutputAttr);
+    if (!output.consume_front("grad:"))
+      continue;
+    for (BlockArgument arg : func.getArguments())
+      if (getArgString(func, arg.getArgNumber(), kParamAttr) == output)
+        for (Operation *user : arg.getUsers())
+          if (auto stage = user->getAttrOfType<IntegerAttr>(kStageAttr))
+            return stage.getInt();
+  }
+  return -1;
+}
+
 void bucket(func::FuncOp func, int64_t bucketBytes) {
   SmallVector<AllReduceOp> syncs;
   func.walk([&](AllReduceOp op) {
@@ -52,19 +75,21 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
   llvm::stable_sort(syncs, [](AllReduceOp a, AllReduceOp b) {
     return readyAfter(a.getX())->isBeforeInBlock(readyAfter(b.getX()));
   });
-  // One open bucket per element type and group of axes, as DDP's: a bucket
-  // becomes one slab that one collective call reduces, and a call takes one
-  // type over one group.
+  // One open bucket per element type, group of axes and pipeline stage,
+  // as DDP's: a bucket becomes one slab that one collective call
+  // reduces, a call takes one type over one group, and each stage runs
+  // on its own ranks.
   SmallVector<SmallVector<AllReduceOp>> buckets;
   struct OpenBucket {
     size_t index;
     int64_t numBytes;
   };
-  llvm::DenseMap<std::pair<Type, Attribute>, OpenBucket> open;
+  using BucketKey = std::tuple<Type, Attribute, int64_t>;
+  llvm::DenseMap<BucketKey, OpenBucket> open;
   for (AllReduceOp sync : syncs) {
-    std::pair<Type, Attribute> element = {
+    BucketKey element{
         cast<RankedTensorType>(sync.getX().getType()).getElementType(),
-        sync.getAxisAttr()};
+        sync.getAxisAttr(), stageOfGradient(func, sync)};
     int64_t bytes = numBytes(sync.getX());
     auto it = open.find(element);
     if (it == open.end() || (it->second.numBytes + bytes > bucketBytes &&

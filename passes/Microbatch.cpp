@@ -14,6 +14,7 @@
 #include "ir/SharcOps.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
+#include "passes/PipelineStages.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
@@ -226,12 +227,18 @@ LogicalResult Accumulator::run() {
     if (!output.isInvariant)
       summed.insert(output.perMicrobatch);
   llvm::DenseMap<Value, Value> sums;
+  // A pipeline schedule orders the copies by microbatch (PipelineStages.h).
+  bool staged = llvm::any_of(
+      perMicrobatch, [](Operation *op) { return op->hasAttr(kForwardAttr); });
   for (int64_t m = 0; m < count; ++m) {
     IRMapping mapping;
     for (auto [input, piece] : llvm::zip(inputs, (*pieces)[m]))
       mapping.map(input, piece);
-    for (Operation *op : perMicrobatch)
-      builder.clone(*op, mapping);
+    for (Operation *op : perMicrobatch) {
+      Operation *copy = builder.clone(*op, mapping);
+      if (staged)
+        copy->setAttr(kMicrobatchAttr, builder.getI64IntegerAttr(m));
+    }
     for (Value value : summed) {
       Value piece = mapping.lookup(value);
       Value &sum = sums[value];

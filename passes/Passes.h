@@ -38,6 +38,11 @@ struct PipelineOptions {
   bool fuseProjections = false;   ///< one GEMM for q/k/v and for gate/up
   bool fuseAdds = false;          ///< sums into the GEMMs that produce them
   bool fuseNormRope = false;      ///< q/k norms and rope as one op
+  /// Pipeline parallelism: stages over the "pp" axis, the schedule
+  /// ("gpipe", "1f1b" or "interleaved" with ppChunks >= 2 model chunks a
+  /// stage) and the split ("cost" or "layers").
+  int64_t ppSize = 1, ppChunks = 1;
+  std::string ppSchedule = "gpipe", ppBalance = "cost";
 };
 
 /// Sets the layout of one of the original's mode names (ddp, tp, tp_sp,

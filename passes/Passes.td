@@ -176,6 +176,60 @@ def FuseNormRope : Pass<"sharc-fuse-norm-rope", "::mlir::ModuleOp"> {
   }];
 }
 
+def PipelinePartition : Pass<"sharc-pipeline-partition", "::mlir::ModuleOp"> {
+  let summary = "split the forward program into pipeline stages";
+  let description = [{
+    Before autodiff, on a mesh with a pipeline axis `axis` of P ranks:
+    every forward op gets a stage (`sharc.stage`), contiguous layers per
+    stage, the embedding on the first stage and the final norm, LM head and
+    loss on the last. A value used on a later stage than it is computed on
+    goes through a `sharc.transfer` (one per value and stage), whose
+    transpose carries the cotangent back, so autodiff builds the backward
+    transfers. `balance`: `layers` gives stage r the layers
+    [floor(L r / P), floor(L (r+1) / P)) (the original's split); `cost`
+    chooses the contiguous split whose costliest stage is cheapest, by the
+    forward ops' flops (CostOpInterface), embedding and LM head included.
+    A parameter read on several stages (tied embeddings) stays on the first
+    and reaches the others through a transfer, once a step; its transpose
+    brings their gradient back to be summed. Error: fewer layers than
+    stages.
+
+    Before: `%h1 = block0(%h0)`, `%h2 = block1(%h1)` (pp = 2).
+    After: `%h1 = block0(%h0) {sharc.stage = 0}`, `%t = sharc.transfer %h1
+    {from = 0, to = 1}`, `%h2 = block1(%t) {sharc.stage = 1}`.
+  }];
+  let options = [Option<"axis", "axis", "std::string", "\"pp\"",
+                        "the pipeline mesh axis">,
+                 Option<"balance", "balance", "std::string", "\"cost\"",
+                        "layers or cost">,
+                 Option<"chunks", "chunks", "int64_t", "1",
+                        "model chunks a stage (interleaved: virtual stage "
+                        "r + c P holds the (r + c P)-th of P x chunks "
+                        "contiguous layer ranges)">];
+}
+
+def PipelineSchedule : Pass<"sharc-pipeline-schedule", "::mlir::ModuleOp"> {
+  let summary = "stage every op and order each stage by a pipeline schedule";
+  let description = [{
+    After the train step is complete (autodiff, microbatches, optimizer):
+    every op joins the stage of the ops it exchanges values with (stages
+    meet only at transfers; an op that reads only inputs runs on each stage
+    that uses it, cloned), each `sharc.transfer` becomes a `sharc.send` on
+    its source stage and a `sharc.recv` on its destination, and the ops are
+    reordered so that each stage runs its microbatches' forwards (F m) and
+    backwards (B m) in the schedule's order. `gpipe`: F 0..M-1, then
+    B 0..M-1. `1f1b`: w = min(P - r - 1, M) forwards, then F w+i, B i for
+    each remaining microbatch i, then the last w backwards. A rank runs
+    only its stage's ops, so per stage the order is what counts.
+  }];
+  let options = [Option<"axis", "axis", "std::string", "\"pp\"",
+                        "the pipeline mesh axis">,
+                 Option<"schedule", "schedule", "std::string", "\"gpipe\"",
+                        "gpipe, 1f1b or interleaved">,
+                 Option<"chunks", "chunks", "int64_t", "1",
+                        "model chunks a stage (interleaved)">];
+}
+
 def FuseAdds : Pass<"sharc-fuse-adds", "::mlir::ModuleOp"> {
   let summary = "sums into the GEMMs that produce one of their operands";
   let description = [{

@@ -21,6 +21,17 @@ bool sharc::applyModePreset(StringRef mode, int64_t size,
     options.cpSize = size;
     return true;
   }
+  // pp: `size` pipeline stages; tp_pp: `size` tensor-parallel ranks, the
+  // stages set apart (at least 2).
+  if (mode == "pp") {
+    options.ppSize = size;
+    return true;
+  }
+  if (mode == "tp_pp") {
+    options.tpSize = size;
+    options.ppSize = std::max<int64_t>(options.ppSize, 2);
+    return true;
+  }
   if (!mode.starts_with("tp"))
     return false;
   options.tpSize = size;
@@ -49,7 +60,7 @@ bool sharc::applyModePreset(StringRef mode, int64_t size,
 
 StringRef sharc::modePresetNames() {
   return "dense, ddp, tp, tp_sp, tp_sp_async, tp_vp, tp_sp_async_vp, cp, "
-         "tp_cp";
+         "tp_cp, pp, tp_pp";
 }
 
 void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
@@ -58,6 +69,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createDeclareAxis({name, size}));
     sharded |= size > 1;
   }
+  if (options.ppSize > 1)
+    pm.addPass(createDeclareAxis({"pp", options.ppSize}));
   if (options.dpSize > 1)
     pm.addPass(createDataParallel({options.dpSize}));
   if (options.tpSize > 1) {
@@ -72,6 +85,10 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createContextParallel({options.cpSize, options.cpComm}));
   if (sharded)
     pm.addPass(createSpmdize());
+  // On the forward alone: autodiff transposes its transfers.
+  if (options.ppSize > 1)
+    pm.addPass(
+        createPipelinePartition({"pp", options.ppBalance, options.ppChunks}));
   pm.addPass(createAutodiff());
   if (options.fuseProjections)
     pm.addPass(createFuseProjections());
@@ -89,6 +106,10 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // Last: every pass above sees plain GEMMs and adds.
   if (options.fuseAdds)
     pm.addPass(createFuseAdds());
+  // Last: it stages and orders the finished step.
+  if (options.ppSize > 1)
+    pm.addPass(
+        createPipelineSchedule({"pp", options.ppSchedule, options.ppChunks}));
   if (sharded)
     pm.addPass(createVerifyPlacements());
 }

@@ -47,6 +47,10 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
   };
   report.parameterBytes = region(plan::Region::Param);
   report.optimizerBytes = region(plan::Region::OptState);
+  for (const plan::Buffer &buffer : plan.buffers)
+    if (buffer.region == plan::Region::OptState &&
+        buffer.name.rfind("master:", 0) == 0)
+      report.masterBytes += buffer.numBytes;
   report.activationPeakBytes = region(plan::Region::Activation);
   report.gradientBytes = region(plan::Region::Gradient);
   report.ioBytes = region(plan::Region::Input) + region(plan::Region::Output);
@@ -136,6 +140,8 @@ std::string sharc::formatReport(const plan::Plan &plan,
   text += line;
   row("parameters", report.parameterBytes);
   row("optimizer state", report.optimizerBytes);
+  if (report.masterBytes > 0)
+    row("  of which fp32 master", report.masterBytes);
   row("gradient arena", report.gradientBytes);
   if (report.numSlabs > 0) {
     std::snprintf(line, sizeof(line),
@@ -186,6 +192,7 @@ std::string sharc::reportJson(const plan::Plan &plan,
   add("world_size", report.worldSize);
   add("parameter_bytes", report.parameterBytes);
   add("optimizer_bytes", report.optimizerBytes);
+  add("master_bytes", report.masterBytes);
   add("gradient_bytes", report.gradientBytes);
   add("gradient_slabs", report.numSlabs);
   add("largest_slab_bytes", report.largestSlabBytes);

@@ -21,6 +21,9 @@ namespace sharc {
 struct MemoryReport {
   int64_t worldSize = 1;
   int64_t parameterBytes = 0, optimizerBytes = 0;
+  /// Of optimizerBytes, the fp32 master weights (bf16-mixed): the state
+  /// buffers named "master:<param>".
+  int64_t masterBytes = 0;
   int64_t gradientBytes = 0; ///< the gradient arena
   /// Gradient buckets in the arena: slabs that gradients view, and the
   /// largest one.

@@ -8,6 +8,7 @@
 #include "planner/PlanRecords.h"
 #include "planner/Schedule.h"
 #include "planner/ScheduleBuilder.h"
+#include "planner/StageSchedule.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -49,6 +50,10 @@ private:
   SmallVector<Operation *> ops; ///< program order
   std::vector<int64_t> activationIds;
   std::map<plan::Region, int64_t> regionEnd;
+  /// Pipeline stages: each (region, stage)'s end, and the end of the
+  /// buffers every stage holds, which no stage's may overlap.
+  std::map<std::pair<plan::Region, int64_t>, int64_t> stageEnd;
+  std::map<plan::Region, int64_t> sharedEnd;
   /// In-place buckets: the coalesced op -> its slab buffer.
   llvm::DenseMap<Operation *, int64_t> slabOf;
   /// Per view, its slab and its offset from the slab's start.
@@ -80,10 +85,24 @@ FailureOr<int64_t> Emitter::addBuffer(Value value, plan::Region region,
   buffer.dtype = *dtype;
   buffer.shape.assign(type.getShape().begin(), type.getShape().end());
   buffer.numBytes = type.getNumElements() * dtypeSize(*dtype);
-  if (region != plan::Region::Activation && region != plan::Region::Gradient) {
+  // A pipeline stage's parameters and optimizer state sit in that stage's
+  // stretch of the region: the stages' stretches overlap, as each rank
+  // holds one stage's (docs/plan-format.md, "Pipeline stages").
+  int64_t stage =
+      region == plan::Region::Param || region == plan::Region::OptState
+          ? stageOfValue(value)
+          : -1;
+  if (stage >= 0) {
+    int64_t &end = stageEnd[{region, stage}];
+    buffer.offset = std::max(end, sharedEnd[region]);
+    end = alignTo(buffer.offset + buffer.numBytes, options.alignment);
+    regionEnd[region] = std::max(regionEnd[region], end);
+  } else if (region != plan::Region::Activation &&
+             region != plan::Region::Gradient) {
     buffer.offset = regionEnd[region];
     regionEnd[region] =
         alignTo(buffer.offset + buffer.numBytes, options.alignment);
+    sharedEnd[region] = regionEnd[region];
   }
   result.buffers.push_back(buffer);
   bufferOf[value] = buffer.id;
@@ -114,6 +133,7 @@ LogicalResult Emitter::assignArguments() {
       entry.buffer = *id;
       std::tie(entry.sharding, entry.globalShape) =
           globalLayout(arg.getType(), mesh);
+      entry.sharding.stage = stageOfValue(arg);
       entry.init.kind = getArgString(func, index, kInitAttr).str();
       if (auto std = func.getArgAttrOfType<FloatAttr>(index, kInitStdAttr))
         entry.init.stddev = std.getValueAsDouble();
@@ -130,7 +150,8 @@ LogicalResult Emitter::assignArguments() {
           addBuffer(arg, plan::Region::OptState, state.str());
       if (failed(id))
         return failure();
-      auto it = paramIndex.find(state.substr(2));
+      // "m:<param>", "v:<param>", "master:<param>" (bf16-mixed).
+      auto it = paramIndex.find(state.substr(state.find(':') + 1));
       if (it == paramIndex.end())
         return emitError(arg.getLoc())
                << "optimizer state '" << state << "' names no parameter";
@@ -162,6 +183,7 @@ LogicalResult Emitter::assignResults() {
       continue;
     }
     auto [globalSharding, globalShape] = globalLayout(value.getType(), mesh);
+    globalSharding.stage = stageOfValue(value);
     if (auto split = value.getDefiningOp<SplitOp>(); split && split.isView()) {
       viewOutputs.emplace_back(result.outputs.size(), value);
       result.outputs.push_back({output, -1, globalShape, globalSharding});
@@ -369,25 +391,35 @@ LogicalResult Emitter::planSchedule() {
                llvm::any_of(schedule.graph, [](const ScheduleNode &node) {
                  return node.kind == NodeKind::Collective;
                });
-  if (async && options.scheduleMachine) {
-    std::vector<double> seconds;
-    for (const ScheduleNode &node : schedule.graph)
-      seconds.push_back(nodeSeconds(*options.scheduleMachine, node));
-    schedule.order = latencyHidingOrder(schedule.graph, seconds);
-    schedule.streams = assignStreams(schedule.graph, schedule.order);
-  } else if (async) {
-    schedule.order = scheduleOrder(schedule.graph);
-    schedule.streams = assignStreams(schedule.graph, schedule.order);
-  } else {
-    size_t n = schedule.graph.size();
-    schedule.order.resize(n);
-    for (size_t i = 0; i < n; ++i)
-      schedule.order[i] = static_cast<int64_t>(i);
-    schedule.streams.stream.assign(n, kComputeStream);
-    schedule.streams.waits.assign(n, {});
-    schedule.streams.signals.assign(n, {});
-    schedule.streams.position = schedule.order;
-  }
+  PlanOne planOne = [&](const ScheduleGraph &graph, std::vector<int64_t> &order,
+                        StreamAssignment &streams) {
+    if (async && options.scheduleMachine) {
+      std::vector<double> seconds;
+      for (const ScheduleNode &node : graph)
+        seconds.push_back(nodeSeconds(*options.scheduleMachine, node));
+      order = latencyHidingOrder(graph, seconds);
+      streams = assignStreams(graph, order);
+    } else if (async) {
+      order = scheduleOrder(graph);
+      streams = assignStreams(graph, order);
+    } else {
+      size_t n = graph.size();
+      order.resize(n);
+      for (size_t i = 0; i < n; ++i)
+        order[i] = static_cast<int64_t>(i);
+      streams.stream.assign(n, kComputeStream);
+      streams.waits.assign(n, {});
+      streams.signals.assign(n, {});
+      streams.position = order;
+    }
+  };
+  // Pipeline stages: each planned on its own (StageSchedule.h).
+  FailureOr<std::vector<int64_t>> stageOf = pipelineStages(ops, mesh);
+  if (failed(stageOf))
+    return failure();
+  std::vector<StagePlan> stages =
+      planByStage(schedule.graph, *stageOf, mesh.getSize(plan::kStageAxis),
+                  planOne, schedule.order, schedule.streams);
 
   // Each activation buffer lives from the first to the last position of a
   // node that touches it; a slab, from its first member's producer to its
@@ -420,7 +452,10 @@ LogicalResult Emitter::planSchedule() {
       for (auto *ids : {&node.reads, &node.writes})
         for (int64_t &id : *ids)
           id = baseOf(id);
-    extendLifetimes(touches, schedule.streams, requests);
+    if (stages.empty())
+      extendLifetimes(touches, schedule.streams, requests);
+    else
+      extendStageLifetimes(touches, stages, requests);
   }
   // Slabs take turns in equal slots: sized alike, best fit places them in
   // time order, which needs only as many slots as slabs live at once. With
@@ -462,6 +497,9 @@ void Emitter::emitInstructions() {
     Operation *op = ops[index];
     plan::Instruction instr;
     instr.op = op->getName().stripDialect().str();
+    // The plan names the bf16-mixed update apart: its operands differ.
+    if (auto adamw = dyn_cast<AdamWOp>(op); adamw && adamw.getMaster())
+      instr.op = "adamw_master";
     for (Value operand : op->getOperands())
       instr.operands.push_back(bufferOf.lookup(operand));
     // adamw updates its operands in place; its results name no new bytes.
@@ -469,6 +507,10 @@ void Emitter::emitInstructions() {
       for (Value value : op->getResults())
         instr.results.push_back(bufferOf.lookup(value));
     instr.attrs = instructionAttrs(op);
+    if (auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr)) {
+      instr.stage = stage.getInt();
+      instr.attrs.erase(kStageAttr.str());
+    }
     if (auto slab = slabOf.find(op); slab != slabOf.end()) {
       // The whole bucket in one call, in place.
       instr.op = "all_reduce";

@@ -61,6 +61,39 @@ std::string locationString(Location loc) {
   return "";
 }
 
+FailureOr<std::vector<int64_t>> pipelineStages(ArrayRef<Operation *> ops,
+                                               MeshAttr mesh) {
+  std::vector<int64_t> stageOf;
+  int64_t numStages = mesh.getSize(plan::kStageAxis);
+  if (numStages <= 1)
+    return stageOf;
+  for (Operation *op : ops) {
+    auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr);
+    if (!stage)
+      return op->emitOpError("has no pipeline stage on a mesh with ")
+             << plan::kStageAxis << " (" << numStages << ")";
+    stageOf.push_back(stage.getInt());
+  }
+  return stageOf;
+}
+
+/// The pipeline stage that holds `value`: its producer's, or for an
+/// argument the one stage that reads it; -1 when every stage does.
+int64_t stageOfValue(Value value) {
+  if (Operation *producer = value.getDefiningOp()) {
+    auto stage = producer->getAttrOfType<IntegerAttr>(kStageAttr);
+    return stage ? stage.getInt() : -1;
+  }
+  int64_t found = -1;
+  for (Operation *user : value.getUsers()) {
+    auto stage = user->getAttrOfType<IntegerAttr>(kStageAttr);
+    if (!stage || (found >= 0 && found != stage.getInt()))
+      return -1;
+    found = stage.getInt();
+  }
+  return found;
+}
+
 /// Converts the op's attributes to plan attributes, adding what a kernel
 /// needs that the IR keeps in types (rms_norm's group size).
 std::map<std::string, plan::AttrValue> instructionAttrs(Operation *op) {

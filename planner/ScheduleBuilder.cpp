@@ -52,6 +52,12 @@ std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
     return {scatter.getNumBytesSent(n), axis.str()};
   if (auto exchange = dyn_cast<AllToAllOp>(op))
     return {exchange.getNumBytesSent(n), axis.str()};
+  // Pipeline transfers run on the communication stream too; the receiver
+  // sends nothing.
+  if (auto send = dyn_cast<SendOp>(op))
+    return {numBytes(send.getX()), axis.str()};
+  if (isa<RecvOp>(op))
+    return {0, axis.str()};
   return {0, ""}; // slice_to_rank and replicate move nothing between ranks
 }
 
@@ -100,12 +106,14 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
       node.reads.push_back(bufferOf.lookup(operand));
       node.memBytes += numBytes(operand);
     }
-    // adamw writes its parameter and moments in place.
-    if (isa<AdamWOp>(op))
-      node.writes = {bufferOf.lookup(op->getOperand(0)),
-                     bufferOf.lookup(op->getOperand(2)),
-                     bufferOf.lookup(op->getOperand(3))};
-    else
+    // adamw writes its parameter, moments and master in place.
+    if (auto adamw = dyn_cast<AdamWOp>(op)) {
+      node.writes = {bufferOf.lookup(adamw.getParam()),
+                     bufferOf.lookup(adamw.getM()),
+                     bufferOf.lookup(adamw.getV())};
+      if (adamw.getMaster())
+        node.writes.push_back(bufferOf.lookup(adamw.getMaster()));
+    } else
       for (Value result : op->getResults()) {
         node.writes.push_back(bufferOf.lookup(result));
         node.memBytes += numBytes(result);

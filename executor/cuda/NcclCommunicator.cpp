@@ -276,6 +276,40 @@ Status NcclCommunicator::allReduce(const void *send, void *recv, DType dtype,
   return Status::ok();
 }
 
+Status NcclCommunicator::send(const void *data, int64_t numBytes, int64_t peer,
+                              int64_t tag, const std::string &axis) {
+  if (groups_.aborted())
+    return Status::runtimeError("NCCL was aborted after an earlier failure");
+  ncclComm_t comm = groups_.comm(rank_, stream_, axis);
+  if (!comm)
+    return Status::runtimeError("send over " + axis + ": no communicator");
+  SHARC_NCCL(ncclSend(data, static_cast<size_t>(numBytes), ncclUint8,
+                      static_cast<int>(peer), comm, asStream(cudaStream_)));
+  return Status::ok();
+}
+
+Status NcclCommunicator::beginTransfers() {
+  SHARC_NCCL(ncclGroupStart());
+  return Status::ok();
+}
+
+Status NcclCommunicator::endTransfers() {
+  SHARC_NCCL(ncclGroupEnd());
+  return Status::ok();
+}
+
+Status NcclCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
+                              int64_t tag, const std::string &axis) {
+  if (groups_.aborted())
+    return Status::runtimeError("NCCL was aborted after an earlier failure");
+  ncclComm_t comm = groups_.comm(rank_, stream_, axis);
+  if (!comm)
+    return Status::runtimeError("recv over " + axis + ": no communicator");
+  SHARC_NCCL(ncclRecv(data, static_cast<size_t>(numBytes), ncclUint8,
+                      static_cast<int>(peer), comm, asStream(cudaStream_)));
+  return Status::ok();
+}
+
 Status NcclCommunicator::allGather(const void *send, void *recv, DType dtype,
                                    const std::vector<int64_t> &sendShape,
                                    int64_t dim, const std::string &axis) {

@@ -99,6 +99,19 @@ public:
                   const std::vector<int64_t> &sendShape, int64_t splitDim,
                   int64_t concatDim, const std::string &axis) override;
 
+  /// ncclSend / ncclRecv of raw bytes to the axis communicator's rank
+  /// `peer`, enqueued on this stream. NCCL has no tags: sends and recvs
+  /// between two ranks match in order. Its point to point waits for its
+  /// partner, so the stages' transfer orders must pair up (1F1B's
+  /// send_forward + recv_backward pairs would want one NCCL group).
+  Status send(const void *data, int64_t numBytes, int64_t peer, int64_t tag,
+              const std::string &axis) override;
+  Status recv(void *data, int64_t numBytes, int64_t peer, int64_t tag,
+              const std::string &axis) override;
+  /// ncclGroupStart / ncclGroupEnd around adjacent sends and recvs.
+  Status beginTransfers() override;
+  Status endTransfers() override;
+
 private:
   const NcclGroups &groups_;
   int64_t rank_, stream_;

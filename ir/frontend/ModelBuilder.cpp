@@ -20,7 +20,7 @@ public:
   ForwardBuilder(MLIRContext *context, const Config &config)
       : context(context), config(config), builder(context),
         model(config.model) {
-    elementType = config.run.dtype.value == "bfloat16"
+    elementType = config.run.dtype.value != "float32"
                       ? Type(builder.getBF16Type())
                       : Type(builder.getF32Type());
     seqLen = config.run.seqLen.value;
@@ -202,6 +202,10 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   if (opt.gradClip.value > 0)
     optimizer.push_back(builder.getNamedAttr(
         "grad_clip", builder.getF64FloatAttr(opt.gradClip.value)));
+  // bf16-mixed: sharc-adamw keeps an fp32 master of every bf16 parameter.
+  if (config.run.dtype.value == "bf16-mixed")
+    optimizer.push_back(
+        builder.getNamedAttr("master_weights", builder.getUnitAttr()));
   module->getOperation()->setAttr(kOptimizerAttr,
                                   builder.getDictionaryAttr(optimizer));
   // The sizes the sharding passes check, each with the YAML place it came
@@ -222,6 +226,7 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   record("num_attention_heads", model.numHeads.value, model.numHeads.loc);
   record("num_key_value_heads", model.numKvHeads.value, model.numKvHeads.loc);
   record("head_dim", model.headDim.value, model.headDim.loc);
+  record("num_hidden_layers", model.numLayers.value, model.numLayers.loc);
   record("intermediate_size", model.intermediateSize.value,
          model.intermediateSize.loc);
   // sharc-microbatch splits the batch; one microbatch needs no record (and

@@ -79,7 +79,8 @@ constexpr std::array<std::string_view, 3> decayNames = {"constant", "linear",
                                                         "cosine"};
 // A billion steps is far past any run (sharc-run takes at most 10^8).
 constexpr IntBounds stepBounds{0, 1'000'000'000};
-constexpr std::array<std::string_view, 2> dtypeNames = {"float32", "bfloat16"};
+constexpr std::array<std::string_view, 3> dtypeNames = {"float32", "bfloat16",
+                                                        "bf16-mixed"};
 
 // Sizes stay within int32 so that products of two of them (hidden * vocab,
 // seq * batch) cannot overflow the int64 shapes later passes compute.
@@ -379,7 +380,7 @@ MaybeError readDtype(const Section &section, Field<std::string> &dtype) {
       return std::nullopt;
   std::string hint = didYouMean(dtype.value, dtypeNames);
   if (hint.empty())
-    hint = " (expected 'float32' or 'bfloat16')";
+    hint = " (expected 'float32', 'bfloat16' or 'bf16-mixed')";
   return errorAt(dtype.loc, "unknown dtype '" + dtype.value + "'" + hint);
 }
 
@@ -474,7 +475,8 @@ MaybeError readFileText(const std::string &path, std::string &text) {
 /// Byte counts of the dense model must stay far inside int64, or the
 /// planner's sizes wrap (a report of negative MiB, a plan that lies). Counted
 /// in long double, so the check itself cannot overflow: the parameters with
-/// their two AdamW moments, and the largest activation of a step.
+/// their two AdamW moments (and master), and the largest activation of a
+/// step.
 MaybeError checkByteCounts(const Config &config) {
   using Wide = long double;
   auto bytesText = [](Wide bytes) {
@@ -489,8 +491,11 @@ MaybeError checkByteCounts(const Config &config) {
   Wide keyValue = Wide(m.numKvHeads.value) * m.headDim.value;
   Wide perLayer = hidden * (2 * query + 2 * keyValue) +
                   3 * hidden * m.intermediateSize.value;
-  Wide paramBytes =
-      4 * 3 * (2 * vocab * hidden + Wide(m.numLayers.value) * perLayer);
+  // f32 weights and two moments: 12 bytes an element; bf16-mixed's bf16
+  // weights, f32 master and moments: 14.
+  Wide bytesPerElement = config.run.dtype.value == "bf16-mixed" ? 14 : 12;
+  Wide paramBytes = bytesPerElement *
+                    (2 * vocab * hidden + Wide(m.numLayers.value) * perLayer);
   if (paramBytes > kLimit)
     return errorAt(m.hiddenSize.loc,
                    "the model's parameters and AdamW moments need about " +

@@ -73,7 +73,10 @@ struct OptimizerConfig {
 /// `run:`: what one training step looks like.
 struct RunConfig {
   Field<int64_t> seqLen, microBatchSize, numMicrobatches, seed;
-  Field<std::string> dtype; ///< "float32" or "bfloat16"
+  /// "float32", "bfloat16" (pure bf16: weights, gradients, moments) or
+  /// "bf16-mixed" (bf16 weights and gradients, fp32 master weights and
+  /// moments in the AdamW update).
+  Field<std::string> dtype;
   OptimizerConfig optimizer;
   SourceLoc loc;
 };

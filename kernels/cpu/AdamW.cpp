@@ -4,7 +4,8 @@
 // formed in double and rounded once, as torch forms them in Python. Like
 // torch's in-place ops, the decayed p and the new m and v are rounded to
 // their storage type before the final update reads them, which makes pure
-// bf16 training behave as torch's does.
+// bf16 training behave as torch's does. With a master (bf16-mixed) the
+// update reads and writes the master, then stores it rounded to param.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,13 +46,17 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
           : Acc(1);
   for (int64_t i = 0; i < args.numel; ++i) {
     Acc grad = static_cast<Acc>(loadElement(args.grad, i)) * gradScale;
-    Acc param = static_cast<Acc>(loadElement(args.param, i));
-    param = roundTo(args.param.dtype, param * decay);
+    // bf16-mixed: the update is the master's; param only receives it.
+    const TensorView &weights = args.master.data ? args.master : args.param;
+    Acc param = static_cast<Acc>(loadElement(weights, i));
+    param = roundTo(weights.dtype, param * decay);
     Acc m = static_cast<Acc>(loadElement(args.m, i));
     m = roundTo(args.m.dtype, beta1 * m + oneMinusBeta1 * grad);
     Acc v = static_cast<Acc>(loadElement(args.v, i));
     v = roundTo(args.v.dtype, beta2 * v + oneMinusBeta2 * grad * grad);
     param -= stepSize * m / (std::sqrt(v) / bc2Sqrt + eps);
+    if (args.master.data)
+      storeElement(args.master, i, param);
     storeElement(args.param, i, param);
     storeElement(args.m, i, m);
     storeElement(args.v, i, v);

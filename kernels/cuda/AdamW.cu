@@ -5,13 +5,15 @@
 // rounded once, every device operation is an explicitly rounded fp32 one
 // (no fused multiply-add), and p, m and v are rounded to their storage type
 // before the final update reads them. f32 results therefore equal the cpu's
-// bit for bit.
+// bit for bit. With a master (bf16-mixed) the update reads and writes the
+// f32 master and stores it rounded to the bf16 parameter, as the cpu does.
 //
 // Launch shape: a 1-D grid-stride grid of 256-thread blocks (at most
 // kMaxBlocks). When p, m, v and g are aligned to 4 elements a thread owns 4
 // consecutive elements per step, moved as 8- or 16-byte vectors; the last
 // numel % 4 elements, or all of an unaligned call, go one per thread. Bound:
-// DRAM bandwidth, numel * (2 * (|p| + |m| + |v|) + |g|) bytes.
+// DRAM bandwidth, numel * (2 * (|p| + |m| + |v|) + |g|) bytes; with a
+// master, numel * (|p| + 2 * (|master| + |m| + |v|) + |g|).
 //
 // AdamWGroup updates many tensors in one launch (adamwGroupKernel): a
 // table of the tensors and one of fixed-size chunks, both uploaded once,
@@ -103,7 +105,15 @@ struct AdamWViews {
   DType paramType, mType, vType, gradType;
   const float *gradNormSq; ///< null: no clipping
   float maxNorm;
+  void *master; ///< bf16-mixed: the f32 master of param; null: none
+  DType masterType;
 };
+
+AdamWViews viewsOf(const AdamWArgs &a) {
+  return {a.param.data,  a.m.data,  a.v.data,      a.grad.data,
+          a.param.dtype, a.m.dtype, a.v.dtype,     a.grad.dtype,
+          a.gradNormSq,  a.maxNorm, a.master.data, a.master.dtype};
+}
 
 /// clipScale (kernels/AdamW.h) with the same rounded fp32 operations.
 __device__ __forceinline__ float gradScaleOf(const AdamWViews &views) {
@@ -119,14 +129,17 @@ __device__ __forceinline__ void updateElements(const AdamWViews &views,
                                                const AdamWScalars &s,
                                                float gradScale, int64_t i) {
   float grads[N], params[N], ms[N], vs[N];
+  // bf16-mixed: the update is the master's; param only receives it.
+  void *weights = views.master ? views.master : views.param;
+  DType weightsType = views.master ? views.masterType : views.paramType;
   loadN(views.grad, views.gradType, i, grads);
-  loadN(views.param, views.paramType, i, params);
+  loadN(weights, weightsType, i, params);
   loadN(views.m, views.mType, i, ms);
   loadN(views.v, views.vType, i, vs);
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     float grad = __fmul_rn(grads[k], gradScale);
-    float param = roundTo(views.paramType, __fmul_rn(params[k], s.decay));
+    float param = roundTo(weightsType, __fmul_rn(params[k], s.decay));
     float m = roundTo(views.mType, __fadd_rn(__fmul_rn(s.beta1, ms[k]),
                                              __fmul_rn(s.oneMinusBeta1, grad)));
     float gradSquared = __fmul_rn(__fmul_rn(s.oneMinusBeta2, grad), grad);
@@ -137,6 +150,8 @@ __device__ __forceinline__ void updateElements(const AdamWViews &views,
     ms[k] = m;
     vs[k] = v;
   }
+  if (views.master)
+    storeN(views.master, views.masterType, i, params);
   storeN(views.param, views.paramType, i, params);
   storeN(views.m, views.mType, i, ms);
   storeN(views.v, views.vType, i, vs);
@@ -160,6 +175,29 @@ __global__ void adamwKernel(AdamWViews views, AdamWScalars scalars,
 
 bool isVectorAligned(const void *data, DType dtype) {
   return reinterpret_cast<uintptr_t>(data) % (kVec * dtypeSize(dtype)) == 0;
+}
+
+/// Whether every tensor of the update (the master too) takes vector moves.
+bool allVectorAligned(const AdamWArgs &a) {
+  return isVectorAligned(a.param.data, a.param.dtype) &&
+         isVectorAligned(a.m.data, a.m.dtype) &&
+         isVectorAligned(a.v.data, a.v.dtype) &&
+         isVectorAligned(a.grad.data, a.grad.dtype) &&
+         (!a.master.data || isVectorAligned(a.master.data, a.master.dtype));
+}
+
+/// The storage types the kernels take: f32 or bf16, and an f32 master.
+Status checkTypes(const AdamWArgs &a, const char *what) {
+  for (DType dtype : {a.param.dtype, a.m.dtype, a.v.dtype, a.grad.dtype})
+    if (dtype != DType::F32 && dtype != DType::BF16)
+      return Status::invalidInput(std::string(what) + ": " + dtypeName(dtype) +
+                                  " storage is not supported on the device "
+                                  "(expected f32 or bf16)");
+  if (a.master.data && a.master.dtype != DType::F32)
+    return Status::invalidInput(std::string(what) + ": a " +
+                                dtypeName(a.master.dtype) +
+                                " master (expected f32)");
+  return Status::ok();
 }
 
 /// Elements one block of adamwGroupKernel updates: 16 vector steps of its
@@ -220,18 +258,9 @@ AdamWGroup::create(const std::vector<AdamWArgs> &members,
   std::vector<GroupChunk> chunks;
   for (size_t t = 0; t < members.size(); ++t) {
     const AdamWArgs &a = members[t];
-    for (DType dtype : {a.param.dtype, a.m.dtype, a.v.dtype, a.grad.dtype})
-      if (dtype != DType::F32 && dtype != DType::BF16)
-        return Status::invalidInput(std::string("adamw group: ") +
-                                    dtypeName(dtype) + " storage");
-    bool aligned = isVectorAligned(a.param.data, a.param.dtype) &&
-                   isVectorAligned(a.m.data, a.m.dtype) &&
-                   isVectorAligned(a.v.data, a.v.dtype) &&
-                   isVectorAligned(a.grad.data, a.grad.dtype);
-    tensors.push_back({AdamWViews{a.param.data, a.m.data, a.v.data, a.grad.data,
-                                  a.param.dtype, a.m.dtype, a.v.dtype,
-                                  a.grad.dtype, a.gradNormSq, a.maxNorm},
-                       a.numel, aligned ? a.numel / kVec * kVec : 0,
+    SHARC_TRY(checkTypes(a, "adamw group"));
+    bool aligned = allVectorAligned(a);
+    tensors.push_back({viewsOf(a), a.numel, aligned ? a.numel / kVec * kVec : 0,
                        scalarsOffsets[t]});
     for (int64_t begin = 0; begin < a.numel; begin += kChunkElements)
       chunks.push_back({static_cast<int32_t>(t), begin,
@@ -266,24 +295,12 @@ Status AdamWGroup::run(const void *stepConstants, DeviceStream stream) const {
 }
 
 Status adamw(const AdamWArgs &args, DeviceStream stream) {
-  for (DType dtype :
-       {args.param.dtype, args.m.dtype, args.v.dtype, args.grad.dtype})
-    if (dtype != DType::F32 && dtype != DType::BF16)
-      return Status::invalidInput(std::string("adamwKernel: ") +
-                                  dtypeName(dtype) +
-                                  " storage is not supported on the device "
-                                  "(expected f32 or bf16)");
+  SHARC_TRY(checkTypes(args, "adamwKernel"));
   if (args.numel <= 0)
     return Status::ok();
   AdamWScalars scalars = adamwScalars(args);
-  AdamWViews views{args.param.data, args.m.data,      args.v.data,
-                   args.grad.data,  args.param.dtype, args.m.dtype,
-                   args.v.dtype,    args.grad.dtype,  args.gradNormSq,
-                   args.maxNorm};
-  bool aligned = isVectorAligned(args.param.data, args.param.dtype) &&
-                 isVectorAligned(args.m.data, args.m.dtype) &&
-                 isVectorAligned(args.v.data, args.v.dtype) &&
-                 isVectorAligned(args.grad.data, args.grad.dtype);
+  AdamWViews views = viewsOf(args);
+  bool aligned = allVectorAligned(args);
   int64_t vectorEnd = aligned ? args.numel / kVec * kVec : 0;
   int64_t numThreads = vectorEnd / kVec + (args.numel - vectorEnd);
   auto numBlocks = static_cast<unsigned>(

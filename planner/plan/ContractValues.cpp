@@ -45,9 +45,10 @@ std::optional<ContractViolation> checkOptimizer(const Plan &plan, int64_t i) {
                          " is outside " + (bound.lowOpen ? "(" : "[") +
                          number(bound.low) + ", " + number(bound.high) + ")");
   }
-  // Clipping: the step's squared global norm as a fifth operand and the
-  // largest norm as max_norm, both or neither.
-  bool clips = instr.operands.size() == 5;
+  // Clipping: the step's squared global norm as the last operand (the
+  // fifth of adamw, the sixth of adamw_master) and the largest norm as
+  // max_norm, both or neither.
+  bool clips = instr.operands.size() == (instr.op == "adamw" ? 5u : 6u);
   bool hasMaxNorm = instr.attrs.count("max_norm") != 0;
   if (clips != hasMaxNorm)
     return atInstr(plan, i, hasMaxNorm ? "max_norm" : "", "optimizer",
@@ -127,7 +128,8 @@ std::optional<ContractViolation> findValueViolation(const Plan &plan) {
   for (int64_t i = 0; i < static_cast<int64_t>(plan.instructions.size()); ++i) {
     if (auto violation = checkInPlace(plan, i))
       return violation;
-    if (plan.instructions[i].op == "adamw")
+    if (plan.instructions[i].op == "adamw" ||
+        plan.instructions[i].op == "adamw_master")
       if (auto violation = checkOptimizer(plan, i))
         return violation;
     if (plan.instructions[i].op == "sum_squares")

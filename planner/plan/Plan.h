@@ -25,6 +25,10 @@ namespace sharc::plan {
 
 inline constexpr int64_t kPlanVersion = 1;
 
+/// The mesh axis of pipeline stages: an instruction with a stage runs only
+/// on the ranks whose coordinate on it is that stage.
+inline constexpr const char *kStageAxis = "pp";
+
 /// Where a buffer lives. Every region is allocated once at set-up.
 enum class Region : uint8_t {
   Param,      ///< model parameters, persistent across steps
@@ -48,6 +52,9 @@ struct MeshAxis {
 /// Shards are contiguous and in rank order along the axis.
 struct Sharding {
   std::map<std::string, int64_t> dimOfAxis;
+  /// With pipeline stages: only the ranks of this stage (their coordinate
+  /// on kStageAxis) hold the tensor; -1: every stage does.
+  int64_t stage = -1;
   bool isReplicated() const;
 };
 
@@ -77,6 +84,9 @@ struct Instruction {
   std::vector<int64_t> waits;   ///< events to wait for before starting
   std::vector<int64_t> signals; ///< events recorded when it finishes
   std::string loc; ///< "file:line:col" of the model input that made it
+  /// The pipeline stage that runs it (kStageAxis coordinate); -1: every
+  /// rank runs it.
+  int64_t stage = -1;
 
   int64_t getInt(const std::string &key, int64_t fallback = 0) const;
   double getFloat(const std::string &key, double fallback = 0.0) const;

@@ -73,6 +73,10 @@ struct Liveness {
   /// instruction touching the buffer (kNever for none), and that
   /// instruction.
   std::vector<int64_t> minBefore, minInstr;
+  /// The pipeline stage of every instruction touching it; -1 when they
+  /// differ or run on every stage, kNoStage before the first.
+  int64_t stage = kNoStage;
+  static constexpr int64_t kNoStage = -2;
 };
 
 class Checker {
@@ -145,6 +149,11 @@ private:
                      "stream " + std::to_string(instr.stream) +
                          " outside [0, " + std::to_string(plan.numStreams) +
                          ")");
+    int64_t numStages = plan.axisSize(kStageAxis);
+    if (instr.stage < -1 || instr.stage >= numStages)
+      return atInstr(i, "ids",
+                     "stage " + std::to_string(instr.stage) + " outside [-1, " +
+                         std::to_string(numStages) + ")");
     return std::nullopt;
   }
 
@@ -487,6 +496,10 @@ private:
           for (int64_t id : withBase(used)) {
             Liveness &live = result[id];
             live.firstUse = std::min(live.firstUse, i);
+            live.stage =
+                live.stage == Liveness::kNoStage || live.stage == instr.stage
+                    ? instr.stage
+                    : -1;
             live.lastPos[instr.stream] = position[i];
             live.lastInstr[instr.stream] = i;
             for (int64_t s = 0; s < numStreams; ++s) {
@@ -566,6 +579,10 @@ private:
           break;
         if (a.viewOf == bId || b.viewOf == aId || nestedViews(a, b))
           continue; // declared: the view's uses count as its base's
+        // Buffers of two pipeline stages live on different ranks.
+        if (live[aId].stage >= 0 && live[bId].stage >= 0 &&
+            live[aId].stage != live[bId].stage)
+          continue;
         bool persistent = isPersistentRegion(a.region);
         if (!persistent && (comesBefore(live[aId], live[bId]) ||
                             comesBefore(live[bId], live[aId])))

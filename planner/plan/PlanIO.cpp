@@ -297,6 +297,19 @@ public:
     return Status::ok();
   }
 
+  /// A pipeline stage: a coordinate of the mesh's kStageAxis.
+  Status readStage(const YAML::Node &node, const Plan &plan,
+                   int64_t &stage) const {
+    SHARC_TRY(readInt(node, stage));
+    int64_t numStages = plan.axisSize(kStageAxis);
+    if (stage < 0 || stage >= numStages)
+      return fail(node, "stage " + std::to_string(stage) +
+                            " out of range (the mesh has " +
+                            std::to_string(numStages) + " on " + kStageAxis +
+                            ")");
+    return Status::ok();
+  }
+
   Status readSharding(const YAML::Node &node, const Plan &plan, size_t rank,
                       Sharding &sharding) const {
     if (!node.IsMap())
@@ -305,6 +318,10 @@ public:
     for (auto it = node.begin(); it != node.end(); ++it) {
       std::string axis;
       SHARC_TRY(readString(it->first, axis));
+      if (axis == "stage") {
+        SHARC_TRY(readStage(it->second, plan, sharding.stage));
+        continue;
+      }
       bool known = false;
       std::string axes;
       for (const MeshAxis &meshAxis : plan.mesh) {
@@ -396,10 +413,10 @@ public:
   Status readInstruction(const YAML::Node &node, Plan &plan) const {
     Fields fields;
     const std::string what = "an instruction";
-    SHARC_TRY(readFields(
-        node, what,
-        {"op", "in", "out", "stream", "waits", "signals", "attrs", "loc"},
-        fields));
+    SHARC_TRY(readFields(node, what,
+                         {"op", "in", "out", "stream", "waits", "signals",
+                          "attrs", "loc", "stage"},
+                         fields));
     Instruction instruction;
     YAML::Node value;
     SHARC_TRY(require(fields, "op", what, value));
@@ -436,6 +453,8 @@ public:
     }
     if (auto found = fields.find("loc"))
       SHARC_TRY(readString(*found, instruction.loc));
+    if (auto found = fields.find("stage"))
+      SHARC_TRY(readStage(*found, plan, instruction.stage));
     plan.instructions.push_back(std::move(instruction));
     return Status::ok();
   }

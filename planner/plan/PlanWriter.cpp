@@ -21,6 +21,9 @@ std::string formatSharding(const Sharding &sharding) {
   for (const auto &[axis, dim] : sharding.dimOfAxis)
     result += (result.size() > 1 ? ", " : "") + identifier(axis) + ": " +
               std::to_string(dim);
+  if (sharding.stage >= 0)
+    result += std::string(result.size() > 1 ? ", " : "") +
+              "stage: " + std::to_string(sharding.stage);
   return result + "}";
 }
 
@@ -121,6 +124,8 @@ std::string writePlan(const Plan &plan) {
     }
     if (!instruction.loc.empty())
       out += ", loc: " + quoted(instruction.loc);
+    if (instruction.stage >= 0)
+      out += ", stage: " + std::to_string(instruction.stage);
     out += "}\n";
   }
   return out;

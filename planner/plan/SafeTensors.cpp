@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -53,9 +54,43 @@ const char *safeTensorsDTypeName(DType dtype) {
   return "?";
 }
 
+/// The IEEE binary16 value of `bits` as a float, exactly (every half is a
+/// float): subnormals, infinities and NaNs included.
+float halfToFloat(uint16_t bits) {
+  uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
+  uint32_t exponent = (bits >> 10) & 0x1f;
+  uint32_t mantissa = bits & 0x3ff;
+  uint32_t word = 0;
+  if (exponent == 0x1f) {
+    word = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    word = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa != 0) {
+    // A subnormal half, mantissa * 2^-24, is a normal float.
+    float value = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -value : value;
+  } else {
+    word = sign;
+  }
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+
+/// F16 tensor bytes widened to F32 (exact).
+std::vector<uint8_t> widenHalves(const uint8_t *data, int64_t numBytes) {
+  std::vector<uint8_t> wide(static_cast<size_t>(numBytes * 2));
+  for (int64_t i = 0; i < numBytes / 2; ++i) {
+    uint16_t bits = static_cast<uint16_t>(data[2 * i] | (data[2 * i + 1] << 8));
+    float value = halfToFloat(bits);
+    std::memcpy(wide.data() + 4 * i, &value, sizeof(value));
+  }
+  return wide;
+}
+
 std::optional<int64_t> byteSize(const std::vector<int64_t> &shape,
-                                DType dtype) {
-  int64_t size = dtypeSize(dtype);
+                                int64_t elementBytes) {
+  int64_t size = elementBytes;
   for (int64_t dim : shape)
     if (dim < 0 || __builtin_mul_overflow(size, dim, &size))
       return std::nullopt;
@@ -114,6 +149,7 @@ struct Extent {
   int64_t begin;
   int64_t end;
   const NamedTensor *tensor;
+  bool isHalf = false; ///< F16 in the file, F32 once read
 };
 
 /// Reads one tensor's header entry and checks it against the data size.
@@ -135,10 +171,14 @@ Status readEntry(const std::string &name, const YAML::Node &entry,
       return Status::invalidInput(where + ": missing key '" + key + "'");
   YAML::Node dtypeNode = entry["dtype"];
   std::string dtypeText = dtypeNode.IsScalar() ? dtypeNode.Scalar() : "";
-  std::optional<DType> dtype = parseSafeTensorsDType(dtypeText);
+  // F16 (a released model's weights, say) is widened to F32 on load.
+  bool isHalf = dtypeText == "F16";
+  std::optional<DType> dtype =
+      isHalf ? DType::F32 : parseSafeTensorsDType(dtypeText);
   if (!dtype)
     return Status::invalidInput(where + ": unsupported dtype '" + dtypeText +
-                                "' (sharc reads F32, BF16, I32 and F64)");
+                                "' (sharc reads F32, BF16, F16 as F32, I32 "
+                                "and F64)");
   tensor.name = name;
   tensor.dtype = *dtype;
   if (!parseCounts(entry["shape"], tensor.shape))
@@ -154,14 +194,15 @@ Status readEntry(const std::string &name, const YAML::Node &entry,
                                 formatCounts(offsets) +
                                 " run past the end of the data (" +
                                 std::to_string(dataBytes) + " bytes)");
-  std::optional<int64_t> numBytes = byteSize(tensor.shape, tensor.dtype);
+  std::optional<int64_t> numBytes =
+      byteSize(tensor.shape, isHalf ? 2 : dtypeSize(tensor.dtype));
   if (!numBytes || *numBytes != offsets[1] - offsets[0])
     return Status::invalidInput(
         where + ": shape " + formatCounts(tensor.shape) + " of " + dtypeText +
         " needs " + (numBytes ? std::to_string(*numBytes) : "too many") +
         " bytes, but data_offsets " + formatCounts(offsets) + " hold " +
         std::to_string(offsets[1] - offsets[0]));
-  extent = {offsets[0], offsets[1], nullptr};
+  extent = {offsets[0], offsets[1], nullptr, isHalf};
   return Status::ok();
 }
 
@@ -197,7 +238,13 @@ Status readHeader(const YAML::Node &header, std::string_view data,
         name, it->second, static_cast<int64_t>(data.size()), tensor, extent);
     if (!status)
       return status.withContext(fileName);
-    tensor.bytes.assign(data.begin() + extent.begin, data.begin() + extent.end);
+    if (extent.isHalf)
+      tensor.bytes = widenHalves(
+          reinterpret_cast<const uint8_t *>(data.data()) + extent.begin,
+          extent.end - extent.begin);
+    else
+      tensor.bytes.assign(data.begin() + extent.begin,
+                          data.begin() + extent.end);
     file.tensors.push_back(std::move(tensor));
     extents.push_back(extent);
   }
@@ -315,7 +362,8 @@ Status writeSafeTensors(const std::string &path, const TensorFile &file) {
   int64_t offset = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     const NamedTensor &tensor = *order[i];
-    std::optional<int64_t> numBytes = byteSize(tensor.shape, tensor.dtype);
+    std::optional<int64_t> numBytes =
+        byteSize(tensor.shape, dtypeSize(tensor.dtype));
     if (tensor.name.empty() || tensor.name == "__metadata__" ||
         (i > 0 && order[i - 1]->name == tensor.name))
       return Status::runtimeError("cannot write '" + path + "': tensor name '" +

@@ -8,7 +8,8 @@
 //    "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
 // padded with spaces to a multiple of 8, then the tensor bytes, with offsets
 // relative to the data start. Checkpoints and PyTorch golden fixtures use it.
-// sharc reads F32, BF16, I32 and F64 tensors; a scalar has shape [].
+// sharc reads F32, BF16, I32 and F64 tensors, and F16 ones (a released
+// model's weights) widened to F32 exactly; a scalar has shape [].
 //
 // The writer sorts tensors by name and packs them without gaps, because the
 // reference reader rejects any byte not covered by a tensor; the data start

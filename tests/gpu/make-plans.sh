@@ -4,7 +4,7 @@
 # (head_dim 64) and of models/minimind.yaml (head_dim 96), all with the
 # logits and gradients as outputs for --compare-cpu; and fused-projection
 # plans of the small model; and plans with --fuse-adds, --schedule
-# latency and --fuse-norm-rope.
+# latency and --fuse-norm-rope; and bf16-mixed plans of the small model.
 # usage: make-plans.sh SHARC OUTDIR
 set -euo pipefail
 sharc=$1
@@ -74,3 +74,12 @@ for dtype in f32 bf16; do
 done
 "$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
   $flags --fuse-norm-rope -o "$out/minimind-bf16-dense-normrope.plan"
+# bf16-mixed (adamw_master: fp32 masters and moments), dense, ddp and tp=2,
+# alone and grouped updates alike.
+run=(--run "$here/mixed.run.yaml")
+"$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
+  -o "$out/small-mixed-dense.plan"
+"$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode ddp --dp 2 \
+  -o "$out/small-mixed-ddp.plan"
+"$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
+  --mode tp_sp_async_vp --tp 2 -o "$out/small-mixed-tp_sp_async_vp.plan"

@@ -50,10 +50,12 @@ plan::Plan testing::compilePlan(const std::string &modelFile, bool emitLogits,
 }
 
 plan::Plan testing::compilePlanFile(const std::string &path,
-                                    const PipelineOptions &pipeline) {
+                                    const PipelineOptions &pipeline,
+                                    bool emitLogits) {
   CompileOptions options;
   options.modelPath = path;
   options.pipeline = pipeline;
+  options.emitLogits = emitLogits;
   return compileWith(options);
 }
 

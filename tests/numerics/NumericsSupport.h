@@ -24,7 +24,8 @@ plan::Plan compilePlan(const std::string &modelFile, bool emitLogits,
 
 /// Compiles a model file given by its path.
 plan::Plan compilePlanFile(const std::string &path,
-                           const PipelineOptions &pipeline);
+                           const PipelineOptions &pipeline,
+                           bool emitLogits = false);
 
 /// Compiles with a parallel layout (and whatever else `pipeline` asks),
 /// with the run file `models/<runFile>` when one is named.

@@ -12,7 +12,7 @@ namespace sharc::training {
 
 double baseLearningRate(const plan::Plan &plan) {
   for (const plan::Instruction &instr : plan.instructions)
-    if (instr.op == "adamw")
+    if (instr.op == "adamw" || instr.op == "adamw_master")
       return instr.getFloat("lr");
   return -1.0;
 }
@@ -62,9 +62,10 @@ std::string rotatingCheckpointPath(const std::string &savePath, int64_t step) {
 }
 
 Result<std::string> CheckpointRotation::save(const exec::Runtime &runtime,
-                                             int64_t dataPosition) {
+                                             int64_t dataPosition,
+                                             exec::DataOrder dataOrder) {
   std::string path = rotatingCheckpointPath(savePath_, runtime.nextStep() - 1);
-  SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition));
+  SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition, dataOrder));
   written_.push_back(path);
   // Only files this run wrote are removed, oldest first, and only once the
   // newer one is whole on disk.

@@ -48,7 +48,8 @@ public:
   CheckpointRotation(std::string savePath, int64_t keepLast)
       : savePath_(std::move(savePath)), keepLast_(keepLast) {}
   /// The path written, for the log line.
-  Result<std::string> save(const exec::Runtime &runtime, int64_t dataPosition);
+  Result<std::string> save(const exec::Runtime &runtime, int64_t dataPosition,
+                           exec::DataOrder dataOrder = {});
 
 private:
   std::string savePath_;

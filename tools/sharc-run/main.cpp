@@ -81,7 +81,7 @@ const char *kUsage =
     "  --data FILE     a token file (docs/data.md: scripts/prepare-data.py's,\n"
     "                  or raw int32 ids), read in windows of seq_len tokens\n"
     "                  (default: --synthetic); --shuffle reads its windows\n"
-    "                  in a fixed scattered order (DataLoader.h)\n"
+    "                  in a fixed scattered order that checkpoints keep\n"
     "  --val-data FILE  validation tokens: prints the loss and perplexity\n"
     "                  of the forward pass alone (no parameter changes) on\n"
     "                  its first --eval-batches batches (16) before the\n"
@@ -413,9 +413,10 @@ int run(const Options &options, bool stepsGiven,
 
   // The token windows consumed so far: a checkpoint's, else the step's.
   int64_t dataPosition = -1;
+  exec::DataOrder dataOrder; ///< a shuffled checkpoint's order
   if (!options.loadPath.empty()) {
-    if (Status status =
-            exec::loadCheckpoint(rt, options.loadPath, &dataPosition);
+    if (Status status = exec::loadCheckpoint(rt, options.loadPath,
+                                             &dataPosition, &dataOrder);
         !status)
       return fail(status);
   } else if (Status status = rt.initParams(options.seed); !status) {
@@ -437,7 +438,14 @@ int run(const Options &options, bool stepsGiven,
     if (!fromFile)
       return fail(fromFile.status());
     loader = std::move(*fromFile);
-    loader->setShuffle(options.shuffle);
+    // A shuffled run resumes in its order, --shuffle given again or not.
+    if (dataOrder.stride > 0) {
+      if (Status status = loader->setOrder(dataOrder); !status)
+        return fail(status.withContext(options.loadPath + " with --data " +
+                                       options.dataPath));
+    } else {
+      loader->setShuffle(options.shuffle);
+    }
   }
   if (dataPosition < 0)
     dataPosition = (rt.nextStep() - 1) * batch;
@@ -508,7 +516,7 @@ int run(const Options &options, bool stepsGiven,
     if (options.saveEvery > 0 && step % options.saveEvery == 0) {
       if (Status status = checkDivergence(rt, step); !status)
         return fail(status);
-      auto saved = rotation.save(rt, dataPosition);
+      auto saved = rotation.save(rt, dataPosition, loader->order());
       if (!saved)
         return fail(saved.status());
       if (!options.quiet)
@@ -537,8 +545,8 @@ int run(const Options &options, bool stepsGiven,
   if (!options.savePath.empty()) {
     if (Status status = checkDivergence(rt, rt.nextStep() - 1); !status)
       return fail(status);
-    if (Status status =
-            exec::saveCheckpoint(rt, options.savePath, true, dataPosition);
+    if (Status status = exec::saveCheckpoint(rt, options.savePath, true,
+                                             dataPosition, loader->order());
         !status)
       return fail(status);
   }

@@ -29,7 +29,7 @@ const char *kUsage =
     "         [--intermediate_size I] [--micro_batch_size B]\n"
     "         [--num_microbatches M] [--batch_policy fixed_per_rank|"
     "fixed_global]\n"
-    "         [--dtype bfloat16|float32] [--warmup_iters N]\n"
+    "         [--dtype bfloat16|bf16-mixed|float32] [--warmup_iters N]\n"
     "         [--benchmark_iters N] [--seed N] [--output_csv FILE]\n"
     "         [--output_plot FILE] [--backend auto|cpu|cuda]\n"
     "         [--work-dir DIR] [--machine MACHINE.yaml] [--compile-only]\n"
@@ -86,8 +86,9 @@ std::string checkConfig(const BenchConfig &c) {
   if (c.batchPolicy != "fixed_global" && c.batchPolicy != "fixed_per_rank")
     return "--batch_policy takes fixed_per_rank or fixed_global, not '" +
            c.batchPolicy + "'";
-  if (c.dtype != "bfloat16" && c.dtype != "float32")
-    return "--dtype takes bfloat16 or float32, not '" + c.dtype + "'";
+  if (c.dtype != "bfloat16" && c.dtype != "float32" && c.dtype != "bf16-mixed")
+    return "--dtype takes bfloat16, bf16-mixed or float32, not '" + c.dtype +
+           "'";
   if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda")
     return "--backend takes auto, cpu or cuda, not '" + c.backend + "'";
   if (c.schedule != "defer" && c.schedule != "latency")

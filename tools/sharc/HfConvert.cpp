@@ -1,6 +1,7 @@
 //===- HfConvert.cpp - Hugging Face Qwen3 checkpoints out and in ----------===//
 
 #include "tools/sharc/HfConvert.h"
+#include "tools/sharc/HfWeights.h"
 
 #include "ir/frontend/ModelConfig.h"
 #include "planner/plan/FileText.h"
@@ -326,14 +327,11 @@ Status sharc::importHf(const std::string &dir, const std::string &modelPath,
   if (!config.ok())
     return Status::invalidInput(configPath + ": " + config.error->message);
 
-  std::string weightsPath = dir + "/model.safetensors";
-  if (std::filesystem::exists(dir + "/model.safetensors.index.json"))
-    return Status::invalidInput(dir + ": sharded safetensors "
-                                      "(model.safetensors.index.json) are "
-                                      "not supported; merge the shards");
-  auto weights = plan::readSafeTensors(weightsPath);
-  if (!weights)
-    return weights.status();
+  auto hfWeights = readHfWeights(dir);
+  if (!hfWeights)
+    return hfWeights.status();
+  const std::string &weightsPath = hfWeights->path;
+  const plan::TensorFile *weights = &hfWeights->tensors;
   plan::TensorFile checkpoint;
   checkpoint.metadata["format"] = "sharc-checkpoint";
   checkpoint.metadata["model"] = config.config->model.name.value;

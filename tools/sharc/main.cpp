@@ -10,6 +10,7 @@
 
 #include "planner/CostModel.h"
 #include "planner/MemoryReport.h"
+#include "planner/StageMemory.h"
 #include "planner/Timeline.h"
 #include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
@@ -40,9 +41,9 @@ struct CompileFlags {
   std::string modelPath, runPath, outputPath;
   std::string dumpIr; ///< "", "after-all" or "final"
   std::string mode = "dense";
-  std::optional<int64_t> dpSize, tpSize, bucketBytes;
+  std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize, ppChunks;
   std::optional<int64_t> cpSize;
-  std::string cpComm;
+  std::string cpComm, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
   bool emitLogits = false;
@@ -61,8 +62,10 @@ void printUsage(FILE *out) {
   std::fprintf(out,
                "usage: sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN]\n"
                "         [--mode dense|ddp|tp|tp_sp|tp_sp_async|tp_vp|"
-               "tp_sp_async_vp|cp|tp_cp]\n"
-               "         [--dp N] [--tp N] [--sp] [--vp] "
+               "tp_sp_async_vp|cp|tp_cp|pp|tp_pp]\n"
+               "         [--dp N] [--tp N] [--pp N] "
+               "[--pp-schedule gpipe|1f1b|interleaved] [--pp-chunks V]\n"
+               "         [--pp-balance cost|layers] [--sp] [--vp] "
                "[--recompute none|sp-allgather]\n"
                "         [--cp N (context parallel: the sequence split over N "
                "ranks)]\n"
@@ -110,7 +113,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
     };
     if (arg == "-o" || arg == "--run" || arg == "--mode" ||
         arg == "--recompute" || arg == "--machine" || arg == "--trace-sim" ||
-        arg == "--schedule" || arg == "--cp-comm") {
+        arg == "--schedule" || arg == "--cp-comm" || arg == "--pp-schedule" ||
+        arg == "--pp-balance") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
@@ -124,6 +128,10 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.machinePath = *v;
       else if (arg == "--schedule")
         flags.schedule = *v;
+      else if (arg == "--pp-schedule")
+        flags.ppSchedule = *v;
+      else if (arg == "--pp-balance")
+        flags.ppBalance = *v;
       else if (arg == "--trace-sim")
         flags.traceSimPath = *v;
       else if (arg == "--cp-comm")
@@ -131,6 +139,7 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       else
         flags.recompute = *v;
     } else if (arg == "--dp" || arg == "--tp" || arg == "--cp" ||
+               arg == "--pp" || arg == "--pp-chunks" ||
                arg == "--bucket-bytes") {
       std::optional<std::string> v = value(arg.c_str());
       char *end = nullptr;
@@ -138,10 +147,12 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       long long limit = arg == "--bucket-bytes" ? (1LL << 40) : 4096;
       if (!v || v->empty() || *end != '\0' || size < 1 || size > limit)
         return usageError(arg + " needs a positive integer");
-      (arg == "--dp"   ? flags.dpSize
-       : arg == "--tp" ? flags.tpSize
-       : arg == "--cp" ? flags.cpSize
-                       : flags.bucketBytes) = size;
+      (arg == "--dp"          ? flags.dpSize
+       : arg == "--tp"        ? flags.tpSize
+       : arg == "--cp"        ? flags.cpSize
+       : arg == "--pp"        ? flags.ppSize
+       : arg == "--pp-chunks" ? flags.ppChunks
+                              : flags.bucketBytes) = size;
     } else if (arg == "--sp") {
       flags.sequenceParallel = true;
     } else if (arg == "--vp") {
@@ -253,7 +264,10 @@ int compile(const CompileFlags &flags) {
   sharc::PipelineOptions &pipeline = options.pipeline;
   int64_t presetSize = flags.mode == "ddp"  ? flags.dpSize.value_or(2)
                        : flags.mode == "cp" ? flags.cpSize.value_or(2)
+                       : flags.mode == "pp" ? flags.ppSize.value_or(2)
                                             : flags.tpSize.value_or(2);
+  if (flags.mode == "tp_pp")
+    pipeline.ppSize = flags.ppSize.value_or(2);
   if (!sharc::applyModePreset(flags.mode, presetSize, pipeline))
     return usageError("unknown mode '" + flags.mode + "' (expected one of " +
                       sharc::modePresetNames().str() + ")");
@@ -274,6 +288,32 @@ int compile(const CompileFlags &flags) {
                         "needs --cp N, N > 1");
     pipeline.cpComm = flags.cpComm;
   }
+  if (flags.ppSize)
+    pipeline.ppSize = *flags.ppSize;
+  if (!flags.ppSchedule.empty()) {
+    if (flags.ppSchedule != "gpipe" && flags.ppSchedule != "1f1b" &&
+        flags.ppSchedule != "interleaved")
+      return usageError("unknown pipeline schedule '" + flags.ppSchedule +
+                        "' (expected gpipe, 1f1b or interleaved)");
+    pipeline.ppSchedule = flags.ppSchedule;
+  }
+  // Interleaving takes 2 model chunks a stage unless told otherwise.
+  if (pipeline.ppSchedule == "interleaved")
+    pipeline.ppChunks = flags.ppChunks.value_or(2);
+  if (flags.ppChunks &&
+      (pipeline.ppSchedule != "interleaved" || *flags.ppChunks < 2))
+    return usageError("--pp-chunks V takes V >= 2 with --pp-schedule "
+                      "interleaved");
+  if (!flags.ppBalance.empty()) {
+    if (flags.ppBalance != "cost" && flags.ppBalance != "layers")
+      return usageError("unknown pipeline balance '" + flags.ppBalance +
+                        "' (expected cost or layers)");
+    pipeline.ppBalance = flags.ppBalance;
+  }
+  if ((!flags.ppSchedule.empty() || !flags.ppBalance.empty()) &&
+      pipeline.ppSize == 1)
+    return usageError("--pp-schedule and --pp-balance need pipeline "
+                      "parallelism (--pp N, N > 1)");
   pipeline.sequenceParallel |= flags.sequenceParallel;
   pipeline.vocabParallel |= flags.vocabParallel;
   if (!flags.recompute.empty()) {
@@ -356,6 +396,10 @@ int compile(const CompileFlags &flags) {
     std::string text = flags.report == "json"
                            ? sharc::reportJson(plan, report)
                            : sharc::formatReport(plan, report);
+    if (flags.report != "json")
+      if (sharc::PipelineReport stages = sharc::buildPipelineReport(plan);
+          !stages.stages.empty())
+        text += sharc::formatPipelineReport(stages);
     std::fputs(text.c_str(), stdout);
   }
   if (flags.outputPath.empty())

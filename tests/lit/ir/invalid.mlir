@@ -276,3 +276,55 @@ func.func @split_extent(%y: tensor<2x12xf32>) {
       : (tensor<2x12xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
   return
 }
+
+// -----
+
+func.func @adamw_master_without_new_master(%p: tensor<8xbf16>,
+                                           %m: tensor<8xf32>) {
+  // expected-error @+1 {{a master operand and a new_master result come together}}
+  %a, %b, %c = sharc.adamw %p, %p, %m, %m master %m
+      {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
+       eps = 1.0e-8 : f64, weight_decay = 0.01 : f64}
+      : (tensor<8xbf16>, tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>,
+         tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_master_bf16(%p: tensor<8xbf16>, %m: tensor<8xf32>) {
+  // expected-error @+1 {{master must be f32 of the parameter's shape, got 'tensor<8xbf16>'}}
+  %a, %b, %c, %d = sharc.adamw %p, %p, %m, %m master %p
+      {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
+       eps = 1.0e-8 : f64, weight_decay = 0.01 : f64}
+      : (tensor<8xbf16>, tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>,
+         tensor<8xbf16>)
+      -> (tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>)
+  return
+}
+
+// -----
+
+func.func @adamw_master_bf16_moments(%p: tensor<8xbf16>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{moments must be f32 with a master, got 'tensor<8xbf16>'}}
+  %a, %b, %c, %d = sharc.adamw %p, %p, %p, %p master %w
+      {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
+       eps = 1.0e-8 : f64, weight_decay = 0.01 : f64}
+      : (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>,
+         tensor<8xf32>)
+      -> (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_new_master_type(%p: tensor<8xbf16>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{the updated master must keep the master's type}}
+  %a, %b, %c, %d = sharc.adamw %p, %p, %w, %w master %w
+      {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
+       eps = 1.0e-8 : f64, weight_decay = 0.01 : f64}
+      : (tensor<8xbf16>, tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>,
+         tensor<8xf32>)
+      -> (tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>)
+  return
+}

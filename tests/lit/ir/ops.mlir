@@ -57,7 +57,7 @@ func.func @loss_over_valid_labels(%mean: tensor<f32>, %ids: tensor<16x2xi32>)
 func.func @gradient_ops(%x: tensor<16x2x64xf32>, %w: tensor<64xf32>,
                         %wq: tensor<64x64xbf16>, %xb: tensor<16x2x64xbf16>,
                         %ids: tensor<16x2xi32>, %lse: tensor<2x4x16xf32>,
-                        %m: tensor<64x64xbf16>) {
+                        %m: tensor<64x64xbf16>, %mf: tensor<64x64xf32>) {
   // CHECK: sharc.fill {value = 1.000000e+00 : f64} : tensor<f32>
   %one = sharc.fill {value = 1.0 : f64} : tensor<f32>
   // CHECK: sharc.embedding_grad
@@ -108,6 +108,14 @@ func.func @gradient_ops(%x: tensor<16x2x64xf32>, %w: tensor<64xf32>,
       : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>,
          tensor<64x64xbf16>, tensor<f32>)
       -> (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xbf16>)
+  // CHECK: sharc.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} master %{{.*}}, %[[S]]
+  %p3, %m3, %v3, %w3 = sharc.adamw %wq, %dwq, %mf, %mf master %mf, %s
+      {lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64,
+       eps = 1.0e-8 : f64, weight_decay = 0.01 : f64, max_norm = 1.0 : f64}
+      : (tensor<64x64xbf16>, tensor<64x64xbf16>, tensor<64x64xf32>,
+         tensor<64x64xf32>, tensor<64x64xf32>, tensor<f32>)
+      -> (tensor<64x64xbf16>, tensor<64x64xf32>, tensor<64x64xf32>,
+          tensor<64x64xf32>)
   return
 }
 

@@ -50,7 +50,9 @@ std::pair<Status, bool> loadInto(const plan::TensorFile &file,
   REQUIRE(runtime);
   REQUIRE((*runtime)->initParams(7));
   auto before = (*runtime)->gatherParams();
-  Status status = loadCheckpoint(**runtime, path);
+  int64_t position = -1;
+  DataOrder order;
+  Status status = loadCheckpoint(**runtime, path, &position, &order);
   auto after = (*runtime)->gatherParams();
   bool changed = false;
   for (size_t i = 0; i < before->tensors.size(); ++i)
@@ -89,7 +91,19 @@ TEST_CASE("checkpoint metadata out of range is refused before loading",
              "metadata format 'pytorch' is not "
              "'sharc-checkpoint'"},
         Case{"optimizer_state", "sgd",
-             "metadata optimizer_state 'sgd' is not 'adamw'"}}) {
+             "metadata optimizer_state 'sgd' is not 'adamw'"},
+        Case{"data_shuffle", "7",
+             "metadata data_shuffle '7' is not <stride>/<windows>, both "
+             "positive"},
+        Case{"data_shuffle", "7/",
+             "metadata data_shuffle '7/' is not <stride>/<windows>, both "
+             "positive"},
+        Case{"data_shuffle", "0/10",
+             "metadata data_shuffle '0/10' is not <stride>/<windows>, both "
+             "positive"},
+        Case{"data_shuffle", "3/10x",
+             "metadata data_shuffle '3/10x' is not <stride>/<windows>, both "
+             "positive"}}) {
     plan::TensorFile file = good;
     file.metadata[bad.key] = bad.value;
     auto [status, changed] = loadInto(file, temp.path);
@@ -119,4 +133,20 @@ TEST_CASE("a checkpoint of a larger model is refused, not half loaded",
               std::to_string(numTensors + 1) +
               " tensors in the file; a checkpoint of another model?)");
   REQUIRE_FALSE(changed);
+}
+
+TEST_CASE("a checkpoint keeps a shuffled run's order", "[executor]") {
+  TempFile temp;
+  auto runtime = Runtime::create(makeLinearPlan(LinearModel{}, 1, 1), {});
+  REQUIRE(runtime);
+  REQUIRE((*runtime)->initParams(3));
+  for (DataOrder saved : {DataOrder{7, 10}, DataOrder{}}) {
+    REQUIRE(saveCheckpoint(**runtime, temp.path, true, 12, saved));
+    int64_t position = -1;
+    DataOrder loaded{99, 99};
+    REQUIRE(loadCheckpoint(**runtime, temp.path, &position, &loaded));
+    REQUIRE(position == 12);
+    REQUIRE(loaded.stride == saved.stride);
+    REQUIRE(loaded.numWindows == saved.numWindows);
+  }
 }

@@ -315,6 +315,41 @@ TEST_CASE("shuffled windows visit each window once per pass, far apart",
   }
   REQUIRE(firsts == std::vector<int32_t>{0, 7, 4, 1, 8, 5, 2, 9, 6, 3});
   REQUIRE(loader->batchAt(10) == loader->batchAt(0)); // the next pass
+  // The order a checkpoint stores gives another loader the same windows.
+  DataOrder order = loader->order();
+  REQUIRE(order.stride == 7);
+  REQUIRE(order.numWindows == 10);
+  auto resumed = DataLoader::fromFile(file.path, 64, 1, 3);
+  REQUIRE(resumed);
+  REQUIRE(resumed->setOrder(order));
+  for (int64_t w = 0; w < 10; ++w)
+    REQUIRE(resumed->batchAt(w) == loader->batchAt(w));
   loader->setShuffle(false);
+  REQUIRE(loader->order().stride == 0);
   REQUIRE(loader->batchAt(1) == std::vector<int32_t>{3, 4, 5});
+}
+
+TEST_CASE("an order that does not fit the file is refused", "[executor]") {
+  TempPath file("order.bin");
+  std::vector<int32_t> ids(30); // 10 windows of 3 tokens
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int32_t>(i);
+  writeInts(file.path, ids);
+  auto loader = DataLoader::fromFile(file.path, 64, 1, 3);
+  REQUIRE(loader);
+  Status otherFile = loader->setOrder({7, 12});
+  REQUIRE(otherFile.code() == Status::Code::InvalidInput);
+  REQUIRE(otherFile.message() ==
+          "the run was shuffled over 12 windows of 3 tokens, but the data "
+          "holds 10 (another file?)");
+  for (int64_t stride : {5, 10, -3}) {
+    Status bad = loader->setOrder({stride, 10});
+    INFO("stride " << stride);
+    REQUIRE(bad.code() == Status::Code::InvalidInput);
+    REQUIRE(bad.message() == "shuffle stride " + std::to_string(stride) +
+                                 " is not in [1, 10) and coprime to 10");
+  }
+  REQUIRE(loader->batchAt(1) == std::vector<int32_t>{3, 4, 5}); // unchanged
+  REQUIRE(loader->setOrder({3, 10}));
+  REQUIRE(loader->batchAt(1) == std::vector<int32_t>{9, 10, 11});
 }

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -149,6 +150,56 @@ TEST_CASE("a file in PyTorch's layout reads with its values", "[plan]") {
   REQUIRE(tensorAsDoubles(file->tensors[2]) == std::vector<double>{0, 1, 2, 3});
 }
 
+TEST_CASE("F16 tensors are widened to F32 exactly", "[plan]") {
+  // IEEE binary16 patterns and their values by the format's definition:
+  // one, minus two, the smallest and the largest subnormal (2^-24 and
+  // 1023 * 2^-24), the largest finite (65504), 1/3 rounded to half
+  // (0x3555 = 1365/4096), minus zero and infinity; beside an F32 tensor,
+  // so the offsets after the halves are checked too.
+  std::string header =
+      "{\"h\":{\"dtype\":\"F16\",\"shape\":[2,4],\"data_offsets\":[0,16]},"
+      "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}";
+  std::string data = rawBytes<uint16_t>({0x3c00, 0xc000, 0x0001, 0x03ff, 0x7bff,
+                                         0x3555, 0x8000, 0x7c00}) +
+                     rawBytes<float>({1.5f, -4.0f});
+  Result<TensorFile> file =
+      parseSafeTensors(fileBytes(header, data), "half.safetensors");
+  INFO(file.status().message());
+  REQUIRE(file.isOk());
+  const NamedTensor *halves = file->find("h");
+  REQUIRE(halves);
+  REQUIRE(halves->dtype == DType::F32);
+  REQUIRE(halves->shape == std::vector<int64_t>{2, 4});
+  std::vector<double> values = tensorAsDoubles(*halves);
+  std::vector<double> expected = {1.0,
+                                  -2.0,
+                                  std::ldexp(1.0, -24),
+                                  std::ldexp(1023.0, -24),
+                                  65504.0,
+                                  1365.0 / 4096.0,
+                                  -0.0,
+                                  INFINITY};
+  REQUIRE(values == expected);
+  REQUIRE(std::signbit(values[6]));
+  REQUIRE(tensorAsDoubles(*file->find("w")) == std::vector<double>{1.5, -4});
+  // A half NaN stays a NaN.
+  std::string nanHeader =
+      "{\"n\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}}";
+  Result<TensorFile> nan =
+      parseSafeTensors(fileBytes(nanHeader, rawBytes<uint16_t>({0x7e00})), "n");
+  REQUIRE(nan.isOk());
+  REQUIRE(std::isnan(tensorAsDoubles(nan->tensors[0])[0]));
+  // A half tensor needs 2 bytes per element.
+  std::string shortHeader =
+      "{\"h\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,4]}}";
+  Result<TensorFile> wrong =
+      parseSafeTensors(fileBytes(shortHeader, rawBytes<uint16_t>({0, 0})), "s");
+  REQUIRE(!wrong.isOk());
+  REQUIRE(wrong.status().message() ==
+          "s: tensor 'h': shape [3] of F16 needs 6 bytes, but data_offsets "
+          "[0,4] hold 4");
+}
+
 TEST_CASE("malformed files are rejected with a clear message", "[plan]") {
   const std::string tensorA =
       "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
@@ -191,10 +242,11 @@ TEST_CASE("malformed files are rejected with a clear message", "[plan]") {
   }
   SECTION("unsupported dtype") {
     std::string header =
-        "{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]}}";
+        "{\"h\":{\"dtype\":\"F8_E4M3\",\"shape\":[8],\"data_offsets\":"
+        "[0,8]}}";
     REQUIRE(parseError(fileBytes(header, eightBytes)) ==
-            "t.safetensors: tensor 'h': unsupported dtype 'F16' (sharc reads "
-            "F32, BF16, I32 and F64)");
+            "t.safetensors: tensor 'h': unsupported dtype 'F8_E4M3' (sharc "
+            "reads F32, BF16, F16 as F32, I32 and F64)");
   }
   SECTION("shape does not match the byte count") {
     std::string header =

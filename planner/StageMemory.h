@@ -1,0 +1,46 @@
+//===- StageMemory.h - memory and bubble of each pipeline stage -*- C++ -*-===//
+// defines: StageMemory, PipelineReport, buildPipelineReport,
+//          formatPipelineReport
+//
+// A pipelined plan's ranks each run one stage (Instruction::stage). The
+// arenas are shared by the stages (each rank's is the largest stage's), so
+// what one stage needs is read off the buffers its instructions touch:
+// the end of the highest one in each arena. Parameters and optimizer
+// state are counted for the stage that owns them (Sharding::stage), though
+// every rank's region still holds all of them today.
+//
+// The bubble is the idle share of a step of M microbatches on P balanced
+// stages under GPipe or 1F1B: (P - 1) / (M + P - 1).
+//
+//   PipelineReport report = buildPipelineReport(plan);
+//   if (!report.stages.empty())
+//     std::printf("%s", formatPipelineReport(report).c_str());
+#pragma once
+
+#include "planner/plan/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace sharc {
+
+struct StageMemory {
+  int64_t activationBytes = 0; ///< of the activation arena
+  int64_t gradientBytes = 0;   ///< of the gradient arena
+  int64_t parameterBytes = 0;  ///< its own parameters
+  int64_t optimizerBytes = 0;  ///< their optimizer state
+  int64_t numInstructions = 0;
+};
+
+struct PipelineReport {
+  std::vector<StageMemory> stages; ///< empty without stages
+  /// Microbatches per step: the step's sequences per rank over those of
+  /// one transfer (the first send of stage 0); 0 when there is none.
+  int64_t numMicrobatches = 0;
+  double bubble = 0; ///< (P - 1) / (M + P - 1)
+};
+
+PipelineReport buildPipelineReport(const plan::Plan &plan);
+std::string formatPipelineReport(const PipelineReport &report);
+
+} // namespace sharc

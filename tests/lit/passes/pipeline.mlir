@@ -1,0 +1,62 @@
+// RUN: sharc-opt %S/Inputs/two-layers.mlir --sharc-declare-axis="name=pp size=2" \
+// RUN:   --sharc-pipeline-partition | FileCheck %s --check-prefix=PART
+// RUN: sed 's/module attributes {sharc.model = {/module attributes {sharc.model = {num_microbatches = 2 : i64, /' \
+// RUN:   %S/Inputs/two-layers.mlir \
+// RUN:   | sharc-opt --sharc-declare-axis="name=pp size=2" --sharc-pipeline-partition \
+// RUN:     --sharc-autodiff --sharc-microbatch --sharc-pipeline-schedule=schedule=gpipe \
+// RUN:   | FileCheck %s --check-prefix=GPIPE
+// RUN: sed 's/module attributes {sharc.model = {/module attributes {sharc.model = {num_microbatches = 3 : i64, /; s/8x2x/8x1x/g; s/8x2xi32/8x1xi32/g' \
+// RUN:   %S/Inputs/two-layers.mlir \
+// RUN:   | sharc-opt --sharc-declare-axis="name=pp size=2" --sharc-pipeline-partition \
+// RUN:     --sharc-autodiff --sharc-microbatch --sharc-pipeline-schedule=schedule=1f1b \
+// RUN:   | FileCheck %s --check-prefix=ONEF
+
+// Partition: the embedding and layer 0 on stage 0, layer 1, the head and
+// the loss on stage 1; the residual stream crosses once, through a
+// transfer whose transpose autodiff turns into the backward's.
+// PART-LABEL: func.func @train_step
+// PART: %[[H:.*]] = sharc.embedding {{.*}}sharc.stage = 0
+// PART: %[[R0:.*]] = sharc.add %[[H]], {{.*}}sharc.stage = 0
+// PART-NEXT: %[[T:.*]] = sharc.transfer %[[R0]] {axis = "pp", from = 0 : i64, sharc.forward, to = 1 : i64}
+// PART-NEXT: sharc.rms_norm %[[T]], {{.*}}sharc.stage = 1
+// PART: sharc.add %[[T]], {{.*}}sharc.stage = 1
+// PART: sharc.cross_entropy {{.*}}sharc.stage = 1
+// PART-NOT: sharc.transfer
+
+// GPipe over 2 microbatches: each stage runs both forwards, then both
+// backwards in order (F0 F1 B0 B1); transfers are send/recv pairs, the
+// backward's going from stage 1 to stage 0. The label count and the seed
+// are on the stage of the loss; the token slices where they are read.
+// GPIPE-LABEL: func.func @train_step
+// GPIPE: sharc.valid_count {{.*}}sharc.stage = 1
+// GPIPE: %[[TOK:.*]]:2 = sharc.split %arg1 {dim = 1 : i64, sharc.stage = 0 : i64}
+// GPIPE: sharc.embedding %arg0, %[[TOK]]#0 {sharc.stage = 0 : i64}
+// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64{{.*}}}
+// GPIPE-NEXT: sharc.recv {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64{{.*}}}
+// GPIPE: sharc.embedding %arg0, %[[TOK]]#1 {sharc.stage = 0 : i64}
+// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64{{.*}}}
+// GPIPE: sharc.cross_entropy_grad
+// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64{{.*}}}
+// GPIPE-NEXT: sharc.recv {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64{{.*}}}
+// GPIPE: sharc.embedding_grad %{{.*}}, %[[TOK]]#0 {sharc.stage = 0 : i64}
+// GPIPE: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64{{.*}}}
+// GPIPE: sharc.embedding_grad %{{.*}}, %[[TOK]]#1 {sharc.stage = 0 : i64}
+// GPIPE-NOT: sharc.transfer
+// GPIPE-NOT: sharc.forward
+// GPIPE-NOT: sharc.microbatch
+
+// 1F1B over 3 microbatches: stage 0 warms up with one forward (P - 0 - 1)
+// and runs F0 F1 B0 F2 B1 B2; stage 1 alternates, F0 B0 F1 B1 F2 B2.
+// ONEF-LABEL: func.func @train_step
+// ONEF: %[[TOK:.*]]:3 = sharc.split %arg1
+// ONEF: sharc.embedding %arg0, %[[TOK]]#0 {sharc.stage = 0 : i64}
+// ONEF: sharc.cross_entropy {{.*}}sharc.stage = 1
+// ONEF: sharc.send %{{.*}} {axis = "pp", peer = 0 : i64, sharc.stage = 1 : i64{{.*}}}
+// ONEF: sharc.embedding %arg0, %[[TOK]]#1 {sharc.stage = 0 : i64}
+// ONEF: sharc.recv {axis = "pp", peer = 1 : i64, sharc.stage = 0 : i64{{.*}}}
+// ONEF: sharc.embedding_grad %{{.*}}, %[[TOK]]#0 {sharc.stage = 0 : i64}
+// ONEF: sharc.cross_entropy {{.*}}sharc.stage = 1
+// ONEF: sharc.embedding %arg0, %[[TOK]]#2 {sharc.stage = 0 : i64}
+// ONEF: sharc.embedding_grad %{{.*}}, %[[TOK]]#1 {sharc.stage = 0 : i64}
+// ONEF: sharc.cross_entropy {{.*}}sharc.stage = 1
+// ONEF: sharc.embedding_grad %{{.*}}, %[[TOK]]#2 {sharc.stage = 0 : i64}
