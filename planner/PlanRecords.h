@@ -25,12 +25,11 @@ namespace sharc {
 
 mlir::FailureOr<DType> dtypeOf(mlir::Type type, mlir::Location loc);
 
-<<<<<<< HEAD
 /// Fails, naming the value, where its placement states a split order: the
 /// plan's sharding gives each axis its dimension and nests the axes as the
 /// mesh does, which a stated order contradicts.
 mlir::LogicalResult checkMeshNesting(mlir::Value value);
-=======
+
 /// Each op's pipeline stage on a mesh with a pp axis of more than one rank
 /// (an op without one is an error); empty without such an axis.
 mlir::FailureOr<std::vector<int64_t>>
@@ -39,7 +38,6 @@ pipelineStages(llvm::ArrayRef<mlir::Operation *> ops, MeshAttr mesh);
 /// The pipeline stage that holds `value`: its producer's, or for an
 /// argument the one stage that reads it; -1 when every stage does.
 int64_t stageOfValue(mlir::Value value);
->>>>>>> main
 
 /// The plan's sharding and global shape of a value with local `type`.
 std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(mlir::Type type,
