@@ -7,6 +7,8 @@
 
 #include "kernels/RmsNorm.h"
 
+#include "kernels/cpu/GroupRstd.h"
+
 #include <cmath>
 #include <vector>
 
@@ -15,17 +17,6 @@ namespace {
 
 template <typename Acc> Acc load(ConstTensorView view, int64_t index) {
   return static_cast<Acc>(loadElement(view, index));
-}
-
-template <typename Acc>
-Acc groupRstd(ConstTensorView x, int64_t begin, int64_t groupSize, double eps) {
-  Acc sumSquares = 0;
-  for (int64_t c = 0; c < groupSize; ++c) {
-    Acc value = load<Acc>(x, begin + c);
-    sumSquares += value * value;
-  }
-  Acc meanSquare = sumSquares / static_cast<Acc>(groupSize);
-  return Acc(1) / std::sqrt(meanSquare + static_cast<Acc>(eps));
 }
 
 template <typename Acc> void rmsNormImpl(const RmsNormArgs &args) {

@@ -12,6 +12,8 @@
 
 #include "kernels/Rope.h"
 
+#include "kernels/cpu/GroupRstd.h"
+
 #include <cmath>
 #include <vector>
 
@@ -55,17 +57,6 @@ private:
   std::vector<Acc> invFreq_, cos_, sin_;
 };
 
-template <typename Acc>
-Acc headRstd(ConstTensorView x, int64_t begin, int64_t headDim, double eps) {
-  Acc sumSquares = 0;
-  for (int64_t c = 0; c < headDim; ++c) {
-    Acc value = load<Acc>(x, begin + c);
-    sumSquares += value * value;
-  }
-  Acc meanSquare = sumSquares / static_cast<Acc>(headDim);
-  return Acc(1) / std::sqrt(meanSquare + static_cast<Acc>(eps));
-}
-
 template <typename Acc> void forwardImpl(const RmsNormRopeArgs &a) {
   RopeTable<Acc> table(a.headDim, a.theta, /*inverse=*/false);
   std::vector<Acc> head(a.headDim);
@@ -74,7 +65,7 @@ template <typename Acc> void forwardImpl(const RmsNormRopeArgs &a) {
     table.setPosition(s + a.positionOffset);
     for (int64_t h = 0; h < headsPerPosition; ++h) {
       int64_t begin = (s * headsPerPosition + h) * a.headDim;
-      Acc rstd = headRstd<Acc>(a.x, begin, a.headDim, a.eps);
+      Acc rstd = groupRstd<Acc>(a.x, begin, a.headDim, a.eps);
       for (int64_t c = 0; c < a.headDim; ++c)
         head[c] = (load<Acc>(a.x, begin + c) * rstd) * load<Acc>(a.w, c);
       table.rotate(head);
@@ -95,7 +86,7 @@ template <typename Acc> void backwardImpl(const RmsNormRopeGradArgs &a) {
       for (int64_t c = 0; c < a.headDim; ++c)
         grad[c] = load<Acc>(a.dy, begin + c);
       table.rotate(grad);
-      Acc rstd = headRstd<Acc>(a.x, begin, a.headDim, a.eps);
+      Acc rstd = groupRstd<Acc>(a.x, begin, a.headDim, a.eps);
       Acc sumGradXhat = 0;
       for (int64_t c = 0; c < a.headDim; ++c) {
         Acc xhat = load<Acc>(a.x, begin + c) * rstd;
