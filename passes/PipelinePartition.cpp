@@ -260,6 +260,18 @@ struct PipelinePartitionPass
           << chunks;
       return signalPassFailure();
     }
+    // A second run would stage the transfers and add more: refused.
+    WalkResult staged = module.walk([](Operation *op) {
+      return op->hasAttr(kStageAttr) ? WalkResult::interrupt()
+                                     : WalkResult::advance();
+    });
+    if (staged.wasInterrupted()) {
+      emitError(module.getLoc(),
+                "the program is already partitioned into pipeline stages "
+                "(its ops carry ")
+          << kStageAttr << ")";
+      return signalPassFailure();
+    }
     ModelSizes sizes(module);
     int64_t numLayers = sizes.get("num_hidden_layers");
     if (numLayers < numStages * chunks) {

@@ -60,3 +60,9 @@
 // ONEF: sharc.embedding_grad %{{.*}}, %[[TOK]]#1 {sharc.stage = 0 : i64}
 // ONEF: sharc.cross_entropy {{.*}}sharc.stage = 1
 // ONEF: sharc.embedding_grad %{{.*}}, %[[TOK]]#2 {sharc.stage = 0 : i64}
+
+// A second partition is refused: it would stage the transfers of the first.
+// RUN: not sharc-opt %S/Inputs/two-layers.mlir --sharc-declare-axis="name=pp size=2" \
+// RUN:   --sharc-pipeline-partition --sharc-pipeline-partition 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=TWICE
+// TWICE: error: the program is already partitioned into pipeline stages (its ops carry sharc.stage)
