@@ -6,6 +6,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <tuple>
 
@@ -45,10 +46,27 @@ bool isBucketable(AllReduceOp op) {
          op.getX().hasOneUse();
 }
 
-/// The pipeline stage of the parameter whose gradient `sync` makes (the
-/// stage of the forward ops that read it), or -1 without stages: a bucket
-/// holds one stage's gradients, as each stage runs on its own ranks.
-int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync) {
+/// The pipeline stage of each parameter (the stage of the forward ops that
+/// read it), by name; empty without stages. Made once per function: a
+/// bucket holds one stage's gradients, as each stage runs on its own ranks.
+llvm::StringMap<int64_t> parameterStages(func::FuncOp func) {
+  llvm::StringMap<int64_t> stages;
+  for (BlockArgument arg : func.getArguments()) {
+    StringRef name = getArgString(func, arg.getArgNumber(), kParamAttr);
+    if (name.empty())
+      continue;
+    for (Operation *user : arg.getUsers())
+      if (auto stage = user->getAttrOfType<IntegerAttr>(kStageAttr)) {
+        stages.try_emplace(name, stage.getInt());
+        break;
+      }
+  }
+  return stages;
+}
+
+/// The stage of the parameter whose gradient `sync` returns, or -1.
+int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync,
+                        const llvm::StringMap<int64_t> &stages) {
   for (OpOperand &use : sync.getY().getUses()) {
     if (!isa<func::ReturnOp>(use.getOwner()))
       continue;
@@ -56,11 +74,8 @@ int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync) {
         getResultString(func, use.getOperandNumber(), kOutputAttr);
     if (!output.consume_front("grad:"))
       continue;
-    for (BlockArgument arg : func.getArguments())
-      if (getArgString(func, arg.getArgNumber(), kParamAttr) == output)
-        for (Operation *user : arg.getUsers())
-          if (auto stage = user->getAttrOfType<IntegerAttr>(kStageAttr))
-            return stage.getInt();
+    if (auto it = stages.find(output); it != stages.end())
+      return it->second;
   }
   return -1;
 }
@@ -86,10 +101,11 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
   };
   using BucketKey = std::tuple<Type, Attribute, int64_t>;
   llvm::DenseMap<BucketKey, OpenBucket> open;
+  llvm::StringMap<int64_t> stages = parameterStages(func);
   for (AllReduceOp sync : syncs) {
     BucketKey element{
         cast<RankedTensorType>(sync.getX().getType()).getElementType(),
-        sync.getAxisAttr(), stageOfGradient(func, sync)};
+        sync.getAxisAttr(), stageOfGradient(func, sync, stages)};
     int64_t bytes = numBytes(sync.getX());
     auto it = open.find(element);
     if (it == open.end() || (it->second.numBytes + bytes > bucketBytes &&
