@@ -26,10 +26,15 @@
 // dlogits written once. Bound: DRAM bandwidth, numTokens * vocab * (|x| +
 // |dx|) bytes.
 //
+// Where the logits are bf16 or f32 rows of whole, aligned 16-byte vectors,
+// CrossEntropyVec.cu's warp-per-row kernels (one pass for the lse) run
+// instead of crossEntropyKernel and crossEntropyGradKernel.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/CrossEntropy.h"
 #include "kernels/cuda/BlockReduce.cuh"
+#include "kernels/cuda/CrossEntropyVec.h"
 #include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
@@ -146,7 +151,7 @@ Status crossEntropy(const CrossEntropyArgs &args, DeviceStream stream) {
                                 std::to_string(crossEntropyScratchBytes(args)) +
                                 " bytes needed");
   auto *rowLoss = static_cast<float *>(args.scratch);
-  if (args.numTokens > 0) {
+  if (args.numTokens > 0 && !crossEntropyVec(args, rowLoss, stream)) {
     crossEntropyKernel<<<static_cast<unsigned>(args.numTokens), kLossThreads, 0,
                          stream>>>(args.logits, args.labels, rowLoss,
                                    args.vocab, args.validVocab);
@@ -167,6 +172,9 @@ Status crossEntropyGrad(const CrossEntropyGradArgs &args, DeviceStream stream) {
   SHARC_CUDA(cudaGetDevice(&device));
   SHARC_CUDA(
       cudaDeviceGetAttribute(&numSms, cudaDevAttrMultiProcessorCount, device));
+  // The vector path's blocks each count the labels too: four a SM.
+  if (crossEntropyGradVec(args, static_cast<int64_t>(numSms) * 4, stream))
+    return launchStatus("crossEntropyGradVecKernel");
   int64_t residentBlocks = static_cast<int64_t>(numSms) * (2048 / kGradThreads);
   auto numBlocks =
       static_cast<unsigned>(std::min(args.numTokens, residentBlocks));

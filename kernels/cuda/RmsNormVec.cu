@@ -18,6 +18,7 @@
 
 #include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/Launch.h"
+#include "kernels/cuda/Vec16.cuh"
 
 #include <cuda_bf16.h>
 
@@ -28,58 +29,13 @@
 namespace sharc::kernels::cuda {
 namespace {
 
-constexpr int kVecBytes = 16;
 constexpr int kMaxVecsPerLane = 8;
 constexpr int kVecBlockThreads = 256;
 
-/// One 16-byte vector of T widened to float.
-template <typename T> struct Vec {
-  static constexpr int kElems = kVecBytes / static_cast<int>(sizeof(T));
-  float v[kElems];
-};
-
-template <typename T>
-__device__ __forceinline__ Vec<T> loadVec(const T *base, int64_t vec) {
-  uint4 raw = reinterpret_cast<const uint4 *>(base)[vec];
-  Vec<T> out;
-  if constexpr (sizeof(T) == 2) {
-    const auto *pairs = reinterpret_cast<const __nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 f = __bfloat1622float2(pairs[i]);
-      out.v[2 * i] = f.x;
-      out.v[2 * i + 1] = f.y;
-    }
-  } else {
-    const auto *floats = reinterpret_cast<const float *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      out.v[i] = floats[i];
-  }
-  return out;
-}
-
-template <typename T>
-__device__ __forceinline__ void
-storeVec(T *base, int64_t vec, const float (&values)[Vec<T>::kElems]) {
-  uint4 raw;
-  if constexpr (sizeof(T) == 2) {
-    auto *pairs = reinterpret_cast<__nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      pairs[i] = __floats2bfloat162_rn(values[2 * i], values[2 * i + 1]);
-  } else {
-    auto *floats = reinterpret_cast<float *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      floats[i] = values[i];
-  }
-  reinterpret_cast<uint4 *>(base)[vec] = raw;
-}
-
 /// y for one unit per team; lane l of a team handles vectors l,
-/// l + teamLanes, ... (fewer than kMaxVecsPerLane of them).
-template <typename T>
+/// l + teamLanes, ... (at most kLaneVecs of them), kept in registers
+/// between the sum of squares and the store, so x is read once.
+template <typename T, int kLaneVecs>
 __global__ void __launch_bounds__(kVecBlockThreads)
     rmsNormVecKernel(const T *x, const T *w, T *y, int64_t numUnits,
                      int numVecs, int teamLanes, float eps) {
@@ -90,22 +46,31 @@ __global__ void __launch_bounds__(kVecBlockThreads)
   int lane = threadIdx.x % teamLanes;
   bool active = unit < numUnits;
   const T *xUnit = x + unit * numVecs * E;
+  uint4 xRaw[kLaneVecs];
   float sumSquares = 0.0f;
-  if (active)
-    for (int vec = lane; vec < numVecs; vec += teamLanes) {
-      Vec<T> xv = loadVec(xUnit, vec);
 #pragma unroll
-      for (int i = 0; i < E; ++i)
-        sumSquares += xv.v[i] * xv.v[i];
-    }
+  for (int k = 0; k < kLaneVecs; ++k) {
+    int vec = lane + k * teamLanes;
+    if (!active || vec >= numVecs)
+      break;
+    xRaw[k] = loadRaw(xUnit, vec);
+    Vec<T> xv = widen<T>(xRaw[k]);
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      sumSquares += xv.v[i] * xv.v[i];
+  }
   float meanSquare =
       teamSum(sumSquares, teamLanes, scratch) / static_cast<float>(numVecs * E);
   if (!active)
     return;
   float rstd = 1.0f / sqrtf(meanSquare + eps);
   T *yUnit = y + unit * numVecs * E;
-  for (int vec = lane; vec < numVecs; vec += teamLanes) {
-    Vec<T> xv = loadVec(xUnit, vec), wv = loadVec(w, vec);
+#pragma unroll
+  for (int k = 0; k < kLaneVecs; ++k) {
+    int vec = lane + k * teamLanes;
+    if (vec >= numVecs)
+      break;
+    Vec<T> xv = widen<T>(xRaw[k]), wv = loadVec(w, vec);
     float out[E];
 #pragma unroll
     for (int i = 0; i < E; ++i)
@@ -116,9 +81,11 @@ __global__ void __launch_bounds__(kVecBlockThreads)
 
 /// The backward for the units [begin, end) of block b (a partition fixed by
 /// the sizes), teams taking every teamsPerBlock-th unit in order; each lane
-/// adds dy * xhat of its columns in registers, the teams' sums meet in
-/// shared memory in team order, and the block's row goes to partials[b].
-template <typename T>
+/// keeps its x and dy vectors (at most kLaneVecs) in registers between the
+/// two sums and dx, adds dy * xhat of its columns in registers, the teams'
+/// sums meet in shared memory in team order, and the block's row goes to
+/// partials[b].
+template <typename T, int kLaneVecs>
 __global__ void __launch_bounds__(kVecBlockThreads)
     rmsNormGradVecKernel(const T *x, const T *w, const T *dy, T *dx,
                          float *partials, int64_t numUnits, int numVecs,
@@ -130,7 +97,7 @@ __global__ void __launch_bounds__(kVecBlockThreads)
   int team = threadIdx.x / teamLanes;
   int lane = threadIdx.x % teamLanes;
   int64_t groupSize = static_cast<int64_t>(numVecs) * E;
-  float dwSums[kMaxVecsPerLane][E] = {};
+  float dwSums[kLaneVecs][E] = {};
   int64_t begin = numUnits * blockIdx.x / gridDim.x;
   int64_t end = numUnits * (blockIdx.x + 1) / gridDim.x;
   // Every lane runs the same trip count, since a warp may hold several
@@ -140,9 +107,16 @@ __global__ void __launch_bounds__(kVecBlockThreads)
     bool active = unit < end;
     const T *xUnit = x + unit * groupSize;
     const T *dyUnit = dy + unit * groupSize;
+    uint4 xRaw[kLaneVecs], dyRaw[kLaneVecs];
     float sumSquares = 0.0f, sumGradX = 0.0f;
-    for (int vec = lane; active && vec < numVecs; vec += teamLanes) {
-      Vec<T> xv = loadVec(xUnit, vec), dyv = loadVec(dyUnit, vec),
+#pragma unroll
+    for (int k = 0; k < kLaneVecs; ++k) {
+      int vec = lane + k * teamLanes;
+      if (!active || vec >= numVecs)
+        break;
+      xRaw[k] = loadRaw(xUnit, vec);
+      dyRaw[k] = loadRaw(dyUnit, vec);
+      Vec<T> xv = widen<T>(xRaw[k]), dyv = widen<T>(dyRaw[k]),
              wv = loadVec(w, vec);
 #pragma unroll
       for (int i = 0; i < E; ++i) {
@@ -150,21 +124,28 @@ __global__ void __launch_bounds__(kVecBlockThreads)
         sumGradX += dyv.v[i] * wv.v[i] * xv.v[i];
       }
     }
-    float meanSquare =
-        teamSum(sumSquares, teamLanes, scratch) / static_cast<float>(groupSize);
-    float rstd = 1.0f / sqrtf(meanSquare + eps);
+    // A team within a warp reduces both sums in one chain of shuffles.
+    if (teamLanes <= 32) {
+      for (int offset = teamLanes / 2; offset > 0; offset /= 2) {
+        sumSquares += __shfl_xor_sync(0xffffffffu, sumSquares, offset);
+        sumGradX += __shfl_xor_sync(0xffffffffu, sumGradX, offset);
+      }
+    } else {
+      sumSquares = teamSum(sumSquares, teamLanes, scratch);
+      sumGradX = teamSum(sumGradX, teamLanes, scratch);
+    }
+    float rstd = 1.0f / sqrtf(sumSquares / static_cast<float>(groupSize) + eps);
     // mean of g * xhat = rstd * mean of dy * w * x
-    float meanGradXhat = rstd * teamSum(sumGradX, teamLanes, scratch) /
-                         static_cast<float>(groupSize);
+    float meanGradXhat = rstd * sumGradX / static_cast<float>(groupSize);
     if (!active)
       continue;
     T *dxUnit = dx + unit * groupSize;
 #pragma unroll
-    for (int k = 0; k < kMaxVecsPerLane; ++k) {
+    for (int k = 0; k < kLaneVecs; ++k) {
       int vec = lane + k * teamLanes;
       if (vec >= numVecs)
         break;
-      Vec<T> xv = loadVec(xUnit, vec), dyv = loadVec(dyUnit, vec),
+      Vec<T> xv = widen<T>(xRaw[k]), dyv = widen<T>(dyRaw[k]),
              wv = loadVec(w, vec);
       float out[E];
 #pragma unroll
@@ -178,7 +159,7 @@ __global__ void __launch_bounds__(kVecBlockThreads)
   }
   float *mySums = teamSums + static_cast<int64_t>(team) * groupSize;
 #pragma unroll
-  for (int k = 0; k < kMaxVecsPerLane; ++k) {
+  for (int k = 0; k < kLaneVecs; ++k) {
     int vec = lane + k * teamLanes;
     if (vec >= numVecs)
       break;
@@ -218,8 +199,21 @@ VecLaunch vecShapeFor(DType dtype, int64_t rows, int64_t cols,
   if (groupSize % elems != 0)
     return {};
   int64_t numVecs = groupSize / elems;
+  // A team of at most a warp where its lanes can hold the group (up to
+  // kMaxVecsPerLane vectors each), since a team of several warps meets in
+  // shared memory behind barriers on every unit (see the header).
   int teamLanes = 1;
-  while (teamLanes < numVecs && teamLanes < kVecBlockThreads)
+  while (teamLanes < numVecs && teamLanes < 32)
+    teamLanes *= 2;
+  // The forward holds at most 4 vectors a lane (75 us against 84 with 8
+  // for 16384 x 4096 bf16); the backward up to 8, so its teams stay narrow.
+  while (ceilDiv(numVecs, teamLanes) > (backward ? kMaxVecsPerLane : 4) &&
+         teamLanes < kVecBlockThreads)
+    teamLanes *= 2;
+  // The backward's teams keep their dw rows in shared memory: fewer, wider
+  // teams where a row per warp would not fit.
+  while (backward && teamLanes < kVecBlockThreads &&
+         (kVecBlockThreads / teamLanes) * groupSize * 4 > kDefaultSharedBytes)
     teamLanes *= 2;
   if (ceilDiv(numVecs, teamLanes) > kMaxVecsPerLane)
     return {};
@@ -261,12 +255,36 @@ bool vecGradAligned(const RmsNormGradArgs &a) {
          aligned(a.dx.data);
 }
 
+/// Calls `launch` with the kernel instance for `l`: vectors per lane
+/// rounded up to 1, 2, 4 or 8, so registers hold no more than a lane uses.
+template <typename T, template <typename, int> class Kernel, typename Launch>
+void withLaneVecs(const VecLaunch &l, Launch &&launch) {
+  int laneVecs = static_cast<int>(ceilDiv(l.numVecs, l.teamLanes));
+  if (laneVecs <= 1)
+    launch(Kernel<T, 1>::fn);
+  else if (laneVecs <= 2)
+    launch(Kernel<T, 2>::fn);
+  else if (laneVecs <= 4)
+    launch(Kernel<T, 4>::fn);
+  else
+    launch(Kernel<T, 8>::fn);
+}
+
+template <typename T, int N> struct Forward {
+  static constexpr auto fn = rmsNormVecKernel<T, N>;
+};
+template <typename T, int N> struct Backward {
+  static constexpr auto fn = rmsNormGradVecKernel<T, N>;
+};
+
 template <typename T>
 void launchVec(const RmsNormArgs &a, const VecLaunch &l, DeviceStream stream) {
-  rmsNormVecKernel<T><<<l.numBlocks, kVecBlockThreads, 0, stream>>>(
-      static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
-      static_cast<T *>(a.y.data), a.rows * (a.cols / a.groupSize), l.numVecs,
-      l.teamLanes, static_cast<float>(a.eps));
+  withLaneVecs<T, Forward>(l, [&](auto kernel) {
+    kernel<<<l.numBlocks, kVecBlockThreads, 0, stream>>>(
+        static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
+        static_cast<T *>(a.y.data), a.rows * (a.cols / a.groupSize), l.numVecs,
+        l.teamLanes, static_cast<float>(a.eps));
+  });
 }
 
 template <typename T>
@@ -274,12 +292,13 @@ void launchGradVec(const RmsNormGradArgs &a, const VecLaunch &l,
                    float *partials, DeviceStream stream) {
   int64_t sharedBytes =
       (kVecBlockThreads / l.teamLanes) * a.groupSize * int64_t(sizeof(float));
-  rmsNormGradVecKernel<T>
-      <<<l.numBlocks, kVecBlockThreads, sharedBytes, stream>>>(
-          static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
-          static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
-          partials, a.rows * (a.cols / a.groupSize), l.numVecs, l.teamLanes,
-          static_cast<float>(a.eps));
+  withLaneVecs<T, Backward>(l, [&](auto kernel) {
+    kernel<<<l.numBlocks, kVecBlockThreads, sharedBytes, stream>>>(
+        static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
+        static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
+        partials, a.rows * (a.cols / a.groupSize), l.numVecs, l.teamLanes,
+        static_cast<float>(a.eps));
+  });
 }
 } // namespace
 

@@ -59,8 +59,12 @@ TEST_CASE("cuda cross_entropy and its grad match the cpu", "[gpu]") {
     int64_t numTokens, vocab, validVocab;
     bool allIgnored;
   };
-  const Shape shapes[] = {
-      {37, 1000, 997, false}, {19, 7001, 6999, false}, {5, 300, 299, true}};
+  // Rows of whole 16-byte vectors take the vector path (1000, 2048, 8, and
+  // 300 in f32), with valid columns ending inside a vector (997, 1531) or
+  // on one; the others (7001, 300 in bf16) the generic one.
+  const Shape shapes[] = {{37, 1000, 997, false}, {19, 7001, 6999, false},
+                          {5, 300, 299, true},    {33, 2048, 1531, false},
+                          {70, 8, 8, false},      {9, 400, 400, false}};
   std::mt19937 rng(67);
   ScalarPair dloss(0.75f);
   for (const Shape &shape : shapes)
