@@ -49,6 +49,9 @@ struct BackendOptions {
   RankSpan span = {};
   /// The run's processes, which agree on NCCL's unique ids; null: one.
   Processes *processes = nullptr;
+  /// cuda: more ranks than GPUs, rank r on GPU r % GPUs, collectives
+  /// through the host (executor/cuda/SharedGpuCommunicator.h).
+  bool shareGpus = false;
 };
 
 class RankDevice {

@@ -48,7 +48,7 @@ Result<std::unique_ptr<Backend>> createBackend(const std::string &name,
   // The GPUs of this node's processes before this one come first.
   int64_t needed = (localIndex + 1) * cudaOptions.span.count;
   int64_t devices = cudaDevicesVisible();
-  if (devices >= needed)
+  if (devices >= needed || (options.shareGpus && devices > 0))
     return createCudaBackend(plan, cudaOptions);
   if (name == "auto")
     return createCpuBackend(plan, options);
@@ -61,7 +61,9 @@ Result<std::unique_ptr<Backend>> createBackend(const std::string &name,
         " on, but this node has " + std::to_string(devices) + " CUDA devices");
   return Status::invalidInput(
       "the plan has " + std::to_string(plan.worldSize()) +
-      " ranks but this node has " + std::to_string(devices) + " CUDA devices");
+      " ranks but this node has " + std::to_string(devices) +
+      " CUDA devices (--share-gpus runs several ranks on one GPU, slowly, "
+      "to check a plan)");
 #else
   if (name == "auto")
     return createCpuBackend(plan, options);

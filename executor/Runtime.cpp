@@ -75,7 +75,8 @@ Status Runtime::setUp() {
                      .poisonActivations = options_.poisonActivations,
                      .profile = options_.recordTrace,
                      .span = span_,
-                     .processes = processes_.get()});
+                     .processes = processes_.get(),
+                     .shareGpus = options_.shareGpus});
   if (!backend)
     return backend.status();
   backend_ = std::move(*backend);

@@ -75,6 +75,8 @@ struct RunOptions {
   /// gathers, the loss and the step time are agreed over all of them, so
   /// every process must call the same methods in the same order.
   std::shared_ptr<Processes> processes = nullptr;
+  /// cuda: run more ranks than GPUs (BackendOptions::shareGpus).
+  bool shareGpus = false;
 };
 
 struct StepStats {

@@ -4,6 +4,7 @@
 
 #include "executor/Runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -113,9 +114,10 @@ Result<TensorComparison> compareOutputs(const Runtime &sharded,
 
 Result<std::unique_ptr<Runtime>>
 startRuntime(const plan::Plan &plan, const std::string &backend, uint64_t seed,
-             const std::vector<int32_t> &tokens) {
+             const std::vector<int32_t> &tokens, bool shareGpus = false) {
   RunOptions options;
   options.backend = backend;
+  options.shareGpus = shareGpus;
   options.poisonActivations = true;
   options.checkHazards = true;
   auto runtime = Runtime::create(plan, options);
@@ -142,18 +144,28 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
   if (plan.seqLen != densePlan.seqLen || plan.batchSize != densePlan.batchSize)
     return Status::invalidInput(
         "the plans differ in sequence length or batch size");
-  for (const char *name : {"logits"})
-    if (!plan.findOutput(name) || !densePlan.findOutput(name))
-      return Status::invalidInput(
-          "both plans need the logits and gradient outputs: compile them "
-          "with --emit-logits --keep-grads");
+  // A microbatched plan has no logits output (sharc-microbatch): then the
+  // loss and gradients are compared without them.
+  bool withLogits = plan.findOutput("logits") && densePlan.findOutput("logits");
+  bool withGrads = true;
+  for (const plan::ParamEntry &param : densePlan.params)
+    if (param.tiedTo.empty())
+      withGrads = withGrads && plan.findOutput("grad:" + param.name) &&
+                  densePlan.findOutput("grad:" + param.name);
+  if (!withGrads || (!withLogits && (plan.findOutput("logits") ||
+                                     densePlan.findOutput("logits"))))
+    return Status::invalidInput(
+        "both plans need the logits and gradient outputs: compile them "
+        "with --emit-logits --keep-grads (a plan of several microbatches "
+        "has gradients alone; then neither may have logits)");
 
   std::mt19937_64 rng(options.seed + 1);
   std::vector<int32_t> tokens(plan.batchSize * plan.seqLen);
   for (int32_t &id : tokens)
     id = static_cast<int32_t>(rng() % static_cast<uint64_t>(plan.vocabSize));
 
-  auto sharded = startRuntime(plan, options.backend, options.seed, tokens);
+  auto sharded = startRuntime(plan, options.backend, options.seed, tokens,
+                              options.shareGpus);
   if (!sharded.isOk())
     return sharded.status().withContext("sharded plan");
   auto dense =
@@ -179,7 +191,9 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
       return denseStep.status().withContext("dense plan");
     if (step != 1)
       continue;
-    std::vector<std::string> names{"loss", "logits"};
+    std::vector<std::string> names{"loss"};
+    if (withLogits)
+      names.push_back("logits");
     for (const plan::ParamEntry &param : densePlan.params)
       if (param.tiedTo.empty())
         names.push_back("grad:" + param.name);
@@ -240,7 +254,13 @@ std::string sharc::exec::formatReport(const ValidationReport &report) {
       text += line;
     }
   };
-  section("after step 1 (loss, logits, gradients):\n", report.firstStep);
+  bool withLogits =
+      std::any_of(report.firstStep.begin(), report.firstStep.end(),
+                  [](const TensorComparison &c) { return c.name == "logits"; });
+  section(withLogits ? "after step 1 (loss, logits, gradients):\n"
+                     : "after step 1 (loss, gradients; microbatched: no "
+                       "logits):\n",
+          report.firstStep);
   section("after the AdamW steps (parameters):\n", report.afterSteps);
   text += report.passed ? "validation passed\n" : "validation FAILED\n";
   return text;

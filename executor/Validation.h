@@ -30,6 +30,9 @@ struct ValidationOptions {
   /// Where the plan under test and the reference plan run ("cpu", "cuda").
   std::string backend = "cpu";
   std::string referenceBackend = "cpu";
+  /// The plan under test on cuda with more ranks than GPUs
+  /// (BackendOptions::shareGpus).
+  bool shareGpus = false;
   /// Loss, logits and gradients after one step pass when
   /// max |error| <= gradientTolerance * max |dense|.
   double gradientTolerance = 1e-5;

@@ -3,6 +3,7 @@
 #include "executor/cuda/CudaBackend.h"
 
 #include "executor/cuda/NcclCommunicator.h"
+#include "executor/cuda/SharedGpuCommunicator.h"
 #include "executor/cuda/StepGraph.h"
 #include "executor/cuda/StreamEngines.h"
 #include "kernels/Elementwise.h"
@@ -32,8 +33,7 @@ public:
       : backend_(backend), rank_(rank), device_(device) {}
   ~CudaRank() override;
 
-  Status setUp(const plan::Plan &plan, const NcclGroups &groups, bool poison,
-               bool profile);
+  Status setUp(const plan::Plan &plan, bool poison, bool profile);
 
   void *at(const plan::Buffer &buffer) const override {
     auto it = regions_.find(buffer.region);
@@ -85,7 +85,8 @@ public:
                                  int64_t numel) override;
   Status allocateStepConstants(int64_t bytes) override;
   Status uploadStepConstants(const void *table, int64_t bytes) override;
-  bool canCapture() const override { return true; }
+  /// Host collectives (shared GPUs) cannot be captured.
+  bool canCapture() const override;
   bool hasCapturedStep() const override { return graph_.captured(); }
   Status beginCapture() override { return graph_.begin(streams_); }
   Status endCapture() override { return graph_.end(); }
@@ -120,7 +121,7 @@ private:
   std::vector<void *> scratch_; ///< per stream, null where none is needed
   std::vector<std::unique_ptr<GemmEngine>> gemms_;
   std::vector<std::unique_ptr<AttentionEngine>> attentions_;
-  std::vector<std::unique_ptr<NcclCommunicator>> comms_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<LaunchContext> contexts_;
   /// Profiling: an origin event every stream waits on at the step's start,
   /// and a (start, end) timing event pair per instruction.
@@ -144,6 +145,8 @@ public:
       : plan_(plan), options_(options) {}
 
   Status setUp() {
+    if (options_.shareGpus)
+      return setUpShared();
     // Under mpirun the node's processes take consecutive blocks of GPUs.
     Processes &processes =
         options_.processes ? *options_.processes : *singleProcess();
@@ -166,28 +169,89 @@ public:
     return Status::ok();
   }
 
+  /// Ranks round-robin on this process's GPUs, one host rendezvous per
+  /// stream as on the cpu backend.
+  Status setUpShared() {
+    if (options_.processes && options_.processes->count() > 1)
+      return Status::invalidInput(
+          "--share-gpus runs every rank in one process, not under mpirun");
+    numDevices_ = static_cast<int>(cudaDevicesVisible());
+    if (numDevices_ == 0)
+      return Status::invalidInput("--share-gpus: no CUDA device is visible");
+    for (int device = 0; device < numDevices_; ++device) {
+      int concurrent = 0;
+      SHARC_CUDA(cudaDeviceGetAttribute(
+          &concurrent, cudaDevAttrConcurrentManagedAccess, device));
+      if (!concurrent)
+        return Status::invalidInput(
+            "--share-gpus needs managed memory the host and the GPU may use "
+            "at once (concurrentManagedAccess), which GPU " +
+            std::to_string(device) + " lacks");
+    }
+    for (int64_t s = 0; s < plan_.numStreams; ++s)
+      worlds_.push_back(
+          std::make_unique<CommWorld>(plan_.mesh, options_.timeoutSeconds));
+    return Status::ok();
+  }
+
   const char *name() const override { return "cuda"; }
   bool enqueues() const override { return true; }
   Result<std::unique_ptr<RankDevice>> createRank(int64_t rank) override {
-    auto device = std::make_unique<CudaRank>(
-        *this, rank,
-        static_cast<int>(firstDevice_ + rank - options_.span.first));
-    SHARC_TRY(device->setUp(plan_, *groups_, options_.poisonActivations,
-                            options_.profile));
+    int gpu = shared()
+                  ? static_cast<int>(rank % numDevices_)
+                  : static_cast<int>(firstDevice_ + rank - options_.span.first);
+    auto device = std::make_unique<CudaRank>(*this, rank, gpu);
+    SHARC_TRY(
+        device->setUp(plan_, options_.poisonActivations, options_.profile));
     return std::unique_ptr<RankDevice>(std::move(device));
   }
-  void abort() override { aborted_.store(true); }
-  void reset() override { aborted_.store(false); }
-  void cancelEnqueued() override { groups_->abortAll(); }
+  void abort() override {
+    aborted_.store(true);
+    for (auto &world : worlds_)
+      world->abort();
+  }
+  void reset() override {
+    aborted_.store(false);
+    for (auto &world : worlds_)
+      world->reset();
+  }
+  void cancelEnqueued() override {
+    if (groups_)
+      groups_->abortAll();
+  }
 
   bool aborted() const { return aborted_.load(); }
   double timeoutSeconds() const { return options_.timeoutSeconds; }
-  NcclGroups &groups() { return *groups_; }
+  bool shared() const { return options_.shareGpus; }
+  /// Rank `rank`'s communicator for plan stream `stream`.
+  std::unique_ptr<Communicator> communicator(int64_t rank, int64_t stream,
+                                             cudaStream_t cudaStream,
+                                             void *staging,
+                                             int64_t stagingBytes) {
+    if (shared())
+      return std::make_unique<SharedGpuCommunicator>(
+          worlds_[stream]->communicator(rank), cudaStream);
+    return std::make_unique<NcclCommunicator>(
+        *groups_, rank, stream, cudaStream, staging, stagingBytes);
+  }
+  /// NCCL's asynchronous error for `rank`, where NCCL runs.
+  Status asyncError(int64_t rank) {
+    return groups_ ? groups_->asyncError(rank) : Status::ok();
+  }
+  void abortCollectives() {
+    if (groups_)
+      groups_->abortAll();
+    for (auto &world : worlds_)
+      world->abort();
+  }
 
 private:
   const plan::Plan &plan_;
   BackendOptions options_;
   std::unique_ptr<NcclGroups> groups_;
+  /// Shared GPUs: one rendezvous per stream, and the GPUs to go round.
+  std::vector<std::unique_ptr<CommWorld>> worlds_;
+  int numDevices_ = 0;
   int64_t firstDevice_ = 0; ///< the GPU of options_.span.first
   std::atomic<bool> aborted_{false};
 };
@@ -225,8 +289,9 @@ CudaRank::~CudaRank() {
     (void)cudaFree(base);
 }
 
-Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
-                       bool poison, bool profile) {
+bool CudaRank::canCapture() const { return !backend_.shared(); }
+
+Status CudaRank::setUp(const plan::Plan &plan, bool poison, bool profile) {
   SHARC_CUDA(cudaSetDevice(device()));
   int64_t planned = 0;
   for (const auto &[region, numBytes] : plan.regionBytes)
@@ -235,7 +300,11 @@ Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
     if (numBytes == 0)
       continue;
     void *base = nullptr;
-    cudaError_t error = cudaMalloc(&base, static_cast<size_t>(numBytes));
+    // Shared GPUs: the host runs the collectives on the regions.
+    cudaError_t error =
+        backend_.shared()
+            ? cudaMallocManaged(&base, static_cast<size_t>(numBytes))
+            : cudaMalloc(&base, static_cast<size_t>(numBytes));
     if (error == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       size_t freeBytes = 0, totalBytes = 0;
@@ -277,8 +346,8 @@ Status CudaRank::setUp(const plan::Plan &plan, const NcclGroups &groups,
     if (staging > 0)
       SHARC_CUDA(cudaMalloc(&stagingBuffer, static_cast<size_t>(staging)));
     staging_.push_back(stagingBuffer);
-    comms_.push_back(std::make_unique<NcclCommunicator>(
-        groups, rank_, s, stream, stagingBuffer, staging));
+    comms_.push_back(
+        backend_.communicator(rank_, s, stream, stagingBuffer, staging));
   }
   for (int64_t s = 0; s < plan.numStreams; ++s)
     contexts_.push_back(LaunchContext{.stream = streams_[s],
@@ -460,12 +529,12 @@ Status CudaRank::drain(const std::vector<cudaStream_t> &streams,
     }
     if (done)
       return Status::ok();
-    SHARC_TRY(backend_.groups().asyncError(rank_));
+    SHARC_TRY(backend_.asyncError(rank_));
     double waited =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
     if (backend_.aborted() || waited > backend_.timeoutSeconds()) {
-      backend_.groups().abortAll();
+      backend_.abortCollectives();
       return Status::runtimeError(
           backend_.aborted()
               ? "aborted: another rank failed"

@@ -4,7 +4,8 @@
 # (head_dim 64) and of models/minimind.yaml (head_dim 96), all with the
 # logits and gradients as outputs for --compare-cpu; and fused-projection
 # plans of the small model; and plans with --fuse-adds, --schedule
-# latency and --fuse-norm-rope; and bf16-mixed plans of the small model.
+# latency and --fuse-norm-rope; bf16-mixed plans of the small model; and
+# context- and pipeline-parallel plans (2 and 4 ranks) of the small model.
 # usage: make-plans.sh SHARC OUTDIR
 set -euo pipefail
 sharc=$1
@@ -83,3 +84,29 @@ run=(--run "$here/mixed.run.yaml")
   -o "$out/small-mixed-ddp.plan"
 "$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
   --mode tp_sp_async_vp --tp 2 -o "$out/small-mixed-tp_sp_async_vp.plan"
+# Context parallelism (each exchange, with tp) and pipeline parallelism
+# (each schedule, with tp and cp), both dtypes of the small model; on a
+# node with fewer GPUs than ranks parity.sh runs them with --share-gpus.
+for dtype in f32 bf16; do
+  run=()
+  pp=(--run "$here/pp.run.yaml")
+  if [ "$dtype" = bf16 ]; then
+    run=(--run "$here/bf16.run.yaml")
+    pp=(--run "$here/pp-bf16.run.yaml")
+  fi
+  for comm in a2a all_gather; do
+    "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 2 \
+      --cp-comm $comm -o "$out/small-$dtype-cp-$comm.plan"
+  done
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode tp_cp --tp 2 \
+    --cp 2 --cp-comm all_gather --sp -o "$out/small-$dtype-tp_cp.plan"
+  # Microbatched plans return the loss and gradients, not logits.
+  for schedule in gpipe 1f1b; do
+    "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --mode pp --pp 2 \
+      --pp-schedule $schedule -o "$out/small-$dtype-pp-$schedule.plan"
+  done
+  "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --mode tp_pp --tp 2 \
+    --pp 2 --pp-schedule 1f1b -o "$out/small-$dtype-tp_pp.plan"
+  "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --pp 2 --cp 2 \
+    --cp-comm a2a -o "$out/small-$dtype-pp_cp.plan"
+done

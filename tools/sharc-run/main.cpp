@@ -57,6 +57,7 @@ struct Options {
   bool check = false;
   bool quiet = false;
   bool cudaGraph = false;   ///< --cuda-graph: replay steps as one graph
+  bool shareGpus = false;   ///< --share-gpus: more ranks than GPUs
   std::string valPath;      ///< --val-data; empty: no evaluation
   int64_t evalEvery = 0;    ///< steps between evaluations (0: at the end)
   int64_t evalBatches = 16; ///< batches of the validation file per eval
@@ -70,6 +71,7 @@ const char *kUsage =
     "                 [--data FILE [--shuffle] | --synthetic] [--load CKPT]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
     "                 [--poison] [--check] [--quiet] [--cuda-graph]\n"
+    "                 [--share-gpus]\n"
     "                 [--validate DENSE_PLAN | --compare-cpu]\n"
     "                 [--trace FILE.json] [--timeout SECONDS]\n"
     "                 [--val-data FILE [--eval-every N] [--eval-batches N]]\n"
@@ -112,7 +114,12 @@ const char *kUsage =
     "                  process per rank, one thread per stream\n"
     "  --cuda-graph    on the GPU, capture the second step as a CUDA graph\n"
     "                  and replay it for every later step (fewer launches;\n"
-    "                  traced steps run eagerly)\n";
+    "                  traced steps run eagerly)\n"
+    "  --share-gpus    on cuda, run a plan with more ranks than the node has\n"
+    "                  GPUs: rank r on GPU r mod GPUs, collectives and\n"
+    "                  transfers through the host on managed memory. Slow;\n"
+    "                  for checking multi-rank plans (with --validate or\n"
+    "                  --compare-cpu) on a small machine\n";
 
 /// Under mpirun, this process's index (errors name it); -1 otherwise.
 int64_t processIndex = -1;
@@ -231,6 +238,8 @@ Result<Options> parseFlags(int argc, char **argv) {
       options.quiet = true;
     } else if (flag == "--cuda-graph") {
       options.cudaGraph = true;
+    } else if (flag == "--share-gpus") {
+      options.shareGpus = true;
     } else if (!flag.empty() && flag[0] == '-') {
       return bad("unknown flag '" + flag + "' (see --help)");
     } else if (options.planPath.empty()) {
@@ -327,6 +336,7 @@ int validate(const Options &options, const plan::Plan &plan, bool stepsGiven) {
   exec::ValidationOptions validation;
   validation.backend = options.backend;
   validation.referenceBackend = "cpu";
+  validation.shareGpus = options.shareGpus;
   validation.seed = options.seed;
   validation.steps = stepsGiven ? options.steps : 5;
   if (validation.steps < 1)
@@ -389,6 +399,7 @@ int run(const Options &options, bool stepsGiven,
   runOptions.checkHazards = options.check;
   runOptions.recordTrace = !options.tracePath.empty();
   runOptions.captureSteps = options.cudaGraph;
+  runOptions.shareGpus = options.shareGpus;
   runOptions.processes = processes;
   auto runtime = exec::Runtime::create(*plan, runOptions);
   if (!runtime)
