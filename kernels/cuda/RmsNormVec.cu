@@ -3,14 +3,20 @@
 // The fast path of kernels/cuda/RmsNorm.cu, for views of one dtype, 16-byte
 // aligned, whose groups are whole 16-byte vectors, at most kMaxVecsPerLane
 // per thread: a team of 1 to 256 threads owns a unit (one group of one
-// row), reads 16 bytes per load (8 bf16 or 4 f32) and reduces with
-// shuffles (and, for a team of several warps, one float per warp through
-// shared memory). The backward keeps each thread's dw columns in registers
-// across the units of its block's fixed range and leaves one partial row
-// per block, summed by RmsNorm.cu's rmsNormDwKernel; dw is therefore the
-// same bits on every run. The generic path's scalar loads reached about
-// 1 TB/s on an H200 (30 us for 8192 x 768 bf16), this one 0.34 ms for all
-// 33 norms of a MiniMind step against 0.85.
+// row), reads 16 bytes per load (8 bf16 or 4 f32), holds them in registers
+// between the sums and the stores (a kernel instance per vectors a lane,
+// 1, 2, 4 or 8), and reduces with shuffles (and, for a team of several
+// warps, one float per warp through shared memory). Teams are a warp or
+// less where the lanes can hold the group, since wider teams meet behind
+// barriers on every unit. The backward keeps each thread's dw columns in
+// registers across the units of its block's fixed range and leaves one
+// partial row per block, summed by RmsNorm.cu's rmsNormDwKernel; dw is
+// therefore the same bits on every run.
+//
+// Measured on an H200 (bf16, CUDA events over 50 calls): 8192 x 768,
+// forward 12.2 -> 7.1 us and backward 38.3 -> 19.0 us against teams of 128
+// lanes (DRAM time 6.3 and 9.4); 16384 x 4096, 78.3 -> 75.3 and 215.7 ->
+// 170.3 us. The generic path's scalar loads reached about 1 TB/s.
 //
 //===----------------------------------------------------------------------===//
 
