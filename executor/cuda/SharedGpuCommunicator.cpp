@@ -44,17 +44,21 @@ Status SharedGpuCommunicator::allToAll(const void *send, void *recv,
                          axis);
 }
 
+// Transfers match as NCCL's do, the n-th recv from a peer taking the n-th
+// send to it (one tag for all), so a plan whose stages list their
+// transfers in orders NCCL would pair wrongly fails here too (a size
+// mismatch, or a wrong tensor in the parity check), not only on GPUs.
 Status SharedGpuCommunicator::send(const void *data, int64_t numBytes,
-                                   int64_t peer, int64_t tag,
+                                   int64_t peer, int64_t /*tag*/,
                                    const std::string &axis) {
   SHARC_TRY(settle());
-  return local_.send(data, numBytes, peer, tag, axis);
+  return local_.send(data, numBytes, peer, /*tag=*/0, axis);
 }
 
 Status SharedGpuCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
-                                   int64_t tag, const std::string &axis) {
+                                   int64_t /*tag*/, const std::string &axis) {
   SHARC_TRY(settle());
-  return local_.recv(data, numBytes, peer, tag, axis);
+  return local_.recv(data, numBytes, peer, /*tag=*/0, axis);
 }
 
 } // namespace sharc::exec

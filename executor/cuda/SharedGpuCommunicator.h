@@ -11,7 +11,8 @@
 // buffers, whose result later launches on any stream see. Slow (a host
 // round trip and page migrations per collective) and meant for checking
 // multi-rank plans on a small machine: kernels, streams, events and the
-// order of every transfer are the real ones, the wire is not NCCL.
+// order of every transfer are the real ones (transfers pair in order, as
+// NCCL's do, not by tag as the cpu's), the wire is not NCCL.
 #pragma once
 
 #include "executor/Communicator.h"
