@@ -120,6 +120,15 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
       }
     if (auto cost = dyn_cast<CostOpInterface>(op))
       node.flops = cost.getFlops();
+    if (auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr))
+      node.stage = stage.getInt();
+    if (auto send = dyn_cast<SendOp>(op)) {
+      node.peer = send.getPeer();
+      node.tag = send.getTag();
+    } else if (auto recv = dyn_cast<RecvOp>(op)) {
+      node.peer = recv.getPeer();
+      node.tag = recv.getTag();
+    }
     indexOf[op] = static_cast<int64_t>(graph.size());
     graph.push_back(std::move(node));
   }

@@ -35,6 +35,10 @@ struct ScheduleNode {
   int64_t commBytes = 0;       ///< a collective: bytes one rank sends
   std::string axis;            ///< a collective: mesh axis ("dp"/"tp")
   std::string dtype = "bf16";  ///< compute dtype, picks the peak rate
+  /// With pipeline stages: the stage whose ranks run it; -1: every rank.
+  int64_t stage = -1;
+  /// A send or recv: the peer stage and the tag pairing the two.
+  int64_t peer = -1, tag = -1;
 };
 
 /// Nodes in a valid topological (program) order: inputs point backwards.

@@ -72,10 +72,28 @@ std::string sharc::formatPipelineReport(const PipelineReport &report) {
                   mib(stage.gradientBytes), mib(stage.activationBytes));
     text += line;
   }
+  bool simulated = report.simulatedBubble >= 0 && report.stepSeconds > 0;
   std::snprintf(line, sizeof(line),
-                "  pipeline bubble: %.1f%% of the step (%zu stages, %lld "
-                "microbatches)\n",
+                "  pipeline bubble: %.1f%% of the step (analytic; %zu stages, "
+                "%lld microbatches)",
                 report.bubble * 100, report.stages.size(),
                 static_cast<long long>(report.numMicrobatches));
-  return text + line;
+  text += line;
+  if (!simulated)
+    return text + "\n";
+  std::snprintf(line, sizeof(line),
+                ", %.1f%% (simulated; the stages' mean idle compute)\n",
+                report.simulatedBubble * 100);
+  text += line;
+  for (size_t s = 0; s < report.stageBusySeconds.size(); ++s) {
+    double busy = report.stageBusySeconds[s];
+    std::snprintf(line, sizeof(line),
+                  "  stage %zu: compute busy %.3f ms, idle %.1f%% of the "
+                  "step (simulated)\n",
+                  s, busy * 1e3,
+                  100 * std::max(0.0, report.stepSeconds - busy) /
+                      report.stepSeconds);
+    text += line;
+  }
+  return text;
 }

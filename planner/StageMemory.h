@@ -9,8 +9,10 @@
 // state are counted for the stage that owns them (Sharding::stage), though
 // every rank's region still holds all of them today.
 //
-// The bubble is the idle share of a step of M microbatches on P balanced
-// stages under GPipe or 1F1B: (P - 1) / (M + P - 1).
+// The analytic bubble is the idle share of a step of M microbatches on P
+// balanced stages under GPipe or 1F1B: (P - 1) / (M + P - 1). The caller
+// may add the simulated one (StepSimulation.h): each stage's idle compute
+// time over the step, as the stages' costs and the transfers make it.
 //
 //   PipelineReport report = buildPipelineReport(plan);
 //   if (!report.stages.empty())
@@ -38,6 +40,11 @@ struct PipelineReport {
   /// one transfer (the first send of stage 0); 0 when there is none.
   int64_t numMicrobatches = 0;
   double bubble = 0; ///< (P - 1) / (M + P - 1)
+  /// From the simulated step (StepSimulation.h), when one was run: each
+  /// stage's compute time, the step, and the stages' mean idle share.
+  std::vector<double> stageBusySeconds;
+  double stepSeconds = 0;
+  double simulatedBubble = -1; ///< negative: not simulated
 };
 
 PipelineReport buildPipelineReport(const plan::Plan &plan);

@@ -57,6 +57,15 @@ Status readPoint(const FieldReader &r, const YAML::Node &node,
   SHARC_TRY(r.read(node, "runner", p.runner));
   SHARC_TRY(r.read(node, "tp_size", p.tpSize));
   SHARC_TRY(r.read(node, "world_size", p.worldSize));
+  // Manifests written before the pipeline and context-parallel modes lack
+  // these; their points had neither.
+  SHARC_TRY(r.read(node, "pp_size", p.ppSize, false));
+  SHARC_TRY(r.read(node, "cp_size", p.cpSize, false));
+  SHARC_TRY(r.read(node, "cp_comm_type", p.cpCommType, false));
+  SHARC_TRY(r.read(node, "pp_schedule", p.ppSchedule, false));
+  SHARC_TRY(r.read(node, "virtual_stages", p.virtualStages, false));
+  SHARC_TRY(r.read(node, "micro_batch_size", p.microBatchSize, false));
+  SHARC_TRY(r.read(node, "num_microbatches", p.numMicrobatches, false));
   SHARC_TRY(r.read(node, "sequence_parallel", p.sequenceParallel));
   SHARC_TRY(r.read(node, "async_communication", p.asyncCommunication));
   SHARC_TRY(r.read(node, "vocab_parallel", p.vocabParallel));
@@ -75,10 +84,12 @@ Status readPoint(const FieldReader &r, const YAML::Node &node,
     return Status::invalidInput(r.where(node["status"]) +
                                 ": status is ok or error, not '" + p.status +
                                 "'");
-  if (p.worldSize < 1 || p.globalBatchSize < 1 || p.seqLen < 1)
+  if (p.worldSize < 1 || p.globalBatchSize < 1 || p.seqLen < 1 ||
+      p.ppSize < 1 || p.cpSize < 1 || p.numMicrobatches < 1)
     return Status::invalidInput(r.where(node) +
-                                ": world_size, global_batch_size and "
-                                "seq_len must be positive");
+                                ": world_size, global_batch_size, seq_len, "
+                                "pp_size, cp_size and num_microbatches must "
+                                "be positive");
   if (!p.planPath.empty() && std::filesystem::path(p.planPath).is_relative())
     p.planPath = (folder / p.planPath).string();
   return Status::ok();
@@ -93,6 +104,7 @@ Status readManifest(const FieldReader &r, const YAML::Node &root,
   SHARC_TRY(r.read(root, "backend", m.backend));
   SHARC_TRY(r.read(root, "cuda_graph", m.cudaGraph, false));
   SHARC_TRY(r.read(root, "batch_policy", m.batchPolicy));
+  SHARC_TRY(r.read(root, "pp_schedule", m.ppSchedule, false));
   SHARC_TRY(r.read(root, "warmup_iters", m.warmupIters));
   SHARC_TRY(r.read(root, "benchmark_iters", m.benchmarkIters));
   SHARC_TRY(r.read(root, "num_microbatches", m.numMicrobatches));

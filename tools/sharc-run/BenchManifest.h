@@ -20,6 +20,10 @@ namespace sharc::benchrun {
 struct BenchPointSpec {
   std::string mode, label, runner;
   int64_t tpSize = 1, worldSize = 1;
+  int64_t ppSize = 1, cpSize = 1, virtualStages = 1;
+  std::string cpCommType;          ///< empty without context parallelism
+  std::string ppSchedule = "none"; ///< the general runner's schedule
+  int64_t microBatchSize = 0, numMicrobatches = 1; ///< the plan's
   bool sequenceParallel = false, asyncCommunication = false;
   bool vocabParallel = false;
   int64_t modelBatchSize = 0, globalBatchSize = 0;
@@ -34,7 +38,8 @@ struct BenchManifest {
   std::string kind = "memory";  ///< memory or throughput
   std::string scaling = "none"; ///< layers, sequence or none
   std::string backend = "auto", batchPolicy = "fixed_global";
-  bool cudaGraph = false; ///< capture and replay each point's step
+  std::string ppSchedule = "gpipe"; ///< as given to sharc bench
+  bool cudaGraph = false;           ///< capture and replay each point's step
   int64_t warmupIters = 2, benchmarkIters = 5, numMicrobatches = 1;
   uint64_t seed = 42;
   int64_t memoryLimitMiB = 0; ///< 0: what the device or host has

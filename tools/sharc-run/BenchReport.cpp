@@ -119,9 +119,11 @@ std::string table(const BenchManifest &manifest,
   for (const auto &line : cells)
     for (size_t c = 0; c < line.size(); ++c)
       widths[c] = std::max(widths[c], line[c].size());
-  std::string out = title + ", % of " +
-                    (baseline == "ddp" ? std::string("DDP") : baseline) +
-                    " in parentheses:\n";
+  std::string baselineLabel = baseline;
+  for (const BenchPointSpec &point : manifest.points)
+    if (point.mode == baseline)
+      baselineLabel = point.label;
+  std::string out = title + ", % of " + baselineLabel + " in parentheses:\n";
   for (const auto &line : cells) {
     std::string text;
     for (size_t c = 0; c < line.size(); ++c)
@@ -220,9 +222,12 @@ Status writeCsv(const std::string &path, const BenchManifest &manifest,
     auto number = [&](const char *pattern, double value, bool known) {
       return known ? format(pattern, value) : std::string("nan");
     };
+    bool cpEnabled = p.cpSize > 1;
     std::string row =
-        p.mode + "," + csvField(p.label) + "," + p.runner + ",gpipe,1," +
-        std::to_string(p.tpSize) + ",False,1,," +
+        p.mode + "," + csvField(p.label) + "," + p.runner + "," +
+        manifest.ppSchedule + "," + std::to_string(p.ppSize) + "," +
+        std::to_string(p.tpSize) + "," + pythonBool(cpEnabled) + "," +
+        std::to_string(p.cpSize) + "," + (cpEnabled ? p.cpCommType : "") + "," +
         pythonBool(p.sequenceParallel) + "," +
         pythonBool(p.asyncCommunication) + "," + pythonBool(p.vocabParallel) +
         "," + std::to_string(p.worldSize) + "," + manifest.batchPolicy + "," +
@@ -234,8 +239,8 @@ Status writeCsv(const std::string &path, const BenchManifest &manifest,
         std::to_string(p.params) + "," +
         (ok && r.peakMiB < 0 ? std::string() : number("%.2f", r.peakMiB, ok)) +
         "," + number("%.4f", r.stepMs, ok) + "," +
-        number("%.1f", r.tokensPerSecond, ok) + ",none," + r.status + "," +
-        number("%.5f", r.mfu, ok) + "," +
+        number("%.1f", r.tokensPerSecond, ok) + "," + p.ppSchedule + "," +
+        r.status + "," + number("%.5f", r.mfu, ok) + "," +
         number("%.2f", r.plannedPeakMiB, r.plannedPeakMiB > 0) + "," +
         (p.exposedCommMs >= 0 ? format("%.4f", p.exposedCommMs) : "") + "," +
         (p.predictedStepMs >= 0 ? format("%.4f", p.predictedStepMs) : "") +

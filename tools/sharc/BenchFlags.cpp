@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/sharc/BenchModes.h"
 #include "tools/sharc/BenchSweep.h"
 
 #include <cerrno>
@@ -14,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <set>
 
 namespace sharc::bench {
 namespace {
@@ -23,7 +23,12 @@ constexpr int kExitBadInput = 2;
 
 const char *kUsage =
     "usage: sharc bench --kind memory|throughput [--modes MODE...]\n"
-    "         [--tp_size N] [--num_hidden_layers L...] [--seq_len S...]\n"
+    "         [--tp_size N] [--pp_size N] [--cp_size N]\n"
+    "         [--cp_comm_type all_gather|a2a] [--pp_schedule gpipe|1f1b|"
+    "interleaved]\n"
+    "         [--virtual_stages V] [--sequence_parallel] "
+    "[--async_communication]\n"
+    "         [--vocab_parallel] [--num_hidden_layers L...] [--seq_len S...]\n"
     "         [--hidden_size H] [--num_attention_heads N]\n"
     "         [--num_key_value_heads N] [--vocab_size V] [--head_dim D]\n"
     "         [--intermediate_size I] [--micro_batch_size B]\n"
@@ -35,7 +40,20 @@ const char *kUsage =
     "         [--work-dir DIR] [--machine MACHINE.yaml] [--compile-only]\n"
     "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
     "         [--fuse_adds] [--fuse_norm_rope] [--schedule defer|latency]\n"
-    "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp\n"
+    "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp (ddp and tp\n"
+    "         runners: the batch in one pass), cp pp tp_cp tp_pp pp_cp\n"
+    "         tp_cp_pp (the general runner: num_microbatches of\n"
+    "         micro_batch_size through the pipeline schedule)\n"
+    "  --tp_size, --cp_size, --pp_size  the ranks on each axis of the modes\n"
+    "                  that have it (defaults 2, 1, 2); ddp runs on the\n"
+    "                  other modes' world, alone on tp x cp x pp as given\n"
+    "  --cp_comm_type  context parallelism's attention exchange: K/V\n"
+    "                  all-gathered (default) or Ulysses all-to-all\n"
+    "  --pp_schedule   gpipe (default), 1f1b, or interleaved 1F1B with\n"
+    "                  --virtual_stages V model chunks a stage (default 2)\n"
+    "  --sequence_parallel, --async_communication, --vocab_parallel  the\n"
+    "                  features of tp, tp_cp, tp_pp and tp_cp_pp (async: the\n"
+    "                  SP re-gather; the overlap is always on)\n"
     "  --compile-only  write the plans and the manifest into --work-dir\n"
     "                  (default sharc-bench) and print the sharc-run\n"
     "                  command that runs them (on a GPU node)\n"
@@ -48,15 +66,6 @@ const char *kUsage =
     "  --fuse_adds, --fuse_norm_rope, --schedule latency  compile every\n"
     "                  point as `sharc compile --fuse-adds`,\n"
     "                  `--fuse-norm-rope`, `--schedule latency` would\n";
-
-/// The original's labels (seed-system.md, 3.3).
-const std::map<std::string, std::string> &modeLabels() {
-  static const std::map<std::string, std::string> labels = {
-      {"ddp", "DDP"},       {"tp", "TP"},
-      {"tp_sp", "TP + SP"}, {"tp_sp_async", "TP + SP + Async"},
-      {"tp_vp", "TP + VP"}, {"tp_sp_async_vp", "TP + SP + Async + VP"}};
-  return labels;
-}
 
 int badFlags(const std::string &message) {
   std::fprintf(stderr, "sharc: error: %s\n%s", message.c_str(), kUsage);
@@ -93,16 +102,6 @@ std::string checkConfig(const BenchConfig &c) {
     return "--backend takes auto, cpu or cuda, not '" + c.backend + "'";
   if (c.schedule != "defer" && c.schedule != "latency")
     return "--schedule takes defer or latency, not '" + c.schedule + "'";
-  if (c.modes.empty())
-    return "--modes needs at least one mode";
-  std::set<std::string> seen;
-  for (const std::string &mode : c.modes) {
-    if (!modeLabels().count(mode))
-      return "unknown mode '" + mode +
-             "' (expected ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp)";
-    if (!seen.insert(mode).second)
-      return "mode '" + mode + "' given twice";
-  }
   if (c.numHiddenLayers.size() > 1 && c.seqLens.size() > 1)
     return "at most one of --num_hidden_layers and --seq_len may hold "
            "several values";
@@ -112,23 +111,8 @@ std::string checkConfig(const BenchConfig &c) {
     return "--hidden_size " + std::to_string(c.hiddenSize) +
            " is not a multiple of --num_attention_heads " +
            std::to_string(c.numAttentionHeads) + " (give --head_dim)";
-  int64_t modelBatch = c.microBatchSize * c.numMicrobatches;
-  bool hasTp = false;
-  for (const std::string &mode : c.modes)
-    hasTp |= mode != "ddp";
-  if (seen.count("ddp") && c.batchPolicy == "fixed_global" &&
-      modelBatch % c.tpSize != 0)
-    return "ddp with fixed_global needs micro_batch_size * num_microbatches "
-           "(" +
-           std::to_string(modelBatch) + ") divisible by the world size (" +
-           std::to_string(c.tpSize) + ")";
-  for (int64_t seqLen : c.seqLens)
-    for (const std::string &mode : c.modes)
-      if (mode.find("_sp") != std::string::npos && seqLen % c.tpSize != 0)
-        return "mode " + mode + " needs seq_len (" + std::to_string(seqLen) +
-               ") divisible by tp_size (" + std::to_string(c.tpSize) + ")";
-  if (hasTp && c.tpSize < 2)
-    return "tensor-parallel modes need --tp_size of at least 2";
+  if (std::string error = checkModes(c); !error.empty())
+    return error;
   if (c.peakFlopsPerGpu <= 0)
     return "--peak-flops must be positive";
   return "";
@@ -141,6 +125,7 @@ parseBenchFlags(const std::vector<std::string> &args) {
   BenchConfig c;
   std::map<std::string, int64_t *> counts = {
       {"--tp_size", &c.tpSize},
+      {"--cp_size", &c.cpSize},
       {"--hidden_size", &c.hiddenSize},
       {"--num_attention_heads", &c.numAttentionHeads},
       {"--num_key_value_heads", &c.numKeyValueHeads},
@@ -158,6 +143,8 @@ parseBenchFlags(const std::vector<std::string> &args) {
       {"--backend", &c.backend},
       {"--work-dir", &c.workDir},
       {"--schedule", &c.schedule},
+      {"--cp_comm_type", &c.cpCommType},
+      {"--pp_schedule", &c.ppSchedule},
       {"--machine", &c.machinePath}};
   bool batchPolicyGiven = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -175,6 +162,12 @@ parseBenchFlags(const std::vector<std::string> &args) {
       c.fuseAdds = true;
     } else if (flag == "--fuse_norm_rope") {
       c.fuseNormRope = true;
+    } else if (flag == "--sequence_parallel") {
+      c.sequenceParallel = true;
+    } else if (flag == "--async_communication") {
+      c.asyncCommunication = true;
+    } else if (flag == "--vocab_parallel") {
+      c.vocabParallel = true;
     } else if (flag == "--modes") {
       c.modes.clear();
       while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0)
@@ -194,7 +187,8 @@ parseBenchFlags(const std::vector<std::string> &args) {
         return badFlags(flag + " needs at least one value");
     } else if (counts.count(flag) || flag == "--warmup_iters" ||
                flag == "--seed" || flag == "--head_dim" ||
-               flag == "--intermediate_size") {
+               flag == "--intermediate_size" || flag == "--pp_size" ||
+               flag == "--virtual_stages") {
       std::optional<int64_t> value =
           hasValue ? parsePositive(args[++i]) : std::nullopt;
       bool zeroAllowed = flag == "--warmup_iters" || flag == "--seed" ||
@@ -211,6 +205,10 @@ parseBenchFlags(const std::vector<std::string> &args) {
         c.headDim = *value;
       else if (flag == "--intermediate_size")
         c.intermediateSize = *value;
+      else if (flag == "--pp_size")
+        c.ppSize = *value;
+      else if (flag == "--virtual_stages")
+        c.virtualStages = *value;
       else
         *counts[flag] = *value;
     } else if (strings.count(flag)) {
@@ -246,7 +244,7 @@ parseBenchFlags(const std::vector<std::string> &args) {
 
 std::vector<BenchPoint> expandSweep(const BenchConfig &c) {
   std::vector<BenchPoint> points;
-  int64_t modelBatch = c.microBatchSize * c.numMicrobatches;
+  int64_t ddpWorld = ddpWorldSize(c);
   int64_t headDim = c.headDim.value_or(c.hiddenSize / c.numAttentionHeads);
   int64_t intermediate =
       c.intermediateSize.value_or(defaultIntermediate(c.hiddenSize));
@@ -254,19 +252,7 @@ std::vector<BenchPoint> expandSweep(const BenchConfig &c) {
     for (int64_t seqLen : c.seqLens) {
       for (const std::string &mode : c.modes) {
         BenchPoint p;
-        p.mode = mode;
-        p.label = modeLabels().at(mode);
-        p.runner = mode == "ddp" ? "ddp" : "tp";
-        p.tpSize = mode == "ddp" ? 1 : c.tpSize;
-        // DDP's world is the other modes' world (3.3).
-        p.worldSize = c.tpSize;
-        p.sequenceParallel = mode.find("_sp") != std::string::npos;
-        p.asyncCommunication = mode.find("_async") != std::string::npos;
-        p.vocabParallel = mode.find("_vp") != std::string::npos;
-        p.modelBatchSize = modelBatch;
-        p.globalBatchSize = mode == "ddp" && c.batchPolicy == "fixed_per_rank"
-                                ? modelBatch * p.worldSize
-                                : modelBatch;
+        resolveMode(c, *findMode(mode), ddpWorld, p);
         p.layers = layers;
         p.seqLen = seqLen;
         p.headDim = headDim;

@@ -9,9 +9,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/sharc/BenchSweep.h"
+#include "tools/sharc/BenchModes.h"
 
 #include "planner/CostModel.h"
-#include "planner/Timeline.h"
+#include "planner/StepSimulation.h"
 #include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc/CompileDriver.h"
@@ -53,9 +54,9 @@ std::string quoted(const std::string &text) {
 
 std::string modelYaml(const BenchConfig &c, const BenchPoint &p) {
   std::ostringstream out;
-  // fixed_per_rank gives each DDP rank the whole model batch (3.4): the
-  // plan's batch is the global one, split over dp.
-  int64_t microBatch = p.globalBatchSize / c.numMicrobatches;
+  // The plan's batch is the global one (split over dp): fixed_per_rank
+  // gives each DDP rank the whole model batch (3.4). Only the general
+  // runner microbatches (BenchModes.cpp).
   out << "# " << p.mode << ", " << p.layers << " layers, seq " << p.seqLen
       << ": written by sharc bench\n"
       << "model:\n  name: bench\n  hidden_size: " << c.hiddenSize
@@ -66,8 +67,8 @@ std::string modelYaml(const BenchConfig &c, const BenchPoint &p) {
       << "\n  intermediate_size: " << p.intermediateSize
       << "\n  vocab_size: " << c.vocabSize << "\n  tie_word_embeddings: false\n"
       << "run:\n  seq_len: " << p.seqLen
-      << "\n  micro_batch_size: " << microBatch
-      << "\n  num_microbatches: " << c.numMicrobatches
+      << "\n  micro_batch_size: " << p.microBatchSize
+      << "\n  num_microbatches: " << p.numMicrobatches
       << "\n  dtype: " << c.dtype << "\n  seed: " << c.seed << "\n";
   return out.str();
 }
@@ -76,30 +77,39 @@ bool writeText(const std::string &path, const std::string &text) {
   return writeFileAtomically(path, {text}, "").isOk();
 }
 
-/// The predicted step, and the part of it during which no compute node
-/// runs (a collective in the way, or a wait for one): the union of the
-/// compute nodes' intervals subtracted from the makespan.
-void predict(const PlanSchedule &schedule, const Machine &machine,
-             BenchPoint &point) {
-  Timeline timeline =
-      simulate(schedule.graph, schedule.streams, schedule.order, machine);
-  if (timeline.deadlocked)
+/// The predicted step (every rank simulated together), and the part of it
+/// during which no compute node runs (a collective in the way, a wait for
+/// one, a pipeline bubble): the union of the compute nodes' intervals
+/// subtracted from the step, on the rank whose compute covers the most.
+void predict(const PlanSchedule &schedule, const plan::Plan &plan,
+             const Machine &machine, BenchPoint &point) {
+  MeshShape mesh;
+  for (const plan::MeshAxis &axis : plan.mesh)
+    mesh.push_back({axis.name, axis.size});
+  StepSimulation simulation = simulateStep(schedule.graph, schedule.streams,
+                                           schedule.order, machine, mesh);
+  if (simulation.deadlocked)
     return;
-  std::vector<std::pair<double, double>> compute;
-  for (size_t n = 0; n < schedule.graph.size(); ++n)
-    if (schedule.graph[n].kind == NodeKind::Compute &&
-        timeline.end[n] > timeline.start[n])
-      compute.push_back({timeline.start[n], timeline.end[n]});
-  std::sort(compute.begin(), compute.end());
-  double covered = 0, reach = 0;
-  for (auto [start, end] : compute) {
-    start = std::max(start, reach);
-    if (end > start)
-      covered += end - start;
-    reach = std::max(reach, end);
+  double mostCovered = 0;
+  for (const Timeline &timeline : simulation.ranks) {
+    std::vector<std::pair<double, double>> compute;
+    for (size_t n = 0; n < schedule.graph.size(); ++n)
+      if (schedule.graph[n].kind == NodeKind::Compute &&
+          timeline.end[n] > timeline.start[n])
+        compute.push_back({timeline.start[n], timeline.end[n]});
+    std::sort(compute.begin(), compute.end());
+    double covered = 0, reach = 0;
+    for (auto [start, end] : compute) {
+      start = std::max(start, reach);
+      if (end > start)
+        covered += end - start;
+      reach = std::max(reach, end);
+    }
+    mostCovered = std::max(mostCovered, covered);
   }
-  point.predictedStepMs = timeline.stepSeconds * 1e3;
-  point.exposedCommMs = std::max(0.0, timeline.stepSeconds - covered) * 1e3;
+  point.predictedStepMs = simulation.stepSeconds * 1e3;
+  point.exposedCommMs =
+      std::max(0.0, simulation.stepSeconds - mostCovered) * 1e3;
 }
 
 /// Compiles one point; on failure the point becomes an error row.
@@ -120,13 +130,7 @@ void compilePoint(const BenchConfig &c, const std::string &workDir,
   CompileOptions options;
   options.modelPath = workDir + "/" + point.modelPath;
   options.mode = point.mode;
-  // A world of one has no data parallelism to add.
-  std::string preset =
-      point.mode == "ddp" && point.worldSize == 1 ? "dense" : point.mode;
-  int64_t size = point.mode == "ddp" ? point.worldSize : point.tpSize;
-  (void)applyModePreset(preset, size, options.pipeline);
-  options.pipeline.fuseAdds = c.fuseAdds;
-  options.pipeline.fuseNormRope = c.fuseNormRope;
+  options.pipeline = pipelineOptionsOf(c, point);
   if (c.schedule == "latency")
     options.scheduleMachine = &machine;
   PlanSchedule schedule;
@@ -146,7 +150,7 @@ void compilePoint(const BenchConfig &c, const std::string &workDir,
     point.planPath.clear();
     return;
   }
-  predict(schedule, machine, point);
+  predict(schedule, std::get<plan::Plan>(result), machine, point);
 }
 
 std::string manifestYaml(const BenchConfig &c,
@@ -164,7 +168,8 @@ std::string manifestYaml(const BenchConfig &c,
       << "\ncuda_graph: " << (c.cudaGraph ? "true" : "false")
       << "\nfuse_adds: " << (c.fuseAdds ? "true" : "false")
       << "\nfuse_norm_rope: " << (c.fuseNormRope ? "true" : "false")
-      << "\nschedule: " << c.schedule << "\nbatch_policy: " << c.batchPolicy
+      << "\nschedule: " << c.schedule << "\npp_schedule: " << c.ppSchedule
+      << "\nbatch_policy: " << c.batchPolicy
       << "\nwarmup_iters: " << c.warmupIters
       << "\nbenchmark_iters: " << c.benchmarkIters << "\nseed: " << c.seed
       << "\nmemory_limit_mib: " << c.memoryLimitMiB
@@ -178,6 +183,12 @@ std::string manifestYaml(const BenchConfig &c,
     auto flag = [](bool on) { return on ? "true" : "false"; };
     out << "  - mode: " << p.mode << "\n    label: " << quoted(p.label)
         << "\n    runner: " << p.runner << "\n    tp_size: " << p.tpSize
+        << "\n    pp_size: " << p.ppSize << "\n    cp_size: " << p.cpSize
+        << "\n    cp_comm_type: " << quoted(p.cpCommType)
+        << "\n    pp_schedule: " << p.ppSchedule
+        << "\n    virtual_stages: " << p.virtualStages
+        << "\n    micro_batch_size: " << p.microBatchSize
+        << "\n    num_microbatches: " << p.numMicrobatches
         << "\n    world_size: " << p.worldSize
         << "\n    sequence_parallel: " << flag(p.sequenceParallel)
         << "\n    async_communication: " << flag(p.asyncCommunication)

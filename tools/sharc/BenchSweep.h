@@ -27,6 +27,17 @@ struct BenchConfig {
   std::string kind = "memory"; ///< memory or throughput
   std::vector<std::string> modes = {"ddp", "tp"};
   int64_t tpSize = 2;
+  /// Pipeline stages of the pp modes (the original's default 2); ddp alone
+  /// counts it in its world only when given.
+  std::optional<int64_t> ppSize;
+  int64_t cpSize = 1;                    ///< ranks splitting the sequence
+  std::string cpCommType = "all_gather"; ///< or a2a (Ulysses)
+  std::string ppSchedule = "gpipe";      ///< 1f1b, or sharc's interleaved
+  std::optional<int64_t> virtualStages;  ///< model chunks a stage, >= 2
+  /// The features of the modes that take them from the command line (tp
+  /// and the tp topologies, seed-system.md 3.3).
+  bool sequenceParallel = false, asyncCommunication = false;
+  bool vocabParallel = false;
   std::vector<int64_t> numHiddenLayers = {16};
   std::vector<int64_t> seqLens = {1024};
   int64_t hiddenSize = 768, numAttentionHeads = 8, numKeyValueHeads = 4;
@@ -59,6 +70,12 @@ struct BenchConfig {
 struct BenchPoint {
   std::string mode, label, runner;
   int64_t tpSize = 1, worldSize = 1;
+  int64_t ppSize = 1, cpSize = 1, virtualStages = 1;
+  std::string cpCommType;          ///< empty without context parallelism
+  std::string ppSchedule = "none"; ///< the general runner's schedule
+  /// The plan's microbatches: the general runner splits the model batch
+  /// into num_microbatches of micro_batch_size; ddp and tp run it whole.
+  int64_t microBatchSize = 0, numMicrobatches = 1;
   bool sequenceParallel = false, asyncCommunication = false;
   bool vocabParallel = false;
   int64_t modelBatchSize = 0, globalBatchSize = 0;
@@ -80,7 +97,8 @@ std::variant<BenchConfig, int>
 parseBenchFlags(const std::vector<std::string> &args);
 
 /// The points in run order: layers-or-seq outer, modes inner (as the
-/// original), with the batch policy and each mode's sizes applied.
+/// original), with the batch policy and each mode's sizes applied
+/// (BenchModes.h).
 std::vector<BenchPoint> expandSweep(const BenchConfig &config);
 
 /// torch_peer.py's count, for the training step (forward + backward):
