@@ -2,10 +2,13 @@
 
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
+#include "passes/ParameterStages.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+
+#include <map>
 
 namespace sharc {
 #define GEN_PASS_DEF_ADAMW
@@ -79,8 +82,14 @@ Operation *lastOf(Value grad, Value param, Operation *returnOp) {
 /// together) counts 1/k, then one all_reduce over every axis of more than
 /// one rank, so that each parameter's elements count once whatever the
 /// layout. Placed after the last gradient is final.
+///
+/// Under pipeline parallelism `grads` are one stage's and `stageAxis` the
+/// pipeline axis: the stages hold different parameters (each value is I
+/// there only because a rank runs its own stage's ops), so that axis adds
+/// no replica, and the all_reduce over it sums the stages' shares. Each
+/// stage builds its own; together they are one collective.
 FailureOr<Value> buildGradNormSq(func::FuncOp func, ArrayRef<Value> grads,
-                                 OpBuilder &builder) {
+                                 StringRef stageAxis, OpBuilder &builder) {
   MeshAttr mesh = getMesh(func);
   SmallVector<StringRef> axes;
   for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
@@ -92,6 +101,8 @@ FailureOr<Value> buildGradNormSq(func::FuncOp func, ArrayRef<Value> grads,
     PlacementAttr placement = getPlacement(grad.getType());
     int64_t count = 1;
     for (StringRef axis : axes) {
+      if (axis == stageAxis)
+        continue;
       int64_t code = placement.getAxis(axis);
       if (code == placement::kP || code == placement::kPMax)
         return emitError(grad.getLoc())
@@ -193,22 +204,45 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
   unsigned nextState = func.getNumArguments();
   func.insertArguments(stateIndices, stateTypes, stateAttrs, stateLocs);
 
-  Value gradNormSq;
+  // Clipping: the squared global norm, one per pipeline stage (key -1
+  // without stages), each followed by its stage's updates.
+  struct StageNorm {
+    Value normSq;
+    Operation *tail; ///< the norm, then the last update after it
+  };
+  std::map<int64_t, StageNorm> norms;
+  llvm::StringMap<int64_t> stages = parameterStages(func);
+  auto stageOf = [&](StringRef name) {
+    auto it = stages.find(name);
+    return it == stages.end() ? int64_t{-1} : it->second;
+  };
   FloatAttr maxNorm;
-  Operation *normTail = nullptr; ///< the norm, then the last update after it
   if (hp.gradClip.getValueAsDouble() > 0) {
-    SmallVector<Value> grads;
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (getResultString(func, i, kOutputAttr).starts_with("grad:"))
-        grads.push_back(returnOp.getOperand(i));
-    if (grads.empty())
+    std::map<int64_t, SmallVector<Value>> gradsOf;
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      StringRef output = getResultString(func, i, kOutputAttr);
+      if (output.consume_front("grad:"))
+        gradsOf[stageOf(output)].push_back(returnOp.getOperand(i));
+    }
+    if (gradsOf.empty())
       return func.emitOpError("grad_clip needs gradients to clip");
-    FailureOr<Value> norm = buildGradNormSq(func, grads, builder);
-    if (failed(norm))
-      return failure();
-    gradNormSq = *norm;
+    StringRef stageAxis = stages.empty() ? "" : pipelineAxis(func);
+    // Every stage's ranks join the norm's all_reduce: one without
+    // gradients (or a gradient of no stage) would leave the others waiting.
+    int64_t numStages =
+        stageAxis.empty() ? 1 : getMesh(func).getSize(stageAxis);
+    if (!stages.empty() && (gradsOf.count(-1) ||
+                            static_cast<int64_t>(gradsOf.size()) != numStages))
+      return func.emitOpError("grad_clip needs gradients on each of the ")
+             << numStages << " pipeline stages, found them on "
+             << gradsOf.size() << (gradsOf.count(-1) ? " (one unstaged)" : "");
+    for (auto &[stage, grads] : gradsOf) {
+      FailureOr<Value> norm = buildGradNormSq(func, grads, stageAxis, builder);
+      if (failed(norm))
+        return failure();
+      norms[stage] = {*norm, norm->getDefiningOp()};
+    }
     maxNorm = hp.gradClip;
-    normTail = gradNormSq.getDefiningOp();
   }
 
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
@@ -237,10 +271,14 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     // waits for the global norm, which every gradient feeds.
     OpBuilder::InsertionGuard guard(builder);
     Operation *last = lastOf(value, param, returnOp);
-    bool atNorm = gradNormSq && (!last || last == normTail ||
-                                 last->isBeforeInBlock(normTail));
+    StageNorm *norm = nullptr;
+    if (maxNorm)
+      norm = &norms.at(stageOf(name));
+    Value gradNormSq = norm ? norm->normSq : Value();
+    bool atNorm = norm && (!last || last == norm->tail ||
+                           last->isBeforeInBlock(norm->tail));
     if (atNorm)
-      last = normTail;
+      last = norm->tail;
     if (last)
       builder.setInsertionPointAfter(last);
     else
@@ -252,7 +290,7 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
         gradNormSq, hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weightDecay, maxNorm);
     // The updates after the norm keep the parameters' order.
     if (atNorm)
-      normTail = adamw;
+      norm->tail = adamw;
     results.append({adamw.getNewParam(), adamw.getNewM(), adamw.getNewV()});
     resultAttrs.append({outputAttrs(("param:" + name).str(), paramArg),
                         outputAttrs(("m:" + name).str(), mArg),
@@ -262,9 +300,10 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
       resultAttrs.push_back(outputAttrs(("master:" + name).str(), masterArg));
     }
   }
-  if (gradNormSq) {
-    // The runtime prints its square root, the pre-clip global norm.
-    results.push_back(gradNormSq);
+  if (!norms.empty()) {
+    // The runtime prints its square root, the pre-clip global norm (every
+    // stage has it; the last stage's goes out, beside the loss).
+    results.push_back(norms.rbegin()->second.normSq);
     resultAttrs.push_back(outputAttrs("grad_norm_sq", std::nullopt));
   }
   setResults(func, results, resultAttrs);

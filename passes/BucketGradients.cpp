@@ -2,6 +2,7 @@
 
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
+#include "passes/ParameterStages.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -44,24 +45,6 @@ bool isBucketable(AllReduceOp op) {
                       }) &&
          op.getReduce() == "sum" && readyAfter(op.getX()) &&
          op.getX().hasOneUse();
-}
-
-/// The pipeline stage of each parameter (the stage of the forward ops that
-/// read it), by name; empty without stages. Made once per function: a
-/// bucket holds one stage's gradients, as each stage runs on its own ranks.
-llvm::StringMap<int64_t> parameterStages(func::FuncOp func) {
-  llvm::StringMap<int64_t> stages;
-  for (BlockArgument arg : func.getArguments()) {
-    StringRef name = getArgString(func, arg.getArgNumber(), kParamAttr);
-    if (name.empty())
-      continue;
-    for (Operation *user : arg.getUsers())
-      if (auto stage = user->getAttrOfType<IntegerAttr>(kStageAttr)) {
-        stages.try_emplace(name, stage.getInt());
-        break;
-      }
-  }
-  return stages;
 }
 
 /// The stage of the parameter whose gradient `sync` returns, or -1.

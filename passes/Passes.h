@@ -46,9 +46,13 @@ struct PipelineOptions {
 };
 
 /// Sets the layout of one of the original's mode names (ddp, tp, tp_sp,
-/// tp_sp_async, tp_vp, tp_sp_async_vp, cp, tp_cp; dense), with `size` ranks
-/// on the mode's axis (tp for tp_cp, whose cp is 2 until set). Returns
-/// false for an unknown name.
+/// tp_sp_async, tp_vp, tp_sp_async_vp, cp, tp_cp, pp, tp_pp, pp_cp,
+/// tp_cp_pp, config; dense), with `size` ranks on the mode's first axis: dp
+/// for ddp, cp for cp, pp for pp and pp_cp, tp for every tp_ mode. The
+/// other axes a mode names get 2 ranks (cp of tp_cp, pp_cp and tp_cp_pp;
+/// pp of tp_pp and tp_cp_pp), which the caller may then change; config
+/// sets nothing (every size from its flag). Returns false for an unknown
+/// name.
 bool applyModePreset(llvm::StringRef mode, int64_t size,
                      PipelineOptions &options);
 

@@ -259,6 +259,21 @@ void Scheduler::reorder() {
     }
     last = op;
   }
+  // A collective over the pipeline axis (clipping's norm, summed over the
+  // stages) shares the axis' ranks with the stage's sends and recvs: on
+  // NCCL ranks must issue the calls of a group in one order, so each stage
+  // issues it after all of its transfers (it follows its last gradient
+  // anyway; this makes the order not depend on the keys' ties).
+  for (Operation *op : ops) {
+    auto reduce = dyn_cast<AllReduceOp>(op);
+    if (!reduce || !llvm::is_contained(splitAxes(reduce.getAxis()), axis))
+      continue;
+    for (Operation *transfer : ops)
+      if (isa<SendOp, RecvOp>(transfer) && stageOf(transfer) == stageOf(op)) {
+        usersOf[indexOf[transfer]].push_back(op);
+        ++pending[op];
+      }
+  }
   using Entry = std::pair<int64_t, int64_t>; // (key, program index)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> ready;
   for (Operation *op : ops)
@@ -308,7 +323,7 @@ struct PipelineSchedulePass
     if ((schedule == "interleaved") != (chunks > 1)) {
       emitError(module.getLoc(), "the interleaved schedule and only it takes "
                                  "2 or more chunks a stage, got ")
-          << chunks << " for " << schedule;
+          << static_cast<int64_t>(chunks) << " for " << schedule;
       return signalPassFailure();
     }
     for (auto func : module.getOps<func::FuncOp>())

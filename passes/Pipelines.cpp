@@ -21,24 +21,30 @@ bool sharc::applyModePreset(StringRef mode, int64_t size,
     options.cpSize = size;
     return true;
   }
-  // pp: `size` pipeline stages; tp_pp: `size` tensor-parallel ranks, the
-  // stages set apart (at least 2).
-  if (mode == "pp") {
+  // pp: `size` pipeline stages; pp_cp: `size` stages, each sequence split
+  // over 2 cp ranks until --cp says otherwise.
+  if (mode == "pp" || mode == "pp_cp") {
     options.ppSize = size;
+    if (mode == "pp_cp")
+      options.cpSize = 2;
     return true;
   }
-  if (mode == "tp_pp") {
-    options.tpSize = size;
-    options.ppSize = std::max<int64_t>(options.ppSize, 2);
+  // config: the original's "configured parallelism", every size from its
+  // own flag (tp, cp and pp where > 1); nothing comes from `size`.
+  if (mode == "config")
     return true;
-  }
   if (!mode.starts_with("tp"))
     return false;
+  // The tp_ modes take `size` tensor-parallel ranks; the other axes they
+  // name start at 2 (the flags that follow may change them).
   options.tpSize = size;
   if (mode == "tp")
     return true;
-  if (mode == "tp_cp") {
-    options.cpSize = 2;
+  if (mode == "tp_cp" || mode == "tp_pp" || mode == "tp_cp_pp") {
+    if (mode != "tp_pp")
+      options.cpSize = 2;
+    if (mode != "tp_cp")
+      options.ppSize = 2;
     return true;
   }
   if (mode == "tp_sp") {
@@ -60,7 +66,7 @@ bool sharc::applyModePreset(StringRef mode, int64_t size,
 
 StringRef sharc::modePresetNames() {
   return "dense, ddp, tp, tp_sp, tp_sp_async, tp_vp, tp_sp_async_vp, cp, "
-         "tp_cp, pp, tp_pp";
+         "tp_cp, pp, tp_pp, pp_cp, tp_cp_pp, config";
 }
 
 void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {

@@ -6,8 +6,9 @@
 // checked against the host: the norm of its kept gradients and an AdamW
 // update computed from them. Every layout then has to find the dense norm,
 // counting each parameter once whether it is sharded or replicated, and
-// train like dense (also on a mesh with a cp axis, with fused projections
-// and with microbatches). The run file's eps is near the clipped
+// train like dense (also on a mesh with a cp axis, with fused projections,
+// with microbatches, and on pipeline stages, where each stage's share of
+// the norm is summed over the stages). The run file's eps is near the clipped
 // gradients' size, so that a wrong factor moves the parameters (Adam alone
 // would hide it).
 //
@@ -156,6 +157,19 @@ void requireClipParity(const plan::Plan &layoutPlan,
   }
 }
 
+/// `layout` (the pipeline and context axes set directly) against dense.
+void requireClipParity(const std::string &model,
+                       const PipelineOptions &layout) {
+  INFO(model << ": dp " << layout.dpSize << " pp " << layout.ppSize << " ("
+             << layout.ppSchedule << ") cp " << layout.cpSize << " ("
+             << layout.cpComm << ") tp " << layout.tpSize);
+  plan::Plan plan = compilePlan(model, layout, false, kRunFile);
+  REQUIRE(plan.worldSize() ==
+          layout.dpSize * layout.ppSize * layout.cpSize * layout.tpSize);
+  requireClipParity(plan,
+                    compilePlan(model, PipelineOptions{}, false, kRunFile));
+}
+
 void requireClipParity(const std::string &model, const std::string &mode,
                        int64_t size, int64_t extraDp = 1, int64_t cpSize = 1) {
   PipelineOptions layout;
@@ -190,6 +204,52 @@ TEST_CASE("a dp2 x cp2 x tp2 mesh clips like dense", "[numerics][clip]") {
                     /*cpSize=*/2);
 }
 
+TEST_CASE("pp=2 alone, with dp=2 and with tp=2 clips like dense",
+          "[numerics][clip][pipeline]") {
+  // Each stage sums its own parameters' squares (pp adds no replica: the
+  // stages hold different parameters) and one all_reduce over pp adds the
+  // stages' sums; every stage's ranks run it and clip by the same norm.
+  for (const char *schedule : {"gpipe", "1f1b"}) {
+    PipelineOptions layout;
+    REQUIRE(applyModePreset("pp", 2, layout));
+    layout.ppSchedule = schedule;
+    requireClipParity("tiny.yaml", layout);
+    layout.dpSize = 2;
+    requireClipParity("tiny.yaml", layout);
+  }
+  // tp's shards counted once, its replicated norms 1/2 on each tp rank.
+  for (const char *mode : {"tp_pp", "tp_cp_pp"}) {
+    PipelineOptions layout;
+    REQUIRE(applyModePreset(mode, 2, layout));
+    layout.sequenceParallel = true;
+    layout.cpComm = "all_gather"; // tiny's one KV head a tp rank
+    requireClipParity("tiny.yaml", layout);
+  }
+}
+
+TEST_CASE("pp=2 x cp=2 with each exchange clips like dense",
+          "[numerics][clip][pipeline][cp]") {
+  for (const char *exchange : {"a2a", "all_gather"}) {
+    PipelineOptions layout;
+    REQUIRE(applyModePreset("pp_cp", 2, layout));
+    layout.cpComm = exchange;
+    requireClipParity("tiny.yaml", layout);
+  }
+}
+
+TEST_CASE("a tied embedding under pp counts once in the norm",
+          "[numerics][clip][pipeline]") {
+  // It lives on the first stage, and the last stage's LM-head gradient is
+  // summed into it there: no second copy to count on the last stage.
+  PipelineOptions layout;
+  REQUIRE(applyModePreset("pp", 2, layout));
+  requireClipParity("tiny-tied.yaml", layout);
+  REQUIRE(applyModePreset("tp_pp", 2, layout));
+  layout.vocabParallel = true;
+  layout.ppSchedule = "1f1b";
+  requireClipParity("tiny-tied.yaml", layout);
+}
+
 TEST_CASE("fused projections and microbatches clip like dense",
           "[numerics][clip]") {
   // A fused weight's gradient is its parameters' rows: each counted once.
@@ -211,8 +271,16 @@ TEST_CASE("fused projections and microbatches clip like dense",
                          "num_microbatches: 2, optimizer: {lr: 1.0e-3, "
                          "eps: 1.0e-4, grad_clip: 0.1}}\n";
   plan::Plan microbatched = compilePlanFile(path, PipelineOptions{});
+  // And on two 1F1B stages: the stages clip by the norm of the step's sum.
+  PipelineOptions piped;
+  REQUIRE(applyModePreset("pp", 2, piped));
+  piped.ppSchedule = "1f1b";
+  plan::Plan pipelined = compilePlanFile(path, piped);
   std::filesystem::remove(path);
   REQUIRE(microbatched.batchSize == 2);
-  requireClipParity(microbatched, compilePlan("tiny.yaml", PipelineOptions{},
-                                              false, kRunFile));
+  plan::Plan dense =
+      compilePlan("tiny.yaml", PipelineOptions{}, false, kRunFile);
+  requireClipParity(microbatched, dense);
+  REQUIRE(pipelined.axisSize(plan::kStageAxis) == 2);
+  requireClipParity(pipelined, dense);
 }

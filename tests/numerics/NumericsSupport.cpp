@@ -71,6 +71,41 @@ plan::Plan testing::compilePlan(const std::string &modelFile,
   return compileWith(options);
 }
 
+plan::Plan testing::compileEdited(
+    const std::string &modelFile,
+    const std::vector<std::pair<std::string, std::string>> &edits,
+    const PipelineOptions &pipeline, bool emitLogits,
+    const std::string &runFile) {
+  std::ifstream in(modelPath(modelFile));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  for (const auto &[from, to] : edits) {
+    size_t at = yaml.find(from);
+    INFO(modelFile << " has no '" << from << "'");
+    REQUIRE(at != std::string::npos);
+    yaml.replace(at, from.size(), to);
+  }
+  static int numEdited = 0;
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("sharc-edited-" + std::to_string(getpid()) + "-" +
+                       std::to_string(numEdited++) + ".yaml"))
+                         .string();
+  std::ofstream(path) << yaml;
+  CompileOptions options;
+  options.modelPath = path;
+  if (!runFile.empty())
+    options.runPath = modelPath(runFile);
+  options.pipeline = pipeline;
+  options.emitLogits = emitLogits;
+  // Removed before a failing compile ends the test.
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove(path); }
+  } remove{path};
+  return compileWith(options);
+}
+
 plan::Plan testing::compileTinyBatch(int64_t batch, int64_t count,
                                      const PipelineOptions &pipeline) {
   std::ifstream in(modelPath("tiny.yaml"));

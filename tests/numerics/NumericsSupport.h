@@ -1,5 +1,6 @@
 //===- NumericsSupport.h - numerics test helpers ----------------*- C++ -*-===//
-// defines: compilePlan, compileTinyBatch, makeRuntime, maxAbsError, maxAbs,
+// defines: compilePlan, compileEdited, compileTinyBatch, makeRuntime,
+// maxAbsError, maxAbs,
 //          relativeL2, fixturePath, valuesOf, compareTensors, TrainedRun,
 //          trainOnRandomTokens
 //
@@ -13,6 +14,7 @@
 #include "tools/sharc/CompileDriver.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sharc::testing {
@@ -32,6 +34,15 @@ plan::Plan compilePlanFile(const std::string &path,
 plan::Plan compilePlan(const std::string &modelFile,
                        const PipelineOptions &pipeline, bool emitLogits,
                        const std::string &runFile = "");
+
+/// Compiles `models/<modelFile>` with the first occurrence of each edit's
+/// first text replaced by its second (each must occur), through a
+/// temporary file: how tests vary one model's layers, batch and ties.
+plan::Plan
+compileEdited(const std::string &modelFile,
+              const std::vector<std::pair<std::string, std::string>> &edits,
+              const PipelineOptions &pipeline, bool emitLogits = false,
+              const std::string &runFile = "");
 
 /// models/tiny.yaml with a step of `batch` sequences in `count`
 /// microbatches of batch/count (sharc-microbatch when count > 1).

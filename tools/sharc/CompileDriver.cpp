@@ -42,6 +42,9 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options,
       frontend::readConfigFile(options.modelPath, options.runPath);
   if (!config.ok())
     return CompileError{2, config.error->format()};
+  if (options.numMicrobatches)
+    config.config->run.numMicrobatches = {*options.numMicrobatches,
+                                          {"--microbatches", 0, 0}};
 
   context.loadDialect<SharcDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module =

@@ -24,6 +24,10 @@ struct CompileOptions {
   std::string modelPath, runPath;
   std::string mode = "dense"; ///< recorded in the plan
   PipelineOptions pipeline;
+  /// `--microbatches M`: the step's num_microbatches, over what the model
+  /// and run files say (micro_batch_size stays); errors about it point at
+  /// the flag.
+  std::optional<int64_t> numMicrobatches;
   bool emitLogits = false;
   /// "", "after-all" (IR after the builder and every pass) or "final".
   std::string dumpIr;

@@ -44,7 +44,7 @@ struct CompileFlags {
   std::string dumpIr; ///< "", "after-all" or "final"
   std::string mode = "dense";
   std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize, ppChunks;
-  std::optional<int64_t> cpSize;
+  std::optional<int64_t> cpSize, numMicrobatches;
   std::string cpComm, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
@@ -64,9 +64,20 @@ void printUsage(FILE *out) {
   std::fprintf(out,
                "usage: sharc compile MODEL.yaml [--run RUN.yaml] [-o PLAN]\n"
                "         [--mode dense|ddp|tp|tp_sp|tp_sp_async|tp_vp|"
-               "tp_sp_async_vp|cp|tp_cp|pp|tp_pp]\n"
+               "tp_sp_async_vp|cp|tp_cp|pp|tp_pp|\n"
+               "                 pp_cp|tp_cp_pp|config]  (the mode's first "
+               "axis takes its flag's\n"
+               "          size, 2 unless given: dp for ddp, cp for cp, pp "
+               "for pp and pp_cp,\n"
+               "          tp for the tp_ modes; its other axes are 2 unless "
+               "--cp/--pp say;\n"
+               "          config takes every size from its flag)\n"
                "         [--dp N] [--tp N] [--pp N] "
-               "[--pp-schedule gpipe|1f1b|interleaved] [--pp-chunks V]\n"
+               "[--pp-schedule gpipe|1f1b|interleaved]\n"
+               "         [--pp-chunks V | --virtual-stages V (model chunks a "
+               "stage, interleaved)]\n"
+               "         [--microbatches M (num_microbatches; overrides the "
+               "run file)]\n"
                "         [--pp-balance cost|layers] [--sp] [--vp] "
                "[--recompute none|sp-allgather]\n"
                "         [--cp N (context parallel: the sequence split over N "
@@ -142,6 +153,7 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.recompute = *v;
     } else if (arg == "--dp" || arg == "--tp" || arg == "--cp" ||
                arg == "--pp" || arg == "--pp-chunks" ||
+               arg == "--virtual-stages" || arg == "--microbatches" ||
                arg == "--bucket-bytes") {
       std::optional<std::string> v = value(arg.c_str());
       char *end = nullptr;
@@ -149,12 +161,14 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       long long limit = arg == "--bucket-bytes" ? (1LL << 40) : 4096;
       if (!v || v->empty() || *end != '\0' || size < 1 || size > limit)
         return usageError(arg + " needs a positive integer");
-      (arg == "--dp"          ? flags.dpSize
-       : arg == "--tp"        ? flags.tpSize
-       : arg == "--cp"        ? flags.cpSize
-       : arg == "--pp"        ? flags.ppSize
-       : arg == "--pp-chunks" ? flags.ppChunks
-                              : flags.bucketBytes) = size;
+      // --virtual-stages is the original's name for --pp-chunks.
+      (arg == "--dp"                                       ? flags.dpSize
+       : arg == "--tp"                                     ? flags.tpSize
+       : arg == "--cp"                                     ? flags.cpSize
+       : arg == "--pp"                                     ? flags.ppSize
+       : arg == "--pp-chunks" || arg == "--virtual-stages" ? flags.ppChunks
+       : arg == "--microbatches" ? flags.numMicrobatches
+                                 : flags.bucketBytes) = size;
     } else if (arg == "--sp") {
       flags.sequenceParallel = true;
     } else if (arg == "--vp") {
@@ -222,9 +236,14 @@ void printDiagnostic(Diagnostic &diag) {
   else if (diag.getSeverity() == DiagnosticSeverity::Remark)
     severity = "remark";
   std::string where;
+  // Line 0 names no line: a whole file, or a flag that overrode a key
+  // (--microbatches).
   if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
-    where = loc.getFilename().str() + ":" + std::to_string(loc.getLine()) +
-            ":" + std::to_string(loc.getColumn()) + ": ";
+    where = loc.getFilename().str() +
+            (loc.getLine() == 0 ? ""
+                                : ":" + std::to_string(loc.getLine()) + ":" +
+                                      std::to_string(loc.getColumn())) +
+            ": ";
   std::fprintf(stderr, "sharc: %s: %s%s\n", severity, where.c_str(),
                diag.str().c_str());
   for (Diagnostic &note : diag.getNotes())
@@ -264,12 +283,14 @@ int compile(const CompileFlags &flags) {
   options.runPath = flags.runPath;
   options.emitLogits = flags.emitLogits;
   sharc::PipelineOptions &pipeline = options.pipeline;
+  options.numMicrobatches = flags.numMicrobatches;
+  // The mode's first axis takes its flag's size (2 unless given); the
+  // flags below then set every size given, the preset's other axes too.
+  bool ppFirst = flags.mode == "pp" || flags.mode == "pp_cp";
   int64_t presetSize = flags.mode == "ddp"  ? flags.dpSize.value_or(2)
                        : flags.mode == "cp" ? flags.cpSize.value_or(2)
-                       : flags.mode == "pp" ? flags.ppSize.value_or(2)
+                       : ppFirst            ? flags.ppSize.value_or(2)
                                             : flags.tpSize.value_or(2);
-  if (flags.mode == "tp_pp")
-    pipeline.ppSize = flags.ppSize.value_or(2);
   if (!sharc::applyModePreset(flags.mode, presetSize, pipeline))
     return usageError("unknown mode '" + flags.mode + "' (expected one of " +
                       sharc::modePresetNames().str() + ")");
@@ -304,8 +325,8 @@ int compile(const CompileFlags &flags) {
     pipeline.ppChunks = flags.ppChunks.value_or(2);
   if (flags.ppChunks &&
       (pipeline.ppSchedule != "interleaved" || *flags.ppChunks < 2))
-    return usageError("--pp-chunks V takes V >= 2 with --pp-schedule "
-                      "interleaved");
+    return usageError("--pp-chunks (--virtual-stages) V takes V >= 2 with "
+                      "--pp-schedule interleaved");
   if (!flags.ppBalance.empty()) {
     if (flags.ppBalance != "cost" && flags.ppBalance != "layers")
       return usageError("unknown pipeline balance '" + flags.ppBalance +

@@ -66,3 +66,24 @@
 // RUN:   --sharc-pipeline-partition --sharc-pipeline-partition 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=TWICE
 // TWICE: error: the program is already partitioned into pipeline stages (its ops carry sharc.stage)
+
+// Clipping (sharc-adamw on staged ops): each stage sums its own gradients'
+// squares (pp adds no replica), its all_reduce over pp comes after the
+// stage's last send or recv (here stage 1's backward send, which the sum
+// does not wait for), and the stage's updates read that stage's norm.
+// RUN: sed 's/module attributes {sharc.model = {/module attributes {sharc.optimizer = {grad_clip = 1.0 : f64}, sharc.model = {/' \
+// RUN:   %S/Inputs/two-layers.mlir \
+// RUN:   | sharc-opt --sharc-declare-axis="name=pp size=2" --sharc-pipeline-partition \
+// RUN:     --sharc-autodiff --sharc-microbatch --sharc-adamw \
+// RUN:     --sharc-pipeline-schedule=schedule=gpipe \
+// RUN:   | FileCheck %s --check-prefix=CLIP
+// CLIP-LABEL: func.func @train_step
+// CLIP: %[[S1:.*]] = sharc.sum_squares {{.*}}replicas = array<i64: 1, 1, 1>, sharc.stage = 1
+// CLIP: sharc.send {{.*}}peer = 0 : i64, sharc.stage = 1
+// CLIP-NEXT: %[[N1:.*]] = sharc.all_reduce %[[S1]] {axis = "pp", sharc.stage = 1
+// CLIP-COUNT-3: sharc.adamw {{.*}}, %[[N1]] {beta1
+// CLIP: sharc.recv {axis = "pp", peer = 1 : i64, sharc.stage = 0
+// CLIP: %[[S0:.*]] = sharc.sum_squares {{.*}}replicas = array<i64: 1, 1, 1>, sharc.stage = 0
+// CLIP-NEXT: %[[N0:.*]] = sharc.all_reduce %[[S0]] {axis = "pp", sharc.stage = 0
+// CLIP-COUNT-3: sharc.adamw {{.*}}, %[[N0]] {beta1
+// CLIP: return {{.*}}, %[[N1]] :
