@@ -18,11 +18,14 @@
 //   q[i,h]
 // All sums in fp32; dq, dk, dv are overwritten.
 // Context parallelism's K/V all-gather: q holds seqLen queries at global
-// positions queryStart + i, k and v hold kvSeqLen keys at positions 0..; the
-// mask above reads j <= queryStart + i. kvSeqLen 0 means seqLen (and
-// queryStart is then 0: plain causal attention).
+// positions queries().at(i) (queryStart + i; under the balanced split, rows
+// from querySecondRow on at querySecondStart + i - querySecondRow: two runs,
+// kernels/SequencePositions.h), k and v hold kvSeqLen keys at positions
+// 0..; the mask above reads j <= queries().at(i). kvSeqLen 0 means seqLen
+// (and the positions are then 0..: plain causal attention).
 #pragma once
 
+#include "kernels/SequencePositions.h"
 #include "kernels/TensorView.h"
 #include "planner/plan/Status.h"
 
@@ -34,7 +37,11 @@ struct AttentionArgs {
   float *lse = nullptr; ///< [batch, numHeads, seqLen]
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
   int64_t kvSeqLen = 0, queryStart = 0; ///< see above
+  int64_t querySecondRow = 0, querySecondStart = 0;
   int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
+  RowPositions queries() const {
+    return {queryStart, querySecondRow, querySecondStart};
+  }
 };
 
 struct AttentionGradArgs {
@@ -43,7 +50,11 @@ struct AttentionGradArgs {
   TensorView dq, dk, dv;
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
   int64_t kvSeqLen = 0, queryStart = 0; ///< see above
+  int64_t querySecondRow = 0, querySecondStart = 0;
   int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
+  RowPositions queries() const {
+    return {queryStart, querySecondRow, querySecondStart};
+  }
 };
 
 namespace cpu {

@@ -45,7 +45,7 @@ struct CompileFlags {
   std::string mode = "dense";
   std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize, ppChunks;
   std::optional<int64_t> cpSize, numMicrobatches;
-  std::string cpComm, ppSchedule, ppBalance;
+  std::string cpComm, cpSplit, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
   bool emitLogits = false;
@@ -85,6 +85,9 @@ void printUsage(FILE *out) {
                "         [--cp-comm a2a|all_gather (attention's exchange: "
                "Ulysses all_to_all,\n"
                "          or K/V all-gathered; default a2a)]\n"
+               "         [--cp-split balanced|contiguous (rank r holds chunks "
+               "r and 2N-1-r of 2N,\n"
+               "          even causal work; or block r; default balanced)]\n"
                "         [--bucket-bytes N (data-parallel gradient buckets, "
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
@@ -126,8 +129,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
     };
     if (arg == "-o" || arg == "--run" || arg == "--mode" ||
         arg == "--recompute" || arg == "--machine" || arg == "--trace-sim" ||
-        arg == "--schedule" || arg == "--cp-comm" || arg == "--pp-schedule" ||
-        arg == "--pp-balance") {
+        arg == "--schedule" || arg == "--cp-comm" || arg == "--cp-split" ||
+        arg == "--pp-schedule" || arg == "--pp-balance") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
@@ -149,6 +152,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.traceSimPath = *v;
       else if (arg == "--cp-comm")
         flags.cpComm = *v;
+      else if (arg == "--cp-split")
+        flags.cpSplit = *v;
       else
         flags.recompute = *v;
     } else if (arg == "--dp" || arg == "--tp" || arg == "--cp" ||
@@ -310,6 +315,15 @@ int compile(const CompileFlags &flags) {
       return usageError("--cp-comm picks context parallelism's exchange; it "
                         "needs --cp N, N > 1");
     pipeline.cpComm = flags.cpComm;
+  }
+  if (!flags.cpSplit.empty()) {
+    if (flags.cpSplit != "balanced" && flags.cpSplit != "contiguous")
+      return usageError("unknown cp split '" + flags.cpSplit +
+                        "' (expected balanced or contiguous)");
+    if (pipeline.cpSize == 1)
+      return usageError("--cp-split picks how context parallelism splits the "
+                        "sequence; it needs --cp N, N > 1");
+    pipeline.cpSplit = flags.cpSplit;
   }
   if (flags.ppSize)
     pipeline.ppSize = *flags.ppSize;
