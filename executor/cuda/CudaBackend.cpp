@@ -2,6 +2,7 @@
 
 #include "executor/cuda/CudaBackend.h"
 
+#include "executor/TransferOrder.h"
 #include "executor/cuda/NcclCommunicator.h"
 #include "executor/cuda/SharedGpuCommunicator.h"
 #include "executor/cuda/StepGraph.h"
@@ -145,6 +146,9 @@ public:
       : plan_(plan), options_(options) {}
 
   Status setUp() {
+    // NCCL (and the shared GPUs' communicator, which pairs as NCCL does)
+    // matches transfers in order, not by tag.
+    SHARC_TRY(checkTransfersPairInOrder(plan_));
     if (options_.shareGpus)
       return setUpShared();
     // Under mpirun the node's processes take consecutive blocks of GPUs.

@@ -95,8 +95,11 @@ for dtype in f32 bf16; do
     pp=(--run "$here/pp-bf16.run.yaml")
   fi
   for comm in a2a all_gather; do
-    "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 2 \
-      --cp-comm $comm -o "$out/small-$dtype-cp-$comm.plan"
+    for split in balanced contiguous; do
+      "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 2 \
+        --cp-comm $comm --cp-split $split \
+        -o "$out/small-$dtype-cp-$comm-$split.plan"
+    done
   done
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode tp_cp --tp 2 \
     --cp 2 --cp-comm all_gather --sp -o "$out/small-$dtype-tp_cp.plan"

@@ -3,6 +3,7 @@
 #include "executor/EventBoard.h"
 #include "executor/Runtime.h"
 #include "executor/StreamOrder.h"
+#include "executor/TransferOrder.h"
 
 #include "TestPlans.h"
 
@@ -406,4 +407,51 @@ TEST_CASE("checking mode names the first instruction whose output goes "
   auto stats = unchecked->step();
   REQUIRE(stats);
   CHECK_FALSE(std::isfinite(stats->loss));
+}
+
+namespace {
+
+/// A send or recv of one stage to another over pp, on stream 1.
+plan::Instruction transfer(const char *op, int64_t stage, int64_t peer,
+                           int64_t tag) {
+  plan::Instruction instr;
+  instr.op = op;
+  instr.stream = 1;
+  instr.stage = stage;
+  instr.attrs["axis"] = std::string("pp");
+  instr.attrs["peer"] = peer;
+  instr.attrs["tag"] = tag;
+  return instr;
+}
+
+} // namespace
+
+TEST_CASE("transfers must pair in order where NCCL matches them", "[streams]") {
+  plan::Plan plan;
+  // Stage 0 sends tags 0 then 1 to stage 1, which receives them in that
+  // order, and sends tag 2 back.
+  plan.instructions = {transfer("send", 0, 1, 0), transfer("send", 0, 1, 1),
+                       transfer("recv", 0, 1, 2), transfer("recv", 1, 0, 0),
+                       transfer("recv", 1, 0, 1), transfer("send", 1, 0, 2)};
+  REQUIRE(exec::checkTransfersPairInOrder(plan));
+
+  SECTION("a receiver listing tags out of the sender's order is refused") {
+    std::swap(plan.instructions[3], plan.instructions[4]);
+    Status status = exec::checkTransfersPairInOrder(plan);
+    REQUIRE_FALSE(status);
+    CHECK_THAT(status.message(),
+               Catch::Contains("from stage 0 to stage 1 on stream 1 do not "
+                               "pair in order: the 1st send has tag 0, the "
+                               "1st recv tag 1"));
+  }
+  SECTION("a send without its recv is refused") {
+    plan.instructions.erase(plan.instructions.begin() + 4);
+    Status status = exec::checkTransfersPairInOrder(plan);
+    REQUIRE_FALSE(status);
+    CHECK_THAT(status.message(), Catch::Contains("2 sends but 1 recvs"));
+  }
+  SECTION("the same tags on different streams are different links") {
+    plan.instructions[4].stream = 0;
+    REQUIRE_FALSE(exec::checkTransfersPairInOrder(plan));
+  }
 }
