@@ -48,6 +48,13 @@ public:
 private:
   bool isLeaf(Operation *op) const;
   LogicalResult assignStages();
+  /// Interleaved: each link's sends and recvs chained in the order of the
+  /// sends' keys, so NCCL's in-order matching pairs them.
+  void chainLinksInSendOrder(ArrayRef<Operation *> ops,
+                             llvm::DenseMap<Operation *, int64_t> &keyOf,
+                             llvm::DenseMap<Operation *, int64_t> &indexOf,
+                             SmallVectorImpl<SmallVector<Operation *>> &usersOf,
+                             llvm::DenseMap<Operation *, int64_t> &pending);
   void cloneLeaves();
   void splitTransfers();
   void reorder();
@@ -197,6 +204,37 @@ void Scheduler::splitTransfers() {
   }
 }
 
+void Scheduler::chainLinksInSendOrder(
+    ArrayRef<Operation *> ops, llvm::DenseMap<Operation *, int64_t> &keyOf,
+    llvm::DenseMap<Operation *, int64_t> &indexOf,
+    SmallVectorImpl<SmallVector<Operation *>> &usersOf,
+    llvm::DenseMap<Operation *, int64_t> &pending) {
+  llvm::DenseMap<int64_t, RecvOp> recvOfTag;
+  for (Operation *op : ops)
+    if (auto recv = dyn_cast<RecvOp>(op))
+      recvOfTag[recv.getTag()] = recv;
+  // (from, to) -> (send's key, tag, send, recv), sorted per link.
+  std::map<std::pair<int64_t, int64_t>,
+           std::vector<std::tuple<int64_t, int64_t, Operation *, Operation *>>>
+      links;
+  for (Operation *op : ops)
+    if (auto send = dyn_cast<SendOp>(op))
+      if (RecvOp recv = recvOfTag.lookup(send.getTag()))
+        links[{stageOf(send), send.getPeer()}].push_back(
+            {keyOf[send], send.getTag(), send, recv});
+  auto chain = [&](Operation *before, Operation *after) {
+    usersOf[indexOf[before]].push_back(after);
+    ++pending[after];
+  };
+  for (auto &[link, pairs] : links) {
+    llvm::sort(pairs);
+    for (size_t i = 1; i < pairs.size(); ++i) {
+      chain(std::get<2>(pairs[i - 1]), std::get<2>(pairs[i]));
+      chain(std::get<3>(pairs[i - 1]), std::get<3>(pairs[i]));
+    }
+  }
+}
+
 void Scheduler::reorder() {
   Block &body = func.getBody().front();
   SmallVector<Operation *> ops;
@@ -240,8 +278,11 @@ void Scheduler::reorder() {
   // between two stages, both keep program order (the same on both sides,
   // as each pair was made from one transfer), however the schedule
   // interleaves them with compute. Interleaving reorders microbatches
-  // across chunks against program order: its transfers are matched by tag
-  // only (the cpu's communicator), each recv where its step needs it.
+  // across chunks against program order, so there each link's pairs go in
+  // the order their sends' steps come on the sending stage (ties by tag),
+  // chained so on both sides.
+  if (schedule == "interleaved")
+    chainLinksInSendOrder(ops, keyOf, indexOf, usersOf, pending);
   std::map<std::tuple<StringRef, int64_t, int64_t>, Operation *> lastOnLink;
   for (Operation *op : ops) {
     if (schedule == "interleaved")

@@ -108,6 +108,12 @@ for dtype in f32 bf16; do
     "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --mode pp --pp 2 \
       --pp-schedule $schedule -o "$out/small-$dtype-pp-$schedule.plan"
   done
+  # Interleaved: 2 chunks a stage need 4 layers.
+  sed 's/num_hidden_layers: 2/num_hidden_layers: 4/' "$here/small.yaml" \
+    >"$out/small-4-layers.yaml"
+  "$sharc" compile "$out/small-4-layers.yaml" "${pp[@]}" --keep-grads --mode pp \
+    --pp 2 --pp-schedule interleaved --pp-chunks 2 \
+    -o "$out/small-$dtype-pp-interleaved.plan"
   "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --mode tp_pp --tp 2 \
     --pp 2 --pp-schedule 1f1b -o "$out/small-$dtype-tp_pp.plan"
   "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --pp 2 --cp 2 \

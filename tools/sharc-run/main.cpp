@@ -19,6 +19,7 @@
 #include "executor/Metrics.h"
 #include "executor/Processes.h"
 #include "executor/Runtime.h"
+#include "executor/TransferOrder.h"
 #include "executor/Validation.h"
 #include "planner/MemoryReport.h"
 #include "planner/plan/DeviceWorkspace.h"
@@ -404,12 +405,19 @@ int run(const Options &options, bool stepsGiven,
   auto runtime = exec::Runtime::create(*plan, runOptions);
   if (!runtime)
     return fail(runtime.status().withContext(options.planPath));
-  if (options.check)
+  if (options.check) {
     std::printf("check: %zu instructions on %lld stream%s, no ordering "
                 "hazards\n",
                 plan->instructions.size(),
                 static_cast<long long>(plan->numStreams),
                 plan->numStreams == 1 ? "" : "s");
+    // What the cuda backend asks of pipeline transfers, said on any.
+    if (Status order = exec::checkTransfersPairInOrder(*plan); !order)
+      std::printf("check: not for cuda: %s\n", order.message().c_str());
+    else
+      std::printf("check: transfers pair in order on every link (as NCCL "
+                  "matches them)\n");
+  }
   exec::Runtime &rt = **runtime;
   if (!options.quiet) {
     std::printf("backend %s", rt.backendName());
