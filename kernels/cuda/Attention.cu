@@ -38,6 +38,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -77,7 +78,7 @@ template <typename T> struct ForwardParams {
 
 template <typename T> struct GradParams {
   const T *q, *k, *v, *out, *dout;
-  const float *lse;
+  const float *lse, *dlse; ///< dlse may be null (0)
   T *dq, *dk, *dv;
   Shape shape;
 };
@@ -229,6 +230,7 @@ __global__ void __launch_bounds__(kThreads)
       loadTile<kGradQueries, D, kStride>(doutTile, p.dout + at.qOffset,
                                          at.qRowStride, query0, shape);
       loadRowStats<kGradQueries>(lse2, delta, p.lse + at.lseOffset,
+                                 p.dlse ? p.dlse + at.lseOffset : nullptr,
                                  p.dout + at.qOffset, p.out + at.qOffset,
                                  at.qRowStride, query0, shape);
       __syncthreads();
@@ -284,6 +286,7 @@ __global__ void __launch_bounds__(kThreads)
   loadTile<kTileRows, D, kStride>(doutTile, p.dout + at.qOffset, at.qRowStride,
                                   query0, shape);
   loadRowStats<kTileRows>(lse2, delta, p.lse + at.lseOffset,
+                          p.dlse ? p.dlse + at.lseOffset : nullptr,
                           p.dout + at.qOffset, p.out + at.qOffset,
                           at.qRowStride, query0, shape);
   __syncthreads();
@@ -371,13 +374,14 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
     return Status::invalidInput(
         "attention: seqLen (" + std::to_string(args.seqLen) + ") and batch (" +
         std::to_string(args.batch) + ") must be non-negative");
-  // A query block (context parallelism's K/V all-gather) lies inside the
-  // keys, so every query sees key 0.
-  if (args.queryStart < 0 || args.queryStart + args.seqLen > args.keys())
+  // The kernels see one relative start: query i sees key j <= start + i.
+  // Every query must see the block's first key (the online softmax starts
+  // from it); a block past all the queries is never launched.
+  const int64_t start = args.queryStart - args.keyStart;
+  if (start < 0 || args.queryStart < 0 || args.keyStart < 0)
     return Status::invalidInput(
         "attention: a query block at " + std::to_string(args.queryStart) +
-        " of " + std::to_string(args.seqLen) + " rows does not fit in " +
-        std::to_string(args.keys()) + " keys");
+        " starts before its keys at " + std::to_string(args.keyStart));
   if (args.numHeads <= 0 || args.numKvHeads <= 0 ||
       args.numHeads % args.numKvHeads != 0)
     return Status::invalidInput("attention: numKvHeads (" +
@@ -402,7 +406,7 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
            scale,
            scale * kLog2e,
            static_cast<int>(args.keys()),
-           static_cast<int>(args.queryStart)};
+           static_cast<int>(std::min<int64_t>(start, INT32_MAX / 2))};
   return Status::ok();
 }
 
@@ -475,6 +479,7 @@ Status attentionGrad(const AttentionGradArgs &args, DeviceStream stream) {
                          static_cast<const T *>(args.out.data),
                          static_cast<const T *>(args.dout.data),
                          args.lse,
+                         args.dlse,
                          static_cast<T *>(args.dq.data),
                          static_cast<T *>(args.dk.data),
                          static_cast<T *>(args.dv.data),
