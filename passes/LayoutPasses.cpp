@@ -171,8 +171,9 @@ struct ContextParallelPass
 
   /// The original's rules (seed-system.md 3.2 and 5), each naming sizes.
   LogicalResult checkSizes(ModuleOp module, int64_t cpSize) {
-    if (exchange != "a2a" && exchange != "all_gather")
-      return module.emitError("cp exchange must be a2a or all_gather, got '")
+    if (exchange != "a2a" && exchange != "all_gather" && exchange != "ring")
+      return module.emitError(
+                 "cp exchange must be a2a, all_gather or ring, got '")
              << exchange << "'";
     ModelSizes sizes(module);
     Layout layout = readLayout(module);

@@ -27,7 +27,7 @@ struct PipelineOptions {
   /// (sharc-declare-axis), declared before the layout passes.
   std::vector<std::pair<std::string, int64_t>> extraAxes;
   /// Context parallelism: ranks on the cp axis and attention's exchange
-  /// ("a2a" or "all_gather").
+  /// ("a2a", "all_gather" or "ring").
   int64_t cpSize = 1;
   std::string cpComm = "a2a";
   bool sequenceParallel = false, vocabParallel = false;

@@ -102,14 +102,16 @@ def ContextParallel : Pass<"sharc-context-parallel", "::mlir::ModuleOp"> {
     (`position_axis`), and attention either exchanges q, k, v from sequence
     to heads and back by all_to_all (`a2a`, Ulysses) or gathers k and v
     over cp, its query block offset by its rank's position (`all_gather`;
-    the gradients come back by reduce_scatter). Checks that cp divides
+    the gradients come back by reduce_scatter), or keeps q, k and v split
+    and moves the K/V blocks rank to rank (`ring`: ring_shift,
+    attention_block and lse_merge, SharcRingOps.td). Checks that cp divides
     seq_len (cp * tp under sequence parallelism) and, for `a2a`, the heads
     and KV heads each tp rank holds, naming the sizes.
   }];
   let options = [Option<"cpSize", "cp", "int64_t", "2",
                         "context-parallel ranks">,
                  Option<"exchange", "comm", "std::string", "\"a2a\"",
-                        "attention's exchange: a2a or all_gather">];
+                        "attention's exchange: a2a, all_gather or ring">];
 }
 
 def VocabParallel : Pass<"sharc-vocab-parallel", "::mlir::ModuleOp"> {

@@ -72,6 +72,22 @@ std::optional<ContractViolation> checkSumSquares(const Plan &plan, int64_t i) {
   return std::nullopt;
 }
 
+/// ring_shift moves a block one rank along a chain of the axis' ranks.
+std::optional<ContractViolation> checkRingShift(const Plan &plan, int64_t i) {
+  const Instruction &instr = plan.instructions[i];
+  int64_t offset = instr.getInt("offset"), first = instr.getInt("first");
+  if (offset != 1 && offset != -1)
+    return atInstr(plan, i, "offset", "op schema",
+                   "offset " + std::to_string(offset) + " is not 1 or -1");
+  int64_t size = plan.axisSize(instr.getString("axis"));
+  if (first >= size)
+    return atInstr(plan, i, "first", "op schema",
+                   "first " + std::to_string(first) + " is not a rank of " +
+                       instr.getString("axis") + " (" + std::to_string(size) +
+                       ")");
+  return std::nullopt;
+}
+
 std::optional<ContractViolation> checkVocabulary(const Plan &plan, int64_t i) {
   const Instruction &instr = plan.instructions[i];
   if (instr.op == "embedding" || instr.op == "embedding_grad") {
@@ -134,6 +150,9 @@ std::optional<ContractViolation> findValueViolation(const Plan &plan) {
         return violation;
     if (plan.instructions[i].op == "sum_squares")
       if (auto violation = checkSumSquares(plan, i))
+        return violation;
+    if (plan.instructions[i].op == "ring_shift")
+      if (auto violation = checkRingShift(plan, i))
         return violation;
     if (auto violation = checkVocabulary(plan, i))
       return violation;

@@ -1,7 +1,8 @@
 //===- ContextParallelTest.cpp - context parallelism vs the dense model ---===//
 //
 // Plans with the sequence split over cp (sharc-context-parallel), with
-// either exchange of attention (Ulysses all_to_all, or K/V all-gathered),
+// each exchange of attention (Ulysses all_to_all, K/V all-gathered, or the
+// K/V blocks passed along the ring),
 // alone and with tp and dp, against the dense plan from the same weights
 // on the same tokens: loss, logits and every gradient after one step
 // within 1e-5 of the largest value (executor/Validation), the parameters
@@ -104,7 +105,7 @@ void requireBoth(const CpLayout &c) {
 
 TEST_CASE("cp=2 with each exchange matches the dense model",
           "[numerics][parity][cp]") {
-  for (const char *exchange : {"a2a", "all_gather"}) {
+  for (const char *exchange : {"a2a", "all_gather", "ring"}) {
     requireBoth({"tiny.yaml", "cp", 2, 2, 1, exchange});
     requireProductionParity({"tiny.yaml", "cp", 2, 2, 1, exchange},
                             /*scatteredLabels=*/true);
@@ -116,12 +117,13 @@ TEST_CASE("cp=4 with each exchange matches the dense model",
   // a2a needs 4 KV heads (tiny-tp4: 8/4); four blocks of 4 positions.
   requireBoth({"tiny-tp4.yaml", "cp", 4, 4, 1, "a2a"});
   requireBoth({"tiny.yaml", "cp", 4, 4, 1, "all_gather"});
+  requireBoth({"tiny.yaml", "cp", 4, 4, 1, "ring"});
 }
 
 TEST_CASE("tp=2 x cp=2 matches the dense model", "[numerics][parity][cp]") {
   // tiny-tp4: each tp rank holds 4/2 heads, which a2a splits over cp; under
   // sp the sequence is split over cp, then tp (16 / 4 positions a rank).
-  for (const char *exchange : {"a2a", "all_gather"})
+  for (const char *exchange : {"a2a", "all_gather", "ring"})
     for (const char *mode : {"tp", "tp_sp_async_vp"})
       requireBoth({"tiny-tp4.yaml", mode, 2, 2, 1, exchange});
 }
@@ -130,7 +132,7 @@ TEST_CASE("cp with fused q/k norms and rope matches the dense model",
           "[numerics][parity][cp]") {
   // sharc-fuse-norm-rope keeps rope's position_axis on the fused op, so
   // its blocks rotate by global positions too.
-  for (const char *exchange : {"a2a", "all_gather"}) {
+  for (const char *exchange : {"a2a", "all_gather", "ring"}) {
     CpLayout c{"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 1, exchange};
     PipelineOptions layout = layoutOf(c);
     layout.fuseNormRope = true;
@@ -150,8 +152,13 @@ TEST_CASE("cp with fused q/k norms and rope matches the dense model",
 
 TEST_CASE("dp=2 x cp=2 x tp=2 (8 simulated ranks) matches the dense model",
           "[numerics][parity][cp]") {
-  for (const char *exchange : {"a2a", "all_gather"})
+  for (const char *exchange : {"a2a", "all_gather", "ring"})
     requireBoth({"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 2, exchange});
+}
+
+TEST_CASE("dp=2 x cp=2 ring attention matches the dense model",
+          "[numerics][parity][cp]") {
+  requireBoth({"tiny.yaml", "cp", 2, 2, 2, "ring"});
 }
 
 TEST_CASE("microbatches under cp and dp x cp equal the dense step",
@@ -164,7 +171,7 @@ TEST_CASE("microbatches under cp and dp x cp equal the dense step",
   dense.keepGradients = true;
   TrainedRun whole =
       trainOnRandomTokens(compileTinyBatch(8, 1, dense), kSteps, 5, 13);
-  for (const char *exchange : {"a2a", "all_gather"})
+  for (const char *exchange : {"a2a", "all_gather", "ring"})
     for (int64_t dpSize : {1, 2})
       for (int64_t count : {2, 4}) {
         INFO("--cp-comm " << exchange << ", dp " << dpSize << ", " << count
