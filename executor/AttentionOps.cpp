@@ -1,9 +1,10 @@
 //===- AttentionOps.cpp - rope and attention instructions ----------------===//
 //
-// rope / rope_grad (attrs head_dim, theta, optional position_offset and
-// position_axis), rms_norm_rope / rms_norm_rope_grad (rope's attrs and
-// eps) and causal GQA attention / attention_grad (head_dim, optional
-// position_axis: q is this rank's block, k/v the whole sequence) on
+// rope / rope_grad (attrs head_dim, theta, optional position_offset,
+// position_axis and position_split), rms_norm_rope / rms_norm_rope_grad
+// (rope's attrs and eps) and causal GQA attention / attention_grad
+// (head_dim, optional position_axis and position_split: q is this rank's
+// part of the sequence, k/v the whole sequence) on
 // sequence-first [S, B, heads*head_dim] activations; kernels/Rope.h and
 // kernels/Attention.h state the math.
 //
@@ -43,6 +44,15 @@ Result<HeadSizes> headSizes(const TensorRef &x, const plan::Instruction &instr,
   return HeadSizes{x.shape()[0], x.shape()[1], x.shape()[2] / headDim, headDim};
 }
 
+/// The balanced split's two chunks are half a rank's rows each.
+Status balancedRowsEven(const kernels::RowPositions &positions,
+                        int64_t seqLen) {
+  if (positions.isOneRun() || 2 * positions.secondRow == seqLen)
+    return Status::ok();
+  return Status::invalidInput("a balanced split of " + std::to_string(seqLen) +
+                              " rows has no two equal chunks");
+}
+
 template <bool Inverse>
 Result<Launch> bindRope(const OpCall &c, const OpEnv &env) {
   const TensorRef &x = c.operands[0], &y = c.results[0];
@@ -54,10 +64,10 @@ Result<Launch> bindRope(const OpCall &c, const OpEnv &env) {
                                 " must be even for rope");
   SHARC_TRY(isFloat(y, Inverse ? "dx" : "y"));
   SHARC_TRY(sameShape(y, x, Inverse ? "dx" : "y"));
-  // position_axis (an extension): x is this rank's contiguous piece of a
-  // sequence split over that axis.
-  int64_t offset = c.instr->getInt("position_offset", 0) +
-                   env.blockStart(*c.instr, "position_axis", sizes->seqLen);
+  // position_axis (an extension): x is this rank's part of a sequence
+  // split over that axis.
+  auto positions = env.rowPositions(*c.instr, sizes->seqLen);
+  SHARC_TRY(balancedRowsEven(positions, sizes->seqLen));
   return launchKernel(env,
                       kernels::RopeArgs{.x = x.cview(),
                                         .y = y.view(),
@@ -65,7 +75,9 @@ Result<Launch> bindRope(const OpCall &c, const OpEnv &env) {
                                         .batch = sizes->batch,
                                         .numHeads = sizes->numHeads,
                                         .headDim = sizes->headDim,
-                                        .positionOffset = offset,
+                                        .positionOffset = positions.start,
+                                        .secondRow = positions.secondRow,
+                                        .secondStart = positions.secondStart,
                                         .theta = c.instr->getFloat("theta"),
                                         .inverse = Inverse},
                       SHARC_KERNELS(rope));
@@ -75,7 +87,7 @@ Result<Launch> bindRope(const OpCall &c, const OpEnv &env) {
 /// D even; the rope position as bindRope has it.
 struct NormRopeSizes {
   HeadSizes heads;
-  int64_t positionOffset;
+  kernels::RowPositions positions;
 };
 
 Result<NormRopeSizes> normRopeSizes(const OpCall &c, const OpEnv &env) {
@@ -88,9 +100,9 @@ Result<NormRopeSizes> normRopeSizes(const OpCall &c, const OpEnv &env) {
                                 " must be even for rope");
   SHARC_TRY(isFloat(w, "w"));
   SHARC_TRY(numelIs(w, sizes->headDim, "w"));
-  int64_t offset = c.instr->getInt("position_offset", 0) +
-                   env.blockStart(*c.instr, "position_axis", sizes->seqLen);
-  return NormRopeSizes{*sizes, offset};
+  auto positions = env.rowPositions(*c.instr, sizes->seqLen);
+  SHARC_TRY(balancedRowsEven(positions, sizes->seqLen));
+  return NormRopeSizes{*sizes, positions};
 }
 
 Result<Launch> bindRmsNormRope(const OpCall &c, const OpEnv &env) {
@@ -110,7 +122,9 @@ Result<Launch> bindRmsNormRope(const OpCall &c, const OpEnv &env) {
                                .batch = h.batch,
                                .numHeads = h.numHeads,
                                .headDim = h.headDim,
-                               .positionOffset = sizes->positionOffset,
+                               .positionOffset = sizes->positions.start,
+                               .secondRow = sizes->positions.secondRow,
+                               .secondStart = sizes->positions.secondStart,
                                .eps = c.instr->getFloat("eps"),
                                .theta = c.instr->getFloat("theta")},
       SHARC_KERNELS(rmsNormRope));
@@ -139,17 +153,20 @@ Result<Launch> bindRmsNormRopeGrad(const OpCall &c, const OpEnv &env) {
                                    .batch = h.batch,
                                    .numHeads = h.numHeads,
                                    .headDim = h.headDim,
-                                   .positionOffset = sizes->positionOffset,
+                                   .positionOffset = sizes->positions.start,
+                                   .secondRow = sizes->positions.secondRow,
+                                   .secondStart = sizes->positions.secondStart,
                                    .eps = c.instr->getFloat("eps"),
                                    .theta = c.instr->getFloat("theta")},
       SHARC_KERNELS_WITH_SCRATCH(rmsNormRopeGrad));
 }
 
 /// q's sizes, the KV heads, and the keys' sequence length and the global
-/// position of q's first row (kernels/Attention.h).
+/// positions of q's rows (kernels/Attention.h).
 struct AttentionSizes {
   HeadSizes q;
-  int64_t numKvHeads, kvSeqLen, queryStart;
+  int64_t numKvHeads, kvSeqLen;
+  kernels::RowPositions queries;
 };
 
 /// Checks q, k, v (operands 0..2) and returns their sizes.
@@ -162,21 +179,23 @@ Result<AttentionSizes> attentionSizes(const OpCall &c, const OpEnv &env) {
   if (!ks)
     return ks.status();
   SHARC_TRY(sameShape(v, k, "v"));
-  // With position_axis, q is this rank's block of the sequence and k, v
-  // hold all of it.
-  int64_t queryStart = env.blockStart(*c.instr, "position_axis", qs->seqLen);
+  // With position_axis, q is this rank's part of the sequence and k, v
+  // hold all of it, in natural order.
+  auto queries = env.rowPositions(*c.instr, qs->seqLen);
+  SHARC_TRY(balancedRowsEven(queries, qs->seqLen));
   bool blocked = !c.instr->getString("position_axis").empty();
   if (ks->batch != qs->batch || (!blocked && ks->seqLen != qs->seqLen))
     return Status::invalidInput("k's [S, B] differs from q's");
-  if (blocked && queryStart + qs->seqLen > ks->seqLen)
-    return Status::invalidInput(
-        "q's block ends at " + std::to_string(queryStart + qs->seqLen) +
-        ", past k's " + std::to_string(ks->seqLen) + " positions");
+  int64_t queryEnd = qs->seqLen > 0 ? queries.at(qs->seqLen - 1) + 1 : 0;
+  if (blocked && queryEnd > ks->seqLen)
+    return Status::invalidInput("q's last position " +
+                                std::to_string(queryEnd - 1) + " is past k's " +
+                                std::to_string(ks->seqLen) + " positions");
   if (qs->numHeads % ks->numHeads != 0)
     return Status::invalidInput(std::to_string(ks->numHeads) +
                                 " kv heads do not divide " +
                                 std::to_string(qs->numHeads) + " query heads");
-  return AttentionSizes{*qs, ks->numHeads, ks->seqLen, queryStart};
+  return AttentionSizes{*qs, ks->numHeads, ks->seqLen, queries};
 }
 
 /// The stream's attention engine when it prepares this shape (its
@@ -242,7 +261,9 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
                              .numKvHeads = sizes->numKvHeads,
                              .headDim = s.headDim,
                              .kvSeqLen = sizes->kvSeqLen,
-                             .queryStart = sizes->queryStart},
+                             .queryStart = sizes->queries.start,
+                             .querySecondRow = sizes->queries.secondRow,
+                             .querySecondStart = sizes->queries.secondStart},
       SHARC_KERNELS(attention));
 }
 
@@ -265,25 +286,27 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
     SHARC_TRY(isFloat(*ref, role));
     SHARC_TRY(sameShape(*ref, *like, role));
   }
-  return launchAttention(
-      c, env,
-      kernels::AttentionGradArgs{.q = q.cview(),
-                                 .k = k.cview(),
-                                 .v = c.operands[2].cview(),
-                                 .out = out.cview(),
-                                 .dout = dout.cview(),
-                                 .lse = static_cast<const float *>(lse.data),
-                                 .dq = dq.view(),
-                                 .dk = dk.view(),
-                                 .dv = dv.view(),
-                                 .seqLen = s.seqLen,
-                                 .batch = s.batch,
-                                 .numHeads = s.numHeads,
-                                 .numKvHeads = sizes->numKvHeads,
-                                 .headDim = s.headDim,
-                                 .kvSeqLen = sizes->kvSeqLen,
-                                 .queryStart = sizes->queryStart},
-      SHARC_KERNELS(attentionGrad));
+  return launchAttention(c, env,
+                         kernels::AttentionGradArgs{
+                             .q = q.cview(),
+                             .k = k.cview(),
+                             .v = c.operands[2].cview(),
+                             .out = out.cview(),
+                             .dout = dout.cview(),
+                             .lse = static_cast<const float *>(lse.data),
+                             .dq = dq.view(),
+                             .dk = dk.view(),
+                             .dv = dv.view(),
+                             .seqLen = s.seqLen,
+                             .batch = s.batch,
+                             .numHeads = s.numHeads,
+                             .numKvHeads = sizes->numKvHeads,
+                             .headDim = s.headDim,
+                             .kvSeqLen = sizes->kvSeqLen,
+                             .queryStart = sizes->queries.start,
+                             .querySecondRow = sizes->queries.secondRow,
+                             .querySecondStart = sizes->queries.secondStart},
+                         SHARC_KERNELS(attentionGrad));
 }
 
 } // namespace

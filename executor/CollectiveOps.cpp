@@ -5,11 +5,11 @@
 // Ulysses's exchange), slice_to_rank (axis, dim: this rank's
 // contiguous piece of a replicated tensor, no communication) and replicate
 // (axis: a copy; Megatron's f); column_slice and column_insert (offset:
-// strided copies of a fused projection's columns, no communication); send
-// and recv (axis, peer, tag: a pipeline stage's transfer to or from
-// another).
-// Operand 0 is the input, result 0 the output; shapes are local, so
-// all_gather's output is the input with dim `dim` times the axis size.
+// strided copies of a fused projection's columns, no communication),
+// permute_blocks (order: blocks of dim 0 reordered, a copy); send and recv
+// (axis, peer, tag: a pipeline stage's transfer to or from another). Operand 0
+// is the input, result 0 the output; shapes are local, so all_gather's output
+// is the input with dim `dim` times the axis size.
 
 #include "executor/OpTable.h"
 
@@ -262,6 +262,38 @@ Result<Launch> bindColumnInsert(const OpCall &c, const OpEnv &env) {
   return bindColumnCopy(c, env, /*isInsert=*/true);
 }
 
+/// permute_blocks: block i of y (dim 0 cut into size(order) equal blocks)
+/// is block order[i] of x; the balanced split's reordering of a gathered
+/// sequence.
+Result<Launch> bindPermuteBlocks(const OpCall &c, const OpEnv &env) {
+  const TensorRef &x = c.operands[0], &y = c.results[0];
+  SHARC_TRY(isFloat(x, "x"));
+  SHARC_TRY(dtypeIs(y, x.dtype(), "y"));
+  SHARC_TRY(sameShape(y, x, "y"));
+  std::vector<int64_t> order = c.instr->getInts("order");
+  auto numBlocks = static_cast<int64_t>(order.size());
+  std::vector<bool> seen(order.size(), false);
+  for (int64_t block : order) {
+    if (block < 0 || block >= numBlocks || seen[block])
+      return Status::invalidInput("order is not a permutation of 0.." +
+                                  std::to_string(numBlocks - 1));
+    seen[block] = true;
+  }
+  if (x.shape().empty() || numBlocks == 0 || x.shape()[0] % numBlocks != 0)
+    return Status::invalidInput("dimension 0 of " + shapeText(x.shape()) +
+                                " does not cut into " +
+                                std::to_string(numBlocks) + " equal blocks");
+  if (x.data == y.data)
+    return Status::invalidInput("x and y share a buffer");
+  int64_t blockBytes = x.numel() / numBlocks * dtypeSize(x.dtype());
+  return launchKernel(env,
+                      kernels::PermuteBlocksArgs{.src = x.data,
+                                                 .dst = y.data,
+                                                 .blockBytes = blockBytes,
+                                                 .order = std::move(order)},
+                      SHARC_KERNELS(permuteBlocks));
+}
+
 /// Pipeline transfers: send (operand 0) and recv (result 0) over `axis`
 /// to or from stage `peer`, on the communication stream.
 Result<Launch> bindPointToPoint(const OpCall &c, const OpEnv &env,
@@ -306,6 +338,7 @@ void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
   table["replicate"] = {bindReplicate, 1, 1};
   table["column_slice"] = {bindColumnSlice, 1, 1};
   table["column_insert"] = {bindColumnInsert, 1, 1};
+  table["permute_blocks"] = {bindPermuteBlocks, 1, 1};
   table["send"] = {bindSend, 1, 0};
   table["recv"] = {bindRecv, 0, 1};
 }

@@ -30,6 +30,19 @@ int64_t OpEnv::blockStart(const plan::Instruction &instr, const char *axisAttr,
   return axis.empty() ? 0 : coord(axis) * localExtent;
 }
 
+kernels::RowPositions OpEnv::rowPositions(const plan::Instruction &instr,
+                                          int64_t localRows) const {
+  int64_t offset = instr.getInt("position_offset", 0);
+  std::string axis = instr.getString("position_axis");
+  if (axis.empty())
+    return {offset, 0, 0};
+  auto split = instr.getString("position_split") == "balanced"
+                   ? kernels::SequenceSplit::Balanced
+                   : kernels::SequenceSplit::Contiguous;
+  return kernels::rowPositions(split, coord(axis), axisSize(axis), localRows,
+                               offset);
+}
+
 int64_t OpEnv::axisSize(const std::string &axis) const {
   for (size_t a = 0; mesh && a < mesh->size(); ++a)
     if ((*mesh)[a].name == axis)

@@ -105,6 +105,12 @@ struct OpEnv {
                      int64_t localExtent) const;
   /// Size of `axis`, 1 for an axis the mesh lacks (as Plan::axisSize).
   int64_t axisSize(const std::string &axis) const;
+  /// Global positions of this rank's `localRows` rows of a sequence:
+  /// position_offset, plus with position_axis the rank's part of the
+  /// sequence split over it, contiguous or (position_split "balanced")
+  /// chunks coord and 2n-1-coord of 2n (kernels/SequencePositions.h).
+  kernels::RowPositions rowPositions(const plan::Instruction &instr,
+                                     int64_t localRows) const;
   /// The instruction's launch needs `bytes` of scratch on its stream.
   void needScratch(const plan::Instruction &instr, int64_t bytes) const;
 };

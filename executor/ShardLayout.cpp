@@ -4,6 +4,7 @@
 
 #include "kernels/TensorView.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace sharc::exec {
@@ -26,16 +27,60 @@ int64_t numElements(const std::vector<int64_t> &shape) {
   return count;
 }
 
+int64_t ShardSlice::globalOf(size_t dim, int64_t local) const {
+  if (dim >= runs.size())
+    return start[dim] + local;
+  for (const Run &run : runs[dim]) {
+    if (local < run.length)
+      return run.globalStart + local;
+    local -= run.length;
+  }
+  return -1; // past the slice: no caller asks
+}
+
 int64_t ShardSlice::globalIndex(int64_t local) const {
   int64_t global = 0, globalStride = 1;
   for (size_t d = localShape.size(); d-- > 0;) {
     int64_t localCoord = local % localShape[d];
     local /= localShape[d];
-    global += (start[d] + localCoord) * globalStride;
+    global += globalOf(d, localCoord) * globalStride;
     globalStride *= globalShape[d];
   }
   return global;
 }
+
+namespace {
+
+using Run = ShardSlice::Run;
+
+/// The runs that local indices [from, from + count) of `runs` cover.
+std::vector<Run> selectRuns(const std::vector<Run> &runs, int64_t from,
+                            int64_t count) {
+  std::vector<Run> selected;
+  int64_t at = 0; // local index of the run's first element
+  for (const Run &run : runs) {
+    int64_t begin = std::max(from, at);
+    int64_t end = std::min(from + count, at + run.length);
+    if (begin < end)
+      selected.push_back({run.globalStart + (begin - at), end - begin});
+    at += run.length;
+  }
+  return selected;
+}
+
+/// Joins runs that continue each other (a balanced split over one rank).
+std::vector<Run> joinRuns(const std::vector<Run> &runs) {
+  std::vector<Run> joined;
+  for (const Run &run : runs)
+    if (!joined.empty() &&
+        joined.back().globalStart + joined.back().length == run.globalStart)
+      joined.back().length += run.length;
+    else
+      joined.push_back(run);
+  return joined;
+}
+
+} // namespace
 
 Result<ShardSlice> shardSlice(const std::vector<plan::MeshAxis> &mesh,
                               const plan::Sharding &sharding,
@@ -55,21 +100,35 @@ Result<ShardSlice> shardSlice(const std::vector<plan::MeshAxis> &mesh,
   // Axes in mesh order, outer first, so a dim split over [dp, tp] puts the
   // tp pieces inside each dp piece, like the rank layout.
   for (int64_t d = 0; d < rank; ++d) {
-    int64_t pieces = 1, piece = 0;
+    std::vector<Run> runs{{0, globalShape[d]}};
+    int64_t extent = globalShape[d], pieces = 1;
     for (size_t a = 0; a < mesh.size(); ++a) {
       auto it = sharding.dimOfAxis.find(mesh[a].name);
       if (it == sharding.dimOfAxis.end() || it->second != d)
         continue;
-      pieces *= mesh[a].size;
-      piece = piece * mesh[a].size + coords[a];
+      int64_t size = mesh[a].size, coord = coords[a];
+      bool balanced = mesh[a].name == sharding.balancedAxis;
+      int64_t cuts = balanced ? 2 * size : size;
+      pieces *= cuts;
+      if (extent % cuts != 0)
+        return Status::invalidInput(
+            "dim " + std::to_string(d) + " of extent " +
+            std::to_string(globalShape[d]) + " does not split into " +
+            std::to_string(pieces) +
+            (balanced ? " balanced chunks" : " shards"));
+      int64_t piece = extent / cuts;
+      std::vector<Run> mine = selectRuns(runs, coord * piece, piece);
+      if (balanced) {
+        std::vector<Run> second =
+            selectRuns(runs, (2 * size - 1 - coord) * piece, piece);
+        mine.insert(mine.end(), second.begin(), second.end());
+      }
+      runs = joinRuns(mine);
+      extent = balanced ? 2 * piece : piece;
     }
-    if (globalShape[d] % pieces != 0)
-      return Status::invalidInput("dim " + std::to_string(d) + " of extent " +
-                                  std::to_string(globalShape[d]) +
-                                  " does not split into " +
-                                  std::to_string(pieces) + " shards");
-    slice.localShape[d] = globalShape[d] / pieces;
-    slice.start[d] = piece * slice.localShape[d];
+    slice.localShape[d] = extent;
+    slice.start[d] = runs.front().globalStart;
+    slice.runs.push_back(std::move(runs));
   }
   return slice;
 }
@@ -121,20 +180,26 @@ template <typename Fn> void forEachRun(const ShardSlice &slice, Fn &&visit) {
     visit(int64_t{0}, int64_t{0}, int64_t{1});
     return;
   }
-  int64_t runLength = slice.localShape.back();
-  int64_t numRuns =
-      numElements(slice.localShape) / std::max<int64_t>(runLength, 1);
-  if (runLength == 0)
+  int64_t rowLength = slice.localShape.back();
+  if (rowLength == 0)
     return;
+  int64_t numRows = numElements(slice.localShape) / rowLength;
   std::vector<int64_t> globalStride(rank, 1);
   for (size_t d = rank - 1; d-- > 0;)
     globalStride[d] = globalStride[d + 1] * slice.globalShape[d + 1];
-  std::vector<int64_t> index(rank, 0); // local index of the run's start
-  for (int64_t run = 0; run < numRuns; ++run) {
+  std::vector<ShardSlice::Run> oneRun{{slice.start[rank - 1], rowLength}};
+  const std::vector<ShardSlice::Run> &inner =
+      slice.runs.size() == rank ? slice.runs[rank - 1] : oneRun;
+  std::vector<int64_t> index(rank, 0); // local index of the row's start
+  for (int64_t row = 0; row < numRows; ++row) {
     int64_t global = 0;
-    for (size_t d = 0; d < rank; ++d)
-      global += (slice.start[d] + index[d]) * globalStride[d];
-    visit(run * runLength, global, runLength);
+    for (size_t d = 0; d + 1 < rank; ++d)
+      global += slice.globalOf(d, index[d]) * globalStride[d];
+    int64_t local = row * rowLength;
+    for (const ShardSlice::Run &run : inner) {
+      visit(local, global + run.globalStart, run.length);
+      local += run.length;
+    }
     for (size_t d = rank - 1; d-- > 0;) {
       if (++index[d] < slice.localShape[d])
         break;

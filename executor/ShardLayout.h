@@ -26,14 +26,26 @@ namespace sharc::exec {
 std::vector<int64_t> meshCoords(const std::vector<plan::MeshAxis> &mesh,
                                 int64_t rank);
 
-/// The hyper-rectangle of a global tensor one rank holds: a global dim split
-/// over one or more mesh axes is cut into contiguous equal pieces, the outer
-/// mesh axis varying slowest.
+/// The part of a global tensor one rank holds: a global dim split over one
+/// or more mesh axes is cut into contiguous equal pieces, the outer mesh
+/// axis varying slowest; along the sharding's balanced axis a piece is two
+/// chunks (r and 2n-1-r of 2n), so a dim may map to two runs of global
+/// indices (kernels/SequencePositions.h).
 struct ShardSlice {
+  /// Consecutive local indices [localStart, localStart + length) of one dim
+  /// at global indices [globalStart, ...).
+  struct Run {
+    int64_t globalStart, length;
+  };
   std::vector<int64_t> globalShape;
   std::vector<int64_t> localShape;
   std::vector<int64_t> start; ///< first global index along each dim
+  /// Per dim, in local order; a dim without runs (a slice built by hand)
+  /// is one run from its start.
+  std::vector<std::vector<Run>> runs = {};
 
+  /// The global index along `dim` of local index `local`.
+  int64_t globalOf(size_t dim, int64_t local) const;
   /// Global row-major element index of local row-major element `local`.
   int64_t globalIndex(int64_t local) const;
 };

@@ -1,6 +1,7 @@
 //===- ArgumentRoles.h - roles of arguments, results ------------*- C++ -*-===//
 // defines: kParamAttr, kRoleAttr, kRole*, kPlacementAttr, kMeshAttr,
 //          kSequenceParallelAttr, kVocabParallelAttr, kContextParallelAttr,
+//          kBalancedAxisAttr,
 //          kInputAttr, kStateAttr, kOutputAttr, kUpdateOfAttr, kInitAttr,
 //          kInitStdAttr, kOptimizerAttr, kModelAttr, kStageAttr, kChunkAttr,
 //          kFromChunkAttr, kToChunkAttr, getArgName, getResultName
@@ -49,6 +50,11 @@ inline constexpr llvm::StringLiteral kVocabParallelAttr =
 /// uses on a sequence split ("a2a" or "all_gather").
 inline constexpr llvm::StringLiteral kContextParallelAttr =
     "sharc.context_parallel";
+/// Module attribute naming the mesh axis whose splits of the sequence
+/// (dimension 0 of tokens, labels and activations) are balanced: the
+/// sequence is cut into 2n chunks and coordinate r holds chunks r and
+/// 2n-1-r (sharc-context-parallel{split=balanced}). Absent: contiguous.
+inline constexpr llvm::StringLiteral kBalancedAxisAttr = "sharc.balanced_axis";
 /// The pipeline stage an op runs on (i64, sharc-pipeline-partition and
 /// -schedule); the planner writes it into the plan.
 inline constexpr llvm::StringLiteral kStageAttr = "sharc.stage";

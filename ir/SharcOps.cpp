@@ -70,6 +70,20 @@ int64_t gemmFlops(Value outer, Value weight) {
          shape[1];
 }
 
+/// position_split says how position_axis splits the sequence: absent
+/// (contiguous blocks) or "balanced" (kernels/SequencePositions.h).
+LogicalResult verifyPositionSplit(Operation *op, StringAttr axis,
+                                  StringAttr split) {
+  if (!split)
+    return success();
+  if (split.getValue() != "balanced")
+    return op->emitOpError("position_split must be \"balanced\", got \"")
+           << split.getValue() << "\"";
+  if (!axis)
+    return op->emitOpError("position_split needs a position_axis");
+  return success();
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -192,10 +206,14 @@ LogicalResult RopeOp::verify() {
     return failure();
   if (getHeadDim() % 2 != 0)
     return emitOpError("head_dim must be even, got ") << getHeadDim();
-  return success();
+  return verifyPositionSplit(*this, getPositionAxisAttr(),
+                             getPositionSplitAttr());
 }
 
 LogicalResult AttentionOp::verify() {
+  if (failed(verifyPositionSplit(*this, getPositionAxisAttr(),
+                                 getPositionSplitAttr())))
+    return failure();
   int64_t headDim = getHeadDim();
   for (auto [value, name] :
        {std::pair{getQ(), "q"}, std::pair{getK(), "k"}, std::pair{getV(), "v"}})
@@ -276,6 +294,23 @@ int64_t AttentionOp::getFlops() {
 }
 
 // Equal types (shape, element type and placement) are ODS constraints.
+LogicalResult PermuteBlocksOp::verify() {
+  ArrayRef<int64_t> order = getOrder();
+  auto n = static_cast<int64_t>(order.size());
+  SmallVector<bool> seen(order.size(), false);
+  for (int64_t block : order) {
+    if (block < 0 || block >= n || seen[block])
+      return emitOpError("order must be a permutation of 0..")
+             << n - 1 << ", got [" << order << "]";
+    seen[block] = true;
+  }
+  auto x = tensorOf(getX());
+  if (x.getRank() == 0 || n == 0 || x.getShape()[0] % n != 0)
+    return emitOpError("dimension 0 of ")
+           << x << " does not cut into " << n << " equal blocks";
+  return success();
+}
+
 LogicalResult SwigluOp::verify() { return success(); }
 LogicalResult AddOp::verify() { return success(); }
 
@@ -374,7 +409,9 @@ int64_t MatmulWgradOp::getFlops() { return gemmFlops(getDy(), getDw()); }
 
 LogicalResult RopeGradOp::verify() {
   if (failed(verifyTokenMajor(*this, getDy(), "dy", 3)) ||
-      failed(verifyHeads(*this, getDy(), "dy", getHeadDim())))
+      failed(verifyHeads(*this, getDy(), "dy", getHeadDim())) ||
+      failed(verifyPositionSplit(*this, getPositionAxisAttr(),
+                                 getPositionSplitAttr())))
     return failure();
   return verifySameShape(*this, getDy(), "dy", getDx(), "result");
 }
@@ -413,7 +450,9 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(verifySameShape(*this, getQ(), "q", getDq(), "dq")) ||
       failed(verifySameShape(*this, getK(), "k", getDk(), "dk")) ||
       failed(verifySameShape(*this, getV(), "v", getDv(), "dv")) ||
-      failed(verifySameShape(*this, getOut(), "out", getDout(), "dout")))
+      failed(verifySameShape(*this, getOut(), "out", getDout(), "dout")) ||
+      failed(verifyPositionSplit(*this, getPositionAxisAttr(),
+                                 getPositionSplitAttr())))
     return failure();
   return verifyHeads(*this, getQ(), "q", getHeadDim());
 }

@@ -105,13 +105,16 @@ def Sharc_RopeOp : Sharc_ShardedOp<"rope", [AllTypesMatch<["x", "y"]>],
   let description = [{
     `x` is `[S, B, h * head_dim]`; position of row s is
     `s + position_offset`. With `position_axis` (context parallelism), x is
-    this rank's contiguous block of a sequence split over that axis, and
-    positions are global: `s + coord(axis) * S + position_offset`. Same
-    type as `x`.
+    this rank's part of a sequence split over that axis, and positions are
+    global: its contiguous block, `s + coord(axis) * S + position_offset`,
+    or with `position_split = "balanced"` chunks `coord` and
+    `2 size(axis) - 1 - coord` of `2 size(axis)` (kernels/SequencePositions.h).
+    Same type as `x`.
   }];
   let arguments = (ins Sharc_FloatTensor:$x, I64Attr:$head_dim, F64Attr:$theta,
                        DefaultValuedAttr<I64Attr, "0">:$position_offset,
-                       OptionalAttr<StrAttr>:$position_axis);
+                       OptionalAttr<StrAttr>:$position_axis,
+                       OptionalAttr<StrAttr>:$position_split);
   let results = (outs Sharc_FloatTensor:$y);
 }
 
@@ -124,22 +127,45 @@ def Sharc_AttentionOp
     `Hq % Hkv == 0`; `out` is `[S, B, Hq * D]` and `lse`, the log-sum-exp of
     each softmax row kept for the backward, is `[B, Hq, S]` f32. Without
     `position_axis`, `Sk == S` and query i sees keys j <= i. With it
-    (context parallelism's K/V all-gather), q is this rank's contiguous
-    block of a sequence split over that axis, k and v hold the whole
-    sequence, and query i (global position `coord(axis) * S + i`) sees keys
-    j <= that position.
+    (context parallelism's K/V all-gather), q is this rank's part of a
+    sequence split over that axis (as rope's `position_axis` and
+    `position_split` place it), k and v hold the whole sequence in natural
+    order, and query i sees keys j <= its global position.
 
     Sharding rule: batch (S(1)) and heads (S(2)) splits pass through. A
     sequence split (S(0), context parallelism) takes the exchange the
     module's `sharc.context_parallel` attribute names: `a2a` (Ulysses)
     brings q, k and v to S(2) by all_to_all and runs whole-sequence
     attention on the local heads; `all_gather` gathers k and v to R (their
-    gradients come back by reduce_scatter) and sets `position_axis`.
+    gradients come back by reduce_scatter) and sets `position_axis`. Under
+    the balanced split (`sharc.balanced_axis`) the exchanged sequence
+    arrives in rank order, chunks `0, 2n-1, 1, 2n-2, ...`: the local op
+    puts it in natural order with `sharc.permute_blocks` (q, k, v and back
+    for the output under a2a; k and v under all_gather).
   }];
   let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,
                        Sharc_FloatTensor:$v, I64Attr:$head_dim,
-                       OptionalAttr<StrAttr>:$position_axis);
+                       OptionalAttr<StrAttr>:$position_axis,
+                       OptionalAttr<StrAttr>:$position_split);
   let results = (outs Sharc_FloatTensor:$out, RankedTensorOf<[F32]>:$lse);
+}
+
+def Sharc_PermuteBlocksOp
+    : Sharc_DiffOp<"permute_blocks", [AllTypesMatch<["x", "y"]>]> {
+  let summary = "a static permutation of equal blocks along dimension 0";
+  let description = [{
+    Dimension 0 of `x` is cut into `size(order)` equal blocks; block i of
+    `y` is block `order[i]` of `x`. Made by attention's local builder under
+    the balanced context-parallel split, to bring a sequence gathered in
+    rank order into natural order and back; its VJP is the inverse
+    permutation. Same type as `x`.
+    ```mlir
+    %y = sharc.permute_blocks %x {order = array<i64: 0, 2, 3, 1>}
+        : (tensor<16x2x64xf32>) -> tensor<16x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, DenseI64ArrayAttr:$order);
+  let results = (outs Sharc_FloatTensor:$y);
 }
 
 def Sharc_SwigluOp
@@ -231,7 +257,8 @@ def Sharc_RopeGradOp : Sharc_ComputeOp<"rope_grad"> {
   let arguments = (ins Sharc_FloatTensor:$dy, I64Attr:$head_dim,
                        F64Attr:$theta,
                        DefaultValuedAttr<I64Attr, "0">:$position_offset,
-                       OptionalAttr<StrAttr>:$position_axis);
+                       OptionalAttr<StrAttr>:$position_axis,
+                       OptionalAttr<StrAttr>:$position_split);
   let results = (outs Sharc_FloatTensor:$dx);
 }
 
@@ -270,7 +297,8 @@ def Sharc_AttentionGradOp : Sharc_ComputeOp<"attention_grad", [], ["getFlops"]> 
                        Sharc_FloatTensor:$v, Sharc_FloatTensor:$out,
                        RankedTensorOf<[F32]>:$lse, Sharc_FloatTensor:$dout,
                        I64Attr:$head_dim,
-                       OptionalAttr<StrAttr>:$position_axis);
+                       OptionalAttr<StrAttr>:$position_axis,
+                       OptionalAttr<StrAttr>:$position_split);
   let results = (outs Sharc_FloatTensor:$dq, Sharc_FloatTensor:$dk,
                       Sharc_FloatTensor:$dv);
 }

@@ -158,19 +158,85 @@ static FailureOr<StringAttr> sequenceAxis(Operation *op, Value value) {
   return found;
 }
 
+/// The module's balanced sequence axis (sharc.balanced_axis) and its size,
+/// or null where there is none or it has one rank.
+static std::pair<StringAttr, int64_t> balancedAxis(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  auto axis = module ? module->getAttrOfType<StringAttr>(kBalancedAxisAttr)
+                     : StringAttr();
+  int64_t size = axis ? getMesh(op).getSize(axis.getValue()) : 1;
+  if (size <= 1)
+    return {StringAttr(), 1};
+  return {axis, size};
+}
+
+/// position_split of a sequence split over `axis`: "balanced" where the
+/// module balances that axis, else absent (contiguous blocks).
+static StringAttr positionSplit(Operation *op, StringAttr axis) {
+  if (!axis || balancedAxis(op).first != axis)
+    return {};
+  return StringAttr::get(op->getContext(), "balanced");
+}
+
+/// Gathering a balanced split over its n ranks concatenates each rank's
+/// chunks r and 2n-1-r in rank order: chunks 0, 2n-1, 1, 2n-2, ... This
+/// permute_blocks order brings such a sequence into natural order
+/// (`inverse`: natural order back into rank order).
+static Value reorderChunks(OpBuilder &builder, Location loc, Value x, int64_t n,
+                           bool inverse) {
+  SmallVector<int64_t> order(2 * n);
+  for (int64_t r = 0; r < n; ++r) {
+    // Gathered blocks 2r and 2r+1 are natural chunks r and 2n-1-r.
+    if (inverse) {
+      order[2 * r] = r;
+      order[2 * r + 1] = 2 * n - 1 - r;
+    } else {
+      order[r] = 2 * r;
+      order[2 * n - 1 - r] = 2 * r + 1;
+    }
+  }
+  return builder.create<PermuteBlocksOp>(loc, x,
+                                         builder.getDenseI64ArrayAttr(order));
+}
+
+/// Under the balanced split, a sequence the exchange gathered over the
+/// balanced axis is in rank order: the K/V all-gather permutes k and v
+/// into natural order for the query chunks' global positions; Ulysses
+/// permutes q, k and v, runs square causal attention, and permutes the
+/// output back to rank order for the inverse all_to_all.
 FailureOr<SmallVector<Value>> AttentionOp::buildSharded(OpBuilder &builder,
                                                         ValueRange operands) {
   FailureOr<StringAttr> queryAxis = sequenceAxis(*this, operands[0]);
   if (failed(queryAxis))
     return failure();
-  if (*queryAxis && contextExchange(*this) == "ring")
-    return buildRingAttention(builder, getLoc(), operands[0], operands[1],
-                              operands[2], getHeadDim(), *queryAxis,
+  Location loc = getLoc();
+  Value q = operands[0], k = operands[1], v = operands[2];
+  auto [balanced, n] = balancedAxis(*this);
+  if (*queryAxis && contextExchange(*this) == "ring") {
+    // sharc-context-parallel refuses the pair with the flags' names.
+    if (balanced)
+      return emitOpError("ring attention needs the contiguous split of ")
+             << queryAxis->getValue() << ", got the balanced one";
+    return buildRingAttention(builder, loc, q, k, v, getHeadDim(), *queryAxis,
                               getMesh(*this).getSize(queryAxis->getValue()));
+  }
+  // Without a balanced axis, or with the sequence split over it on every
+  // operand, nothing arrives reordered.
+  bool gathered = balanced && *queryAxis != balanced;
+  bool keysGathered = balanced && *queryAxis == balanced;
+  if (gathered)
+    q = reorderChunks(builder, loc, q, n, /*inverse=*/false);
+  if (gathered || keysGathered) {
+    k = reorderChunks(builder, loc, k, n, /*inverse=*/false);
+    v = reorderChunks(builder, loc, v, n, /*inverse=*/false);
+  }
   auto rebuilt =
-      builder.create<AttentionOp>(getLoc(), operands[0], operands[1],
-                                  operands[2], getHeadDimAttr(), *queryAxis);
-  return SmallVector<Value>{rebuilt.getOut(), rebuilt.getLse()};
+      builder.create<AttentionOp>(loc, q, k, v, getHeadDimAttr(), *queryAxis,
+                                  positionSplit(*this, *queryAxis));
+  Value out = rebuilt.getOut();
+  if (gathered)
+    out = reorderChunks(builder, loc, out, n, /*inverse=*/true);
+  return SmallVector<Value>{out, rebuilt.getLse()};
 }
 
 /// RoPE on a sequence block rotates by the rows' global positions.
@@ -179,9 +245,9 @@ FailureOr<SmallVector<Value>> RopeOp::buildSharded(OpBuilder &builder,
   FailureOr<StringAttr> axis = sequenceAxis(*this, operands[0]);
   if (failed(axis))
     return failure();
-  Value y =
-      builder.create<RopeOp>(getLoc(), operands[0], getHeadDimAttr(),
-                             getThetaAttr(), getPositionOffsetAttr(), *axis);
+  Value y = builder.create<RopeOp>(getLoc(), operands[0], getHeadDimAttr(),
+                                   getThetaAttr(), getPositionOffsetAttr(),
+                                   *axis, positionSplit(*this, *axis));
   return SmallVector<Value>{y};
 }
 

@@ -40,7 +40,7 @@ Grads RopeOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dx = builder.create<RopeGradOp>(
       getLoc(), cotangentType(getX().getType()), resultGrads[0],
       getHeadDimAttr(), getThetaAttr(), getPositionOffsetAttr(),
-      getPositionAxisAttr());
+      getPositionAxisAttr(), getPositionSplitAttr());
   return SmallVector<Value>{dx};
 }
 
@@ -53,8 +53,20 @@ Grads AttentionOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
       getLoc(), cotangentType(getQ().getType()),
       cotangentType(getK().getType()), cotangentType(getV().getType()), getQ(),
       getK(), getV(), getOut(), getLse(), resultGrads[0], getHeadDimAttr(),
-      getPositionAxisAttr());
+      getPositionAxisAttr(), getPositionSplitAttr());
   return SmallVector<Value>{grad.getDq(), grad.getDk(), grad.getDv()};
+}
+
+Grads PermuteBlocksOp::buildVJP(OpBuilder &builder,
+                                ArrayRef<Value> resultGrads) {
+  // The transpose of a permutation is its inverse.
+  ArrayRef<int64_t> order = getOrder();
+  SmallVector<int64_t> inverse(order.size());
+  for (auto [i, block] : llvm::enumerate(order))
+    inverse[block] = static_cast<int64_t>(i);
+  Value dx = builder.create<PermuteBlocksOp>(
+      getLoc(), resultGrads[0], builder.getDenseI64ArrayAttr(inverse));
+  return SmallVector<Value>{dx};
 }
 
 Grads SwigluOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {

@@ -6,7 +6,8 @@
 // x is [seqLen, batch, numHeads * headDim] (sequence first), w [headDim].
 // Each head is kernels/RmsNorm.h's group (groupSize = headDim) and the
 // normalised, scaled head is rotated as kernels/Rope.h states, at position
-// p = s + positionOffset, without storing the value in between:
+// p = positions().at(s) (s + positionOffset, or Rope.h's two runs),
+// without storing the value in between:
 //   z = (x * rstd) * w,   y = R(p) z
 // Backward, with g = R(-p) dy (rope's backward) and xhat = x * rstd:
 //   dx[c] = rstd * (g[c] w[c] - xhat[c] * mean_c'(g w xhat))
@@ -18,6 +19,7 @@
 // the same bits on every run.
 #pragma once
 
+#include "kernels/SequencePositions.h"
 #include "kernels/TensorView.h"
 #include "planner/plan/Status.h"
 
@@ -28,7 +30,11 @@ struct RmsNormRopeArgs {
   TensorView y;
   int64_t seqLen = 0, batch = 0, numHeads = 0, headDim = 0;
   int64_t positionOffset = 0;
+  int64_t secondRow = 0, secondStart = 0; ///< kernels/SequencePositions.h
   double eps = 1e-6, theta = 1e6;
+  RowPositions positions() const {
+    return {positionOffset, secondRow, secondStart};
+  }
 };
 
 struct RmsNormRopeGradArgs {
@@ -36,8 +42,12 @@ struct RmsNormRopeGradArgs {
   TensorView dx, dw;
   int64_t seqLen = 0, batch = 0, numHeads = 0, headDim = 0;
   int64_t positionOffset = 0;
+  int64_t secondRow = 0, secondStart = 0; ///< kernels/SequencePositions.h
   double eps = 1e-6, theta = 1e6;
   void *scratch = nullptr; ///< device only, of rmsNormRopeGradScratchBytes
+  RowPositions positions() const {
+    return {positionOffset, secondRow, secondStart};
+  }
 };
 
 /// The device backward's partition: tiles of kRmsNormRopeGradUnits heads

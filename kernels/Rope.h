@@ -2,8 +2,9 @@
 // defines: RopeArgs, ropeInverseFrequency, rope (cpu::, cuda::)
 //
 // x is [seqLen, batch, numHeads * headDim] (sequence first). For position
-// p = s + positionOffset and i < headDim/2, in fp32 as the original computes
-// its tables:
+// p = positions().at(s) (s + positionOffset; under the balanced context-
+// parallel split rows from secondRow on continue at secondStart) and
+// i < headDim/2, in fp32 as the original computes its tables:
 //   invFreq[i] = 1 / theta^(2i/headDim),  angle = p * invFreq[i]
 //   y[.., i]          = x[i] cos(angle) - x[i + D/2] sin(angle)
 //   y[.., i + D/2]    = x[i + D/2] cos(angle) + x[i] sin(angle)
@@ -11,6 +12,7 @@
 // rotation is orthogonal: dx = R(-angle) dy.
 #pragma once
 
+#include "kernels/SequencePositions.h"
 #include "kernels/TensorView.h"
 #include "planner/plan/Status.h"
 
@@ -23,8 +25,12 @@ struct RopeArgs {
   TensorView y;
   int64_t seqLen = 0, batch = 0, numHeads = 0, headDim = 0;
   int64_t positionOffset = 0;
+  int64_t secondRow = 0, secondStart = 0; ///< kernels/SequencePositions.h
   double theta = 1e6;
   bool inverse = false;
+  RowPositions positions() const {
+    return {positionOffset, secondRow, secondStart};
+  }
 };
 
 /// invFreq[i] in Acc precision, each step rounded as the original builds

@@ -165,29 +165,56 @@ struct ContextParallelPass
     module->setAttr(kContextParallelAttr,
                     StringAttr::get(&getContext(), exchange));
     // Tokens and labels, [S, B], are split along the sequence: rank r
-    // holds the contiguous block r.
+    // holds the contiguous block r, or under the balanced split chunks r
+    // and 2 cp - 1 - r of 2 cp.
+    if (split == "balanced")
+      module->setAttr(kBalancedAxisAttr, StringAttr::get(&getContext(), "cp"));
     splitInputs(module, "cp", 0);
   }
 
-  /// The original's rules (seed-system.md 3.2 and 5), each naming sizes.
+  /// The original's rules (seed-system.md 3.2 and 5), each naming sizes;
+  /// the balanced split's chunks are half a rank's block.
   LogicalResult checkSizes(ModuleOp module, int64_t cpSize) {
     if (exchange != "a2a" && exchange != "all_gather" && exchange != "ring")
       return module.emitError(
                  "cp exchange must be a2a, all_gather or ring, got '")
              << exchange << "'";
+    if (split != "balanced" && split != "contiguous")
+      return module.emitError("cp split must be balanced or contiguous, got '")
+             << split << "'";
+    // Under the balanced split each ring step would pair two query chunks
+    // with two key chunks (some pairs full, one causal, some masked) and
+    // the ring would need its wrap-around link; not built yet.
+    if (exchange == "ring" && split == "balanced" && cpSize > 1)
+      return module.emitError("--cp-comm ring needs --cp-split contiguous: "
+                              "ring attention under the balanced split is "
+                              "not implemented");
     ModelSizes sizes(module);
     Layout layout = readLayout(module);
     int64_t tpSize = layout.size("tp");
-    if (layout.sequenceParallelAxis == "tp" && tpSize > 1) {
-      int64_t seqLen = sizes.get("seq_len");
-      if (seqLen % (cpSize * tpSize) != 0)
-        return emitError(sizes.loc("seq_len"))
-               << "cp * tp (" << cpSize << " * " << tpSize
-               << ") must divide seq_len (" << seqLen
-               << ") under sequence parallelism";
-    }
+    int64_t seqLen = sizes.get("seq_len");
+    bool sequenceParallel = layout.sequenceParallelAxis == "tp" && tpSize > 1;
+    if (sequenceParallel && seqLen % (cpSize * tpSize) != 0)
+      return emitError(sizes.loc("seq_len"))
+             << "cp * tp (" << cpSize << " * " << tpSize
+             << ") must divide seq_len (" << seqLen
+             << ") under sequence parallelism";
     if (failed(sizes.requireDivides("cp", cpSize, "seq_len")))
       return failure();
+    // The balanced split's 2 cp chunks are half a rank's block; under SP
+    // tp splits each rank's two chunks again.
+    int64_t pieces = 2 * cpSize * (sequenceParallel ? tpSize : 1);
+    if (split == "balanced" && cpSize > 1 && seqLen % pieces != 0) {
+      InFlightDiagnostic error = emitError(sizes.loc("seq_len"));
+      error << "2 * cp" << (sequenceParallel ? " * tp" : "") << " (2 * "
+            << cpSize;
+      if (sequenceParallel)
+        error << " * " << tpSize;
+      return error << ") must divide seq_len (" << seqLen
+                   << ") for the balanced cp split (2 cp chunks; "
+                      "--cp-split contiguous needs only cp"
+                   << (sequenceParallel ? " * tp" : "") << ")";
+    }
     if (exchange != "a2a")
       return success();
     // Ulysses gives each rank 1/cp of the heads its tp rank holds; a GQA

@@ -26,10 +26,12 @@ struct PipelineOptions {
   /// Further mesh axes (name, size) nothing is split over yet
   /// (sharc-declare-axis), declared before the layout passes.
   std::vector<std::pair<std::string, int64_t>> extraAxes;
-  /// Context parallelism: ranks on the cp axis and attention's exchange
-  /// ("a2a", "all_gather" or "ring").
+  /// Context parallelism: ranks on the cp axis, attention's exchange
+  /// ("a2a", "all_gather" or "ring") and the sequence split ("balanced" or
+  /// "contiguous"; ring needs contiguous).
   int64_t cpSize = 1;
   std::string cpComm = "a2a";
+  std::string cpSplit = "balanced";
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute = "none"; ///< "none" or "sp-allgather"
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets

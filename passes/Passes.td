@@ -94,8 +94,7 @@ def ContextParallel : Pass<"sharc-context-parallel", "::mlir::ModuleOp"> {
   let summary = "request context parallelism: the sequence split over cp";
   let description = [{
     Annotates the program for `cp` context-parallel ranks: tokens and labels
-    `S(0)` (the sequence dimension of `[S, B]`, each rank a contiguous
-    block), every parameter `R` on cp (held whole, used on different
+    `S(0)` (the sequence dimension of `[S, B]`), every parameter `R` on cp (held whole, used on different
     tokens), and the exchange attention uses on a split sequence (the
     module's `sharc.context_parallel`). `sharc-spmdize` materialises it:
     activations stay sequence-split, RoPE takes global positions
@@ -104,14 +103,23 @@ def ContextParallel : Pass<"sharc-context-parallel", "::mlir::ModuleOp"> {
     over cp, its query block offset by its rank's position (`all_gather`;
     the gradients come back by reduce_scatter), or keeps q, k and v split
     and moves the K/V blocks rank to rank (`ring`: ring_shift,
-    attention_block and lse_merge, SharcRingOps.td). Checks that cp divides
-    seq_len (cp * tp under sequence parallelism) and, for `a2a`, the heads
-    and KV heads each tp rank holds, naming the sizes.
+    attention_block and lse_merge, SharcRingOps.td; contiguous split
+    only). `split=balanced` (the
+    default) cuts the sequence into 2 cp chunks and gives rank r chunks r
+    and 2 cp - 1 - r, so a causal mask leaves every rank the same work; the
+    module's `sharc.balanced_axis` records it for RoPE's and attention's
+    positions and for the plan's token split. `split=contiguous` gives
+    rank r the contiguous block r (the original's split). Checks that cp
+    (2 cp when balanced) divides seq_len (times tp under sequence
+    parallelism) and, for `a2a`, the heads and KV heads each tp rank holds,
+    naming the sizes.
   }];
   let options = [Option<"cpSize", "cp", "int64_t", "2",
                         "context-parallel ranks">,
                  Option<"exchange", "comm", "std::string", "\"a2a\"",
-                        "attention's exchange: a2a, all_gather or ring">];
+                        "attention's exchange: a2a, all_gather or ring">,
+                 Option<"split", "split", "std::string", "\"balanced\"",
+                        "the sequence split: balanced or contiguous">];
 }
 
 def VocabParallel : Pass<"sharc-vocab-parallel", "::mlir::ModuleOp"> {

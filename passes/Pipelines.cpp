@@ -82,7 +82,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   }
   // After tp and sp: their sizes enter the divisibility checks.
   if (options.cpSize > 1)
-    pm.addPass(createContextParallel({options.cpSize, options.cpComm}));
+    pm.addPass(createContextParallel(
+        {options.cpSize, options.cpComm, options.cpSplit}));
   if (sharded)
     pm.addPass(createSpmdize());
   // On the forward alone: autodiff transposes its transfers.

@@ -67,6 +67,9 @@ private:
   llvm::DenseSet<Value> outputBases;
   std::vector<std::pair<size_t, Value>> viewOutputs;
   MeshAttr mesh;
+  /// The module's sharc.balanced_axis ("" when the sequence splits are
+  /// contiguous).
+  StringRef balancedAxis;
 
 public:
   PlanSchedule schedule;
@@ -132,7 +135,7 @@ LogicalResult Emitter::assignArguments() {
       entry.name = param.str();
       entry.buffer = *id;
       std::tie(entry.sharding, entry.globalShape) =
-          globalLayout(arg.getType(), mesh);
+          globalLayout(arg.getType(), mesh, balancedAxis);
       entry.sharding.stage = stageOfValue(arg);
       entry.init.kind = getArgString(func, index, kInitAttr).str();
       if (auto std = func.getArgAttrOfType<FloatAttr>(index, kInitStdAttr))
@@ -143,7 +146,8 @@ LogicalResult Emitter::assignArguments() {
       FailureOr<int64_t> id = addBuffer(arg, plan::Region::Input, input.str());
       if (failed(id))
         return failure();
-      auto [sharding, globalShape] = globalLayout(arg.getType(), mesh);
+      auto [sharding, globalShape] =
+          globalLayout(arg.getType(), mesh, balancedAxis);
       result.inputs.push_back({input.str(), *id, globalShape, sharding});
     } else if (!state.empty()) {
       FailureOr<int64_t> id =
@@ -182,7 +186,8 @@ LogicalResult Emitter::assignResults() {
       bufferOf[value] = bufferOf.lookup(target);
       continue;
     }
-    auto [globalSharding, globalShape] = globalLayout(value.getType(), mesh);
+    auto [globalSharding, globalShape] =
+        globalLayout(value.getType(), mesh, balancedAxis);
     globalSharding.stage = stageOfValue(value);
     if (auto split = value.getDefiningOp<SplitOp>(); split && split.isView()) {
       viewOutputs.emplace_back(result.outputs.size(), value);
@@ -573,6 +578,8 @@ LogicalResult Emitter::collectOps() {
 FailureOr<plan::Plan> Emitter::emit() {
   auto module = func->getParentOfType<ModuleOp>();
   mesh = getMesh(module);
+  if (auto axis = module->getAttrOfType<StringAttr>(kBalancedAxisAttr))
+    balancedAxis = axis.getValue();
   if (failed(collectOps()))
     return failure();
   for (plan::Region region :

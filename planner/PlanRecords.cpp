@@ -30,8 +30,8 @@ LogicalResult checkMeshNesting(Value value) {
 }
 
 /// The plan's sharding and global shape of a value with local `type`.
-std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(Type type,
-                                                             MeshAttr mesh) {
+std::pair<plan::Sharding, std::vector<int64_t>>
+globalLayout(Type type, MeshAttr mesh, StringRef balancedAxis) {
   auto tensor = cast<RankedTensorType>(type);
   std::vector<int64_t> shape(tensor.getShape().begin(),
                              tensor.getShape().end());
@@ -42,6 +42,8 @@ std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(Type type,
     if (code >= 0 && size > 1) {
       sharding.dimOfAxis[axis.getValue().str()] = code;
       shape[code] *= size;
+      if (code == 0 && axis.getValue() == balancedAxis)
+        sharding.balancedAxis = balancedAxis.str();
     }
   }
   return {sharding, shape};

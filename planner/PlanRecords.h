@@ -39,9 +39,11 @@ pipelineStages(llvm::ArrayRef<mlir::Operation *> ops, MeshAttr mesh);
 /// argument the one stage that reads it; -1 when every stage does.
 int64_t stageOfValue(mlir::Value value);
 
-/// The plan's sharding and global shape of a value with local `type`.
-std::pair<plan::Sharding, std::vector<int64_t>> globalLayout(mlir::Type type,
-                                                             MeshAttr mesh);
+/// The plan's sharding and global shape of a value with local `type`; a
+/// split of dimension 0 (the sequence) over `balancedAxis` (the module's
+/// sharc.balanced_axis) is the balanced one.
+std::pair<plan::Sharding, std::vector<int64_t>>
+globalLayout(mlir::Type type, MeshAttr mesh, llvm::StringRef balancedAxis);
 
 /// "file:line:col" of the first file location in `loc`, or "".
 std::string locationString(mlir::Location loc);

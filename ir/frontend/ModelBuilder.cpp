@@ -117,11 +117,11 @@ Value ForwardBuilder::block(Value h, int64_t layer) {
   // Dense: whole sequences, no position_axis (spmdize sets it on a split).
   StringAttr wholeSequence;
   q = builder.create<RopeOp>(ropeLoc, q, headDimAttr, thetaAttr, zero,
-                             wholeSequence);
+                             wholeSequence, wholeSequence);
   k = builder.create<RopeOp>(ropeLoc, k, headDimAttr, thetaAttr, zero,
-                             wholeSequence);
-  auto attention =
-      builder.create<AttentionOp>(attnLoc, q, k, v, headDimAttr, wholeSequence);
+                             wholeSequence, wholeSequence);
+  auto attention = builder.create<AttentionOp>(attnLoc, q, k, v, headDimAttr,
+                                               wholeSequence, wholeSequence);
   Value o =
       linear(attention.getOut(), attn + ".o_proj", hidden, kRoleRow, attnLoc);
   h = builder.create<AddOp>(hiddenLoc, h, o);

@@ -76,7 +76,7 @@ struct RowIndex {
 /// The last key query i sees: its global position, within the keys held;
 /// -1 when it sees none.
 template <typename Args> int64_t lastKey(const Args &args, int64_t i) {
-  return std::min(args.queryStart + i - args.keyStart, args.keys() - 1);
+  return std::min(args.queries().at(i), args.keys() - 1);
 }
 
 template <typename Acc> void attentionImpl(const AttentionArgs &args) {

@@ -62,7 +62,7 @@ template <typename Acc> void forwardImpl(const RmsNormRopeArgs &a) {
   std::vector<Acc> head(a.headDim);
   int64_t headsPerPosition = a.batch * a.numHeads;
   for (int64_t s = 0; s < a.seqLen; ++s) {
-    table.setPosition(s + a.positionOffset);
+    table.setPosition(a.positions().at(s));
     for (int64_t h = 0; h < headsPerPosition; ++h) {
       int64_t begin = (s * headsPerPosition + h) * a.headDim;
       Acc rstd = groupRstd<Acc>(a.x, begin, a.headDim, a.eps);
@@ -80,7 +80,7 @@ template <typename Acc> void backwardImpl(const RmsNormRopeGradArgs &a) {
   std::vector<Acc> grad(a.headDim), dwSums(a.headDim, Acc(0));
   int64_t headsPerPosition = a.batch * a.numHeads;
   for (int64_t s = 0; s < a.seqLen; ++s) {
-    table.setPosition(s + a.positionOffset);
+    table.setPosition(a.positions().at(s));
     for (int64_t h = 0; h < headsPerPosition; ++h) {
       int64_t begin = (s * headsPerPosition + h) * a.headDim;
       for (int64_t c = 0; c < a.headDim; ++c)

@@ -24,8 +24,9 @@ template <typename Acc> void ropeImpl(const RopeArgs &args) {
     invFreq[i] = ropeInverseFrequency<Acc>(i, headDim, args.theta);
   std::vector<Acc> cosines(half), sines(half);
   int64_t rowsPerPosition = args.batch * args.numHeads;
+  RowPositions positions = args.positions();
   for (int64_t s = 0; s < args.seqLen; ++s) {
-    Acc position = static_cast<Acc>(s + args.positionOffset);
+    Acc position = static_cast<Acc>(positions.at(s));
     for (int64_t i = 0; i < half; ++i) {
       Acc angle = position * invFreq[i];
       cosines[i] = std::cos(angle);

@@ -38,7 +38,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -83,15 +82,16 @@ template <typename T> struct GradParams {
   Shape shape;
 };
 
-/// s = -inf where key > query; rows are queries row0 (+8), columns keys
-/// key0 + 8nt (+1).
+/// s = -inf where key > query; rows are the queries at global positions
+/// pos0 and pos8 (rows row0 and row0 + 8), columns keys key0 + 8nt (+1).
 template <int NT>
-__device__ void maskFutureKeys(float (&s)[NT][4], int row0, int key0) {
+__device__ void maskFutureKeys(float (&s)[NT][4], int pos0, int pos8,
+                               int key0) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int c = 0; c < 4; ++c)
-      if (key0 + 8 * nt + (c & 1) > row0 + 8 * (c >> 1))
+      if (key0 + 8 * nt + (c & 1) > ((c >> 1) ? pos8 : pos0))
         s[nt][c] = -INFINITY;
 }
 
@@ -153,9 +153,13 @@ __global__ void __launch_bounds__(kThreads)
   // Key tiles up to the block's last query position; those reaching past
   // its first query need the mask (square: only the diagonal one).
   const Shape keys = keysOf(shape);
-  const int firstQuery = shape.queryStart + qBlock * kTileRows;
-  const int lastKBlock = min((firstQuery + kTileRows - 1) / kTileRows,
-                             (shape.kvSeqLen - 1) / kTileRows);
+  const int firstQuery = queryPosition(shape, qBlock * kTileRows);
+  const int lastQuery =
+      queryPosition(shape, qBlock * kTileRows + kTileRows - 1);
+  const int lastKBlock =
+      min(lastQuery / kTileRows, (shape.kvSeqLen - 1) / kTileRows);
+  const int pos0 = queryPosition(shape, row0),
+            pos8 = queryPosition(shape, row0 + 8);
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   for (int kBlock = 0; kBlock <= lastKBlock; ++kBlock) {
@@ -168,8 +172,7 @@ __global__ void __launch_bounds__(kThreads)
     float s[kTileRows / 8][4] = {};
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
     if ((kBlock + 1) * kTileRows - 1 > firstQuery)
-      maskFutureKeys(s, shape.queryStart + row0,
-                     kBlock * kTileRows + 2 * (lane % 4));
+      maskFutureKeys(s, pos0, pos8, kBlock * kTileRows + 2 * (lane % 4));
     onlineSoftmax(s, m, l, o, shape.scaleLog2);
     Math::abReg(o, s, vTile, kStride);
   }
@@ -218,7 +221,8 @@ __global__ void __launch_bounds__(kThreads)
   const int numQTiles = (shape.seqLen + kGradQueries - 1) / kGradQueries;
   // The first query tile with a query at or after this key tile's start.
   const int firstQTile =
-      max(0, kBlock * kTileRows - shape.queryStart) / kGradQueries;
+      static_cast<int>(shape.queries.firstRowFrom(kBlock * kTileRows)) /
+      kGradQueries;
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   for (int h = firstHead; h < firstHead + groupSize; ++h) {
     const Slice at = sliceOf(shape, b, h);
@@ -239,7 +243,7 @@ __global__ void __launch_bounds__(kThreads)
       Math::template abT<D>(dpT, vTile + warp * 16 * kStride, doutTile,
                             kStride);
       const bool needsMask =
-          shape.queryStart + query0 < (kBlock + 1) * kTileRows ||
+          queryPosition(shape, query0) < (kBlock + 1) * kTileRows ||
           query0 + kGradQueries > shape.seqLen;
 #pragma unroll
       for (int nt = 0; nt < kGradQueries / 8; ++nt)
@@ -247,7 +251,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int c = 0; c < 4; ++c) {
           const int col = 8 * nt + 2 * (lane % 4) + (c & 1);
           const int query = query0 + col, key = key0 + 8 * (c >> 1);
-          const bool masked = needsMask && (shape.queryStart + query < key ||
+          const bool masked = needsMask && (queryPosition(shape, query) < key ||
                                             query >= shape.seqLen);
           const float prob =
               masked ? 0.f
@@ -296,8 +300,11 @@ __global__ void __launch_bounds__(kThreads)
 
   // As the forward: key tiles up to the block's last query position.
   const Shape keys = keysOf(shape);
-  const int firstQuery = shape.queryStart + query0;
-  const int lastKey = min(firstQuery + kTileRows - 1, shape.kvSeqLen - 1);
+  const int firstQuery = queryPosition(shape, query0);
+  const int lastKey =
+      min(queryPosition(shape, query0 + kTileRows - 1), shape.kvSeqLen - 1);
+  const int pos0 = queryPosition(shape, row0),
+            pos8 = queryPosition(shape, row0 + 8);
   float dq[D / 8][4] = {};
   for (int key0 = 0; key0 <= lastKey; key0 += kTileRows) {
     __syncthreads();
@@ -310,7 +317,7 @@ __global__ void __launch_bounds__(kThreads)
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
     Math::template abT<D>(dp, doutTile + warp * 16 * kStride, vTile, kStride);
     if (key0 + kTileRows - 1 > firstQuery)
-      maskFutureKeys(s, shape.queryStart + row0, key0 + 2 * (lane % 4));
+      maskFutureKeys(s, pos0, pos8, key0 + 2 * (lane % 4));
 #pragma unroll
     for (int nt = 0; nt < kTileRows / 8; ++nt)
 #pragma unroll
@@ -374,14 +381,27 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
     return Status::invalidInput(
         "attention: seqLen (" + std::to_string(args.seqLen) + ") and batch (" +
         std::to_string(args.batch) + ") must be non-negative");
-  // The kernels see one relative start: query i sees key j <= start + i.
-  // Every query must see the block's first key (the online softmax starts
-  // from it); a block past all the queries is never launched.
-  const int64_t start = args.queryStart - args.keyStart;
-  if (start < 0 || args.queryStart < 0 || args.keyStart < 0)
+  // Positions relative to the first key: every query sees key 0 (the
+  // online softmax starts from it; a block past all the queries is never
+  // launched), and the balanced split's second run starts inside the rows
+  // and past the first run's end, so positions grow with the row (the tile
+  // bounds rely on it). A query past the last key (ring attention's
+  // earlier blocks) sees them all: the walks stop at kvSeqLen.
+  RowPositions queries = args.queries();
+  bool runsOrdered = queries.isOneRun() ||
+                     (queries.secondRow < args.seqLen &&
+                      queries.secondStart >= queries.start + queries.secondRow);
+  const int64_t lastPosition =
+      args.seqLen > 0 ? queries.at(args.seqLen - 1) : 0;
+  if (queries.start < 0 || !runsOrdered || lastPosition > INT32_MAX / 2)
     return Status::invalidInput(
-        "attention: a query block at " + std::to_string(args.queryStart) +
-        " starts before its keys at " + std::to_string(args.keyStart));
+        "attention: " + std::to_string(args.seqLen) +
+        " query rows at positions " + std::to_string(queries.start) +
+        (queries.isOneRun()
+             ? ""
+             : " and from row " + std::to_string(queries.secondRow) + " " +
+                   std::to_string(queries.secondStart)) +
+        " do not fit before the keys from " + std::to_string(args.keyStart));
   if (args.numHeads <= 0 || args.numKvHeads <= 0 ||
       args.numHeads % args.numKvHeads != 0)
     return Status::invalidInput("attention: numKvHeads (" +
@@ -406,7 +426,7 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
            scale,
            scale * kLog2e,
            static_cast<int>(args.keys()),
-           static_cast<int>(std::min<int64_t>(start, INT32_MAX / 2))};
+           queries};
   return Status::ok();
 }
 

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "kernels/SequencePositions.h"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -31,12 +33,21 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr bool kBf16TensorCores = true;
 
 /// seqLen counts queries; kvSeqLen keys, and query i sits at global
-/// position queryStart + i (kernels/Attention.h; seqLen and 0 when square).
+/// position queries.at(i) (kernels/Attention.h: one run from queryStart,
+/// or the balanced split's two; seqLen and 0.. when square). Positions
+/// grow with the row, so a tile's first and last rows bound its keys.
 struct Shape {
   int seqLen, batch, numHeads, numKvHeads, headDim;
   float scale, scaleLog2;
-  int kvSeqLen, queryStart; ///< queryStart: Args::queryStart - keyStart
+  int kvSeqLen;
+  RowPositions queries; ///< relative to the first key (Args::queries())
 };
+
+/// Global position of query row `row` (past seqLen: the last run
+/// continued, an upper bound for a partial tile).
+__device__ inline int queryPosition(const Shape &shape, int row) {
+  return static_cast<int>(shape.queries.at(row));
+}
 
 /// The shape whose rows are the keys, for loading and storing K/V rows.
 __device__ inline Shape keysOf(const Shape &shape) {

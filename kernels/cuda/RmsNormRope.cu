@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     rmsNormRopeKernel(const T *x, const T *w, T *y,
                       const __grid_constant__ InvFreqTable invFreq,
                       int64_t seqLen, int64_t unitsPerPosition, int headDim,
-                      int64_t positionOffset, float eps) {
+                      RowPositions positions, float eps) {
   int64_t tilesPerPosition = (unitsPerPosition + kUnits - 1) / kUnits;
   int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (tile >= seqLen * tilesPerPosition)
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   Heads<T, V, kSteps, kUnits> heads;
   heads.load(x + row, first, unitsPerPosition, headDim);
   LaneAngles<V, kSteps> angles(invFreq, headDim / 2,
-                               static_cast<float>(s + positionOffset), false);
+                               static_cast<float>(positions.at(s)), false);
   normRotate(heads, w, y + row, first, unitsPerPosition, headDim, angles, eps);
 }
 
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
                           float *partials,
                           const __grid_constant__ InvFreqTable invFreq,
                           int64_t seqLen, int64_t unitsPerPosition, int headDim,
-                          int64_t positionOffset, float eps) {
+                          RowPositions positions, float eps) {
   __shared__ float warpRows[kWarps][2 * kMaxHalf];
   int half = headDim / 2;
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
       load(tile + kWarps, nextX, nextG);
     int64_t s = tile / tilesPerPosition;
     LaneAngles<V, kSteps> angles(invFreq, half,
-                                 static_cast<float>(s + positionOffset), true);
+                                 static_cast<float>(positions.at(s)), true);
     normRotateGrad(xs, gs, w, dx + s * unitsPerPosition * headDim,
                    tile % tilesPerPosition * kGradUnits, unitsPerPosition,
                    headDim, angles, eps, dwLo, dwHi);
@@ -406,7 +406,7 @@ void launchForward(const RmsNormRopeArgs &a, unsigned blocks,
   rmsNormRopeKernel<T, V, kSteps><<<blocks, kWarps * 32, 0, stream>>>(
       static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
       static_cast<T *>(a.y.data), invFreqFor(a.headDim, a.theta), a.seqLen,
-      a.batch * a.numHeads, static_cast<int>(a.headDim), a.positionOffset,
+      a.batch * a.numHeads, static_cast<int>(a.headDim), a.positions(),
       static_cast<float>(a.eps));
 }
 
@@ -417,7 +417,7 @@ void launchBackward(const RmsNormRopeGradArgs &a, unsigned blocks,
       static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
       static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
       static_cast<float *>(a.scratch), invFreqFor(a.headDim, a.theta), a.seqLen,
-      a.batch * a.numHeads, static_cast<int>(a.headDim), a.positionOffset,
+      a.batch * a.numHeads, static_cast<int>(a.headDim), a.positions(),
       static_cast<float>(a.eps));
 }
 

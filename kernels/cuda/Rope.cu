@@ -40,13 +40,13 @@ struct InvFreqTable {
 __global__ void ropeKernel(ConstTensorView x, TensorView y,
                            const __grid_constant__ InvFreqTable invFreq,
                            int64_t rowsPerPosition, int64_t headDim,
-                           int64_t positionOffset, bool inverse) {
+                           RowPositions positions, bool inverse) {
   int64_t s = blockIdx.x;
   int64_t half = headDim / 2;
   int64_t i = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   int64_t firstRow = s * rowsPerPosition;
   if (i < half) {
-    float position = static_cast<float>(s + positionOffset);
+    float position = static_cast<float>(positions.at(s));
     float angle = position * invFreq.values[i];
     float cosine = cosf(angle);
     float sine = inverse ? -sinf(angle) : sinf(angle);
@@ -94,7 +94,7 @@ Status rope(const RopeArgs &args, DeviceStream stream) {
   dim3 block(kPairsPerBlock, kRowLanes);
   ropeKernel<<<grid, block, 0, stream>>>(args.x, args.y, invFreq,
                                          rowsPerPosition, args.headDim,
-                                         args.positionOffset, args.inverse);
+                                         args.positions(), args.inverse);
   return launchStatus("ropeKernel");
 }
 

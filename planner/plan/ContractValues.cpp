@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace sharc::plan {
 namespace {
@@ -88,6 +89,29 @@ std::optional<ContractViolation> checkRingShift(const Plan &plan, int64_t i) {
   return std::nullopt;
 }
 
+/// permute_blocks's order is a permutation of 0..n-1 whose n blocks cut
+/// dimension 0 of x evenly, or the copy would read past x or leave rows
+/// of y unwritten.
+std::optional<ContractViolation> checkPermutation(const Plan &plan, int64_t i) {
+  const Instruction &instr = plan.instructions[i];
+  std::vector<int64_t> order = instr.getInts("order");
+  auto n = static_cast<int64_t>(order.size());
+  std::vector<bool> seen(order.size(), false);
+  bool isPermutation = n > 0;
+  for (int64_t block : order) {
+    isPermutation = isPermutation && block < n && !seen[block];
+    if (block >= 0 && block < n)
+      seen[block] = true;
+  }
+  const std::vector<int64_t> &shape = plan.buffers[instr.operands.at(0)].shape;
+  if (isPermutation && !shape.empty() && shape[0] % n == 0)
+    return std::nullopt;
+  return atInstr(
+      plan, i, "order", "op schema",
+      "order of " + std::to_string(n) + " blocks is not a permutation of 0.." +
+          std::to_string(n - 1) + " cutting dimension 0 of x " + "evenly");
+}
+
 std::optional<ContractViolation> checkVocabulary(const Plan &plan, int64_t i) {
   const Instruction &instr = plan.instructions[i];
   if (instr.op == "embedding" || instr.op == "embedding_grad") {
@@ -153,6 +177,9 @@ std::optional<ContractViolation> findValueViolation(const Plan &plan) {
         return violation;
     if (plan.instructions[i].op == "ring_shift")
       if (auto violation = checkRingShift(plan, i))
+        return violation;
+    if (plan.instructions[i].op == "permute_blocks")
+      if (auto violation = checkPermutation(plan, i))
         return violation;
     if (auto violation = checkVocabulary(plan, i))
       return violation;

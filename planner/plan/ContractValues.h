@@ -11,6 +11,8 @@
 //               (vocab_start <= 0 and vocab_start + rows * size(vocab_axis)
 //               >= vocab_size), and every valid_vocab is at least
 //               vocab_size, or a label would index past the softmax
+//   op schema   permute_blocks's order is a permutation whose blocks cut
+//               dimension 0 of x evenly
 //   in place    no instruction writes a buffer it also reads, except
 //               all_reduce, all_reduce_coalesced and replicate, whose
 //               kernels work in place

@@ -40,11 +40,17 @@ std::vector<OpSchema> makeSchemas() {
   std::vector<AttrSpec> embedding = {optional(intAttr("vocab_start", 0)),
                                      optional(axisAttr("vocab_axis"))};
   std::vector<AttrSpec> rmsNorm = {floatAttr("eps"), intAttr("group_size", 1)};
+  // position_split: absent, the axis's contiguous blocks; "balanced",
+  // chunks r and 2n-1-r of 2n (kernels/SequencePositions.h).
+  AttrSpec positionSplit = {
+      "position_split", AttrKind::String, false, INT64_MIN, {"balanced"}};
   std::vector<AttrSpec> rope = {intAttr("head_dim", 1), floatAttr("theta"),
                                 optional(intAttr("position_offset", 0)),
-                                optional(axisAttr("position_axis"))};
+                                optional(axisAttr("position_axis")),
+                                positionSplit};
   std::vector<AttrSpec> attention = {intAttr("head_dim", 1),
-                                     optional(axisAttr("position_axis"))};
+                                     optional(axisAttr("position_axis")),
+                                     positionSplit};
   // Ring attention's blocks: position_axis names the split, kv_shift the
   // steps the K/V block has moved (docs/plan-ops.md).
   std::vector<AttrSpec> attentionBlock = {intAttr("head_dim", 1),
@@ -232,6 +238,11 @@ std::vector<OpSchema> makeSchemas() {
        {{"y", 'T'}},
        false,
        {axisAttr("axis"), intAttr("peer", 0), optional(intAttr("tag", 0))}},
+      {"permute_blocks",
+       {{"x", 'T'}},
+       {{"y", 'T'}},
+       false,
+       {intListAttr("order", 0)}},
       {"column_slice",
        {{"x", 'A'}},
        {{"y", 'A'}},

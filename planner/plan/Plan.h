@@ -49,9 +49,13 @@ struct MeshAxis {
 
 /// How a global tensor is split over the mesh: for each mesh axis, the
 /// tensor dimension it is sharded on, or -1 when replicated on that axis.
-/// Shards are contiguous and in rank order along the axis.
+/// Shards are contiguous and in rank order along the axis, except along
+/// balancedAxis (context parallelism's balanced split of the sequence,
+/// kernels/SequencePositions.h): the extent there is cut into 2n chunks
+/// and coordinate r holds chunk r, then chunk 2n-1-r.
 struct Sharding {
   std::map<std::string, int64_t> dimOfAxis;
+  std::string balancedAxis = ""; ///< empty: every split is contiguous
   /// With pipeline stages: only the ranks of this stage (their coordinate
   /// on kStageAxis) hold the tensor; -1: every stage does.
   int64_t stage = -1;

@@ -315,11 +315,17 @@ public:
     if (!node.IsMap())
       return fail(node, "expected a map from mesh axis to dimension, got " +
                             describe(node));
+    YAML::Node balancedNode;
     for (auto it = node.begin(); it != node.end(); ++it) {
       std::string axis;
       SHARC_TRY(readString(it->first, axis));
       if (axis == "stage") {
         SHARC_TRY(readStage(it->second, plan, sharding.stage));
+        continue;
+      }
+      if (axis == "balanced") {
+        SHARC_TRY(readString(it->second, sharding.balancedAxis));
+        balancedNode = it->second;
         continue;
       }
       bool known = false;
@@ -340,6 +346,14 @@ public:
                                     " out of range for a tensor of rank " +
                                     std::to_string(rank));
       sharding.dimOfAxis[axis] = dim;
+    }
+    // The balanced split cuts the dimension its axis splits.
+    if (!sharding.balancedAxis.empty()) {
+      auto it = sharding.dimOfAxis.find(sharding.balancedAxis);
+      if (it == sharding.dimOfAxis.end() || it->second < 0)
+        return fail(balancedNode, "balanced names '" + sharding.balancedAxis +
+                                      "', which splits no dimension of "
+                                      "this sharding");
     }
     return Status::ok();
   }

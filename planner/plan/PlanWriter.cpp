@@ -21,6 +21,9 @@ std::string formatSharding(const Sharding &sharding) {
   for (const auto &[axis, dim] : sharding.dimOfAxis)
     result += (result.size() > 1 ? ", " : "") + identifier(axis) + ": " +
               std::to_string(dim);
+  if (!sharding.balancedAxis.empty())
+    result += std::string(result.size() > 1 ? ", " : "") +
+              "balanced: " + quoted(sharding.balancedAxis);
   if (sharding.stage >= 0)
     result += std::string(result.size() > 1 ? ", " : "") +
               "stage: " + std::to_string(sharding.stage);

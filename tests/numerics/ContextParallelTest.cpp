@@ -1,9 +1,10 @@
 //===- ContextParallelTest.cpp - context parallelism vs the dense model ---===//
 //
-// Plans with the sequence split over cp (sharc-context-parallel), with
-// each exchange of attention (Ulysses all_to_all, K/V all-gathered, or the
-// K/V blocks passed along the ring),
-// alone and with tp and dp, against the dense plan from the same weights
+// Plans with the sequence split over cp (sharc-context-parallel), balanced
+// (rank r holds chunks r and 2cp-1-r) or contiguous, with each exchange of
+// attention (Ulysses all_to_all, K/V all-gathered, or the K/V blocks passed
+// along the ring, contiguous only), alone and with tp and dp, against the
+// dense plan from the same weights
 // on the same tokens: loss, logits and every gradient after one step
 // within 1e-5 of the largest value (executor/Validation), the parameters
 // after 5 AdamW steps within 1e-4 (mean). Then the plans as users run them
@@ -30,7 +31,15 @@ struct CpLayout {
   const char *mode; ///< a preset; its size is tp's (cp for "cp")
   int64_t size, cpSize, dpSize;
   const char *exchange;
+  const char *split = "balanced";
 };
+
+constexpr const char *kExchanges[] = {"a2a", "all_gather", "ring"};
+
+/// Whether the exchange is built on the split (the ring: contiguous only).
+bool builds(const std::string &exchange, const std::string &split) {
+  return exchange != "ring" || split == "contiguous";
+}
 
 PipelineOptions layoutOf(const CpLayout &c) {
   PipelineOptions layout;
@@ -38,12 +47,14 @@ PipelineOptions layoutOf(const CpLayout &c) {
   layout.cpSize = c.cpSize;
   layout.dpSize = c.dpSize;
   layout.cpComm = c.exchange;
+  layout.cpSplit = c.split;
   return layout;
 }
 
 void requireParity(const CpLayout &c) {
   INFO(c.model << " " << c.mode << " size " << c.size << " cp " << c.cpSize
-               << " dp " << c.dpSize << " --cp-comm " << c.exchange);
+               << " dp " << c.dpSize << " --cp-comm " << c.exchange
+               << " --cp-split " << c.split);
   PipelineOptions layout = layoutOf(c);
   layout.keepGradients = true;
   PipelineOptions dense;
@@ -64,6 +75,7 @@ void requireParity(const CpLayout &c) {
 void requireProductionParity(const CpLayout &c, bool scatteredLabels) {
   INFO(c.model << " " << c.mode << " size " << c.size << " cp " << c.cpSize
                << " dp " << c.dpSize << " --cp-comm " << c.exchange
+               << " --cp-split " << c.split
                << (scatteredLabels ? " scattered labels" : ""));
   constexpr int kSteps = 4;
   TrainedRun sharded = trainOnRandomTokens(
@@ -103,62 +115,81 @@ void requireBoth(const CpLayout &c) {
 
 } // namespace
 
-TEST_CASE("cp=2 with each exchange matches the dense model",
+TEST_CASE("cp=2 with each exchange and split matches the dense model",
           "[numerics][parity][cp]") {
-  for (const char *exchange : {"a2a", "all_gather", "ring"}) {
-    requireBoth({"tiny.yaml", "cp", 2, 2, 1, exchange});
-    requireProductionParity({"tiny.yaml", "cp", 2, 2, 1, exchange},
-                            /*scatteredLabels=*/true);
-  }
+  for (const char *split : {"balanced", "contiguous"})
+    for (const char *exchange : kExchanges) {
+      if (!builds(exchange, split))
+        continue;
+      requireBoth({"tiny.yaml", "cp", 2, 2, 1, exchange, split});
+      requireProductionParity({"tiny.yaml", "cp", 2, 2, 1, exchange, split},
+                              /*scatteredLabels=*/true);
+    }
 }
 
-TEST_CASE("cp=4 with each exchange matches the dense model",
+TEST_CASE("cp=4 with each exchange and split matches the dense model",
           "[numerics][parity][cp]") {
-  // a2a needs 4 KV heads (tiny-tp4: 8/4); four blocks of 4 positions.
-  requireBoth({"tiny-tp4.yaml", "cp", 4, 4, 1, "a2a"});
-  requireBoth({"tiny.yaml", "cp", 4, 4, 1, "all_gather"});
-  requireBoth({"tiny.yaml", "cp", 4, 4, 1, "ring"});
+  // a2a needs 4 KV heads (tiny-tp4: 8/4); four blocks of 4 positions, or
+  // under the balanced split eight chunks of 2.
+  for (const char *split : {"balanced", "contiguous"}) {
+    requireBoth({"tiny-tp4.yaml", "cp", 4, 4, 1, "a2a", split});
+    requireBoth({"tiny.yaml", "cp", 4, 4, 1, "all_gather", split});
+  }
+  requireBoth({"tiny.yaml", "cp", 4, 4, 1, "ring", "contiguous"});
 }
 
 TEST_CASE("tp=2 x cp=2 matches the dense model", "[numerics][parity][cp]") {
   // tiny-tp4: each tp rank holds 4/2 heads, which a2a splits over cp; under
-  // sp the sequence is split over cp, then tp (16 / 4 positions a rank).
-  for (const char *exchange : {"a2a", "all_gather", "ring"})
-    for (const char *mode : {"tp", "tp_sp_async_vp"})
-      requireBoth({"tiny-tp4.yaml", mode, 2, 2, 1, exchange});
+  // sp the sequence is split over cp, then tp (16 / 4 positions a rank: one
+  // balanced chunk of 4 each).
+  for (const char *split : {"balanced", "contiguous"})
+    for (const char *exchange : kExchanges)
+      for (const char *mode : {"tp", "tp_sp_async_vp"})
+        if (builds(exchange, split))
+          requireBoth({"tiny-tp4.yaml", mode, 2, 2, 1, exchange, split});
 }
 
 TEST_CASE("cp with fused q/k norms and rope matches the dense model",
           "[numerics][parity][cp]") {
-  // sharc-fuse-norm-rope keeps rope's position_axis on the fused op, so
-  // its blocks rotate by global positions too.
-  for (const char *exchange : {"a2a", "all_gather", "ring"}) {
-    CpLayout c{"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 1, exchange};
-    PipelineOptions layout = layoutOf(c);
-    layout.fuseNormRope = true;
-    layout.keepGradients = true;
-    PipelineOptions dense;
-    dense.keepGradients = true;
-    INFO("--fuse-norm-rope --cp-comm " << exchange);
-    auto report = exec::validateAgainstDense(
-        compilePlan(c.model, layout, /*emitLogits=*/true),
-        compilePlan(c.model, dense, /*emitLogits=*/true), {});
-    if (!report.isOk())
-      FAIL(report.status().message());
-    INFO(exec::formatReport(*report));
-    REQUIRE(report->passed);
-  }
+  // sharc-fuse-norm-rope keeps rope's position_axis and position_split on
+  // the fused op, so its chunks rotate by global positions too; with the
+  // projections and the adds fused as well, nothing else changes.
+  for (bool fuseAll : {false, true})
+    for (const char *exchange : kExchanges) {
+      CpLayout c{"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 1, exchange};
+      if (!builds(exchange, c.split))
+        c.split = "contiguous";
+      PipelineOptions layout = layoutOf(c);
+      layout.fuseNormRope = true;
+      layout.fuseProjections = layout.fuseAdds = fuseAll;
+      layout.keepGradients = true;
+      PipelineOptions dense;
+      dense.keepGradients = true;
+      INFO("--fuse-norm-rope"
+           << (fuseAll ? " --fuse-projections --fuse-adds" : "")
+           << " --cp-comm " << exchange);
+      auto report = exec::validateAgainstDense(
+          compilePlan(c.model, layout, /*emitLogits=*/true),
+          compilePlan(c.model, dense, /*emitLogits=*/true), {});
+      if (!report.isOk())
+        FAIL(report.status().message());
+      INFO(exec::formatReport(*report));
+      REQUIRE(report->passed);
+    }
 }
 
 TEST_CASE("dp=2 x cp=2 x tp=2 (8 simulated ranks) matches the dense model",
           "[numerics][parity][cp]") {
-  for (const char *exchange : {"a2a", "all_gather", "ring"})
-    requireBoth({"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 2, exchange});
+  for (const char *split : {"balanced", "contiguous"})
+    for (const char *exchange : kExchanges)
+      if (builds(exchange, split))
+        requireBoth(
+            {"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 2, exchange, split});
 }
 
 TEST_CASE("dp=2 x cp=2 ring attention matches the dense model",
           "[numerics][parity][cp]") {
-  requireBoth({"tiny.yaml", "cp", 2, 2, 2, "ring"});
+  requireBoth({"tiny.yaml", "cp", 2, 2, 2, "ring", "contiguous"});
 }
 
 TEST_CASE("microbatches under cp and dp x cp equal the dense step",
@@ -171,21 +202,24 @@ TEST_CASE("microbatches under cp and dp x cp equal the dense step",
   dense.keepGradients = true;
   TrainedRun whole =
       trainOnRandomTokens(compileTinyBatch(8, 1, dense), kSteps, 5, 13);
-  for (const char *exchange : {"a2a", "all_gather", "ring"})
-    for (int64_t dpSize : {1, 2})
-      for (int64_t count : {2, 4}) {
-        INFO("--cp-comm " << exchange << ", dp " << dpSize << ", " << count
-                          << " microbatches");
-        PipelineOptions layout =
-            layoutOf({"tiny.yaml", "cp", 2, 2, dpSize, exchange});
-        layout.keepGradients = true;
-        TrainedRun split = trainOnRandomTokens(
-            compileTinyBatch(8, count, layout), kSteps, 5, 13);
-        REQUIRE(compareTensors(split.firstOutputs, whole.firstOutputs,
-                               "grad:", 1e-5) ==
-                static_cast<int>(whole.params.tensors.size()));
-        for (int step = 0; step < kSteps; ++step)
-          REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
-                  1e-5 * std::abs(whole.losses[step]));
-      }
+  for (const char *cpSplit : {"balanced", "contiguous"})
+    for (const char *exchange : kExchanges)
+      for (int64_t dpSize : {1, 2})
+        for (int64_t count : {2, 4}) {
+          if (!builds(exchange, cpSplit))
+            continue;
+          INFO("--cp-comm " << exchange << " --cp-split " << cpSplit << ", dp "
+                            << dpSize << ", " << count << " microbatches");
+          PipelineOptions layout =
+              layoutOf({"tiny.yaml", "cp", 2, 2, dpSize, exchange, cpSplit});
+          layout.keepGradients = true;
+          TrainedRun split = trainOnRandomTokens(
+              compileTinyBatch(8, count, layout), kSteps, 5, 13);
+          REQUIRE(compareTensors(split.firstOutputs, whole.firstOutputs,
+                                 "grad:", 1e-5) ==
+                  static_cast<int>(whole.params.tensors.size()));
+          for (int step = 0; step < kSteps; ++step)
+            REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
+                    1e-5 * std::abs(whole.losses[step]));
+        }
 }

@@ -43,7 +43,7 @@ struct CompileFlags {
   std::string mode = "dense";
   std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize, ppChunks;
   std::optional<int64_t> cpSize;
-  std::string cpComm, ppSchedule, ppBalance;
+  std::string cpComm, cpSplit, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
   bool emitLogits = false;
@@ -74,6 +74,10 @@ void printUsage(FILE *out) {
                "          K/V all-gathered, or K/V blocks passed rank to rank "
                "(ring attention);\n"
                "          default a2a)]\n"
+               "         [--cp-split balanced|contiguous (rank r holds chunks "
+               "r and 2N-1-r of 2N,\n"
+               "          even causal work; or block r; default balanced,\n"
+               "          contiguous under --cp-comm ring)]\n"
                "         [--bucket-bytes N (data-parallel gradient buckets, "
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
@@ -115,8 +119,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
     };
     if (arg == "-o" || arg == "--run" || arg == "--mode" ||
         arg == "--recompute" || arg == "--machine" || arg == "--trace-sim" ||
-        arg == "--schedule" || arg == "--cp-comm" || arg == "--pp-schedule" ||
-        arg == "--pp-balance") {
+        arg == "--schedule" || arg == "--cp-comm" || arg == "--cp-split" ||
+        arg == "--pp-schedule" || arg == "--pp-balance") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
@@ -138,6 +142,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.traceSimPath = *v;
       else if (arg == "--cp-comm")
         flags.cpComm = *v;
+      else if (arg == "--cp-split")
+        flags.cpSplit = *v;
       else
         flags.recompute = *v;
     } else if (arg == "--dp" || arg == "--tp" || arg == "--cp" ||
@@ -290,6 +296,20 @@ int compile(const CompileFlags &flags) {
       return usageError("--cp-comm picks context parallelism's exchange; it "
                         "needs --cp N, N > 1");
     pipeline.cpComm = flags.cpComm;
+    // The ring is built on the contiguous split (docs/architecture.md,
+    // "Ring attention"); asked for alone it takes that split, and an
+    // explicit --cp-split balanced is refused by sharc-context-parallel.
+    if (flags.cpComm == "ring")
+      pipeline.cpSplit = "contiguous";
+  }
+  if (!flags.cpSplit.empty()) {
+    if (flags.cpSplit != "balanced" && flags.cpSplit != "contiguous")
+      return usageError("unknown cp split '" + flags.cpSplit +
+                        "' (expected balanced or contiguous)");
+    if (pipeline.cpSize == 1)
+      return usageError("--cp-split picks how context parallelism splits the "
+                        "sequence; it needs --cp N, N > 1");
+    pipeline.cpSplit = flags.cpSplit;
   }
   if (flags.ppSize)
     pipeline.ppSize = *flags.ppSize;

@@ -1,12 +1,14 @@
-// RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-context-parallel=cp=2 \
+// RUN: sharc-opt %S/Inputs/attention-block.mlir \
+// RUN:   "--sharc-context-parallel=cp=2 split=contiguous" \
 // RUN:   --sharc-spmdize --sharc-autodiff --sharc-verify-placements \
 // RUN:   | FileCheck %s --check-prefix=A2A
 // RUN: sharc-opt %S/Inputs/attention-block.mlir \
-// RUN:   "--sharc-context-parallel=cp=2 comm=all_gather" --sharc-spmdize \
-// RUN:   --sharc-autodiff --sharc-verify-placements \
+// RUN:   "--sharc-context-parallel=cp=2 comm=all_gather split=contiguous" \
+// RUN:   --sharc-spmdize --sharc-autodiff --sharc-verify-placements \
 // RUN:   | FileCheck %s --check-prefix=GATHER
 // RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-tensor-parallel=tp=2 \
-// RUN:   --sharc-sequence-parallel --sharc-context-parallel=cp=2 \
+// RUN:   --sharc-sequence-parallel \
+// RUN:   "--sharc-context-parallel=cp=2 split=contiguous" \
 // RUN:   --sharc-spmdize | FileCheck %s --check-prefix=TPCP
 // RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-tensor-parallel=tp=2 \
 // RUN:   --sharc-sequence-parallel --sharc-context-parallel=cp=2 \
@@ -15,7 +17,15 @@
 // RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-data-parallel=dp=2 \
 // RUN:   --sharc-context-parallel=cp=2 --sharc-spmdize --sharc-autodiff \
 // RUN:   --sharc-bucket-gradients | FileCheck %s --check-prefix=DPCP
+// RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-context-parallel=cp=2 \
+// RUN:   --sharc-spmdize --sharc-autodiff --sharc-verify-placements \
+// RUN:   | FileCheck %s --check-prefix=BALA2A
+// RUN: sharc-opt %S/Inputs/attention-block.mlir \
+// RUN:   "--sharc-context-parallel=cp=2 comm=all_gather" --sharc-spmdize \
+// RUN:   --sharc-autodiff --sharc-verify-placements \
+// RUN:   | FileCheck %s --check-prefix=BALGATHER
 
+// The contiguous split (split=contiguous): rank r holds block r.
 // Ulysses: tokens and labels split along the sequence, parameters R; rope
 // rotates by global positions; q, k, v go from a sequence split to a heads
 // split by all_to_all, whole-sequence attention runs on 4 of the 8 heads,
@@ -95,3 +105,41 @@
 // TPCPSTEP-COUNT-8: sharc.all_to_all {{.*}}axis = "cp"
 // TPCPSTEP-NOT: sharc.all_to_all
 // TPCPSTEP-NOT: {{all_gather|reduce_scatter|slice_to_rank}} {{.*}}axis = "tp", dim = 2
+
+// The balanced split (the default): rank r holds chunks r and 3 - r of 4,
+// recorded on the module for rope's and attention's positions. Ulysses's
+// exchange gathers the sequence in rank order (chunks 0, 3, 1, 2): q, k
+// and v are put in natural order, attention runs square and causal, and
+// the output goes back to rank order before the inverse exchange; the
+// backward permutes by the inverse orders.
+// BALA2A-LABEL: module attributes {sharc.balanced_axis = "cp", sharc.context_parallel = "a2a"
+// BALA2A: sharc.rope {{.*}}position_axis = "cp"{{.*}}position_split = "balanced"
+// BALA2A: %[[QH:.*]] = sharc.all_to_all
+// BALA2A-NEXT: %[[KH:.*]] = sharc.all_to_all
+// BALA2A-NEXT: %[[VH:.*]] = sharc.all_to_all
+// BALA2A-NEXT: %[[QN:.*]] = sharc.permute_blocks %[[QH]] {order = array<i64: 0, 2, 3, 1>} {{.*}} -> tensor<8x2x8xf32, #sharc.place<cp = S(2)>>
+// BALA2A-NEXT: %[[KN:.*]] = sharc.permute_blocks %[[KH]] {order = array<i64: 0, 2, 3, 1>}
+// BALA2A-NEXT: %[[VN:.*]] = sharc.permute_blocks %[[VH]] {order = array<i64: 0, 2, 3, 1>}
+// BALA2A-NEXT: %[[O:.*]], %{{.*}} = sharc.attention %[[QN]], %[[KN]], %[[VN]] {head_dim = 2 : i64} :
+// BALA2A-NEXT: %[[OR:.*]] = sharc.permute_blocks %[[O]] {order = array<i64: 0, 3, 1, 2>}
+// BALA2A-NEXT: sharc.all_to_all %[[OR]] {axis = "cp", concat_dim = 2 : i64, split_dim = 0 : i64}
+// BALA2A: sharc.permute_blocks {{.*}}order = array<i64: 0, 2, 3, 1>
+// BALA2A-NEXT: sharc.attention_grad
+// BALA2A-COUNT-3: sharc.permute_blocks {{.*}}order = array<i64: 0, 3, 1, 2>
+// BALA2A: sharc.rope_grad {{.*}}position_axis = "cp"{{.*}}position_split = "balanced"
+
+// The K/V all-gather under the balanced split: q keeps the rank's two
+// chunks (attention's position_split), the gathered k and v are put in
+// natural order, and their gradients back in rank order before the
+// reduce_scatter.
+// BALGATHER-LABEL: module attributes {sharc.balanced_axis = "cp", sharc.context_parallel = "all_gather"
+// BALGATHER: %[[Q:.*]] = sharc.rope {{.*}}position_axis = "cp"{{.*}}position_split = "balanced"
+// BALGATHER: %[[KG:.*]] = sharc.all_gather
+// BALGATHER-NEXT: %[[VG:.*]] = sharc.all_gather
+// BALGATHER-NEXT: %[[KN:.*]] = sharc.permute_blocks %[[KG]] {order = array<i64: 0, 2, 3, 1>} {{.*}} -> tensor<8x2x8xf32, #sharc.place<cp = R>>
+// BALGATHER-NEXT: %[[VN:.*]] = sharc.permute_blocks %[[VG]] {order = array<i64: 0, 2, 3, 1>}
+// BALGATHER-NEXT: sharc.attention %[[Q]], %[[KN]], %[[VN]] {head_dim = 2 : i64, position_axis = "cp", position_split = "balanced"}
+// BALGATHER-NOT: sharc.all_to_all
+// BALGATHER: sharc.attention_grad {{.*}}position_axis = "cp", position_split = "balanced"
+// BALGATHER: %[[DR:.*]] = sharc.permute_blocks {{.*}}order = array<i64: 0, 3, 1, 2>{{.*}} -> tensor<8x2x8xf32, #sharc.place<cp = P>>
+// BALGATHER: sharc.reduce_scatter %[[DR]] {axis = "cp", dim = 0 : i64}

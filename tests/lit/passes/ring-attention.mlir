@@ -1,8 +1,8 @@
 // RUN: sharc-opt %S/Inputs/attention-block.mlir \
-// RUN:   "--sharc-context-parallel=cp=2 comm=ring" --sharc-spmdize \
+// RUN:   "--sharc-context-parallel=cp=2 comm=ring split=contiguous" --sharc-spmdize \
 // RUN:   --sharc-autodiff --sharc-verify-placements | FileCheck %s
 // RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-tensor-parallel=tp=2 \
-// RUN:   --sharc-sequence-parallel "--sharc-context-parallel=cp=2 comm=ring" \
+// RUN:   --sharc-sequence-parallel "--sharc-context-parallel=cp=2 comm=ring split=contiguous" \
 // RUN:   --sharc-spmdize --sharc-verify-placements \
 // RUN:   | FileCheck %s --check-prefix=TPCP
 

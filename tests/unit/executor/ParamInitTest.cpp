@@ -65,6 +65,48 @@ TEST_CASE("shard slices are contiguous pieces in rank order", "[executor]") {
   REQUIRE_FALSE(badDim);
 }
 
+TEST_CASE("a balanced split holds chunks r and 2n-1-r, and nests tp pieces",
+          "[executor]") {
+  // [cp = 2, tp = 2]: 8 rows in 4 chunks of 2; cp rank 1 holds chunks 1
+  // and 2 (rows 2, 3, 4, 5), then tp rank 1 the second half of those.
+  std::vector<plan::MeshAxis> cpTp{{"cp", 2}, {"tp", 2}};
+  plan::Sharding byCp{{{"cp", 0}}, "cp"};
+  auto rank0 = shardSlice(cpTp, byCp, {8, 3}, {0, 0});
+  REQUIRE(rank0);
+  REQUIRE(rank0->localShape == std::vector<int64_t>{4, 3});
+  // Local rows 0, 1 are global 0, 1; rows 2, 3 are global 6, 7.
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < 4; ++r)
+    rows.push_back(rank0->globalIndex(r * 3 + 1) / 3);
+  REQUIRE(rows == std::vector<int64_t>{0, 1, 6, 7});
+  plan::Sharding both{{{"cp", 0}, {"tp", 0}}, "cp"};
+  auto inner = shardSlice(cpTp, both, {8, 3}, {1, 1});
+  REQUIRE(inner);
+  REQUIRE(inner->localShape == std::vector<int64_t>{2, 3});
+  REQUIRE(inner->globalIndex(0) == 4 * 3);
+  REQUIRE(inner->globalIndex(3 + 2) == 5 * 3 + 2);
+
+  // Scattering and gathering [S] ids round-trips and follows the chunks.
+  std::vector<int32_t> ids(8);
+  for (int32_t i = 0; i < 8; ++i)
+    ids[i] = 10 + i;
+  std::vector<int32_t> gathered(8, -1);
+  for (int64_t cp = 0; cp < 2; ++cp) {
+    auto slice = shardSlice(cpTp, byCp, {8}, {cp, 0});
+    REQUIRE(slice);
+    std::vector<int32_t> local(4);
+    copyGlobalToLocal(ids.data(), DType::I32, *slice, local.data(), DType::I32);
+    REQUIRE(local == (cp == 0 ? std::vector<int32_t>{10, 11, 16, 17}
+                              : std::vector<int32_t>{12, 13, 14, 15}));
+    copyLocalToGlobal(local.data(), DType::I32, *slice, gathered.data(),
+                      DType::I32);
+  }
+  REQUIRE(gathered == ids);
+
+  auto odd = shardSlice(cpTp, byCp, {6, 3}, {0, 0});
+  REQUIRE_FALSE(odd); // 6 rows do not cut into 4 chunks
+}
+
 TEST_CASE("a tp shard of a parameter equals the slice of the dense one",
           "[executor]") {
   plan::InitSpec spec{"normal", 0.02};

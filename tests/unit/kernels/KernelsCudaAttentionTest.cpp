@@ -64,8 +64,10 @@ private:
 
 struct Shape {
   int64_t seqLen, batch, numHeads, numKvHeads, headDim;
-  /// A query block at queryStart against kvSeqLen keys (0: square).
+  /// A query block at queryStart against kvSeqLen keys (0: square); the
+  /// balanced split's second run of queries from querySecondRow on.
   int64_t kvSeqLen = 0, queryStart = 0;
+  int64_t querySecondRow = 0, querySecondStart = 0;
   int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
   int64_t qNumel() const { return seqLen * batch * numHeads * headDim; }
   int64_t kvNumel() const { return keys() * batch * numKvHeads * headDim; }
@@ -75,7 +77,9 @@ struct Shape {
            std::to_string(batch) + ", heads " + std::to_string(numHeads) + "/" +
            std::to_string(numKvHeads) + ", headDim " + std::to_string(headDim) +
            ", keys " + std::to_string(keys()) + " from query " +
-           std::to_string(queryStart);
+           std::to_string(queryStart) + ", from row " +
+           std::to_string(querySecondRow) + " at " +
+           std::to_string(querySecondStart);
   }
 };
 
@@ -93,6 +97,16 @@ const std::vector<Shape> kBlockShapes = {{37, 3, 4, 2, 64, 130, 60},
                                          {64, 2, 4, 2, 40, 256, 192},
                                          {65, 3, 4, 2, 96, 130, 0},
                                          {32, 2, 4, 4, 64, 128, 96}};
+
+// The balanced split's two query runs (kernels/SequencePositions.h): rank
+// 1 of 4 (chunks of 33: the second run starts inside a tile), rank 0 of 2
+// (chunks of 64, on a tile edge), rank 1 of 2 (adjacent chunks 1 and 2)
+// and rank 0 of 3 (chunks 0 and 5 of 16 rows).
+const std::vector<Shape> kBalancedShapes = {
+    {66, 2, 4, 2, 64, 264, 33, 33, 198},
+    {128, 2, 4, 2, 128, 256, 0, 64, 192},
+    {40, 3, 3, 1, 96, 80, 20, 20, 40},
+    {32, 2, 4, 4, 40, 96, 0, 16, 80}};
 
 double tolerance(DType dtype) { return dtype == DType::F32 ? 1e-4 : 2e-2; }
 
@@ -153,7 +167,9 @@ CpuForward cpuForward(const Shape &shape, DType dtype, const Inputs &in) {
                   .numKvHeads = shape.numKvHeads,
                   .headDim = shape.headDim,
                   .kvSeqLen = shape.kvSeqLen,
-                  .queryStart = shape.queryStart});
+                  .queryStart = shape.queryStart,
+                  .querySecondRow = shape.querySecondRow,
+                  .querySecondStart = shape.querySecondStart});
   return result;
 }
 
@@ -186,7 +202,9 @@ void checkForward(const ForwardFn &forward, std::vector<DType> dtypes,
                                .numKvHeads = shape.numKvHeads,
                                .headDim = shape.headDim,
                                .kvSeqLen = shape.kvSeqLen,
-                               .queryStart = shape.queryStart});
+                               .queryStart = shape.queryStart,
+                               .querySecondRow = shape.querySecondRow,
+                               .querySecondStart = shape.querySecondStart});
       INFO(status.message());
       REQUIRE(status.isOk());
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -227,7 +245,9 @@ void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes,
                           .numKvHeads = shape.numKvHeads,
                           .headDim = shape.headDim,
                           .kvSeqLen = shape.kvSeqLen,
-                          .queryStart = shape.queryStart});
+                          .queryStart = shape.queryStart,
+                          .querySecondRow = shape.querySecondRow,
+                          .querySecondStart = shape.querySecondStart});
 
       DeviceBuffer q(in.q, dtype), k(in.k, dtype), v(in.v, dtype);
       DeviceBuffer out(forward.out, dtype), dOut(dout, dtype);
@@ -256,7 +276,9 @@ void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes,
                                 .numKvHeads = shape.numKvHeads,
                                 .headDim = shape.headDim,
                                 .kvSeqLen = shape.kvSeqLen,
-                                .queryStart = shape.queryStart});
+                                .queryStart = shape.queryStart,
+                                .querySecondRow = shape.querySecondRow,
+                                .querySecondStart = shape.querySecondStart});
       INFO(status.message());
       REQUIRE(status.isOk());
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -307,6 +329,28 @@ TEST_CASE("cuda::attentionGrad of a query block matches cpu::attentionGrad",
         return cuda::attentionGrad(args, nullptr);
       },
       {DType::F32, DType::BF16}, kBlockShapes);
+}
+
+TEST_CASE("cuda::attention of a balanced rank's queries matches "
+          "cpu::attention",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  checkForward(
+      [](const AttentionArgs &args) { return cuda::attention(args, nullptr); },
+      {DType::F32, DType::BF16}, kBalancedShapes);
+}
+
+TEST_CASE("cuda::attentionGrad of a balanced rank's queries matches "
+          "cpu::attentionGrad",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  checkBackward(
+      [](const AttentionGradArgs &args) {
+        return cuda::attentionGrad(args, nullptr);
+      },
+      {DType::F32, DType::BF16}, kBalancedShapes);
 }
 
 #if SHARC_WITH_CUDNN
@@ -365,19 +409,21 @@ TEST_CASE("cuDNN declines a query block, which then runs on sharc's kernel",
   auto engine = cuda::CudnnAttention::create(nullptr);
   REQUIRE(engine);
   const Shape &shape = kBlockShapes.front();
-  Result<int64_t> bytes =
-      (*engine)->prepare(AttentionArgs{.q = {nullptr, DType::BF16},
-                                       .k = {nullptr, DType::BF16},
-                                       .v = {nullptr, DType::BF16},
-                                       .out = {nullptr, DType::BF16},
-                                       .lse = nullptr,
-                                       .seqLen = shape.seqLen,
-                                       .batch = shape.batch,
-                                       .numHeads = shape.numHeads,
-                                       .numKvHeads = shape.numKvHeads,
-                                       .headDim = shape.headDim,
-                                       .kvSeqLen = shape.kvSeqLen,
-                                       .queryStart = shape.queryStart});
+  Result<int64_t> bytes = (*engine)->prepare(
+      AttentionArgs{.q = {nullptr, DType::BF16},
+                    .k = {nullptr, DType::BF16},
+                    .v = {nullptr, DType::BF16},
+                    .out = {nullptr, DType::BF16},
+                    .lse = nullptr,
+                    .seqLen = shape.seqLen,
+                    .batch = shape.batch,
+                    .numHeads = shape.numHeads,
+                    .numKvHeads = shape.numKvHeads,
+                    .headDim = shape.headDim,
+                    .kvSeqLen = shape.kvSeqLen,
+                    .queryStart = shape.queryStart,
+                    .querySecondRow = shape.querySecondRow,
+                    .querySecondStart = shape.querySecondStart});
   REQUIRE_FALSE(bytes);
   CHECK(bytes.status().message().find("query block") != std::string::npos);
 }

@@ -3,7 +3,8 @@
 // cuda::copy2d against cpu::copy2d on random bytes, for every word width
 // its kernel picks (16, 8, 4 bytes; odd sizes fall back to
 // cudaMemcpy2DAsync) and the contiguous case: every destination byte,
-// including the pitch gaps that must stay untouched, equals the cpu's.
+// including the pitch gaps that must stay untouched, equals the cpu's; and
+// cuda::permuteBlocks against cpu::permuteBlocks.
 // Exits 77 (ctest's skip code) on a machine without a device.
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <vector>
@@ -71,4 +73,40 @@ TEST_CASE("cuda copy2d matches the cpu for every word width", "[gpu]") {
     deviceDst.download(actual.data());
     REQUIRE(actual == dst);
   }
+}
+
+TEST_CASE("cuda permuteBlocks matches the cpu", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  // The balanced split's orders over 2 and 4 ranks (natural from rank
+  // order), on blocks of odd and of aligned sizes.
+  const std::vector<std::vector<int64_t>> orders = {{0, 2, 3, 1},
+                                                    {0, 2, 4, 6, 7, 5, 3, 1}};
+  std::mt19937 rng(83);
+  for (const std::vector<int64_t> &order : orders)
+    for (int64_t blockBytes : {int64_t{13}, int64_t{4096}}) {
+      INFO(order.size() << " blocks of " << blockBytes << " bytes");
+      auto numBytes = static_cast<int64_t>(order.size()) * blockBytes;
+      std::vector<uint8_t> src(numBytes), dst(numBytes, 0);
+      for (uint8_t &byte : src)
+        byte = static_cast<uint8_t>(rng());
+      DeviceBuffer deviceSrc(numBytes), deviceDst(numBytes);
+      deviceSrc.upload(src.data());
+      cpu::permuteBlocks({.src = src.data(),
+                          .dst = dst.data(),
+                          .blockBytes = blockBytes,
+                          .order = order});
+      requireRan(cuda::permuteBlocks({.src = deviceSrc.data(),
+                                      .dst = deviceDst.data(),
+                                      .blockBytes = blockBytes,
+                                      .order = order},
+                                     nullptr));
+      std::vector<uint8_t> actual(numBytes);
+      deviceDst.download(actual.data());
+      REQUIRE(actual == dst);
+      // Block 1 of the result is block order[1] of the source.
+      REQUIRE(std::equal(actual.begin() + blockBytes,
+                         actual.begin() + 2 * blockBytes,
+                         src.begin() + order[1] * blockBytes));
+    }
 }

@@ -30,11 +30,13 @@ TEST_CASE("cuda rms_norm_rope and its gradient match the cpu", "[gpu]") {
   struct Shape {
     int64_t seqLen, batch, numHeads, headDim, positionOffset;
     double theta;
+    int64_t secondRow = 0, secondStart = 0; ///< the balanced split's rows
   };
   const Shape shapes[] = {{37, 3, 5, 34, 0, 1e6},
                           {600, 2, 8, 96, 0, 1e6},
                           {9, 4, 4, 128, 5000, 1e6},
-                          {13, 1, 3, 256, 17, 1e4}};
+                          {13, 1, 3, 256, 17, 1e4},
+                          {24, 2, 4, 64, 16, 1e6, 12, 72}};
   std::mt19937 rng(91);
   for (const Shape &s : shapes)
     for (DType dtype : kFloatTypes) {
@@ -54,6 +56,8 @@ TEST_CASE("cuda rms_norm_rope and its gradient match the cpu", "[gpu]") {
                                .numHeads = s.numHeads,
                                .headDim = s.headDim,
                                .positionOffset = s.positionOffset,
+                               .secondRow = s.secondRow,
+                               .secondStart = s.secondStart,
                                .eps = 1e-6,
                                .theta = s.theta};
       };
@@ -72,6 +76,8 @@ TEST_CASE("cuda rms_norm_rope and its gradient match the cpu", "[gpu]") {
                                    .numHeads = s.numHeads,
                                    .headDim = s.headDim,
                                    .positionOffset = s.positionOffset,
+                                   .secondRow = s.secondRow,
+                                   .secondStart = s.secondStart,
                                    .eps = 1e-6,
                                    .theta = s.theta};
       };

@@ -282,11 +282,14 @@ TEST_CASE("cuda rope matches the cpu forward and inverse", "[gpu]") {
   struct Shape {
     int64_t seqLen, batch, numHeads, headDim, positionOffset;
     double theta;
+    int64_t secondRow = 0, secondStart = 0; ///< the balanced split's rows
   };
-  // 17 pairs per head (not a warp), an odd head dim, and large angles.
+  // 17 pairs per head (not a warp), an odd head dim, large angles, and a
+  // balanced rank's two runs of positions.
   const Shape shapes[] = {{37, 3, 5, 34, 0, 1e6},
                           {11, 2, 3, 7, 100, 1e4},
-                          {9, 1, 2, 128, 5000, 1e6}};
+                          {9, 1, 2, 128, 5000, 1e6},
+                          {12, 2, 3, 34, 7, 1e6, 6, 40}};
   std::mt19937 rng(65);
   for (const Shape &shape : shapes)
     for (DType dtype : kFloatTypes)
@@ -305,6 +308,8 @@ TEST_CASE("cuda rope matches the cpu forward and inverse", "[gpu]") {
                           .numHeads = shape.numHeads,
                           .headDim = shape.headDim,
                           .positionOffset = shape.positionOffset,
+                          .secondRow = shape.secondRow,
+                          .secondStart = shape.secondStart,
                           .theta = shape.theta,
                           .inverse = inverse};
         };

@@ -388,7 +388,7 @@ TEST_CASE("every op of the schema names its slots and attributes", "[plan]") {
   for (const char *op :
        {"embedding", "rms_norm_grad", "attention_grad", "all_reduce_coalesced",
         "column_slice", "vocab_parallel_loss_grad", "valid_count",
-        "count_scale", "adamw", "sum_squares"}) {
+        "count_scale", "adamw", "sum_squares", "permute_blocks"}) {
     const OpSchema *schema = findOpSchema(op);
     REQUIRE(schema);
     for (const auto *slots : {&schema->operands, &schema->results})
@@ -405,5 +405,9 @@ TEST_CASE("every op of the schema names its slots and attributes", "[plan]") {
   REQUIRE_FALSE(findOpSchema("adamw")->findAttr("max_norm")->required);
   REQUIRE(findOpSchema("sum_squares")->findAttr("replicas")->kind ==
           AttrKind::IntList);
+  REQUIRE(findOpSchema("rope")->findAttr("position_split")->choices ==
+          std::vector<std::string>{"balanced"});
+  REQUIRE_FALSE(
+      findOpSchema("attention")->findAttr("position_split")->required);
   REQUIRE(findOpSchema("frobnicate") == nullptr);
 }

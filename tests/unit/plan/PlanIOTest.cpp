@@ -65,7 +65,7 @@ Plan makeFullPlan() {
   head.init = {"zeros", 0.0};
   head.tiedTo = "embed.weight";
   plan.params = {embed, head};
-  plan.inputs = {{"tokens", 3, {8, 64}, {{{"dp", 0}}}}};
+  plan.inputs = {{"tokens", 3, {8, 64}, {{{"dp", 0}}, "dp"}}};
   plan.outputs = {{"loss", 4, {}, {}}, {"grad:embed.weight", 0, {512, 32}, {}}};
 
   Instruction matmul;
@@ -107,6 +107,7 @@ Plan makeFullPlan() {
 
 void requireSameSharding(const Sharding &a, const Sharding &b) {
   REQUIRE(a.dimOfAxis == b.dimOfAxis);
+  REQUIRE(a.balancedAxis == b.balancedAxis);
 }
 
 /// Field by field, so that a failure names the field that differs.
@@ -448,6 +449,9 @@ TEST_CASE("malformed plans name the file, line and column", "[plan]") {
   SECTION("sharding on an unknown axis or dimension") {
     REQUIRE(parseError(edit(13, "{tp: 1}", "{pp: 1}")) ==
             "plan.yaml:13:61: unknown mesh axis 'pp' (mesh axes: dp, tp)");
+    REQUIRE(parseError(edit(13, "{tp: 1}", "{tp: 1, balanced: \"dp\"}")) ==
+            "plan.yaml:13:78: balanced names 'dp', which splits no "
+            "dimension of this sharding");
     REQUIRE(parseError(edit(13, "{tp: 1}", "{tp: 2}")) ==
             "plan.yaml:13:65: dimension 2 out of range for a tensor of "
             "rank 2");
