@@ -122,6 +122,20 @@ TEST_CASE("op schema: ops, counts and typed attributes", "[plan]") {
   SECTION("an integer is taken as a float") {
     REQUIRE(parsePlan(edit(24, "0.5", "2"), "plan.yaml").isOk());
   }
+  SECTION("permute_blocks takes a permutation cutting dimension 0 evenly") {
+    auto permute = [](const std::string &order) {
+      return edit(24, "scale, in: [6], out: [7], attrs: {factor: 0.5}",
+                  "permute_blocks, in: [6], out: [7], attrs: {order: " + order +
+                      "}");
+    };
+    REQUIRE(parsePlan(permute("[1, 0]"), "plan.yaml").isOk());
+    REQUIRE_THAT(contractError(permute("[0, 0]")),
+                 Contains("instr 4 (permute_blocks): op schema: order of 2 "
+                          "blocks is not a permutation of 0..1"));
+    REQUIRE_THAT(contractError(permute("[0, 2, 1]")),
+                 Contains("order of 3 blocks is not a permutation of 0..2 "
+                          "cutting dimension 0 of x evenly"));
+  }
 }
 
 TEST_CASE("mesh axis: attributes name axes of the mesh", "[plan]") {
