@@ -465,6 +465,7 @@ OpTable::OpTable() {
   addVocabParallelOps(table_);
   addLabelCountOps(table_);
   addAttentionOps(table_);
+  addRingAttentionOps(table_);
   addOptimizerOps(table_);
 }
 

@@ -209,6 +209,9 @@ void addVocabParallelOps(std::unordered_map<std::string, OpDef> &table);
 void addLabelCountOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds rope, rope_grad, attention and attention_grad; AttentionOps.cpp.
 void addAttentionOps(std::unordered_map<std::string, OpDef> &table);
+/// Adds ring_shift, attention_block, lse_merge and their grads;
+/// RingAttentionOps.cpp.
+void addRingAttentionOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds adamw; OptimizerOps.cpp.
 void addOptimizerOps(std::unordered_map<std::string, OpDef> &table);
 

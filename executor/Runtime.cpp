@@ -182,7 +182,7 @@ Status Runtime::checkFinite(RankState &rank, const BoundInstr &bound) {
 
 Status Runtime::groupTransfers(RankState &rank) {
   auto isTransfer = [](const plan::Instruction &instr) {
-    return instr.op == "send" || instr.op == "recv";
+    return instr.op == "send" || instr.op == "recv" || instr.op == "ring_shift";
   };
   // Per stream, the run being collected: this rank's instructions only.
   std::vector<std::vector<int64_t>> runs(plan_.numStreams);

@@ -249,12 +249,11 @@ LogicalResult AttentionOp::verify() {
 }
 /// out has q's type; lse, [B, Hq, S], is split where q's batch and heads
 /// are.
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
-                                            std::optional<Location> location,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
-  auto q = cast<RankedTensorType>(adaptor.getQ().getType());
-  int64_t headDim = static_cast<int64_t>(adaptor.getHeadDim());
+LogicalResult sharc::attentionResultTypes(MLIRContext *context,
+                                          std::optional<Location> location,
+                                          Type qType, int64_t headDim,
+                                          SmallVectorImpl<Type> &types) {
+  auto q = cast<RankedTensorType>(qType);
   if (q.getRank() != 3 || headDim <= 0)
     return emitOptionalError(location, "expects q [S, B, heads * head_dim]");
   // q's [S, B, heads] dimensions are lse's [2, 0, 1].
@@ -276,6 +275,15 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
           Float32Type::get(context)),
       PlacementAttr::make(context, codes, order)));
   return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  return attentionResultTypes(context, location, adaptor.getQ().getType(),
+                              static_cast<int64_t>(adaptor.getHeadDim()),
+                              types);
 }
 
 int64_t AttentionOp::getFlops() {

@@ -1,7 +1,7 @@
 //===- SharcOps.h - operations of the sharc dialect -------------*- C++ -*-===//
-// defines: the ops of SharcOps.td (EmbeddingOp, MatmulOp, ...) and the
+// defines: the ops of SharcOps.td (EmbeddingOp, MatmulOp, ...), the
 //          interfaces ShardingRuleOpInterface, VJPOpInterface and
-//          CostOpInterface
+//          CostOpInterface, attentionResultTypes, buildRingAttention
 #pragma once
 
 #include "ir/SharcAttrs.h"
@@ -17,3 +17,19 @@
 
 #define GET_OP_CLASSES
 #include "ir/SharcOps.h.inc"
+
+namespace sharc {
+/// attention's and attention_block's results for q: out of q's type, lse
+/// [B, Hq, S] f32 split where q's batch and heads are.
+mlir::LogicalResult
+attentionResultTypes(mlir::MLIRContext *context,
+                     std::optional<mlir::Location> location, mlir::Type q,
+                     int64_t headDim, llvm::SmallVectorImpl<mlir::Type> &types);
+/// Ring attention of q's block on the numBlocks K/V blocks moving over `axis`
+/// (SharcRingOps.td): the chain of ring_shift, attention_block and
+/// lse_merge ops, built at the builder's insertion point; out and lse.
+llvm::SmallVector<mlir::Value>
+buildRingAttention(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value q,
+                   mlir::Value k, mlir::Value v, int64_t headDim,
+                   mlir::StringAttr axis, int64_t numBlocks);
+} // namespace sharc

@@ -108,22 +108,32 @@ FailureOr<SmallVector<Value>> MatmulOp::buildSharded(OpBuilder &builder,
       builder.create<MatmulOp>(getLoc(), operands[0], operands[1])};
 }
 
+/// The module's context-parallel exchange (kContextParallelAttr), empty if
+/// none.
+static StringRef contextExchange(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  auto exchange = module
+                      ? module->getAttrOfType<StringAttr>(kContextParallelAttr)
+                      : StringAttr();
+  return exchange ? exchange.getValue() : StringRef();
+}
+
 /// Heads split (S(2)) or batch split (S(1)) pass through. A sequence split
 /// (S(0), context parallelism) takes the module's exchange: Ulysses brings
 /// q, k and v to a heads split by all_to_all; the K/V all-gather keeps the
 /// query block and gathers k and v to R (each rank uses all of them with its
-/// own queries, so their gradients come back partial: reduce_scatter).
+/// own queries, so their gradients come back partial: reduce_scatter); the
+/// ring keeps all three split and moves the K/V blocks (buildSharded).
 LogicalResult AttentionOp::getAxisRule(const AxisQuery &query, AxisRule &rule) {
   int64_t q = query.operands[0];
   if (q == 0) {
-    auto module = (*this)->getParentOfType<ModuleOp>();
-    auto exchange =
-        module ? module->getAttrOfType<StringAttr>(kContextParallelAttr)
-               : StringAttr();
-    if (exchange && exchange.getValue() == "a2a")
+    StringRef exchange = contextExchange(*this);
+    if (exchange == "a2a")
       return setRule(rule, {2, 2, 2}, {2, 1});
-    if (exchange && exchange.getValue() == "all_gather")
+    if (exchange == "all_gather")
       return setRule(rule, {0, kR, kR}, {0, 2});
+    if (exchange == "ring")
+      return setRule(rule, {0, 0, 0}, {0, 2});
     return failure();
   }
   if (q != kI && q != 1 && q != 2)
@@ -202,6 +212,14 @@ FailureOr<SmallVector<Value>> AttentionOp::buildSharded(OpBuilder &builder,
   Location loc = getLoc();
   Value q = operands[0], k = operands[1], v = operands[2];
   auto [balanced, n] = balancedAxis(*this);
+  if (*queryAxis && contextExchange(*this) == "ring") {
+    // sharc-context-parallel refuses the pair with the flags' names.
+    if (balanced)
+      return emitOpError("ring attention needs the contiguous split of ")
+             << queryAxis->getValue() << ", got the balanced one";
+    return buildRingAttention(builder, loc, q, k, v, getHeadDim(), *queryAxis,
+                              getMesh(*this).getSize(queryAxis->getValue()));
+  }
   // Without a balanced axis, or with the sequence split over it on every
   // operand, nothing arrives reordered.
   bool gathered = balanced && *queryAxis != balanced;

@@ -17,12 +17,25 @@
 //   dq[i,h]   = scale sum_j ds[i,j] k[j,kv];  dk[j,kv] += scale sum ds[i,j]
 //   q[i,h]
 // All sums in fp32; dq, dk, dv are overwritten.
-// Context parallelism's K/V all-gather: q holds seqLen queries at global
-// positions queries().at(i) (queryStart + i; under the balanced split, rows
-// from querySecondRow on at querySecondStart + i - querySecondRow: two runs,
-// kernels/SequencePositions.h), k and v hold kvSeqLen keys at positions
-// 0..; the mask above reads j <= queries().at(i). kvSeqLen 0 means seqLen
-// (and the positions are then 0..: plain causal attention).
+// Context parallelism: q holds seqLen queries at global positions
+// queryStart + i (under the balanced split, rows from querySecondRow on at
+// querySecondStart + i - querySecondRow: two runs,
+// kernels/SequencePositions.h), k and v hold kvSeqLen keys at global
+// positions keyStart + j; the mask above reads keyStart + j <= the query's
+// position (the K/V all-gather: keyStart 0, all keys; ring attention: one
+// block of keys). queries() gives the query positions relative to the
+// first key, which is all the kernels read. kvSeqLen 0 means seqLen (and
+// the positions are then 0..: plain causal attention). A row that sees no
+// key has out 0 and lse kEmptyRowLse, which is finite (non-finite checks
+// stay meaningful) and so low that exp(kEmptyRowLse - lse) is 0 against
+// any row that sees a key.
+// Ring attention's blocks also take dlse, the cotangent of lse (their lse
+// is merged, kernels/LseMerge.h): lse's derivative in s[i,j] is p[i,j], so
+//   ds[i,j] = p[i,j] (dp[i,j] - delta[i] + dlse[i])
+// which is the rule above with delta[i] - dlse[i] in delta's place. A null
+// dlse is 0. The cuda kernels take blocks where every query sees the
+// block's first key (queries().start >= 0); the binds never launch a
+// block no query sees.
 #pragma once
 
 #include "kernels/SequencePositions.h"
@@ -31,29 +44,33 @@
 
 namespace sharc::kernels {
 
+/// lse of a row that sees no key (see above).
+inline constexpr float kEmptyRowLse = -1e30f;
+
 struct AttentionArgs {
   ConstTensorView q, k, v;
   TensorView out;
   float *lse = nullptr; ///< [batch, numHeads, seqLen]
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
-  int64_t kvSeqLen = 0, queryStart = 0; ///< see above
+  int64_t kvSeqLen = 0, queryStart = 0, keyStart = 0; ///< see above
   int64_t querySecondRow = 0, querySecondStart = 0;
   int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
   RowPositions queries() const {
-    return {queryStart, querySecondRow, querySecondStart};
+    return {queryStart - keyStart, querySecondRow, querySecondStart - keyStart};
   }
 };
 
 struct AttentionGradArgs {
   ConstTensorView q, k, v, out, dout;
   const float *lse = nullptr;
+  const float *dlse = nullptr; ///< [batch, numHeads, seqLen]; null: 0
   TensorView dq, dk, dv;
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
-  int64_t kvSeqLen = 0, queryStart = 0; ///< see above
+  int64_t kvSeqLen = 0, queryStart = 0, keyStart = 0; ///< see above
   int64_t querySecondRow = 0, querySecondStart = 0;
   int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
   RowPositions queries() const {
-    return {queryStart, querySecondRow, querySecondStart};
+    return {queryStart - keyStart, querySecondRow, querySecondStart - keyStart};
   }
 };
 

@@ -175,12 +175,20 @@ struct ContextParallelPass
   /// The original's rules (seed-system.md 3.2 and 5), each naming sizes;
   /// the balanced split's chunks are half a rank's block.
   LogicalResult checkSizes(ModuleOp module, int64_t cpSize) {
-    if (exchange != "a2a" && exchange != "all_gather")
-      return module.emitError("cp exchange must be a2a or all_gather, got '")
+    if (exchange != "a2a" && exchange != "all_gather" && exchange != "ring")
+      return module.emitError(
+                 "cp exchange must be a2a, all_gather or ring, got '")
              << exchange << "'";
     if (split != "balanced" && split != "contiguous")
       return module.emitError("cp split must be balanced or contiguous, got '")
              << split << "'";
+    // Under the balanced split each ring step would pair two query chunks
+    // with two key chunks (some pairs full, one causal, some masked) and
+    // the ring would need its wrap-around link; not built yet.
+    if (exchange == "ring" && split == "balanced" && cpSize > 1)
+      return module.emitError("--cp-comm ring needs --cp-split contiguous: "
+                              "ring attention under the balanced split is "
+                              "not implemented");
     ModelSizes sizes(module);
     Layout layout = readLayout(module);
     int64_t tpSize = layout.size("tp");

@@ -27,8 +27,8 @@ struct PipelineOptions {
   /// (sharc-declare-axis), declared before the layout passes.
   std::vector<std::pair<std::string, int64_t>> extraAxes;
   /// Context parallelism: ranks on the cp axis, attention's exchange
-  /// ("a2a" or "all_gather") and the sequence split ("balanced" or
-  /// "contiguous").
+  /// ("a2a", "all_gather" or "ring") and the sequence split ("balanced" or
+  /// "contiguous"; ring needs contiguous).
   int64_t cpSize = 1;
   std::string cpComm = "a2a";
   std::string cpSplit = "balanced";

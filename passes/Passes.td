@@ -101,7 +101,10 @@ def ContextParallel : Pass<"sharc-context-parallel", "::mlir::ModuleOp"> {
     (`position_axis`), and attention either exchanges q, k, v from sequence
     to heads and back by all_to_all (`a2a`, Ulysses) or gathers k and v
     over cp, its query block offset by its rank's position (`all_gather`;
-    the gradients come back by reduce_scatter). `split=balanced` (the
+    the gradients come back by reduce_scatter), or keeps q, k and v split
+    and moves the K/V blocks rank to rank (`ring`: ring_shift,
+    attention_block and lse_merge, SharcRingOps.td; contiguous split
+    only). `split=balanced` (the
     default) cuts the sequence into 2 cp chunks and gives rank r chunks r
     and 2 cp - 1 - r, so a causal mask leaves every rank the same work; the
     module's `sharc.balanced_axis` records it for RoPE's and attention's
@@ -114,7 +117,7 @@ def ContextParallel : Pass<"sharc-context-parallel", "::mlir::ModuleOp"> {
   let options = [Option<"cpSize", "cp", "int64_t", "2",
                         "context-parallel ranks">,
                  Option<"exchange", "comm", "std::string", "\"a2a\"",
-                        "attention's exchange: a2a or all_gather">,
+                        "attention's exchange: a2a, all_gather or ring">,
                  Option<"split", "split", "std::string", "\"balanced\"",
                         "the sequence split: balanced or contiguous">];
 }

@@ -52,6 +52,9 @@ std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
     return {scatter.getNumBytesSent(n), axis.str()};
   if (auto exchange = dyn_cast<AllToAllOp>(op))
     return {exchange.getNumBytesSent(n), axis.str()};
+  // Ring attention's K/V blocks: one block to the next rank.
+  if (auto shift = dyn_cast<RingShiftOp>(op))
+    return {shift.getNumBytesSent(n), axis.str()};
   // Pipeline transfers run on the communication stream too; the receiver
   // sends nothing.
   if (auto send = dyn_cast<SendOp>(op))

@@ -73,7 +73,8 @@ struct RowIndex {
   }
 };
 
-/// The last key query i sees: its global position, within the keys held.
+/// The last key query i sees: its global position, within the keys held;
+/// -1 when it sees none.
 template <typename Args> int64_t lastKey(const Args &args, int64_t i) {
   return std::min(args.queries().at(i), args.keys() - 1);
 }
@@ -96,6 +97,11 @@ template <typename Acc> void attentionImpl(const AttentionArgs &args) {
         const Acc *qRow = q.data() + index.q(i, b, h);
         Acc maxScore = -std::numeric_limits<Acc>::infinity();
         int64_t last = lastKey(args, i);
+        float *lseOut = &args.lse[(b * args.numHeads + h) * seqLen + i];
+        if (last < 0) { // out's row stays 0
+          *lseOut = kEmptyRowLse;
+          continue;
+        }
         for (int64_t j = 0; j <= last; ++j) {
           scores[j] =
               scale * dot(qRow, k.data() + index.kv(j, b, kvHead), headDim);
@@ -109,8 +115,7 @@ template <typename Acc> void attentionImpl(const AttentionArgs &args) {
         for (int64_t j = 0; j <= last; ++j)
           axpy(std::exp(scores[j] - lse), v.data() + index.kv(j, b, kvHead),
                outRow, headDim);
-        args.lse[(b * args.numHeads + h) * seqLen + i] =
-            static_cast<float>(lse);
+        *lseOut = static_cast<float>(lse);
       }
     }
   storeAll(args.out, out, Acc(1));
@@ -137,8 +142,11 @@ template <typename Acc> void attentionGradImpl(const AttentionGradArgs &args) {
         int64_t qOffset = index.q(i, b, h);
         const Acc *qRow = q.data() + qOffset;
         const Acc *doutRow = dout.data() + qOffset;
-        Acc lse = args.lse[(b * args.numHeads + h) * seqLen + i];
+        int64_t row = (b * args.numHeads + h) * seqLen + i;
+        Acc lse = args.lse[row];
         Acc delta = dot(doutRow, out.data() + qOffset, headDim);
+        if (args.dlse)
+          delta -= args.dlse[row];
         int64_t last = lastKey(args, i);
         for (int64_t j = 0; j <= last; ++j) {
           int64_t kvOffset = index.kv(j, b, kvHead);

@@ -77,7 +77,7 @@ template <typename T> struct ForwardParams {
 
 template <typename T> struct GradParams {
   const T *q, *k, *v, *out, *dout;
-  const float *lse;
+  const float *lse, *dlse; ///< dlse may be null (0)
   T *dq, *dk, *dv;
   Shape shape;
 };
@@ -234,6 +234,7 @@ __global__ void __launch_bounds__(kThreads)
       loadTile<kGradQueries, D, kStride>(doutTile, p.dout + at.qOffset,
                                          at.qRowStride, query0, shape);
       loadRowStats<kGradQueries>(lse2, delta, p.lse + at.lseOffset,
+                                 p.dlse ? p.dlse + at.lseOffset : nullptr,
                                  p.dout + at.qOffset, p.out + at.qOffset,
                                  at.qRowStride, query0, shape);
       __syncthreads();
@@ -289,6 +290,7 @@ __global__ void __launch_bounds__(kThreads)
   loadTile<kTileRows, D, kStride>(doutTile, p.dout + at.qOffset, at.qRowStride,
                                   query0, shape);
   loadRowStats<kTileRows>(lse2, delta, p.lse + at.lseOffset,
+                          p.dlse ? p.dlse + at.lseOffset : nullptr,
                           p.dout + at.qOffset, p.out + at.qOffset,
                           at.qRowStride, query0, shape);
   __syncthreads();
@@ -379,16 +381,19 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
     return Status::invalidInput(
         "attention: seqLen (" + std::to_string(args.seqLen) + ") and batch (" +
         std::to_string(args.batch) + ") must be non-negative");
-  // A query block (context parallelism's K/V all-gather) lies inside the
-  // keys, so every query sees key 0; the balanced split's second run
-  // starts inside the rows and past the first run's end, so positions
-  // grow with the row (the tile bounds rely on it).
+  // Positions relative to the first key: every query sees key 0 (the
+  // online softmax starts from it; a block past all the queries is never
+  // launched), and the balanced split's second run starts inside the rows
+  // and past the first run's end, so positions grow with the row (the tile
+  // bounds rely on it). A query past the last key (ring attention's
+  // earlier blocks) sees them all: the walks stop at kvSeqLen.
   RowPositions queries = args.queries();
   bool runsOrdered = queries.isOneRun() ||
                      (queries.secondRow < args.seqLen &&
                       queries.secondStart >= queries.start + queries.secondRow);
-  if (queries.start < 0 || !runsOrdered ||
-      (args.seqLen > 0 && queries.at(args.seqLen - 1) >= args.keys()))
+  const int64_t lastPosition =
+      args.seqLen > 0 ? queries.at(args.seqLen - 1) : 0;
+  if (queries.start < 0 || !runsOrdered || lastPosition > INT32_MAX / 2)
     return Status::invalidInput(
         "attention: " + std::to_string(args.seqLen) +
         " query rows at positions " + std::to_string(queries.start) +
@@ -396,7 +401,7 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
              ? ""
              : " and from row " + std::to_string(queries.secondRow) + " " +
                    std::to_string(queries.secondStart)) +
-        " do not fit in " + std::to_string(args.keys()) + " keys");
+        " do not fit before the keys from " + std::to_string(args.keyStart));
   if (args.numHeads <= 0 || args.numKvHeads <= 0 ||
       args.numHeads % args.numKvHeads != 0)
     return Status::invalidInput("attention: numKvHeads (" +
@@ -494,6 +499,7 @@ Status attentionGrad(const AttentionGradArgs &args, DeviceStream stream) {
                          static_cast<const T *>(args.out.data),
                          static_cast<const T *>(args.dout.data),
                          args.lse,
+                         args.dlse,
                          static_cast<T *>(args.dq.data),
                          static_cast<T *>(args.dk.data),
                          static_cast<T *>(args.dv.data),

@@ -40,7 +40,7 @@ struct Shape {
   int seqLen, batch, numHeads, numKvHeads, headDim;
   float scale, scaleLog2;
   int kvSeqLen;
-  RowPositions queries;
+  RowPositions queries; ///< relative to the first key (Args::queries())
 };
 
 /// Global position of query row `row` (past seqLen: the last run
@@ -122,13 +122,15 @@ __device__ void loadTile(Elem *tile, const T *src, int64_t rowStride,
   }
 }
 
-/// lse2[r] = lse * log2(e) and delta[r] = sum_d dout*out for the kRows rows
-/// from firstRow; kThreads / kRows adjacent lanes share a row and combine
-/// their partial sums in a fixed order, so delta is deterministic.
+/// lse2[r] = lse * log2(e) and delta[r] = sum_d dout*out - dlse for the
+/// kRows rows from firstRow (dlse null: 0; kernels/Attention.h);
+/// kThreads / kRows adjacent lanes share a row and combine their partial
+/// sums in a fixed order, so delta is deterministic.
 template <int kRows, typename T>
 __device__ void loadRowStats(float *lse2, float *delta, const float *lse,
-                             const T *dout, const T *out, int64_t rowStride,
-                             int firstRow, const Shape &shape) {
+                             const float *dlse, const T *dout, const T *out,
+                             int64_t rowStride, int firstRow,
+                             const Shape &shape) {
   constexpr int kPerRow = kThreads / kRows;
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
   const int row = firstRow + r;
@@ -146,7 +148,7 @@ __device__ void loadRowStats(float *lse2, float *delta, const float *lse,
   for (int offset = 1; offset < kPerRow; offset *= 2)
     sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (part == 0) {
-    delta[r] = sum;
+    delta[r] = dlse && row < shape.seqLen ? sum - dlse[row] : sum;
     lse2[r] = row < shape.seqLen ? lse[row] * kLog2e : 0.f;
   }
 }

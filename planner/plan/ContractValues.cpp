@@ -73,6 +73,22 @@ std::optional<ContractViolation> checkSumSquares(const Plan &plan, int64_t i) {
   return std::nullopt;
 }
 
+/// ring_shift moves a block one rank along a chain of the axis' ranks.
+std::optional<ContractViolation> checkRingShift(const Plan &plan, int64_t i) {
+  const Instruction &instr = plan.instructions[i];
+  int64_t offset = instr.getInt("offset"), first = instr.getInt("first");
+  if (offset != 1 && offset != -1)
+    return atInstr(plan, i, "offset", "op schema",
+                   "offset " + std::to_string(offset) + " is not 1 or -1");
+  int64_t size = plan.axisSize(instr.getString("axis"));
+  if (first >= size)
+    return atInstr(plan, i, "first", "op schema",
+                   "first " + std::to_string(first) + " is not a rank of " +
+                       instr.getString("axis") + " (" + std::to_string(size) +
+                       ")");
+  return std::nullopt;
+}
+
 /// permute_blocks's order is a permutation of 0..n-1 whose n blocks cut
 /// dimension 0 of x evenly, or the copy would read past x or leave rows
 /// of y unwritten.
@@ -158,6 +174,9 @@ std::optional<ContractViolation> findValueViolation(const Plan &plan) {
         return violation;
     if (plan.instructions[i].op == "sum_squares")
       if (auto violation = checkSumSquares(plan, i))
+        return violation;
+    if (plan.instructions[i].op == "ring_shift")
+      if (auto violation = checkRingShift(plan, i))
         return violation;
     if (plan.instructions[i].op == "permute_blocks")
       if (auto violation = checkPermutation(plan, i))

@@ -1,9 +1,10 @@
 //===- ContextParallelTest.cpp - context parallelism vs the dense model ---===//
 //
 // Plans with the sequence split over cp (sharc-context-parallel), balanced
-// (rank r holds chunks r and 2cp-1-r) or contiguous, with either exchange
-// of attention (Ulysses all_to_all, or K/V all-gathered), alone and with
-// tp and dp, against the dense plan from the same weights
+// (rank r holds chunks r and 2cp-1-r) or contiguous, with each exchange of
+// attention (Ulysses all_to_all, K/V all-gathered, or the K/V blocks passed
+// along the ring, contiguous only), alone and with tp and dp, against the
+// dense plan from the same weights
 // on the same tokens: loss, logits and every gradient after one step
 // within 1e-5 of the largest value (executor/Validation), the parameters
 // after 5 AdamW steps within 1e-4 (mean). Then the plans as users run them
@@ -32,6 +33,13 @@ struct CpLayout {
   const char *exchange;
   const char *split = "balanced";
 };
+
+constexpr const char *kExchanges[] = {"a2a", "all_gather", "ring"};
+
+/// Whether the exchange is built on the split (the ring: contiguous only).
+bool builds(const std::string &exchange, const std::string &split) {
+  return exchange != "ring" || split == "contiguous";
+}
 
 PipelineOptions layoutOf(const CpLayout &c) {
   PipelineOptions layout;
@@ -110,7 +118,9 @@ void requireBoth(const CpLayout &c) {
 TEST_CASE("cp=2 with each exchange and split matches the dense model",
           "[numerics][parity][cp]") {
   for (const char *split : {"balanced", "contiguous"})
-    for (const char *exchange : {"a2a", "all_gather"}) {
+    for (const char *exchange : kExchanges) {
+      if (!builds(exchange, split))
+        continue;
       requireBoth({"tiny.yaml", "cp", 2, 2, 1, exchange, split});
       requireProductionParity({"tiny.yaml", "cp", 2, 2, 1, exchange, split},
                               /*scatteredLabels=*/true);
@@ -125,6 +135,7 @@ TEST_CASE("cp=4 with each exchange and split matches the dense model",
     requireBoth({"tiny-tp4.yaml", "cp", 4, 4, 1, "a2a", split});
     requireBoth({"tiny.yaml", "cp", 4, 4, 1, "all_gather", split});
   }
+  requireBoth({"tiny.yaml", "cp", 4, 4, 1, "ring", "contiguous"});
 }
 
 TEST_CASE("tp=2 x cp=2 matches the dense model", "[numerics][parity][cp]") {
@@ -132,9 +143,10 @@ TEST_CASE("tp=2 x cp=2 matches the dense model", "[numerics][parity][cp]") {
   // sp the sequence is split over cp, then tp (16 / 4 positions a rank: one
   // balanced chunk of 4 each).
   for (const char *split : {"balanced", "contiguous"})
-    for (const char *exchange : {"a2a", "all_gather"})
+    for (const char *exchange : kExchanges)
       for (const char *mode : {"tp", "tp_sp_async_vp"})
-        requireBoth({"tiny-tp4.yaml", mode, 2, 2, 1, exchange, split});
+        if (builds(exchange, split))
+          requireBoth({"tiny-tp4.yaml", mode, 2, 2, 1, exchange, split});
 }
 
 TEST_CASE("cp with fused q/k norms and rope matches the dense model",
@@ -143,8 +155,10 @@ TEST_CASE("cp with fused q/k norms and rope matches the dense model",
   // the fused op, so its chunks rotate by global positions too; with the
   // projections and the adds fused as well, nothing else changes.
   for (bool fuseAll : {false, true})
-    for (const char *exchange : {"a2a", "all_gather"}) {
+    for (const char *exchange : kExchanges) {
       CpLayout c{"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 1, exchange};
+      if (!builds(exchange, c.split))
+        c.split = "contiguous";
       PipelineOptions layout = layoutOf(c);
       layout.fuseNormRope = true;
       layout.fuseProjections = layout.fuseAdds = fuseAll;
@@ -167,9 +181,15 @@ TEST_CASE("cp with fused q/k norms and rope matches the dense model",
 TEST_CASE("dp=2 x cp=2 x tp=2 (8 simulated ranks) matches the dense model",
           "[numerics][parity][cp]") {
   for (const char *split : {"balanced", "contiguous"})
-    for (const char *exchange : {"a2a", "all_gather"})
-      requireBoth(
-          {"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 2, exchange, split});
+    for (const char *exchange : kExchanges)
+      if (builds(exchange, split))
+        requireBoth(
+            {"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 2, exchange, split});
+}
+
+TEST_CASE("dp=2 x cp=2 ring attention matches the dense model",
+          "[numerics][parity][cp]") {
+  requireBoth({"tiny.yaml", "cp", 2, 2, 2, "ring", "contiguous"});
 }
 
 TEST_CASE("microbatches under cp and dp x cp equal the dense step",
@@ -183,9 +203,11 @@ TEST_CASE("microbatches under cp and dp x cp equal the dense step",
   TrainedRun whole =
       trainOnRandomTokens(compileTinyBatch(8, 1, dense), kSteps, 5, 13);
   for (const char *cpSplit : {"balanced", "contiguous"})
-    for (const char *exchange : {"a2a", "all_gather"})
+    for (const char *exchange : kExchanges)
       for (int64_t dpSize : {1, 2})
         for (int64_t count : {2, 4}) {
+          if (!builds(exchange, cpSplit))
+            continue;
           INFO("--cp-comm " << exchange << " --cp-split " << cpSplit << ", dp "
                             << dpSize << ", " << count << " microbatches");
           PipelineOptions layout =

@@ -82,12 +82,15 @@ void printUsage(FILE *out) {
                "[--recompute none|sp-allgather]\n"
                "         [--cp N (context parallel: the sequence split over N "
                "ranks)]\n"
-               "         [--cp-comm a2a|all_gather (attention's exchange: "
+               "         [--cp-comm a2a|all_gather|ring (attention's exchange: "
                "Ulysses all_to_all,\n"
-               "          or K/V all-gathered; default a2a)]\n"
+               "          K/V all-gathered, or K/V blocks passed rank to rank "
+               "(ring attention);\n"
+               "          default a2a)]\n"
                "         [--cp-split balanced|contiguous (rank r holds chunks "
                "r and 2N-1-r of 2N,\n"
-               "          even causal work; or block r; default balanced)]\n"
+               "          even causal work; or block r; default balanced,\n"
+               "          contiguous under --cp-comm ring)]\n"
                "         [--bucket-bytes N (data-parallel gradient buckets, "
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
@@ -308,13 +311,19 @@ int compile(const CompileFlags &flags) {
   if (flags.cpSize)
     pipeline.cpSize = *flags.cpSize;
   if (!flags.cpComm.empty()) {
-    if (flags.cpComm != "a2a" && flags.cpComm != "all_gather")
+    if (flags.cpComm != "a2a" && flags.cpComm != "all_gather" &&
+        flags.cpComm != "ring")
       return usageError("unknown cp exchange '" + flags.cpComm +
-                        "' (expected a2a or all_gather)");
+                        "' (expected a2a, all_gather or ring)");
     if (pipeline.cpSize == 1)
       return usageError("--cp-comm picks context parallelism's exchange; it "
                         "needs --cp N, N > 1");
     pipeline.cpComm = flags.cpComm;
+    // The ring is built on the contiguous split (docs/architecture.md,
+    // "Ring attention"); asked for alone it takes that split, and an
+    // explicit --cp-split balanced is refused by sharc-context-parallel.
+    if (flags.cpComm == "ring")
+      pipeline.cpSplit = "contiguous";
   }
   if (!flags.cpSplit.empty()) {
     if (flags.cpSplit != "balanced" && flags.cpSplit != "contiguous")

@@ -177,3 +177,28 @@ TEST_CASE("in place: only collectives may write a buffer they read", "[plan]") {
           split.instructions[indexOf(split, "all_reduce")].operands);
   REQUIRE_FALSE(findContractViolation(split));
 }
+
+TEST_CASE("op schema: ring_shift moves one rank along a chain of its axis",
+          "[plan]") {
+  Plan plan = linearPlan(/*tp=*/2);
+  Instruction &update = plan.instructions[indexOf(plan, "adamw")];
+  Instruction shift;
+  shift.op = "ring_shift";
+  shift.operands = {update.operands[1]}; // the gradient
+  shift.results = {update.operands[2]};  // a moment of its shape and type
+  shift.attrs["axis"] = std::string("tp");
+  shift.attrs["offset"] = int64_t{1};
+  shift.attrs["first"] = int64_t{0};
+  shift.stream = update.stream;
+  plan.instructions.insert(plan.instructions.begin() + indexOf(plan, "adamw"),
+                           shift);
+  int64_t at = indexOf(plan, "ring_shift");
+  std::string prefix = "instr " + std::to_string(at) + " (ring_shift): ";
+  REQUIRE_FALSE(findContractViolation(plan));
+  plan.instructions[at].attrs["offset"] = int64_t{0};
+  REQUIRE(violation(plan) == prefix + "op schema: offset 0 is not 1 or -1");
+  plan.instructions[at].attrs["offset"] = int64_t{-1};
+  plan.instructions[at].attrs["first"] = int64_t{2};
+  REQUIRE(violation(plan) ==
+          prefix + "op schema: first 2 is not a rank of tp (2)");
+}

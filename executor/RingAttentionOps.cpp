@@ -1,0 +1,309 @@
+//===- RingAttentionOps.cpp - ring attention instructions ----------------===//
+//
+// ring_shift (axis, offset, first: a block to the neighbour on a chain of
+// the axis' ranks), attention_block / attention_block_grad (head_dim,
+// position_axis, kv_shift: this rank's query block on the key block
+// coord - kv_shift) and lse_merge / lse_merge_grad (no attributes);
+// ir/SharcRingOps.td, kernels/Attention.h and kernels/LseMerge.h state the
+// math. Which ranks send and receive and which blocks no query sees follow
+// from the rank's coordinate, so bind decides them once: a step only
+// launches.
+//
+//===----------------------------------------------------------------------===//
+
+#include "executor/OpTable.h"
+
+#include "kernels/Attention.h"
+#include "kernels/Elementwise.h"
+#include "kernels/LseMerge.h"
+
+#include <tuple>
+#include <utility>
+
+namespace sharc::exec {
+
+using namespace opcheck;
+
+namespace {
+
+/// Mailbox tag of the ring's messages on the cpu (NCCL has none): apart
+/// from pipeline transfers' tags, which count from 0.
+constexpr int64_t kRingTag = int64_t(1) << 40;
+
+/// A launch filling `ref` with `value` (a block no query of this rank sees).
+Result<Launch> fillLaunch(const OpEnv &env, const TensorRef &ref,
+                          double value) {
+  return launchKernel(env,
+                      kernels::FillArgs{.out = ref.view(),
+                                        .numel = ref.numel(),
+                                        .value = value},
+                      SHARC_KERNELS(fill));
+}
+
+/// The launches in order, as one.
+Result<Launch> inSequence(std::vector<Result<Launch>> parts) {
+  std::vector<Launch> launches;
+  for (Result<Launch> &part : parts) {
+    if (!part)
+      return part.status();
+    launches.push_back(std::move(*part));
+  }
+  return Launch([launches = std::move(launches)](const LaunchContext &ctx) {
+    for (const Launch &launch : launches)
+      SHARC_TRY(launch(ctx));
+    return Status::ok();
+  });
+}
+
+Result<Launch> bindRingShift(const OpCall &c, const OpEnv &env) {
+  std::string axis = c.instr->getString("axis");
+  int64_t offset = c.instr->getInt("offset"), first = c.instr->getInt("first");
+  int64_t size = env.axisSize(axis), coord = env.coord(axis);
+  if (offset != 1 && offset != -1)
+    return Status::invalidInput("offset " + std::to_string(offset) +
+                                " is not 1 or -1");
+  if (first < 0 || first >= size)
+    return Status::invalidInput("first " + std::to_string(first) +
+                                " is not a rank of " + axis);
+  const TensorRef &x = c.operands[0], &y = c.results[0];
+  SHARC_TRY(isFloat(x, "x"));
+  SHARC_TRY(dtypeIs(y, x.dtype(), "y"));
+  SHARC_TRY(sameShape(y, x, "y"));
+  auto onChain = [&](int64_t rank) { return rank >= first && rank < size; };
+  bool sends = onChain(coord) && onChain(coord + offset);
+  bool receives = onChain(coord) && onChain(coord - offset);
+  int64_t numBytes = x.numel() * dtypeSize(x.dtype());
+  std::vector<Result<Launch>> parts;
+  if (!receives) // what no neighbour sends here is zero
+    parts.push_back(fillLaunch(env, y, 0.0));
+  if (sends || receives)
+    parts.push_back(Launch([=](const LaunchContext &context) -> Status {
+      // One group: each neighbour both sends and receives, and NCCL's
+      // blocking point-to-point calls would otherwise wait on each other.
+      SHARC_TRY(context.comm->beginTransfers());
+      Status status = Status::ok();
+      if (sends)
+        status = context.comm->send(x.data, numBytes, coord + offset, kRingTag,
+                                    axis);
+      if (status && receives)
+        status = context.comm->recv(y.data, numBytes, coord - offset, kRingTag,
+                                    axis);
+      Status end = context.comm->endTransfers();
+      return status ? end : status;
+    }));
+  return inSequence(std::move(parts));
+}
+
+/// Sizes of a ring block: q [S, B, Hq*D], k and v [Sk, B, Hkv*D], and where
+/// its queries and keys sit in the sequence; `masked` when no query sees a
+/// key (the block is later than every query, or none arrived).
+struct BlockSizes {
+  int64_t seqLen, batch, numHeads, numKvHeads, headDim, kvSeqLen;
+  int64_t queryStart, keyStart;
+  bool masked;
+};
+
+Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
+  const TensorRef &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
+  int64_t headDim = c.instr->getInt("head_dim");
+  SHARC_TRY(positiveAttr("head_dim", headDim));
+  for (auto [ref, role] : {std::pair{&q, "q"}, std::pair{&k, "k"}}) {
+    SHARC_TRY(isFloat(*ref, role));
+    SHARC_TRY(rankIs(*ref, 3, role));
+    if (ref->shape()[2] % headDim != 0)
+      return Status::invalidInput(
+          std::string(role) + "'s last dim " + std::to_string(ref->shape()[2]) +
+          " is not a multiple of head_dim " + std::to_string(headDim));
+  }
+  SHARC_TRY(sameShape(v, k, "v"));
+  BlockSizes s{q.shape()[0],
+               q.shape()[1],
+               q.shape()[2] / headDim,
+               k.shape()[2] / headDim,
+               headDim,
+               k.shape()[0],
+               0,
+               0,
+               false};
+  if (k.shape()[1] != s.batch)
+    return Status::invalidInput("k's batch differs from q's");
+  if (s.numKvHeads == 0 || s.numHeads % s.numKvHeads != 0)
+    return Status::invalidInput(std::to_string(s.numKvHeads) +
+                                " kv heads do not divide " +
+                                std::to_string(s.numHeads) + " query heads");
+  std::string axis = c.instr->getString("position_axis");
+  int64_t coord = env.coord(axis);
+  int64_t keyBlock = coord - c.instr->getInt("kv_shift", 0);
+  s.queryStart = coord * s.seqLen;
+  s.keyStart = keyBlock * s.kvSeqLen;
+  s.masked = keyBlock < 0 || s.keyStart > s.queryStart + s.seqLen - 1;
+  return s;
+}
+
+Status lseIs(const TensorRef &lse, const BlockSizes &s, const char *role) {
+  SHARC_TRY(dtypeIs(lse, DType::F32, role));
+  return numelIs(lse, s.batch * s.numHeads * s.seqLen, role);
+}
+
+Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
+  auto s = blockSizes(c, env);
+  if (!s)
+    return s.status();
+  const TensorRef &out = c.results[0], &lse = c.results[1];
+  SHARC_TRY(isFloat(out, "out"));
+  SHARC_TRY(sameShape(out, c.operands[0], "out"));
+  SHARC_TRY(lseIs(lse, *s, "lse"));
+  if (s->masked)
+    return inSequence({fillLaunch(env, out, 0.0),
+                       fillLaunch(env, lse, kernels::kEmptyRowLse)});
+  return launchKernel(
+      env,
+      kernels::AttentionArgs{.q = c.operands[0].cview(),
+                             .k = c.operands[1].cview(),
+                             .v = c.operands[2].cview(),
+                             .out = out.view(),
+                             .lse = static_cast<float *>(lse.data),
+                             .seqLen = s->seqLen,
+                             .batch = s->batch,
+                             .numHeads = s->numHeads,
+                             .numKvHeads = s->numKvHeads,
+                             .headDim = s->headDim,
+                             .kvSeqLen = s->kvSeqLen,
+                             .queryStart = s->queryStart,
+                             .keyStart = s->keyStart},
+      SHARC_KERNELS(attention));
+}
+
+Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
+  auto s = blockSizes(c, env);
+  if (!s)
+    return s.status();
+  const TensorRef &q = c.operands[0], &k = c.operands[1];
+  const TensorRef &out = c.operands[3], &lse = c.operands[4],
+                  &dout = c.operands[5], &dlse = c.operands[6];
+  for (auto [ref, role] : {std::pair{&out, "out"}, std::pair{&dout, "dout"}}) {
+    SHARC_TRY(isFloat(*ref, role));
+    SHARC_TRY(sameShape(*ref, q, role));
+  }
+  SHARC_TRY(lseIs(lse, *s, "lse"));
+  SHARC_TRY(lseIs(dlse, *s, "dlse"));
+  const TensorRef &dq = c.results[0], &dk = c.results[1], &dv = c.results[2];
+  for (auto [ref, like, role] :
+       {std::tuple{&dq, &q, "dq"}, {&dk, &k, "dk"}, {&dv, &k, "dv"}}) {
+    SHARC_TRY(isFloat(*ref, role));
+    SHARC_TRY(sameShape(*ref, *like, role));
+  }
+  if (s->masked)
+    return inSequence({fillLaunch(env, dq, 0.0), fillLaunch(env, dk, 0.0),
+                       fillLaunch(env, dv, 0.0)});
+  return launchKernel(
+      env,
+      kernels::AttentionGradArgs{.q = q.cview(),
+                                 .k = k.cview(),
+                                 .v = c.operands[2].cview(),
+                                 .out = out.cview(),
+                                 .dout = dout.cview(),
+                                 .lse = static_cast<const float *>(lse.data),
+                                 .dlse = static_cast<const float *>(dlse.data),
+                                 .dq = dq.view(),
+                                 .dk = dk.view(),
+                                 .dv = dv.view(),
+                                 .seqLen = s->seqLen,
+                                 .batch = s->batch,
+                                 .numHeads = s->numHeads,
+                                 .numKvHeads = s->numKvHeads,
+                                 .headDim = s->headDim,
+                                 .kvSeqLen = s->kvSeqLen,
+                                 .queryStart = s->queryStart,
+                                 .keyStart = s->keyStart},
+      SHARC_KERNELS(attentionGrad));
+}
+
+/// Rows of an [S, B, H*D] partial whose lse is [B, H, S].
+struct PartialSizes {
+  int64_t seqLen, batch, numHeads, headDim;
+};
+
+Result<PartialSizes> partialSizes(const TensorRef &out, const TensorRef &lse,
+                                  const char *outRole, const char *lseRole) {
+  SHARC_TRY(isFloat(out, outRole));
+  SHARC_TRY(rankIs(out, 3, outRole));
+  SHARC_TRY(dtypeIs(lse, DType::F32, lseRole));
+  SHARC_TRY(rankIs(lse, 3, lseRole));
+  const std::vector<int64_t> &o = out.shape(), &l = lse.shape();
+  if (l[0] != o[1] || l[2] != o[0] || l[1] <= 0 || o[2] % l[1] != 0)
+    return Status::invalidInput(std::string(lseRole) + " " + shapeText(l) +
+                                " is not [B, H, S] for " + outRole + " " +
+                                shapeText(o));
+  return PartialSizes{o[0], o[1], l[1], o[2] / l[1]};
+}
+
+Result<Launch> bindLseMerge(const OpCall &c, const OpEnv &env) {
+  const TensorRef &outA = c.operands[0], &lseA = c.operands[1],
+                  &outB = c.operands[2], &lseB = c.operands[3];
+  const TensorRef &out = c.results[0], &lse = c.results[1];
+  auto s = partialSizes(outA, lseA, "out_a", "lse_a");
+  if (!s)
+    return s.status();
+  SHARC_TRY(sameShape(outB, outA, "out_b"));
+  SHARC_TRY(sameShape(out, outA, "out"));
+  SHARC_TRY(sameShape(lseB, lseA, "lse_b"));
+  SHARC_TRY(sameShape(lse, lseA, "lse"));
+  return launchKernel(
+      env,
+      kernels::LseMergeArgs{.outA = outA.cview(),
+                            .outB = outB.cview(),
+                            .lseA = static_cast<const float *>(lseA.data),
+                            .lseB = static_cast<const float *>(lseB.data),
+                            .out = out.view(),
+                            .lse = static_cast<float *>(lse.data),
+                            .seqLen = s->seqLen,
+                            .batch = s->batch,
+                            .numHeads = s->numHeads,
+                            .headDim = s->headDim},
+      SHARC_KERNELS(lseMerge));
+}
+
+Result<Launch> bindLseMergeGrad(const OpCall &c, const OpEnv &env) {
+  const TensorRef &part = c.operands[0], &lsePart = c.operands[1],
+                  &out = c.operands[2], &lse = c.operands[3],
+                  &dout = c.operands[4], &dlse = c.operands[5];
+  const TensorRef &dpart = c.results[0], &dlsePart = c.results[1];
+  auto s = partialSizes(out, lse, "out", "lse");
+  if (!s)
+    return s.status();
+  for (auto [ref, role] : {std::pair{&part, "part"}, std::pair{&dout, "dout"},
+                           std::pair{&dpart, "dpart"}})
+    SHARC_TRY(sameShape(*ref, out, role));
+  for (auto [ref, role] :
+       {std::pair{&lsePart, "lse_part"}, std::pair{&dlse, "dlse"},
+        std::pair{&dlsePart, "dlse_part"}})
+    SHARC_TRY(sameShape(*ref, lse, role));
+  return launchKernel(env,
+                      kernels::LseMergeGradArgs{
+                          .part = part.cview(),
+                          .out = out.cview(),
+                          .dout = dout.cview(),
+                          .lsePart = static_cast<const float *>(lsePart.data),
+                          .lse = static_cast<const float *>(lse.data),
+                          .dlse = static_cast<const float *>(dlse.data),
+                          .dpart = dpart.view(),
+                          .dlsePart = static_cast<float *>(dlsePart.data),
+                          .seqLen = s->seqLen,
+                          .batch = s->batch,
+                          .numHeads = s->numHeads,
+                          .headDim = s->headDim},
+                      SHARC_KERNELS(lseMergeGrad));
+}
+
+} // namespace
+
+void addRingAttentionOps(std::unordered_map<std::string, OpDef> &table) {
+  table["ring_shift"] = {bindRingShift, 1, 1};
+  table["attention_block"] = {bindAttentionBlock, 3, 2};
+  table["attention_block_grad"] = {bindAttentionBlockGrad, 7, 3};
+  table["lse_merge"] = {bindLseMerge, 4, 2};
+  table["lse_merge_grad"] = {bindLseMergeGrad, 6, 2};
+}
+
+} // namespace sharc::exec

@@ -1,0 +1,201 @@
+//===- KernelsCudaRingTest.cpp - ring attention's kernels, cuda vs cpu ----===//
+//
+// cuda::attention and cuda::attentionGrad on one key block (keyStart; the
+// block all seen, or causal on the diagonal), the backward with dlse, and
+// cuda::lseMerge / lseMergeGrad, against cpu:: on the same stored inputs,
+// with block lengths that are not tile multiples. Outputs start poisoned
+// (NaN), so an element a kernel skips fails.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/Attention.h"
+#include "kernels/LseMerge.h"
+#include "tests/unit/kernels/CudaPairs.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using namespace sharc;
+using namespace sharc::kernels;
+using namespace sharc::kernels::test;
+
+namespace {
+
+struct BlockShape {
+  int64_t blockLen, batch, numHeads, numKvHeads, headDim;
+  int64_t queryBlock, keyBlock; ///< key block <= query block
+  int64_t qNumel() const { return blockLen * batch * numHeads * headDim; }
+  int64_t kvNumel() const { return blockLen * batch * numKvHeads * headDim; }
+  int64_t lseNumel() const { return batch * numHeads * blockLen; }
+  std::string name() const {
+    return "block " + std::to_string(blockLen) + ", batch " +
+           std::to_string(batch) + ", heads " + std::to_string(numHeads) + "/" +
+           std::to_string(numKvHeads) + ", headDim " + std::to_string(headDim) +
+           ", queries of block " + std::to_string(queryBlock) +
+           " on keys of block " + std::to_string(keyBlock);
+  }
+};
+
+// 37 and 70 rows cross tile edges (64 forward, 32 for dk/dv); each shape
+// once on an earlier block (every key seen) and once on its own (causal).
+const std::vector<BlockShape> kShapes = {
+    {37, 2, 4, 2, 64, 3, 1},  {37, 2, 4, 2, 64, 3, 3}, {70, 2, 3, 1, 128, 2, 0},
+    {70, 2, 3, 1, 128, 1, 1}, {33, 3, 4, 4, 40, 1, 0}, {33, 3, 4, 4, 40, 2, 2}};
+
+float *floats(Pair &pair, bool onDevice) {
+  return static_cast<float *>(pair.out(onDevice).data);
+}
+const float *floats(const Pair &pair, bool onDevice) {
+  return static_cast<const float *>(pair.in(onDevice).data);
+}
+
+} // namespace
+
+TEST_CASE("cuda attention on one key block, dlse included, matches the cpu",
+          "[kernels][gpu]") {
+  std::mt19937 rng(51);
+  for (DType dtype : kFloatTypes)
+    for (const BlockShape &s : kShapes) {
+      INFO(dtypeName(dtype) << ", " << s.name());
+      Pair q(dtype, randomValues(s.qNumel(), rng, 2.0));
+      Pair k(dtype, randomValues(s.kvNumel(), rng, 2.0));
+      Pair v(dtype, randomValues(s.kvNumel(), rng));
+      Pair out(dtype, s.qNumel()), lse(DType::F32, s.lseNumel());
+      auto forward = [&](bool onDevice) {
+        return AttentionArgs{.q = q.in(onDevice),
+                             .k = k.in(onDevice),
+                             .v = v.in(onDevice),
+                             .out = out.out(onDevice),
+                             .lse = floats(lse, onDevice),
+                             .seqLen = s.blockLen,
+                             .batch = s.batch,
+                             .numHeads = s.numHeads,
+                             .numKvHeads = s.numKvHeads,
+                             .headDim = s.headDim,
+                             .kvSeqLen = s.blockLen,
+                             .queryStart = s.queryBlock * s.blockLen,
+                             .keyStart = s.keyBlock * s.blockLen};
+      };
+      cpu::attention(forward(false));
+      requireRan(cuda::attention(forward(true), nullptr));
+      out.requireMatch(tolerance(dtype, 1e-4));
+      lse.requireMatch(tolerance(dtype, 1e-5));
+
+      // The backward reads the cpu's forward on both sides.
+      Pair outIn(dtype, out.host().values()),
+          lseIn(DType::F32, lse.host().values());
+      Pair dout(dtype, randomValues(s.qNumel(), rng));
+      Pair dlse(DType::F32, randomValues(s.lseNumel(), rng));
+      Pair dq(dtype, s.qNumel()), dk(dtype, s.kvNumel()),
+          dv(dtype, s.kvNumel());
+      auto backward = [&](bool onDevice) {
+        return AttentionGradArgs{.q = q.in(onDevice),
+                                 .k = k.in(onDevice),
+                                 .v = v.in(onDevice),
+                                 .out = outIn.in(onDevice),
+                                 .dout = dout.in(onDevice),
+                                 .lse = floats(lseIn, onDevice),
+                                 .dlse = floats(dlse, onDevice),
+                                 .dq = dq.out(onDevice),
+                                 .dk = dk.out(onDevice),
+                                 .dv = dv.out(onDevice),
+                                 .seqLen = s.blockLen,
+                                 .batch = s.batch,
+                                 .numHeads = s.numHeads,
+                                 .numKvHeads = s.numKvHeads,
+                                 .headDim = s.headDim,
+                                 .kvSeqLen = s.blockLen,
+                                 .queryStart = s.queryBlock * s.blockLen,
+                                 .keyStart = s.keyBlock * s.blockLen};
+      };
+      cpu::attentionGrad(backward(false));
+      requireRan(cuda::attentionGrad(backward(true), nullptr));
+      dq.requireMatch(tolerance(dtype, 1e-4));
+      dk.requireMatch(tolerance(dtype, 1e-4));
+      dv.requireMatch(tolerance(dtype, 1e-4));
+    }
+}
+
+TEST_CASE("cuda attention refuses a key block after its queries",
+          "[kernels][gpu]") {
+  Pair q(DType::F32, 8 * 64), k(DType::F32, 8 * 64), v(DType::F32, 8 * 64);
+  Pair out(DType::F32, 8 * 64), lse(DType::F32, 8);
+  Status status = cuda::attention({.q = q.in(true),
+                                   .k = k.in(true),
+                                   .v = v.in(true),
+                                   .out = out.out(true),
+                                   .lse = floats(lse, true),
+                                   .seqLen = 8,
+                                   .batch = 1,
+                                   .numHeads = 1,
+                                   .numKvHeads = 1,
+                                   .headDim = 64,
+                                   .kvSeqLen = 8,
+                                   .queryStart = 8,
+                                   .keyStart = 16},
+                                  nullptr);
+  REQUIRE_FALSE(status.isOk());
+}
+
+TEST_CASE("cuda lse_merge and its gradient match the cpu", "[kernels][gpu]") {
+  std::mt19937 rng(52);
+  constexpr int64_t seqLen = 37, batch = 3, heads = 5, dim = 40;
+  constexpr int64_t numel = seqLen * batch * heads * dim;
+  constexpr int64_t rows = batch * heads * seqLen;
+  for (DType dtype : kFloatTypes) {
+    INFO(dtypeName(dtype));
+    std::vector<double> lseB = randomValues(rows, rng, 3.0);
+    lseB[7] = kEmptyRowLse; // a row the second part never saw
+    Pair outA(dtype, randomValues(numel, rng)),
+        outB(dtype, randomValues(numel, rng));
+    Pair lseA(DType::F32, randomValues(rows, rng, 3.0)),
+        lseBPair(DType::F32, lseB);
+    Pair out(dtype, numel), lse(DType::F32, rows);
+    auto merge = [&](bool onDevice) {
+      return LseMergeArgs{.outA = outA.in(onDevice),
+                          .outB = outB.in(onDevice),
+                          .lseA = floats(lseA, onDevice),
+                          .lseB = floats(lseBPair, onDevice),
+                          .out = out.out(onDevice),
+                          .lse = floats(lse, onDevice),
+                          .seqLen = seqLen,
+                          .batch = batch,
+                          .numHeads = heads,
+                          .headDim = dim};
+    };
+    cpu::lseMerge(merge(false));
+    requireRan(cuda::lseMerge(merge(true), nullptr));
+    out.requireMatch(tolerance(dtype, 1e-6));
+    lse.requireMatch(1e-6);
+
+    Pair outIn(dtype, out.host().values()),
+        lseIn(DType::F32, lse.host().values());
+    Pair dout(dtype, randomValues(numel, rng)),
+        dlse(DType::F32, randomValues(rows, rng));
+    for (int part = 0; part < 2; ++part) {
+      INFO("part " << part);
+      const Pair &mine = part == 0 ? outA : outB;
+      const Pair &mineLse = part == 0 ? lseA : lseBPair;
+      Pair dpart(dtype, numel), dlsePart(DType::F32, rows);
+      auto grad = [&](bool onDevice) {
+        return LseMergeGradArgs{.part = mine.in(onDevice),
+                                .out = outIn.in(onDevice),
+                                .dout = dout.in(onDevice),
+                                .lsePart = floats(mineLse, onDevice),
+                                .lse = floats(lseIn, onDevice),
+                                .dlse = floats(dlse, onDevice),
+                                .dpart = dpart.out(onDevice),
+                                .dlsePart = floats(dlsePart, onDevice),
+                                .seqLen = seqLen,
+                                .batch = batch,
+                                .numHeads = heads,
+                                .headDim = dim};
+      };
+      cpu::lseMergeGrad(grad(false));
+      requireRan(cuda::lseMergeGrad(grad(true), nullptr));
+      dpart.requireMatch(tolerance(dtype, 1e-6));
+      dlsePart.requireMatch(tolerance(dtype, 1e-5));
+    }
+  }
+}
