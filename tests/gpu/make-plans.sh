@@ -103,6 +103,11 @@ for dtype in f32 bf16; do
   done
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode tp_cp --tp 2 \
     --cp 2 --cp-comm all_gather --sp -o "$out/small-$dtype-tp_cp.plan"
+  # Ring attention (the contiguous split): cp 2, and tp 2 x cp 2 with SP.
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 2 \
+    --cp-comm ring -o "$out/small-$dtype-cp-ring.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode tp_cp --tp 2 \
+    --cp 2 --cp-comm ring --sp -o "$out/small-$dtype-tp_cp-ring.plan"
   # Microbatched plans return the loss and gradients, not logits.
   for schedule in gpipe 1f1b; do
     "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --mode pp --pp 2 \
