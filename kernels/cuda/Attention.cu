@@ -82,17 +82,22 @@ template <typename T> struct GradParams {
   Shape shape;
 };
 
-/// s = -inf where key > query; rows are the queries at global positions
-/// pos0 and pos8 (rows row0 and row0 + 8), columns keys key0 + 8nt (+1).
+/// s = -inf where key > query or key >= numKeys (a partial last tile,
+/// whose rows past the keys were loaded as zeros: a query past every key,
+/// ring attention's earlier blocks, would otherwise weigh them); rows are
+/// the queries at global positions pos0 and pos8 (rows row0 and row0 + 8),
+/// columns keys key0 + 8nt (+1).
 template <int NT>
-__device__ void maskFutureKeys(float (&s)[NT][4], int pos0, int pos8,
-                               int key0) {
+__device__ void maskFutureKeys(float (&s)[NT][4], int pos0, int pos8, int key0,
+                               int numKeys) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
-      if (key0 + 8 * nt + (c & 1) > ((c >> 1) ? pos8 : pos0))
+    for (int c = 0; c < 4; ++c) {
+      const int key = key0 + 8 * nt + (c & 1);
+      if (key > ((c >> 1) ? pos8 : pos0) || key >= numKeys)
         s[nt][c] = -INFINITY;
+    }
 }
 
 /// Folds one key tile of raw scores into the running max m (log2 units),
@@ -171,8 +176,10 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     float s[kTileRows / 8][4] = {};
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
-    if ((kBlock + 1) * kTileRows - 1 > firstQuery)
-      maskFutureKeys(s, pos0, pos8, kBlock * kTileRows + 2 * (lane % 4));
+    if ((kBlock + 1) * kTileRows - 1 > firstQuery ||
+        (kBlock + 1) * kTileRows > shape.kvSeqLen)
+      maskFutureKeys(s, pos0, pos8, kBlock * kTileRows + 2 * (lane % 4),
+                     shape.kvSeqLen);
     onlineSoftmax(s, m, l, o, shape.scaleLog2);
     Math::abReg(o, s, vTile, kStride);
   }
@@ -316,8 +323,8 @@ __global__ void __launch_bounds__(kThreads)
     float s[kTileRows / 8][4] = {}, dp[kTileRows / 8][4] = {};
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
     Math::template abT<D>(dp, doutTile + warp * 16 * kStride, vTile, kStride);
-    if (key0 + kTileRows - 1 > firstQuery)
-      maskFutureKeys(s, pos0, pos8, key0 + 2 * (lane % 4));
+    if (key0 + kTileRows - 1 > firstQuery || key0 + kTileRows > shape.kvSeqLen)
+      maskFutureKeys(s, pos0, pos8, key0 + 2 * (lane % 4), shape.kvSeqLen);
 #pragma unroll
     for (int nt = 0; nt < kTileRows / 8; ++nt)
 #pragma unroll
