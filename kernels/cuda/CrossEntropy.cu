@@ -168,10 +168,8 @@ Status crossEntropyGrad(const CrossEntropyGradArgs &args, DeviceStream stream) {
   SHARC_TRY(checkFloat("crossEntropyGradKernel", args.dlogits.dtype));
   if (args.numTokens <= 0 || args.vocab <= 0)
     return Status::ok();
-  int device = 0, numSms = 0;
-  SHARC_CUDA(cudaGetDevice(&device));
-  SHARC_CUDA(
-      cudaDeviceGetAttribute(&numSms, cudaDevAttrMultiProcessorCount, device));
+  int numSms = 0;
+  SHARC_TRY(multiprocessorCount(numSms));
   // The vector path's blocks each count the labels too: four a SM.
   if (crossEntropyGradVec(args, static_cast<int64_t>(numSms) * 4, stream))
     return launchStatus("crossEntropyGradVecKernel");

@@ -179,14 +179,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-bool aligned(const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % kVecBytes == 0;
-}
-
 /// Whether rows of `vocab` elements of `dtype` at `data` are whole,
 /// aligned 16-byte vectors.
 bool fits(const void *data, DType dtype, int64_t vocab) {
-  return (dtype == DType::BF16 || dtype == DType::F32) && aligned(data) &&
+  return (dtype == DType::BF16 || dtype == DType::F32) && vecAligned(data) &&
          (vocab * dtypeSize(dtype)) % kVecBytes == 0;
 }
 
@@ -214,7 +210,7 @@ bool crossEntropyGradVec(const CrossEntropyGradArgs &args, int64_t maxBlocks,
                          DeviceStream stream) {
   if (args.dlogits.dtype != args.logits.dtype ||
       !fits(args.logits.data, args.logits.dtype, args.vocab) ||
-      !aligned(args.dlogits.data))
+      !vecAligned(args.dlogits.data))
     return false;
   int64_t rowBlocks = (args.numTokens + kRowsPerBlock - 1) / kRowsPerBlock;
   auto numBlocks = static_cast<unsigned>(std::min(rowBlocks, maxBlocks));

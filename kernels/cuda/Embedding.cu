@@ -355,10 +355,8 @@ Status embeddingGrad(const EmbeddingGradArgs &args, DeviceStream stream) {
   // would leave SMs idle (8192 tokens over 6400 rows of 768 gave 13 blocks
   // of 512 rows: 171 us on an H200). The partition leaves the bits alone:
   // every output is summed in token order either way.
-  int device = 0, numSms = 0;
-  SHARC_CUDA(cudaGetDevice(&device));
-  SHARC_CUDA(
-      cudaDeviceGetAttribute(&numSms, cudaDevAttrMultiProcessorCount, device));
+  int numSms = 0;
+  SHARC_TRY(multiprocessorCount(numSms));
   int64_t hiddenTiles = ceilDiv(args.hidden, kHiddenTile);
   int64_t rowsForHalfList = std::min(
       kListCapacity / 2 * args.numRows / std::max<int64_t>(1, args.numTokens),

@@ -1,5 +1,6 @@
 //===- Launch.h - CUDA error checks and launch helpers ----------*- C++ -*-===//
-// defines: cudaStatus, launchStatus, ceilDiv, SHARC_CUDA (cuda::)
+// defines: cudaStatus, launchStatus, ceilDiv, SHARC_CUDA,
+//          multiprocessorCount (cuda::)
 //
 // Every CUDA runtime call in kernels/cuda and executor/cuda goes through
 // SHARC_CUDA, which turns a failure into a Status naming the call; every
@@ -43,3 +44,14 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
     if (!sharcCudaStatus.isOk())                                               \
       return sharcCudaStatus;                                                  \
   } while (0)
+
+namespace sharc::kernels::cuda {
+/// The current device's multiprocessors, for grids sized to fill it.
+inline Status multiprocessorCount(int &count) {
+  int device = 0;
+  SHARC_CUDA(cudaGetDevice(&device));
+  SHARC_CUDA(
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return Status::ok();
+}
+} // namespace sharc::kernels::cuda

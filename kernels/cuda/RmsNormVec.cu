@@ -190,10 +190,6 @@ struct VecLaunch {
   int teamLanes = 0, numVecs = 0;
 };
 
-bool aligned(const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % kVecBytes == 0;
-}
-
 /// Pointers are checked at launch; the shape alone (what scratch sizing
 /// sees) decides the rest.
 VecLaunch vecShapeFor(DType dtype, int64_t rows, int64_t cols,
@@ -244,8 +240,8 @@ bool sameDtype(std::initializer_list<DType> dtypes) {
 }
 
 VecLaunch vecLaunchFor(const RmsNormArgs &a) {
-  if (!sameDtype({a.x.dtype, a.w.dtype, a.y.dtype}) || !aligned(a.x.data) ||
-      !aligned(a.w.data) || !aligned(a.y.data))
+  if (!sameDtype({a.x.dtype, a.w.dtype, a.y.dtype}) || !vecAligned(a.x.data) ||
+      !vecAligned(a.w.data) || !vecAligned(a.y.data))
     return {};
   return vecShapeFor(a.x.dtype, a.rows, a.cols, a.groupSize, false);
 }
@@ -257,8 +253,8 @@ VecLaunch vecGradShapeFor(const RmsNormGradArgs &a) {
 }
 
 bool vecGradAligned(const RmsNormGradArgs &a) {
-  return aligned(a.x.data) && aligned(a.w.data) && aligned(a.dy.data) &&
-         aligned(a.dx.data);
+  return vecAligned(a.x.data) && vecAligned(a.w.data) &&
+         vecAligned(a.dy.data) && vecAligned(a.dx.data);
 }
 
 /// Calls `launch` with the kernel instance for `l`: vectors per lane

@@ -1,5 +1,6 @@
 //===- Vec16.cuh - 16-byte loads and stores of bf16 or f32 ---*- CUDA -*-===//
-// defines: kVecBytes, Vec, widen, loadRaw, loadVec, storeVec (cuda::)
+// defines: kVecBytes, vecAligned, Vec, widen, loadRaw, loadVec, storeVec
+//          (cuda::)
 //
 // The memory-bound kernels' fast paths (RmsNormVec.cu, CrossEntropyVec.cu)
 // move 16 bytes per load and store (8 bf16 or 4 f32) and compute in float.
@@ -13,6 +14,11 @@
 namespace sharc::kernels::cuda {
 
 inline constexpr int kVecBytes = 16;
+
+/// Whether a pointer may be read or written as 16-byte vectors.
+inline bool vecAligned(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % kVecBytes == 0;
+}
 
 /// One 16-byte vector of T widened to float.
 template <typename T> struct Vec {

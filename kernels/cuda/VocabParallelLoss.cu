@@ -212,10 +212,8 @@ Status vocabParallelLossGrad(const VocabParallelLossGradArgs &args,
     return Status::ok();
   int64_t numLocal =
       localValidColumns(args.localVocab, args.vocabStart, args.validVocab);
-  int device = 0, numSms = 0;
-  SHARC_CUDA(cudaGetDevice(&device));
-  SHARC_CUDA(
-      cudaDeviceGetAttribute(&numSms, cudaDevAttrMultiProcessorCount, device));
+  int numSms = 0;
+  SHARC_TRY(multiprocessorCount(numSms));
   int64_t residentBlocks = static_cast<int64_t>(numSms) * (2048 / kRowThreads);
   auto numBlocks =
       static_cast<unsigned>(std::min(args.numTokens, residentBlocks));
