@@ -359,6 +359,76 @@ Result<Launch> bindSwigluGrad(const OpCall &c, const OpEnv &env) {
                       SHARC_KERNELS(swigluGrad));
 }
 
+/// The packed swiglu's halves: gate at the start of each row of `gu`
+/// ([.., 2 * width]), up `width` elements on; checks `half` ([.., width]).
+struct PackedHalves {
+  int64_t width = 0;
+  int64_t upOffsetBytes = 0;
+};
+
+Result<PackedHalves> packedHalves(const TensorRef &gu, const TensorRef &half,
+                                  const char *halfRole) {
+  SHARC_TRY(isFloat(gu, "gu"));
+  SHARC_TRY(isFloat(half, halfRole));
+  if (half.shape().empty())
+    return Status::invalidInput(std::string(halfRole) +
+                                " must have a last dimension");
+  int64_t width = half.shape().back();
+  std::vector<int64_t> packedShape = half.shape();
+  packedShape.back() *= 2;
+  if (gu.shape() != packedShape)
+    return Status::invalidInput("gu must be " + std::string(halfRole) +
+                                "'s shape with twice its last dimension");
+  return PackedHalves{width,
+                      width * static_cast<int64_t>(dtypeSize(gu.dtype()))};
+}
+
+kernels::ConstTensorView offsetView(kernels::ConstTensorView view,
+                                    int64_t bytes) {
+  return {static_cast<const char *>(view.data) + bytes, view.dtype};
+}
+
+kernels::TensorView offsetView(kernels::TensorView view, int64_t bytes) {
+  return {static_cast<char *>(view.data) + bytes, view.dtype};
+}
+
+Result<Launch> bindSwigluPacked(const OpCall &c, const OpEnv &env) {
+  auto halves = packedHalves(c.operands[0], c.results[0], "y");
+  if (!halves)
+    return halves.status();
+  kernels::ConstTensorView gu = c.operands[0].cview();
+  return launchKernel(
+      env,
+      kernels::SwigluArgs{.gate = gu,
+                          .up = offsetView(gu, halves->upOffsetBytes),
+                          .y = c.results[0].view(),
+                          .numel = c.results[0].numel(),
+                          .width = halves->width,
+                          .packedStride = 2 * halves->width},
+      SHARC_KERNELS(swiglu));
+}
+
+Result<Launch> bindSwigluPackedGrad(const OpCall &c, const OpEnv &env) {
+  auto halves = packedHalves(c.operands[0], c.operands[1], "dy");
+  if (!halves)
+    return halves.status();
+  SHARC_TRY(sameShape(c.results[0], c.operands[0], "dgu"));
+  SHARC_TRY(isFloat(c.results[0], "dgu"));
+  kernels::ConstTensorView gu = c.operands[0].cview();
+  kernels::TensorView dgu = c.results[0].view();
+  return launchKernel(
+      env,
+      kernels::SwigluGradArgs{.gate = gu,
+                              .up = offsetView(gu, halves->upOffsetBytes),
+                              .dy = c.operands[1].cview(),
+                              .dgate = dgu,
+                              .dup = offsetView(dgu, halves->upOffsetBytes),
+                              .numel = c.operands[1].numel(),
+                              .width = halves->width,
+                              .packedStride = 2 * halves->width},
+      SHARC_KERNELS(swigluGrad));
+}
+
 /// Tokens, vocab and valid vocab of logits [.., V] and labels.
 struct LossSizes {
   int64_t numTokens, vocab, validVocab;
@@ -455,6 +525,8 @@ OpTable::OpTable() {
       {"matmul_wgrad", {bindMatmulWgrad, 2, 1}},
       {"swiglu", {bindSwiglu, 2, 1}},
       {"swiglu_grad", {bindSwigluGrad, 3, 2}},
+      {"swiglu_packed", {bindSwigluPacked, 1, 1}},
+      {"swiglu_packed_grad", {bindSwigluPackedGrad, 2, 1}},
       {"add", {bindAdd, 2, 1}},
       {"cross_entropy", {bindCrossEntropy, 2, 1}},
       {"cross_entropy_grad", {bindCrossEntropyGrad, 3, 1}},

@@ -446,6 +446,36 @@ LogicalResult RmsNormRopeGradOp::verify() {
   return verifySameShape(*this, getW(), "w", getDw(), "dw");
 }
 
+namespace {
+
+/// gu [.., 2 * I] against y (or dy) [.., I], one element type.
+LogicalResult verifyPacked(Operation *op, Value gu, Value y, StringRef name) {
+  auto packed = tensorOf(gu), half = tensorOf(y);
+  if (packed.getElementType() != half.getElementType())
+    return op->emitOpError("expects gu and ")
+           << name << " of one element type, got " << packed << " and " << half;
+  ArrayRef<int64_t> shape = packed.getShape(), halfShape = half.getShape();
+  if (shape.size() != halfShape.size() || shape.empty() ||
+      shape.drop_back() != halfShape.drop_back() ||
+      shape.back() != 2 * halfShape.back())
+    return op->emitOpError("expects gu of ")
+           << name << "'s shape with twice its last dimension, got " << packed
+           << " and " << half;
+  return success();
+}
+
+} // namespace
+
+LogicalResult SwigluPackedOp::verify() {
+  return verifyPacked(*this, getGu(), getY(), "y");
+}
+
+LogicalResult SwigluPackedGradOp::verify() {
+  if (failed(verifyPacked(*this, getGu(), getDy(), "dy")))
+    return failure();
+  return verifySameShape(*this, getGu(), "gu", getDgu(), "dgu");
+}
+
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifySameShape(*this, getQ(), "q", getDq(), "dq")) ||
       failed(verifySameShape(*this, getK(), "k", getDk(), "dk")) ||

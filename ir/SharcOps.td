@@ -291,6 +291,29 @@ def Sharc_RmsNormRopeGradOp : Sharc_ComputeOp<"rms_norm_rope_grad"> {
   let results = (outs Sharc_FloatTensor:$dx, Sharc_FloatTensor:$dw);
 }
 
+def Sharc_SwigluPackedOp : Sharc_ComputeOp<"swiglu_packed"> {
+  let summary = "swiglu of the two halves of each row of one tensor";
+  let description = [{
+    Made by `sharc-fuse-projections` where the fused gate/up GEMM feeds
+    `sharc.swiglu`: `gu` is `[.., 2 * I]`, each row's first I columns the
+    gate and its last I the up projection, and `y` is `[.., I]`. The GEMM's
+    output is read in place, so it needs no split by columns.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$gu);
+  let results = (outs Sharc_FloatTensor:$y);
+}
+
+def Sharc_SwigluPackedGradOp : Sharc_ComputeOp<"swiglu_packed_grad"> {
+  let summary = "gradients of swiglu_packed, packed as its input is";
+  let description = [{
+    `dgu` has `gu`'s shape: each row's gate gradient, then its up gradient,
+    which is the layout the fused GEMM's input- and weight-gradient GEMMs
+    read, so the two gradients need no join by columns.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$gu, Sharc_FloatTensor:$dy);
+  let results = (outs Sharc_FloatTensor:$dgu);
+}
+
 def Sharc_AttentionGradOp : Sharc_ComputeOp<"attention_grad", [], ["getFlops"]> {
   let summary = "gradients of attention with respect to q, k and v";
   let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,

@@ -6,6 +6,12 @@
 //   swiglu: y = silu(g) * u,  silu(g) = g * sigmoid(g)
 //   grad:   du = dy * silu(g)
 //           dg = dy * u * sigmoid(g) * (1 + g * (1 - sigmoid(g)))
+//   packed: gate and up are the two halves of each row of one [.., 2 * width]
+//           tensor (the fused gate/up GEMM's output, read in place), and so
+//           are dgate and dup: element i of y is gate[map(i)], up[map(i)]
+//           with map(i) = i + (i / width) * (packedStride - width), where
+//           packedStride (2 * width) is the row length of the packed tensor.
+//           packedStride == 0: every view is contiguous like y.
 //   fill:   y = value                       (the loss seed 1.0)
 //   scale:  y = float(factor) * x
 // Element counts are numel; math in fp32 (double for F64), rounded on store.
@@ -16,6 +22,14 @@
 
 #include "kernels/TensorView.h"
 #include "planner/plan/Status.h"
+
+// The index map below runs on both sides (the same definition as in
+// kernels/SequencePositions.h, which may come first or after).
+#ifdef __CUDACC__
+#define SHARC_HOST_DEVICE __host__ __device__
+#else
+#define SHARC_HOST_DEVICE
+#endif
 
 namespace sharc::kernels {
 
@@ -29,13 +43,23 @@ struct SwigluArgs {
   ConstTensorView gate, up;
   TensorView y;
   int64_t numel = 0;
+  int64_t width = 0;        ///< y's last dimension (packed calls)
+  int64_t packedStride = 0; ///< gate/up row length; 0: contiguous like y
 };
 
 struct SwigluGradArgs {
   ConstTensorView gate, up, dy;
   TensorView dgate, dup;
   int64_t numel = 0;
+  int64_t width = 0;        ///< dy's last dimension (packed calls)
+  int64_t packedStride = 0; ///< gate/up/dgate/dup row length; 0: like dy
 };
+
+/// Where element `i` of y (or dy) sits in gate, up, dgate and dup.
+SHARC_HOST_DEVICE inline int64_t swigluSource(int64_t i, int64_t width,
+                                              int64_t packedStride) {
+  return packedStride == 0 ? i : i + (i / width) * (packedStride - width);
+}
 
 struct FillArgs {
   TensorView out;

@@ -208,7 +208,79 @@ void fuse(ArrayRef<Projection> group) {
     op->erase();
 }
 
-void fuseProjections(func::FuncOp func) {
+/// Whether the group is gate and up: two projections whose outputs one
+/// swiglu reads as its gate and its up, in that order.
+bool feedsSwiglu(ArrayRef<Projection> group) {
+  if (group.size() != 2)
+    return false;
+  Projection first = group[0], second = group[1];
+  Value gate = first.forward.getY(), up = second.forward.getY();
+  return llvm::any_of(gate.getUsers(), [&](Operation *user) {
+    auto swiglu = dyn_cast<SwigluOp>(user);
+    return swiglu && swiglu.getGate() == gate && swiglu.getUp() == up;
+  });
+}
+
+/// The fused gate/up GEMM's output read in place: where a split by columns
+/// into two equal halves feeds nothing but swiglu (gate, up) and its
+/// gradient, and each gradient's halves are joined by columns for the
+/// fused backward GEMMs, swiglu_packed and swiglu_packed_grad take the
+/// packed tensors themselves, so neither the split nor the join copies
+/// columns (on a device they cost more than the fused GEMM saves).
+void packSwiglu(SplitOp split) {
+  auto packed = tensorOf(split.getX());
+  int64_t lastDim = packed.getRank() - 1;
+  if (split.getYs().size() != 2 ||
+      static_cast<int64_t>(split.getDim()) != lastDim ||
+      tensorOf(split.getYs()[0]) != tensorOf(split.getYs()[1]))
+    return;
+  Value gate = split.getYs()[0], up = split.getYs()[1];
+  SmallVector<SwigluOp> forwards;
+  SmallVector<std::pair<SwigluGradOp, ConcatOp>> backwards;
+  for (Value half : {gate, up})
+    for (Operation *user : half.getUsers()) {
+      if (auto forward = dyn_cast<SwigluOp>(user);
+          forward && forward.getGate() == gate && forward.getUp() == up) {
+        if (half == gate)
+          forwards.push_back(forward);
+        continue;
+      }
+      auto backward = dyn_cast<SwigluGradOp>(user);
+      if (!backward || backward.getGate() != gate || backward.getUp() != up)
+        return;
+      if (half == up)
+        continue;
+      Value dgate = backward.getDgate(), dup = backward.getDup();
+      auto join = dgate.hasOneUse()
+                      ? dyn_cast<ConcatOp>(*dgate.getUsers().begin())
+                      : nullptr;
+      if (!join || !dup.hasOneUse() || join.getXs().size() != 2 ||
+          join.getXs()[0] != dgate || join.getXs()[1] != dup ||
+          static_cast<int64_t>(join.getDim()) != lastDim)
+        return;
+      backwards.push_back({backward, join});
+    }
+  for (SwigluOp forward : forwards) {
+    OpBuilder builder(forward);
+    Value y = builder.create<SwigluPackedOp>(
+        forward.getLoc(), forward.getY().getType(), split.getX());
+    forward.getY().replaceAllUsesWith(y);
+    forward.erase();
+  }
+  for (auto [backward, join] : backwards) {
+    OpBuilder builder(join);
+    Value dgu = builder.create<SwigluPackedGradOp>(
+        backward.getLoc(), join.getY().getType(), split.getX(),
+        backward.getDy());
+    join.getY().replaceAllUsesWith(dgu);
+    join.erase();
+    backward.erase();
+  }
+  if (split->use_empty())
+    split.erase();
+}
+
+void fuseProjections(func::FuncOp func, bool attention) {
   // Projections by input, in program order.
   llvm::MapVector<Value, SmallVector<Projection>> byInput;
   func.walk([&](MatmulOp forward) {
@@ -216,15 +288,21 @@ void fuseProjections(func::FuncOp func) {
       byInput[forward.getX()].push_back(*p);
   });
   for (auto &[input, group] : byInput)
-    if (group.size() > 1 && compatible(group))
+    if (group.size() > 1 && compatible(group) &&
+        (attention || feedsSwiglu(group)))
       fuse(group);
+  SmallVector<SplitOp> splits;
+  func.walk([&](SplitOp split) { splits.push_back(split); });
+  for (SplitOp split : splits)
+    packSwiglu(split);
 }
 
 struct FuseProjectionsPass
     : sharc::impl::FuseProjectionsBase<FuseProjectionsPass> {
+  using FuseProjectionsBase::FuseProjectionsBase;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
-      fuseProjections(func);
+      fuseProjections(func, attention);
   }
 };
 

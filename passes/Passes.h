@@ -33,13 +33,14 @@ struct PipelineOptions {
   std::string cpComm = "a2a";
   std::string cpSplit = "balanced";
   bool sequenceParallel = false, vocabParallel = false;
-  std::string recompute = "none"; ///< "none" or "sp-allgather"
-  int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
-  bool withOptimizer = true;      ///< add the AdamW update
-  bool keepGradients = false;     ///< also return every gradient
-  bool fuseProjections = false;   ///< one GEMM for q/k/v and for gate/up
-  bool fuseAdds = false;          ///< sums into the GEMMs that produce them
-  bool fuseNormRope = false;      ///< q/k norms and rope as one op
+  std::string recompute = "none";       ///< "none" or "sp-allgather"
+  int64_t bucketBytes = 25 << 20;       ///< data-parallel gradient buckets
+  bool withOptimizer = true;            ///< add the AdamW update
+  bool keepGradients = false;           ///< also return every gradient
+  bool fuseProjections = false;         ///< one GEMM for q/k/v and for gate/up
+  bool fuseAttentionProjections = true; ///< q/k/v as well as gate/up
+  bool fuseAdds = false;     ///< sums into the GEMMs that produce them
+  bool fuseNormRope = false; ///< q/k norms and rope as one op
   /// Pipeline parallelism: stages over the "pp" axis, the schedule
   /// ("gpipe", "1f1b" or "interleaved" with ppChunks >= 2 model chunks a
   /// stage) and the split ("cost" or "layers").

@@ -283,7 +283,16 @@ def FuseProjections : Pass<"sharc-fuse-projections", "::mlir::ModuleOp"> {
     Before: `%q = sharc.matmul %x, %wq`, the same for `%k` and `%v`.
     After: `%w = sharc.concat %wq, %wk, %wv {dim = 0}`,
     `%qkv = sharc.matmul %x, %w`, `%q, %k, %v = sharc.split %qkv {dim = 2}`.
+
+    Gate and up need no split: where the fused output's two halves feed
+    only `sharc.swiglu` and its gradient, `sharc.swiglu_packed` reads the
+    output in place and `sharc.swiglu_packed_grad` writes the gradient
+    packed for the fused GEMMs. q, k and v are still split by columns (a
+    strided copy each way), so `attention=false` fuses gate/up alone.
   }];
+  let options = [Option<"attention", "attention", "bool", "true",
+                        "also fuse the projections that feed no swiglu "
+                        "(q, k and v)">];
 }
 
 def BucketGradients : Pass<"sharc-bucket-gradients", "::mlir::ModuleOp"> {

@@ -98,7 +98,7 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
         createPipelinePartition({"pp", options.ppBalance, options.ppChunks}));
   pm.addPass(createAutodiff());
   if (options.fuseProjections)
-    pm.addPass(createFuseProjections());
+    pm.addPass(createFuseProjections({options.fuseAttentionProjections}));
   // After fusing, so fused weights are built once for all microbatches;
   // before bucketing, so each dp gradient sync runs once per step.
   pm.addPass(createMicrobatch());

@@ -37,6 +37,16 @@ done
 # The same with q/k/v and gate/up fused into one GEMM each.
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   --fuse-projections -o "$stage/bench/dense-fused.plan"
+# gate/up alone (read in place by swiglu_packed: no column copies), with
+# and without the other fusions.
+"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+  --fuse-projections=gate_up -o "$stage/bench/dense-gateup.plan"
+"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+  --fuse-projections=gate_up --fuse-norm-rope --fuse-adds \
+  -o "$stage/bench/dense-gateup-normrope-adds.plan"
+"$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
+  --fuse-projections=gate_up --fuse-norm-rope --fuse-adds \
+  -o "$stage/bench/dense-h4096-gateup-normrope-adds.plan"
 for mode in ddp tp_sp_async_vp; do
   flags=(--mode $mode --tp 2)
   [ $mode = ddp ] && flags=(--mode ddp --dp 2)

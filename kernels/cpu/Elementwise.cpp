@@ -28,21 +28,23 @@ template <typename Acc> void addImpl(const AddArgs &args) {
 
 template <typename Acc> void swigluImpl(const SwigluArgs &args) {
   for (int64_t i = 0; i < args.numel; ++i) {
-    Acc gate = load<Acc>(args.gate, i);
+    int64_t source = swigluSource(i, args.width, args.packedStride);
+    Acc gate = load<Acc>(args.gate, source);
     Acc silu = gate * sigmoid(gate);
-    storeElement(args.y, i, silu * load<Acc>(args.up, i));
+    storeElement(args.y, i, silu * load<Acc>(args.up, source));
   }
 }
 
 template <typename Acc> void swigluGradImpl(const SwigluGradArgs &args) {
   for (int64_t i = 0; i < args.numel; ++i) {
-    Acc gate = load<Acc>(args.gate, i);
-    Acc up = load<Acc>(args.up, i);
+    int64_t source = swigluSource(i, args.width, args.packedStride);
+    Acc gate = load<Acc>(args.gate, source);
+    Acc up = load<Acc>(args.up, source);
     Acc dy = load<Acc>(args.dy, i);
     Acc sig = sigmoid(gate);
     Acc dgate = dy * up * sig * (Acc(1) + gate * (Acc(1) - sig));
-    storeElement(args.dup, i, dy * (gate * sig));
-    storeElement(args.dgate, i, dgate);
+    storeElement(args.dup, source, dy * (gate * sig));
+    storeElement(args.dgate, source, dgate);
   }
 }
 

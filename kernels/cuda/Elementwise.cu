@@ -108,13 +108,18 @@ struct AddOp {
   }
 };
 
+// Packed calls (the fused gate/up output read in place) map y's element to
+// its row in gate and up; a vector of kVec never crosses a row, as
+// vectorEnd is 0 unless width is a multiple of kVec.
 struct SwigluOp {
   ConstTensorView gate, up;
   TensorView y;
+  int64_t width, packedStride;
   template <int N> __device__ void apply(int64_t i) const {
     float gates[N], ups[N], ys[N];
-    loadN(gate, i, gates);
-    loadN(up, i, ups);
+    int64_t source = swigluSource(i, width, packedStride);
+    loadN(gate, source, gates);
+    loadN(up, source, ups);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       float silu = gates[k] * sigmoid(gates[k]);
@@ -127,10 +132,12 @@ struct SwigluOp {
 struct SwigluGradOp {
   ConstTensorView gate, up, dy;
   TensorView dgate, dup;
+  int64_t width, packedStride;
   template <int N> __device__ void apply(int64_t i) const {
     float gates[N], ups[N], dys[N], dgates[N], dups[N];
-    loadN(gate, i, gates);
-    loadN(up, i, ups);
+    int64_t source = swigluSource(i, width, packedStride);
+    loadN(gate, source, gates);
+    loadN(up, source, ups);
     loadN(dy, i, dys);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
@@ -138,8 +145,8 @@ struct SwigluGradOp {
       dgates[k] = dys[k] * ups[k] * sig * (1.0f + gates[k] * (1.0f - sig));
       dups[k] = dys[k] * (gates[k] * sig);
     }
-    storeN(dup, i, dups);
-    storeN(dgate, i, dgates);
+    storeN(dup, source, dups);
+    storeN(dgate, source, dgates);
   }
 };
 
@@ -192,6 +199,22 @@ Status checkFloats(const char *kernel, std::initializer_list<DType> dtypes) {
                                   " storage is not supported on the device "
                                   "(expected f32 or bf16)");
   return Status::ok();
+}
+
+/// A packed call needs rows at least as long as y's.
+Status checkPacked(const char *kernel, int64_t width, int64_t packedStride) {
+  if (packedStride != 0 && (width <= 0 || packedStride < width))
+    return Status::invalidInput(std::string(kernel) + ": packed rows of " +
+                                std::to_string(packedStride) +
+                                " elements cannot hold " +
+                                std::to_string(width));
+  return Status::ok();
+}
+
+/// Whether kVec consecutive elements of y stay in one row of the packed
+/// views (always, for contiguous calls).
+bool rowsVectorise(int64_t width, int64_t packedStride) {
+  return packedStride == 0 || (width % kVec == 0 && packedStride % kVec == 0);
 }
 
 bool isVectorAligned(const void *data, DType dtype) {
@@ -247,9 +270,14 @@ Status swiglu(const SwigluArgs &args, DeviceStream stream) {
                         {args.gate.dtype, args.up.dtype, args.y.dtype}));
   if (args.numel <= 0)
     return Status::ok();
-  int64_t vectorEnd = vectorEndFor(args.numel, {args.gate, args.up, args.y});
+  SHARC_TRY(checkPacked("swigluKernel", args.width, args.packedStride));
+  int64_t vectorEnd =
+      rowsVectorise(args.width, args.packedStride)
+          ? vectorEndFor(args.numel, {args.gate, args.up, args.y})
+          : 0;
   swigluKernel<<<gridFor(args.numel, vectorEnd), kThreads, 0, stream>>>(
-      {args.gate, args.up, args.y}, args.numel, vectorEnd);
+      {args.gate, args.up, args.y, args.width, args.packedStride}, args.numel,
+      vectorEnd);
   return launchStatus("swigluKernel");
 }
 
@@ -259,11 +287,16 @@ Status swigluGrad(const SwigluGradArgs &args, DeviceStream stream) {
                          args.dgate.dtype, args.dup.dtype}));
   if (args.numel <= 0)
     return Status::ok();
-  int64_t vectorEnd = vectorEndFor(
-      args.numel, {args.gate, args.up, args.dy, args.dgate, args.dup});
+  SHARC_TRY(checkPacked("swigluGradKernel", args.width, args.packedStride));
+  int64_t vectorEnd =
+      rowsVectorise(args.width, args.packedStride)
+          ? vectorEndFor(args.numel,
+                         {args.gate, args.up, args.dy, args.dgate, args.dup})
+          : 0;
   swigluGradKernel<<<gridFor(args.numel, vectorEnd), kThreads, 0, stream>>>(
-      {args.gate, args.up, args.dy, args.dgate, args.dup}, args.numel,
-      vectorEnd);
+      {args.gate, args.up, args.dy, args.dgate, args.dup, args.width,
+       args.packedStride},
+      args.numel, vectorEnd);
   return launchStatus("swigluGradKernel");
 }
 

@@ -49,6 +49,8 @@ for dtype in f32 bf16; do
     -o "$out/small-$dtype-dense-fused.plan"
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-projections \
     --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-fused.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
+    --fuse-projections=gate_up -o "$out/small-$dtype-dense-gateup.plan"
 done
 # Gradient clipping by the global norm (sum_squares, one all_reduce over
 # every axis, adamw reading the norm), one GPU, ddp and tp=2, both dtypes.

@@ -52,6 +52,7 @@ struct CompileFlags {
   bool withOptimizer = true;
   bool keepGradients = false;
   bool fuseProjections = false;
+  bool fuseAttentionProjections = true; ///< q/k/v too, not gate/up alone
   bool fuseAdds = false;
   bool fuseNormRope = false;
   bool withDenseReference = false;
@@ -95,8 +96,8 @@ void printUsage(FILE *out) {
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
                "[--keep-grads] [--no-optimizer]\n"
-               "         [--fuse-projections (one GEMM for q/k/v and for "
-               "gate/up)]\n"
+               "         [--fuse-projections[=all|gate_up] (one GEMM for "
+               "q/k/v and for gate/up, or gate/up alone)]\n"
                "         [--fuse-adds (residual adds and gradient sums into "
                "the GEMMs' epilogue)]\n"
                "         [--fuse-norm-rope (q/k norms and rope as one "
@@ -189,8 +190,11 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       flags.withDenseReference = true;
     } else if (arg == "--keep-grads") {
       flags.keepGradients = true;
-    } else if (arg == "--fuse-projections") {
+    } else if (arg == "--fuse-projections" || arg == "--fuse-projections=all") {
       flags.fuseProjections = true;
+    } else if (arg == "--fuse-projections=gate_up") {
+      flags.fuseProjections = true;
+      flags.fuseAttentionProjections = false;
     } else if (arg == "--fuse-adds") {
       flags.fuseAdds = true;
     } else if (arg == "--fuse-norm-rope") {
@@ -381,6 +385,7 @@ int compile(const CompileFlags &flags) {
   pipeline.withOptimizer = flags.withOptimizer;
   pipeline.keepGradients = flags.keepGradients;
   pipeline.fuseProjections = flags.fuseProjections;
+  pipeline.fuseAttentionProjections = flags.fuseAttentionProjections;
   pipeline.fuseAdds = flags.fuseAdds;
   pipeline.fuseNormRope = flags.fuseNormRope;
   if (flags.withDenseReference) {

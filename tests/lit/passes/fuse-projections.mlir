@@ -6,20 +6,21 @@
 // RUN: sharc-opt %S/Inputs/block.mlir --sharc-autodiff \
 // RUN:   --sharc-fuse-projections --sharc-adamw | FileCheck %s --check-prefix=ADAMW
 
-// q and k read one normed input: one GEMM over both weights' rows, split
-// by columns; the backward joins their output gradients by columns for one
-// input-gradient GEMM (autodiff's add is gone) and one weight-gradient GEMM
-// whose rows are the two gradients.
+// q and k read one normed input and feed swiglu as its gate and up: one
+// GEMM over both weights' rows, whose output swiglu_packed reads in place (no split by columns); its
+// gradient comes out packed the same way and feeds one input-gradient GEMM
+// (autodiff's add is gone) and one weight-gradient GEMM whose rows are the
+// two gradients.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[WQ:[^:]*]]: tensor<8x8xf32> {sharc.param = "q"
 // CHECK-SAME: %[[WK:[^:]*]]: tensor<8x8xf32> {sharc.param = "k"
 // CHECK: %[[X:.*]] = sharc.rms_norm
 // CHECK-NEXT: %[[W:.*]] = sharc.concat %[[WQ]], %[[WK]] {dim = 0 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
 // CHECK-NEXT: %[[Y:.*]] = sharc.matmul %[[X]], %[[W]] : (tensor<8x2x8xf32>, tensor<16x8xf32>) -> tensor<8x2x16xf32>
-// CHECK-NEXT: %[[Q:.*]]:2 = sharc.split %[[Y]] {dim = 2 : i64}
-// CHECK: sharc.swiglu %[[Q]]#0, %[[Q]]#1
-// CHECK: %[[DG:[^,]*]], %[[DU:.*]] = sharc.swiglu_grad
-// CHECK-NEXT: %[[DY:.*]] = sharc.concat %[[DG]], %[[DU]] {dim = 2 : i64}
+// CHECK-NOT: sharc.split %[[Y]]
+// CHECK-NEXT: sharc.swiglu_packed %[[Y]] : (tensor<8x2x16xf32>) -> tensor<8x2x8xf32>
+// CHECK-NOT: sharc.concat {{.*}} {dim = 2 : i64}
+// CHECK: %[[DY:.*]] = sharc.swiglu_packed_grad %[[Y]], %{{.*}} : (tensor<8x2x16xf32>, tensor<8x2x8xf32>) -> tensor<8x2x16xf32>
 // CHECK-NEXT: %[[DX:.*]] = sharc.matmul_dgrad %[[DY]], %[[W]] : (tensor<8x2x16xf32>, tensor<16x8xf32>) -> tensor<8x2x8xf32>
 // CHECK-NEXT: %[[DW:.*]] = sharc.matmul_wgrad %[[DY]], %[[X]] : (tensor<8x2x16xf32>, tensor<8x2x8xf32>) -> tensor<16x8xf32>
 // CHECK-NEXT: %[[G:.*]]:2 = sharc.split %[[DW]] {dim = 0 : i64}
