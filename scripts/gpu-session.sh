@@ -18,6 +18,20 @@
 #     --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 12928" \
 #     scripts/gpu-session.sh sweep peers
 # and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench.
+#
+# What the next one-GPU session should run first (nothing of the sixth
+# session ran on a GPU): the kernel cases (packed swiglu, ring attention
+# under the balanced split, the ring's partial-tile mask), parity of the
+# plans that are new since, and the gate/up fusion beside the dense step:
+#   scripts/gpu-session.sh kernels
+#   PARITY_PLANS="small-f32-dense-gateup small-bf16-dense-gateup \
+#     small-f32-dense-fused small-bf16-dense-fused small-f32-cp-ring \
+#     small-bf16-cp-ring small-f32-tp_cp-ring small-bf16-tp_cp-ring" \
+#     scripts/gpu-session.sh parity
+#   BENCH_MODES="dense dense-fused dense-gateup dense-normrope-adds \
+#     dense-gateup-normrope-adds dense-h4096-normrope-adds \
+#     dense-h4096-gateup-normrope-adds" BENCH_FLAGS=--cuda-graph \
+#     PEERS="dense 8 2048 4 compile" scripts/gpu-session.sh bench peers
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 stage=$root/.device
