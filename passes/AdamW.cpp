@@ -4,6 +4,7 @@
 #include "ir/SharcOps.h"
 #include "passes/ParameterStages.h"
 #include "passes/Passes.h"
+#include "passes/PipelineStages.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
@@ -83,13 +84,18 @@ Operation *lastOf(Value grad, Value param, Operation *returnOp) {
 /// one rank, so that each parameter's elements count once whatever the
 /// layout. Placed after the last gradient is final.
 ///
-/// Under pipeline parallelism `grads` are one stage's and `stageAxis` the
-/// pipeline axis: the stages hold different parameters (each value is I
+/// Under pipeline parallelism `grads` are stage `stage`'s and `stageAxis`
+/// the pipeline axis: the stages hold different parameters (each value is I
 /// there only because a rank runs its own stage's ops), so that axis adds
 /// no replica, and the all_reduce over it sums the stages' shares. Each
-/// stage builds its own; together they are one collective.
+/// stage builds its own; together they are one collective. The stage's
+/// grads may come from several model chunks (interleaved schedule), so its
+/// sum and all_reduce are staged here, marked as all of the stage's
+/// chunks': sharc-pipeline-schedule would otherwise find the chunks (apart
+/// virtual stages) meeting in them.
 FailureOr<Value> buildGradNormSq(func::FuncOp func, ArrayRef<Value> grads,
-                                 StringRef stageAxis, OpBuilder &builder) {
+                                 StringRef stageAxis, int64_t stage,
+                                 OpBuilder &builder) {
   MeshAttr mesh = getMesh(func);
   SmallVector<StringRef> axes;
   for (auto [axis, size] : llvm::zip(mesh.getAxes(), mesh.getSizes()))
@@ -127,16 +133,23 @@ FailureOr<Value> buildGradNormSq(func::FuncOp func, ArrayRef<Value> grads,
     partial = partial.withAxis(axis, placement::kP);
   auto scalar = RankedTensorType::get({}, builder.getF32Type());
   Location loc = func.getLoc();
+  auto onStage = [&](Operation *op) {
+    if (stageAxis.empty())
+      return;
+    op->setAttr(kStageAttr, builder.getI64IntegerAttr(stage));
+    op->setAttr(kAllChunksAttr, builder.getUnitAttr());
+  };
   Value sum =
       builder.create<SumSquaresOp>(loc, withPlacement(scalar, partial), grads,
                                    builder.getDenseI64ArrayAttr(replicas));
+  onStage(sum.getDefiningOp());
   if (axes.empty())
     return sum;
-  return builder
-      .create<AllReduceOp>(
-          loc, withPlacement(scalar, PlacementAttr::getInvariant(context)), sum,
-          builder.getStringAttr(joinAxes(axes)), builder.getStringAttr("sum"))
-      .getResult();
+  auto reduce = builder.create<AllReduceOp>(
+      loc, withPlacement(scalar, PlacementAttr::getInvariant(context)), sum,
+      builder.getStringAttr(joinAxes(axes)), builder.getStringAttr("sum"));
+  onStage(reduce);
+  return reduce.getResult();
 }
 
 LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
@@ -237,7 +250,8 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
              << numStages << " pipeline stages, found them on "
              << gradsOf.size() << (gradsOf.count(-1) ? " (one unstaged)" : "");
     for (auto &[stage, grads] : gradsOf) {
-      FailureOr<Value> norm = buildGradNormSq(func, grads, stageAxis, builder);
+      FailureOr<Value> norm =
+          buildGradNormSq(func, grads, stageAxis, stage, builder);
       if (failed(norm))
         return failure();
       norms[stage] = {*norm, norm->getDefiningOp()};

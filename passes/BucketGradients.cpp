@@ -47,7 +47,8 @@ bool isBucketable(AllReduceOp op) {
          op.getX().hasOneUse();
 }
 
-/// The stage of the parameter whose gradient `sync` returns, or -1.
+/// `stages`' entry (a stage or a chunk) for the parameter whose gradient
+/// `sync` returns, or -1.
 int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync,
                         const llvm::StringMap<int64_t> &stages) {
   for (OpOperand &use : sync.getY().getUses()) {
@@ -76,19 +77,23 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
   // One open bucket per element type, group of axes and pipeline stage,
   // as DDP's: a bucket becomes one slab that one collective call
   // reduces, a call takes one type over one group, and each stage runs
-  // on its own ranks.
+  // on its own ranks. Interleaved, per model chunk of the stage too: the
+  // chunks are apart virtual stages, whose gradients are ready at
+  // different steps and which no op may join.
   SmallVector<SmallVector<AllReduceOp>> buckets;
   struct OpenBucket {
     size_t index;
     int64_t numBytes;
   };
-  using BucketKey = std::tuple<Type, Attribute, int64_t>;
+  using BucketKey = std::tuple<Type, Attribute, int64_t, int64_t>;
   llvm::DenseMap<BucketKey, OpenBucket> open;
   llvm::StringMap<int64_t> stages = parameterStages(func);
+  llvm::StringMap<int64_t> chunks = parameterChunks(func);
   for (AllReduceOp sync : syncs) {
     BucketKey element{
         cast<RankedTensorType>(sync.getX().getType()).getElementType(),
-        sync.getAxisAttr(), stageOfGradient(func, sync, stages)};
+        sync.getAxisAttr(), stageOfGradient(func, sync, stages),
+        stageOfGradient(func, sync, chunks)};
     int64_t bytes = numBytes(sync.getX());
     auto it = open.find(element);
     if (it == open.end() || (it->second.numBytes + bytes > bucketBytes &&

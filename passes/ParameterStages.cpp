@@ -8,8 +8,12 @@
 using namespace mlir;
 using namespace sharc;
 
-llvm::StringMap<int64_t> sharc::parameterStages(func::FuncOp func) {
-  llvm::StringMap<int64_t> stages;
+namespace {
+
+/// Each parameter's first staged reader, through the views of a fused
+/// weight.
+template <typename Visit>
+void forEachFirstStagedReader(func::FuncOp func, Visit visit) {
   for (BlockArgument arg : func.getArguments()) {
     StringRef name = getArgString(func, arg.getArgNumber(), kParamAttr);
     if (name.empty())
@@ -19,8 +23,8 @@ llvm::StringMap<int64_t> sharc::parameterStages(func::FuncOp func) {
     bool found = false;
     while (!readers.empty() && !found)
       for (Operation *user : readers.pop_back_val().getUsers()) {
-        if (auto stage = user->getAttrOfType<IntegerAttr>(kStageAttr)) {
-          stages.try_emplace(name, stage.getInt());
+        if (user->hasAttr(kStageAttr)) {
+          visit(name, user);
           found = true;
           break;
         }
@@ -28,7 +32,26 @@ llvm::StringMap<int64_t> sharc::parameterStages(func::FuncOp func) {
           readers.push_back(concat.getY());
       }
   }
+}
+
+} // namespace
+
+llvm::StringMap<int64_t> sharc::parameterStages(func::FuncOp func) {
+  llvm::StringMap<int64_t> stages;
+  forEachFirstStagedReader(func, [&](StringRef name, Operation *reader) {
+    stages.try_emplace(name,
+                       reader->getAttrOfType<IntegerAttr>(kStageAttr).getInt());
+  });
   return stages;
+}
+
+llvm::StringMap<int64_t> sharc::parameterChunks(func::FuncOp func) {
+  llvm::StringMap<int64_t> chunks;
+  forEachFirstStagedReader(func, [&](StringRef name, Operation *reader) {
+    auto chunk = reader->getAttrOfType<IntegerAttr>(kChunkAttr);
+    chunks.try_emplace(name, chunk ? chunk.getInt() : 0);
+  });
+  return chunks;
 }
 
 StringRef sharc::pipelineAxis(func::FuncOp func) {

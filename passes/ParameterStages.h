@@ -1,5 +1,5 @@
 //===- ParameterStages.h - the pipeline stage of each parameter -*- C++ -*-===//
-// defines: parameterStages, pipelineAxis
+// defines: parameterStages, parameterChunks, pipelineAxis
 //
 // Passes that run between sharc-pipeline-partition and -schedule (bucketing,
 // the optimizer) see stages only on forward ops; a parameter's is that of
@@ -21,6 +21,10 @@ namespace sharc {
 /// empty when no op carries a stage. A tied embedding read by the first
 /// stage and transferred to the last is the first stage's.
 llvm::StringMap<int64_t> parameterStages(mlir::func::FuncOp func);
+
+/// Each parameter's model chunk on its stage (interleaved schedule; 0
+/// without chunks) by name, from the same reader as parameterStages.
+llvm::StringMap<int64_t> parameterChunks(mlir::func::FuncOp func);
 
 /// The mesh axis the stages' transfers move over, "" without transfers.
 llvm::StringRef pipelineAxis(mlir::func::FuncOp func);

@@ -244,18 +244,6 @@ struct PipelinePartitionPass
           << balance << "'";
       return signalPassFailure();
     }
-    // Clipping sums each stage's share of the norm over the stages; the
-    // interleaved schedule would have one rank's chunks (virtual stages
-    // apart) meet in that sum, which its stage assignment has no place for.
-    if (auto optimizer = module->getAttrOfType<DictionaryAttr>(kOptimizerAttr))
-      if (auto clip = optimizer.getAs<FloatAttr>("grad_clip");
-          clip && clip.getValueAsDouble() > 0 && chunks > 1) {
-        emitError(module.getLoc(), "grad_clip with the interleaved schedule (")
-            << static_cast<int64_t>(chunks)
-            << " chunks a stage) is not supported yet; use gpipe "
-            << "or 1f1b";
-        return signalPassFailure();
-      }
     if (chunks < 1) {
       emitError(module.getLoc(), "pipeline chunks must be positive, got ")
           << static_cast<int64_t>(chunks);

@@ -5,7 +5,11 @@
 // transfers, so an op is on the stage of the ops it shares values with
 // (union-find over def-use edges, transfers cut, forward stages seed). An
 // op reading only inputs (a token slice, a label count, a constant) joins
-// no component and is cloned onto every stage that uses it.
+// no component and is cloned onto every stage that uses it. An op staged
+// for all of its stage's chunks (sharc.all_chunks: clipping's norm, which
+// sums every chunk's gradients and which every chunk's updates read) keeps
+// its stage and cuts its edges too, so that a rank's chunks, which are
+// apart virtual stages, do not meet through it.
 //
 // Each op then gets a key, its step's place in its stage's schedule: a
 // forward op (F m) or a backward op (B m) of microbatch m, or for an op of
@@ -47,7 +51,9 @@ public:
 
 private:
   bool isLeaf(Operation *op) const;
+  static bool isAllChunks(Operation *op) { return op->hasAttr(kAllChunksAttr); }
   LogicalResult assignStages();
+  LogicalResult checkAllChunks();
   /// Interleaved: each link's sends and recvs chained in the order of the
   /// sends' keys, so NCCL's in-order matching pairs them.
   void chainLinksInSendOrder(ArrayRef<Operation *> ops,
@@ -102,13 +108,15 @@ LogicalResult Scheduler::assignStages() {
     classes.insert(stageNode(s));
   for (Operation &op : body.without_terminator()) {
     classes.insert(&op);
+    if (isAllChunks(&op))
+      continue;
     if (auto stage = op.getAttrOfType<IntegerAttr>(kStageAttr))
       classes.unionSets(&op,
                         stageNode(stage.getInt() + chunkOf(&op) * numStages));
     auto transfer = dyn_cast<TransferOp>(op);
     for (Value operand : op.getOperands()) {
       Operation *producer = operand.getDefiningOp();
-      if (!producer || isLeaf(producer))
+      if (!producer || isLeaf(producer) || isAllChunks(producer))
         continue;
       if (transfer) {
         classes.unionSets(
@@ -133,12 +141,48 @@ LogicalResult Scheduler::assignStages() {
              << " exchange a value without a transfer";
   }
   for (Operation &op : body.without_terminator()) {
-    if (isa<TransferOp>(op) || isLeaf(&op))
+    if (isa<TransferOp>(op) || isLeaf(&op) || isAllChunks(&op))
       continue;
     auto it = stageOfLeader.find(classes.getLeaderValue(&op));
     if (it == stageOfLeader.end())
       return op.emitOpError("feeds no pipeline stage");
     setVirtualStage(&op, it->second);
+  }
+  return checkAllChunks();
+}
+
+/// An op for all of a stage's chunks exchanges values only with ops on its
+/// own ranks (its stage, any chunk): the edges the union-find did not
+/// follow must not cross stages, which only a transfer may.
+LogicalResult Scheduler::checkAllChunks() {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (!isAllChunks(&op))
+      continue;
+    int64_t stage = stageOf(&op);
+    auto check = [&](int64_t peer) -> LogicalResult {
+      if (peer == stage)
+        return success();
+      return op.emitOpError("runs on stage ")
+             << stage << " for all of its chunks but exchanges a value with "
+             << "stage " << peer << " without a transfer";
+    };
+    // A transfer's end on this side: the destination of one it reads, the
+    // source of one reading it.
+    for (Value operand : op.getOperands()) {
+      Operation *producer = operand.getDefiningOp();
+      if (!producer || isLeaf(producer))
+        continue;
+      auto transfer = dyn_cast<TransferOp>(producer);
+      if (failed(check(transfer ? transfer.getTo() : stageOf(producer))))
+        return failure();
+    }
+    for (Operation *user : op.getUsers()) {
+      if (isa<func::ReturnOp>(user))
+        continue;
+      auto transfer = dyn_cast<TransferOp>(user);
+      if (failed(check(transfer ? transfer.getFrom() : stageOf(user))))
+        return failure();
+    }
   }
   return success();
 }
@@ -333,6 +377,7 @@ void Scheduler::reorder() {
     op->removeAttr(kMicrobatchAttr);
     op->removeAttr(kForwardAttr);
     op->removeAttr(kChunkAttr);
+    op->removeAttr(kAllChunksAttr);
   }
 }
 

@@ -1,9 +1,10 @@
 //===- PipelineStages.h - pipeline stages and schedules ---------*- C++ -*-===//
-// defines: kMicrobatchAttr, kForwardAttr, PipelineSlot,
+// defines: kMicrobatchAttr, kForwardAttr, kAllChunksAttr, PipelineSlot,
 //          pipelineSlots, splitLayers, balanceLayers
 //
 // What the two pipeline passes share: the op attributes they communicate
-// through and the plain algorithms (no IR), tested on their own.
+// through (sharc-adamw marks its norm with one) and the plain algorithms
+// (no IR), tested on their own.
 //
 //   // pp = 2, M = 3, 1F1B, stage 0: F0, F1, B0, F2, B1, B2
 //   std::vector<PipelineSlot> order = pipelineSlots("1f1b", 2, 0, 3);
@@ -24,6 +25,12 @@ namespace sharc {
 inline constexpr llvm::StringLiteral kMicrobatchAttr = "sharc.microbatch";
 /// Marks the forward ops (unit), set by sharc-pipeline-partition.
 inline constexpr llvm::StringLiteral kForwardAttr = "sharc.forward";
+/// Marks an op that sharc-adamw staged itself and that runs once on its
+/// stage's ranks for all of their model chunks (unit): clipping's norm, a
+/// sum over every chunk's gradients that every chunk's updates read.
+/// sharc-pipeline-schedule keeps its stage and joins no virtual stage
+/// through it.
+inline constexpr llvm::StringLiteral kAllChunksAttr = "sharc.all_chunks";
 
 /// One step of a stage's schedule: the forward or backward of microbatch m
 /// on model chunk `chunk` of the stage (0 unless interleaved).

@@ -5,7 +5,8 @@
 # logits and gradients as outputs for --compare-cpu; and fused-projection
 # plans of the small model; and plans with --fuse-adds, --schedule
 # latency and --fuse-norm-rope; bf16-mixed plans of the small model; and
-# context- and pipeline-parallel plans (2 and 4 ranks) of the small model.
+# context- and pipeline-parallel plans (2 and 4 ranks) of the small model,
+# the interleaved one also with clipping.
 # usage: make-plans.sh SHARC OUTDIR
 set -euo pipefail
 sharc=$1
@@ -121,6 +122,12 @@ for dtype in f32 bf16; do
   "$sharc" compile "$out/small-4-layers.yaml" "${pp[@]}" --keep-grads --mode pp \
     --pp 2 --pp-schedule interleaved --pp-chunks 2 \
     -o "$out/small-$dtype-pp-interleaved.plan"
+  # Interleaved with clipping: each stage's norm over both of its chunks.
+  clip=(--run "$here/pp-clip.run.yaml")
+  [ "$dtype" = bf16 ] && clip=(--run "$here/pp-clip-bf16.run.yaml")
+  "$sharc" compile "$out/small-4-layers.yaml" "${clip[@]}" --keep-grads \
+    --mode pp --pp 2 --pp-schedule interleaved --pp-chunks 2 \
+    -o "$out/small-$dtype-pp-interleaved-clip.plan"
   "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --mode tp_pp --tp 2 \
     --pp 2 --pp-schedule 1f1b -o "$out/small-$dtype-tp_pp.plan"
   "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --pp 2 --cp 2 \

@@ -240,19 +240,21 @@ TEST_CASE("tp=2 x pp=2 equals the dense step", "[numerics][pipeline]") {
 }
 
 TEST_CASE("dp=2 x pp=2 equals the dense step", "[numerics][pipeline]") {
-  // Each stage's gradients are summed over dp in buckets of its own.
-  for (const char *schedule : {"gpipe", "1f1b"}) {
+  // Each stage's gradients are summed over dp in buckets of its own;
+  // interleaved (4 layers, 2 chunks a stage), each chunk's.
+  for (const char *schedule : {"gpipe", "1f1b", "interleaved"}) {
     INFO(schedule);
     PipelineOptions layout = pipelineLayout(2, schedule);
     layout.dpSize = 2;
     layout.bucketBytes = 4096; // several buckets a stage
-    plan::Plan piped = compileTiny(3, 2, layout);
+    int64_t layers = layout.ppChunks > 1 ? 4 : 3;
+    plan::Plan piped = compileTiny(layers, 2, layout);
     REQUIRE(piped.worldSize() == 4);
     PipelineOptions dense;
     dense.keepGradients = true;
     TrainedRun split = trainOnRandomTokens(piped, kSteps, 5, 13, true);
     TrainedRun whole =
-        trainOnRandomTokens(compileTiny(3, 1, dense), kSteps, 5, 13, true);
+        trainOnRandomTokens(compileTiny(layers, 1, dense), kSteps, 5, 13, true);
     REQUIRE(
         compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
         static_cast<int>(whole.params.tensors.size()));

@@ -87,3 +87,24 @@
 // CLIP-NEXT: %[[N0:.*]] = sharc.all_reduce %[[S0]] {axis = "pp", sharc.stage = 0
 // CLIP-COUNT-3: sharc.adamw {{.*}}, %[[N0]] {beta1
 // CLIP: return {{.*}}, %[[N1]] :
+
+// sharc-adamw stages each stage's norm itself, marked as all of the
+// stage's chunks' (an interleaved stage's sum reads every chunk's
+// gradients; the schedule must not join the chunks through it). The
+// schedule keeps that stage, drops the mark, and refuses a norm whose
+// values come from another stage without a transfer.
+// RUN: sed 's/module attributes {sharc.model = {/module attributes {sharc.optimizer = {grad_clip = 1.0 : f64}, sharc.model = {/' \
+// RUN:   %S/Inputs/two-layers.mlir \
+// RUN:   | sharc-opt --sharc-declare-axis="name=pp size=2" --sharc-pipeline-partition \
+// RUN:     --sharc-autodiff --sharc-microbatch --sharc-adamw > %t.adamw.mlir
+// RUN: FileCheck %s --check-prefix=MARKED < %t.adamw.mlir
+// RUN: sharc-opt %t.adamw.mlir --sharc-pipeline-schedule=schedule=gpipe \
+// RUN:   | FileCheck %s --check-prefix=CLIP --implicit-check-not=sharc.all_chunks
+// RUN: sed '/sum_squares/s/sharc.all_chunks, sharc.stage = 1/sharc.all_chunks, sharc.stage = 0/' %t.adamw.mlir \
+// RUN:   | not sharc-opt --sharc-pipeline-schedule=schedule=gpipe 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=ACROSS
+// MARKED: %[[S:.*]] = sharc.sum_squares {{.*}}{replicas = array<i64: 1, 1, 1>, sharc.all_chunks, sharc.stage = 1 : i64}
+// MARKED-NEXT: sharc.all_reduce %[[S]] {axis = "pp", sharc.all_chunks, sharc.stage = 1 : i64}
+// MARKED: %[[S:.*]] = sharc.sum_squares {{.*}}{replicas = array<i64: 1, 1, 1>, sharc.all_chunks, sharc.stage = 0 : i64}
+// MARKED-NEXT: sharc.all_reduce %[[S]] {axis = "pp", sharc.all_chunks, sharc.stage = 0 : i64}
+// ACROSS: error: 'sharc.sum_squares' op runs on stage 0 for all of its chunks but exchanges a value with stage 1 without a transfer
