@@ -26,7 +26,8 @@
 #   scripts/gpu-session.sh kernels
 #   PARITY_PLANS="small-f32-dense-gateup small-bf16-dense-gateup \
 #     small-f32-dense-fused small-bf16-dense-fused small-f32-cp-ring \
-#     small-bf16-cp-ring small-f32-tp_cp-ring small-bf16-tp_cp-ring" \
+#     small-bf16-cp-ring small-f32-tp_cp-ring small-bf16-tp_cp-ring \
+#     small-f32-pp-interleaved-clip small-bf16-pp-interleaved-clip" \
 #     scripts/gpu-session.sh parity
 #   BENCH_MODES="dense dense-fused dense-gateup dense-normrope-adds \
 #     dense-gateup-normrope-adds dense-h4096-normrope-adds \
