@@ -2,6 +2,7 @@
 
 #include "planner/MemoryReport.h"
 
+#include "planner/StageMemory.h"
 #include "planner/plan/DeviceWorkspace.h"
 
 #include <algorithm>
@@ -180,7 +181,8 @@ std::string sharc::formatReport(const plan::Plan &plan,
 }
 
 std::string sharc::reportJson(const plan::Plan &plan,
-                              const MemoryReport &report) {
+                              const MemoryReport &report,
+                              const PipelineReport *pipeline) {
   std::string json = "{";
   char field[256];
   auto add = [&](const char *key, long long value) {
@@ -214,6 +216,9 @@ std::string sharc::reportJson(const plan::Plan &plan,
     json += field;
     firstAxis = false;
   }
-  json += "}}\n";
+  json += "}";
+  if (pipeline && !pipeline->stages.empty())
+    json += ", \"pipeline\": " + pipelineReportJson(*pipeline);
+  json += "}\n";
   return json;
 }

@@ -18,6 +18,8 @@
 
 namespace sharc {
 
+struct PipelineReport;
+
 struct MemoryReport {
   int64_t worldSize = 1;
   int64_t parameterBytes = 0, optimizerBytes = 0;
@@ -48,7 +50,9 @@ MemoryReport buildMemoryReport(const plan::Plan &plan);
 
 /// A human-readable table (MiB).
 std::string formatReport(const plan::Plan &plan, const MemoryReport &report);
-/// The same as one JSON object, for tools.
-std::string reportJson(const plan::Plan &plan, const MemoryReport &report);
+/// The same as one JSON object, for tools; with a pipeline report that has
+/// stages, its object (StageMemory.h) under "pipeline" as well.
+std::string reportJson(const plan::Plan &plan, const MemoryReport &report,
+                       const PipelineReport *pipeline = nullptr);
 
 } // namespace sharc

@@ -97,3 +97,52 @@ std::string sharc::formatPipelineReport(const PipelineReport &report) {
   }
   return text;
 }
+
+std::string sharc::pipelineReportJson(const PipelineReport &report) {
+  std::string json = "{";
+  char field[256];
+  auto addInt = [&](const char *key, long long value) {
+    std::snprintf(field, sizeof(field), "\"%s\": %lld, ", key, value);
+    json += field;
+  };
+  auto addDouble = [&](const char *key, double value) {
+    std::snprintf(field, sizeof(field), "\"%s\": %.9g, ", key, value);
+    json += field;
+  };
+  json += "\"schedule\": \"" + report.schedule + "\", ";
+  addInt("chunks", report.numChunks);
+  addInt("stages", static_cast<long long>(report.stages.size()));
+  addInt("microbatches", report.numMicrobatches);
+  addDouble("analytic_bubble", report.bubble);
+  json += "\"stage_memory\": [";
+  for (size_t s = 0; s < report.stages.size(); ++s) {
+    const StageMemory &stage = report.stages[s];
+    std::snprintf(field, sizeof(field),
+                  "%s{\"stage\": %zu, \"instructions\": %lld, "
+                  "\"parameter_bytes\": %lld, \"optimizer_bytes\": %lld, "
+                  "\"gradient_bytes\": %lld, \"activation_bytes\": %lld}",
+                  s ? ", " : "", s,
+                  static_cast<long long>(stage.numInstructions),
+                  static_cast<long long>(stage.parameterBytes),
+                  static_cast<long long>(stage.optimizerBytes),
+                  static_cast<long long>(stage.gradientBytes),
+                  static_cast<long long>(stage.activationBytes));
+    json += field;
+  }
+  json += "]";
+  // As the text: the simulated figures only from a step that ran to its
+  // end, so a tool never reads a deadlocked simulation's partial numbers.
+  if (report.simulatedBubble >= 0 && report.stepSeconds > 0) {
+    json += ", ";
+    addDouble("simulated_step_seconds", report.stepSeconds);
+    addDouble("simulated_bubble", report.simulatedBubble);
+    json += "\"stage_busy_seconds\": [";
+    for (size_t s = 0; s < report.stageBusySeconds.size(); ++s) {
+      std::snprintf(field, sizeof(field), "%s%.9g", s ? ", " : "",
+                    report.stageBusySeconds[s]);
+      json += field;
+    }
+    json += "]";
+  }
+  return json + "}";
+}

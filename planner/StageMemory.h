@@ -1,6 +1,6 @@
 //===- StageMemory.h - memory and bubble of each pipeline stage -*- C++ -*-===//
 // defines: StageMemory, PipelineReport, buildPipelineReport,
-//          formatPipelineReport
+//          formatPipelineReport, pipelineReportJson
 //
 // A pipelined plan's ranks each run one stage (Instruction::stage). The
 // arenas are shared by the stages (each rank's is the largest stage's), so
@@ -13,6 +13,9 @@
 // balanced stages under GPipe or 1F1B: (P - 1) / (M + P - 1). The caller
 // may add the simulated one (StepSimulation.h): each stage's idle compute
 // time over the step, as the stages' costs and the transfers make it.
+//
+// The JSON form (`sharc compile --report=json`, the "pipeline" object) holds
+// the same figures unrounded, for tools.
 //
 //   PipelineReport report = buildPipelineReport(plan);
 //   if (!report.stages.empty())
@@ -36,6 +39,11 @@ struct StageMemory {
 
 struct PipelineReport {
   std::vector<StageMemory> stages; ///< empty without stages
+  /// The schedule it was compiled with ("gpipe", "1f1b", "interleaved")
+  /// and the model chunks a stage; the plan does not record them, so the
+  /// caller fills them in from its options (JSON only; empty: unknown).
+  std::string schedule;
+  int64_t numChunks = 1;
   /// Microbatches per step: the step's sequences per rank over those of
   /// one transfer (the first send of stage 0); 0 when there is none.
   int64_t numMicrobatches = 0;
@@ -49,5 +57,8 @@ struct PipelineReport {
 
 PipelineReport buildPipelineReport(const plan::Plan &plan);
 std::string formatPipelineReport(const PipelineReport &report);
+/// The report as one JSON object ({"schedule": ..., "stages": P, ...}); the
+/// simulated figures only when simulatedBubble is set.
+std::string pipelineReportJson(const PipelineReport &report);
 
 } // namespace sharc

@@ -77,6 +77,7 @@ Status readPoint(const FieldReader &r, const YAML::Node &node,
   SHARC_TRY(r.read(node, "flops_per_token", p.flopsPerToken));
   SHARC_TRY(r.read(node, "predicted_step_ms", p.predictedStepMs, false));
   SHARC_TRY(r.read(node, "exposed_comm_ms", p.exposedCommMs, false));
+  SHARC_TRY(r.read(node, "simulated_bubble", p.simulatedBubble, false));
   SHARC_TRY(r.read(node, "plan", p.planPath));
   SHARC_TRY(r.read(node, "status", p.status));
   SHARC_TRY(r.read(node, "reason", p.reason, false));

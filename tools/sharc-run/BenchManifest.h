@@ -30,6 +30,8 @@ struct BenchPointSpec {
   int64_t layers = 0, seqLen = 0, params = 0;
   double flopsPerToken = 0;
   double predictedStepMs = -1, exposedCommMs = -1; ///< -1: not predicted
+  /// The simulated pipeline bubble (a share of the step); -1 without stages.
+  double simulatedBubble = -1;
   std::string planPath; ///< absolute; empty when it did not compile
   std::string status = "ok", reason;
 };

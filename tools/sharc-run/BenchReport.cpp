@@ -24,7 +24,7 @@ const char *const kBenchCsvColumns =
     "world_size,batch_policy,model_batch_size,global_batch_size,scaling,"
     "layers,seq_len,num_microbatches,params,peak_mib,time_ms,"
     "tokens_per_second,worker_pp_schedule,status,mfu,planned_peak_mib,"
-    "exposed_comm_ms,predicted_step_ms,reason";
+    "exposed_comm_ms,predicted_step_ms,simulated_bubble,reason";
 
 namespace {
 
@@ -244,6 +244,8 @@ Status writeCsv(const std::string &path, const BenchManifest &manifest,
         number("%.2f", r.plannedPeakMiB, r.plannedPeakMiB > 0) + "," +
         (p.exposedCommMs >= 0 ? format("%.4f", p.exposedCommMs) : "") + "," +
         (p.predictedStepMs >= 0 ? format("%.4f", p.predictedStepMs) : "") +
+        "," +
+        (p.simulatedBubble >= 0 ? format("%.4f", p.simulatedBubble) : "") +
         "," + csvField(r.reason);
     csv += row + "\n";
   }

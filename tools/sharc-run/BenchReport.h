@@ -6,7 +6,7 @@
 // and its percentage of the baseline (ddp when it ran, else the first
 // mode) in parentheses, as the tables of the original's section 6.1. The
 // CSV has the original's columns in its order, then mfu, planned_peak_mib,
-// exposed_comm_ms, predicted_step_ms and reason.
+// exposed_comm_ms, predicted_step_ms, simulated_bubble and reason.
 #pragma once
 
 #include "planner/plan/Status.h"

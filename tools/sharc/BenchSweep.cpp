@@ -110,6 +110,8 @@ void predict(const PlanSchedule &schedule, const plan::Plan &plan,
   point.predictedStepMs = simulation.stepSeconds * 1e3;
   point.exposedCommMs =
       std::max(0.0, simulation.stepSeconds - mostCovered) * 1e3;
+  if (plan.axisSize(plan::kStageAxis) > 1)
+    point.simulatedBubble = simulation.bubble;
 }
 
 /// Compiles one point; on failure the point becomes an error row.
@@ -200,6 +202,7 @@ std::string manifestYaml(const BenchConfig &c,
         << "\n    flops_per_token: " << p.flopsPerToken
         << "\n    predicted_step_ms: " << p.predictedStepMs
         << "\n    exposed_comm_ms: " << p.exposedCommMs
+        << "\n    simulated_bubble: " << p.simulatedBubble
         << "\n    model: " << quoted(p.modelPath)
         << "\n    plan: " << quoted(p.planPath) << "\n    status: " << p.status
         << "\n    reason: " << quoted(p.reason) << "\n";

@@ -86,6 +86,10 @@ struct BenchPoint {
   /// From the planner's simulated timeline (the machine file's figures);
   /// negative when the point did not compile.
   double predictedStepMs = -1, exposedCommMs = -1;
+  /// The stages' mean idle share of the simulated step (StepSimulation.h),
+  /// as `sharc compile --report` gives it; negative without pipeline
+  /// stages or a simulation that ran to its end.
+  double simulatedBubble = -1;
   std::string modelPath, planPath; ///< relative to the work folder
   std::string status = "ok";       ///< ok, or error when it did not compile
   std::string reason;

@@ -452,19 +452,24 @@ int compile(const CompileFlags &flags) {
   if (!flags.report.empty()) {
     sharc::MemoryReport report = sharc::buildMemoryReport(plan);
     report.predictedStepSeconds = predictedSeconds;
-    std::string text = flags.report == "json"
-                           ? sharc::reportJson(plan, report)
-                           : sharc::formatReport(plan, report);
-    if (flags.report != "json")
-      if (sharc::PipelineReport stages = sharc::buildPipelineReport(plan);
-          !stages.stages.empty()) {
-        if (simulation && !simulation->deadlocked) {
-          stages.stageBusySeconds = simulation->stageBusySeconds;
-          stages.stepSeconds = simulation->stepSeconds;
-          stages.simulatedBubble = simulation->bubble;
-        }
+    // Both forms carry the pipeline's figures; a plan without stages has
+    // none, and its JSON no "pipeline" key.
+    sharc::PipelineReport stages = sharc::buildPipelineReport(plan);
+    stages.schedule = pipeline.ppSchedule;
+    stages.numChunks = pipeline.ppChunks;
+    if (simulation && !simulation->deadlocked) {
+      stages.stageBusySeconds = simulation->stageBusySeconds;
+      stages.stepSeconds = simulation->stepSeconds;
+      stages.simulatedBubble = simulation->bubble;
+    }
+    std::string text;
+    if (flags.report == "json") {
+      text = sharc::reportJson(plan, report, &stages);
+    } else {
+      text = sharc::formatReport(plan, report);
+      if (!stages.stages.empty())
         text += sharc::formatPipelineReport(stages);
-      }
+    }
     std::fputs(text.c_str(), stdout);
   }
   if (flags.outputPath.empty())

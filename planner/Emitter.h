@@ -1,0 +1,81 @@
+//===- Emitter.h - one plan emission, shared by its files -------*- C++ -*-===//
+// defines: Emitter
+//
+// emitPlan (PlanEmitter.h) runs one Emitter over @train_step. Its phases
+// share the tables they fill (the buffer of every value, the slabs, the
+// views), so they are one class, written in three files by job:
+// PlanEmitter.cpp collects the ops, runs the phases and writes the
+// instructions; EmitterBuffers.cpp gives every value its buffer;
+// EmitterSchedule.cpp orders the ops, puts them on streams and places the
+// activation and gradient arenas. Only those files include this header.
+#pragma once
+
+#include "ir/SharcOps.h"
+#include "planner/PlanEmitter.h"
+#include "planner/plan/Plan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace sharc {
+
+class Emitter {
+public:
+  Emitter(mlir::func::FuncOp func, const EmitOptions &options)
+      : func(func), options(options) {}
+  mlir::FailureOr<plan::Plan> emit();
+
+private:
+  mlir::FailureOr<int64_t> addBuffer(mlir::Value value, plan::Region region,
+                                     std::string name);
+  mlir::LogicalResult collectOps();
+  mlir::LogicalResult assignArguments();
+  mlir::LogicalResult createSlabs();
+  mlir::LogicalResult assignResults();
+  mlir::LogicalResult createActivationBuffers();
+  mlir::LogicalResult createFusedWeight(ConcatOp concat);
+  void createSplitViews();
+  mlir::LogicalResult planSchedule();
+  void emitInstructions();
+
+  mlir::func::FuncOp func;
+  const EmitOptions &options;
+  plan::Plan result;
+  llvm::DenseMap<mlir::Value, int64_t> bufferOf;
+  llvm::SmallVector<mlir::Operation *> ops; ///< program order
+  std::vector<int64_t> activationIds;
+  std::map<plan::Region, int64_t> regionEnd;
+  /// Pipeline stages: each (region, stage)'s end, and the end of the
+  /// buffers every stage holds, which no stage's may overlap.
+  std::map<std::pair<plan::Region, int64_t>, int64_t> stageEnd;
+  std::map<plan::Region, int64_t> sharedEnd;
+  /// In-place buckets: the coalesced op -> its slab buffer.
+  llvm::DenseMap<mlir::Operation *, int64_t> slabOf;
+  /// Per view, its slab and its offset from the slab's start.
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> views;
+  llvm::DenseSet<mlir::Value> slabOutputs; ///< step outputs that are views
+  llvm::DenseSet<int64_t> arenaSlabs;      ///< slabs in the gradient arena
+  /// Fused weights (sharc-fuse-projections): the parameters they join.
+  llvm::DenseMap<mlir::Value, ConcatOp> fusedWeightOf;
+  /// Values split into views whose pieces are step outputs: the output
+  /// region holds them, and the outputs table gets the views afterwards.
+  llvm::DenseSet<mlir::Value> outputBases;
+  std::vector<std::pair<size_t, mlir::Value>> viewOutputs;
+  MeshAttr mesh;
+  /// The module's sharc.balanced_axis ("" when the sequence splits are
+  /// contiguous).
+  llvm::StringRef balancedAxis;
+
+public:
+  PlanSchedule schedule;
+};
+
+} // namespace sharc

@@ -1,0 +1,249 @@
+//===- RunFlags.cpp - sharc-run's flags, parsed and checked ---------------===//
+//
+// Counts are parsed strictly (parseCount): a sign, a suffix or a value that
+// would wrap is refused rather than read as some other number. The checks
+// after the loop compare flags with each other, so they run once all are
+// read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/sharc-run/RunFlags.h"
+
+#include "planner/plan/FileText.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace sharc {
+namespace {
+
+const char *kUsage =
+    "usage: sharc-run PLAN [--backend auto|cpu|cuda] [--steps N] [--seed N]\n"
+    "                 [--data FILE [--shuffle] | --synthetic] [--load CKPT]\n"
+    "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
+    "                 [--poison] [--check] [--quiet] [--cuda-graph]\n"
+    "                 [--share-gpus]\n"
+    "                 [--validate DENSE_PLAN | --compare-cpu]\n"
+    "                 [--trace FILE.json] [--timeout SECONDS]\n"
+    "                 [--val-data FILE [--eval-every N] [--eval-batches N]]\n"
+    "                 [--save-every N [--keep-last K]]\n"
+    "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
+    "                 (a sweep `sharc bench` compiled; BenchRunner.h)\n"
+    "  --backend       auto (default): cuda when this build has it and the\n"
+    "                  node has a GPU per rank, else cpu\n"
+    "  --data FILE     a token file (docs/data.md: scripts/prepare-data.py's,\n"
+    "                  or raw int32 ids), read in windows of seq_len tokens\n"
+    "                  (default: --synthetic); --shuffle reads its windows\n"
+    "                  in a fixed scattered order that checkpoints keep\n"
+    "  --val-data FILE  validation tokens: prints the loss and perplexity\n"
+    "                  of the forward pass alone (no parameter changes) on\n"
+    "                  its first --eval-batches batches (16) before the\n"
+    "                  first step, every --eval-every steps and after the\n"
+    "                  last\n"
+    "  --save-every N  also write CKPT-stepNNNNNN.safetensors every N steps\n"
+    "                  (--save CKPT names them), keeping the last\n"
+    "                  --keep-last K (3); every checkpoint is atomic\n"
+    "  --poison        fill activations with NaN before every step\n"
+    "  --check         reject a plan whose streams may touch the same\n"
+    "                  bytes without an event ordering them (exit 1),\n"
+    "                  fill each activation with NaN after its last use,\n"
+    "                  and stop (exit 1) at the first instruction whose\n"
+    "                  output holds a NaN or infinity, naming it\n"
+    "  --validate [DENSE_PLAN]  (default: PLAN.dense)\n"
+    "                  run PLAN and the dense plan from the same weights and\n"
+    "                  tokens; compare loss, logits and every gradient after\n"
+    "                  one step and the parameters after --steps (default 5)\n"
+    "                  AdamW steps; both compiled with --emit-logits\n"
+    "                  --keep-grads. Exit 1 when they differ. PLAN runs on\n"
+    "                  --backend, the dense plan on the cpu.\n"
+    "  --compare-cpu   as --validate, with PLAN itself run on the cpu as\n"
+    "                  the reference (PLAN on --backend, normally cuda)\n"
+    "  --timeout S     deadline of every collective and event wait, and of\n"
+    "                  a step's drain on the GPU (default 60)\n"
+    "  --trace FILE.json  write the last step's instruction timings as a\n"
+    "                  Chrome trace (chrome://tracing, Perfetto): one\n"
+    "                  process per rank, one thread per stream\n"
+    "  --cuda-graph    on the GPU, capture the second step as a CUDA graph\n"
+    "                  and replay it for every later step (fewer launches;\n"
+    "                  traced steps run eagerly)\n"
+    "  --share-gpus    on cuda, run a plan with more ranks than the node has\n"
+    "                  GPUs: rank r on GPU r mod GPUs, collectives and\n"
+    "                  transfers through the host on managed memory. Slow;\n"
+    "                  for checking multi-rank plans (with --validate or\n"
+    "                  --compare-cpu) on a small machine\n";
+
+/// A decimal count in [0, 2^62]; anything else (a sign, a suffix, a value
+/// that would wrap) is nullopt, never a wrapped number.
+std::optional<int64_t> parseCount(const std::string &text) {
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    return std::nullopt;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (*end != '\0' || errno == ERANGE || value > (1ull << 62))
+    return std::nullopt;
+  return static_cast<int64_t>(value);
+}
+
+} // namespace
+
+Result<RunFlags> parseRunFlags(int argc, char **argv) {
+  RunFlags options;
+  bool timeoutGiven = false;
+  auto bad = [](const std::string &message) {
+    return Status::invalidInput(message);
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc)
+        return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    auto needValue = [&](std::string &into) -> Status {
+      auto text = value();
+      if (!text)
+        return bad(flag + " needs a value");
+      into = *text;
+      return Status::ok();
+    };
+    auto needCount = [&](auto &into) -> Status {
+      auto text = value();
+      std::optional<int64_t> count = text ? parseCount(*text) : std::nullopt;
+      if (!count)
+        return bad(flag + " needs a non-negative integer" +
+                   (text ? ", got '" + *text + "'" : std::string()));
+      into = static_cast<std::decay_t<decltype(into)>>(*count);
+      return Status::ok();
+    };
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (flag == "--backend") {
+      SHARC_TRY(needValue(options.backend));
+    } else if (flag == "--compare-cpu") {
+      options.compareCpu = true;
+    } else if (flag == "--timeout") {
+      timeoutGiven = true;
+      SHARC_TRY(needCount(options.timeoutSeconds));
+      if (options.timeoutSeconds < 1 || options.timeoutSeconds > 86400)
+        return bad("--timeout needs 1 to 86400 seconds");
+    } else if (flag == "--steps") {
+      SHARC_TRY(needCount(options.steps));
+      if (options.steps > 100000000)
+        return bad("--steps " + std::to_string(options.steps) +
+                   " is over the limit of 100000000");
+    } else if (flag == "--seed") {
+      SHARC_TRY(needCount(options.seed));
+    } else if (flag == "--data") {
+      SHARC_TRY(needValue(options.dataPath));
+    } else if (flag == "--shuffle") {
+      options.shuffle = true;
+    } else if (flag == "--val-data") {
+      SHARC_TRY(needValue(options.valPath));
+    } else if (flag == "--eval-every") {
+      SHARC_TRY(needCount(options.evalEvery));
+    } else if (flag == "--eval-batches") {
+      SHARC_TRY(needCount(options.evalBatches));
+      if (options.evalBatches < 1)
+        return bad("--eval-batches needs at least 1");
+    } else if (flag == "--save-every") {
+      SHARC_TRY(needCount(options.saveEvery));
+    } else if (flag == "--keep-last") {
+      SHARC_TRY(needCount(options.keepLast));
+      if (options.keepLast < 1)
+        return bad("--keep-last needs at least 1");
+    } else if (flag == "--synthetic") {
+      options.dataPath.clear();
+    } else if (flag == "--load") {
+      SHARC_TRY(needValue(options.loadPath));
+    } else if (flag == "--save") {
+      SHARC_TRY(needValue(options.savePath));
+    } else if (flag == "--dump-outputs") {
+      SHARC_TRY(needValue(options.dumpPath));
+    } else if (flag == "--trace") {
+      SHARC_TRY(needValue(options.tracePath));
+    } else if (flag == "--validate") {
+      // The dense plan may follow; without it, PLAN.dense (what `sharc
+      // compile --with-dense-reference` writes beside the plan).
+      if (i + 1 < argc && argv[i + 1][0] != '-')
+        options.validatePath = argv[++i];
+      else
+        options.validatePath = "<plan>.dense";
+    } else if (flag == "--poison") {
+      options.poison = true;
+    } else if (flag == "--check") {
+      options.check = true;
+    } else if (flag == "--quiet") {
+      options.quiet = true;
+    } else if (flag == "--cuda-graph") {
+      options.cudaGraph = true;
+    } else if (flag == "--share-gpus") {
+      options.shareGpus = true;
+    } else if (!flag.empty() && flag[0] == '-') {
+      return bad("unknown flag '" + flag + "' (see --help)");
+    } else if (options.planPath.empty()) {
+      options.planPath = flag;
+    } else {
+      return bad("unexpected argument '" + flag + "': one plan per run");
+    }
+  }
+  if (options.planPath.empty())
+    return bad("no plan file given (see --help)");
+  if (!options.tracePath.empty() && options.steps == 0)
+    return bad("--trace needs --steps >= 1");
+  if (!options.tracePath.empty() && !options.validatePath.empty())
+    return bad("--trace does not apply to --validate");
+  if (options.shuffle && options.dataPath.empty())
+    return bad("--shuffle needs --data FILE");
+  if (options.evalEvery > 0 && options.valPath.empty())
+    return bad("--eval-every needs --val-data FILE");
+  if (options.saveEvery > 0 && options.savePath.empty())
+    return bad("--save-every needs --save CKPT (it names the checkpoints)");
+  if (options.validatePath == "<plan>.dense")
+    options.validatePath = options.planPath + ".dense";
+  if (options.backend != "cpu" && options.backend != "cuda" &&
+      options.backend != "auto")
+    return bad("unknown backend '" + options.backend +
+               "' (expected auto, cpu or cuda)");
+  if (options.compareCpu && !options.validatePath.empty())
+    return bad("--compare-cpu and --validate each pick a reference; give one");
+  if (options.compareCpu && !options.tracePath.empty())
+    return bad("--trace does not apply to --compare-cpu");
+  if (options.compareCpu)
+    options.validatePath = options.planPath;
+  // An output may never replace an input of the same run.
+  for (const std::string *output :
+       {&options.savePath, &options.dumpPath, &options.tracePath})
+    for (const std::string *input : {&options.planPath, &options.loadPath,
+                                     &options.dataPath, &options.valPath})
+      if (!output->empty() && !input->empty() && sameFile(*output, *input))
+        return bad("'" + *output + "' is both an input and an output of " +
+                   "this run; write the output elsewhere");
+  // Validation starts both runs from --seed's weights: a checkpoint, an
+  // output file or a token file would be silently ignored there.
+  if (!options.validatePath.empty())
+    for (const auto &[flag, value] : {std::pair{"--load", &options.loadPath},
+                                      {"--save", &options.savePath},
+                                      {"--dump-outputs", &options.dumpPath},
+                                      {"--data", &options.dataPath},
+                                      {"--val-data", &options.valPath}})
+      if (!value->empty())
+        return bad(std::string(flag) + " does not apply to " +
+                   (options.compareCpu ? "--compare-cpu" : "--validate"));
+  // Nor are the checking modes or the deadline passed to validation.
+  if (!options.validatePath.empty())
+    for (const auto &[flag, given] : {std::pair{"--check", options.check},
+                                      {"--poison", options.poison},
+                                      {"--timeout", timeoutGiven}})
+      if (given)
+        return bad(std::string(flag) + " does not apply to " +
+                   (options.compareCpu ? "--compare-cpu" : "--validate"));
+  return options;
+}
+
+} // namespace sharc

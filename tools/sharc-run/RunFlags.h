@@ -1,0 +1,49 @@
+//===- RunFlags.h - sharc-run's flags, parsed and checked -------*- C++ -*-===//
+// defines: RunFlags, parseRunFlags
+//
+// What one `sharc-run PLAN ...` asks for (--help lists it). Flags that
+// contradict each other, or that a mode would drop without a word, are
+// refused here, before any file is read, with exit status 2 as bad input.
+// `sharc-run --bench` has flags of its own (BenchRunner.h).
+//
+//   auto flags = parseRunFlags(argc, argv); // prints --help and exits 0
+//   if (!flags)
+//     return fail(flags.status());
+#pragma once
+
+#include "planner/plan/Status.h"
+
+#include <cstdint>
+#include <string>
+
+namespace sharc {
+
+struct RunFlags {
+  std::string planPath;
+  std::string backend = "auto";
+  int64_t steps = 10;
+  int64_t timeoutSeconds = 60;
+  bool compareCpu = false;
+  uint64_t seed = 42;
+  std::string dataPath; ///< empty: synthetic
+  std::string loadPath, savePath, dumpPath;
+  std::string tracePath;    ///< Chrome trace of the last step; empty: none
+  std::string validatePath; ///< the dense plan to validate against
+  bool poison = false;
+  bool check = false;
+  bool quiet = false;
+  bool cudaGraph = false;   ///< --cuda-graph: replay steps as one graph
+  bool shareGpus = false;   ///< --share-gpus: more ranks than GPUs
+  std::string valPath;      ///< --val-data; empty: no evaluation
+  int64_t evalEvery = 0;    ///< steps between evaluations (0: at the end)
+  int64_t evalBatches = 16; ///< batches of the validation file per eval
+  int64_t saveEvery = 0;    ///< 0: only the final --save
+  int64_t keepLast = 3;     ///< rotating checkpoints kept
+  bool shuffle = false;     ///< --data's windows in a scattered order
+};
+
+/// Parses and checks argv; invalid input for anything it refuses. --help
+/// prints the usage and exits 0.
+Result<RunFlags> parseRunFlags(int argc, char **argv);
+
+} // namespace sharc
