@@ -7,7 +7,8 @@
 
 using namespace sharc;
 
-PipelineReport sharc::buildPipelineReport(const plan::Plan &plan) {
+PipelineReport sharc::buildPipelineReport(const plan::Plan &plan,
+                                          int64_t numChunks) {
   PipelineReport report;
   int64_t numStages = plan.axisSize(plan::kStageAxis);
   if (numStages <= 1)
@@ -49,9 +50,12 @@ PipelineReport sharc::buildPipelineReport(const plan::Plan &plan) {
         report.numMicrobatches = batch.shape[1] / sent.shape[1];
       break;
     }
+  report.numChunks = std::max<int64_t>(numChunks, 1);
   if (report.numMicrobatches > 0)
-    report.bubble = static_cast<double>(numStages - 1) /
-                    static_cast<double>(report.numMicrobatches + numStages - 1);
+    report.bubble =
+        static_cast<double>(numStages - 1) /
+        static_cast<double>(report.numChunks * report.numMicrobatches +
+                            numStages - 1);
   return report;
 }
 
@@ -73,10 +77,14 @@ std::string sharc::formatPipelineReport(const PipelineReport &report) {
     text += line;
   }
   bool simulated = report.simulatedBubble >= 0 && report.stepSeconds > 0;
+  std::string chunks =
+      report.numChunks > 1
+          ? ", " + std::to_string(report.numChunks) + " chunks a stage"
+          : "";
   std::snprintf(line, sizeof(line),
-                "  pipeline bubble: %.1f%% of the step (analytic; %zu stages, "
-                "%lld microbatches)",
-                report.bubble * 100, report.stages.size(),
+                "  pipeline bubble: %.1f%% of the step (analytic; %zu "
+                "stages%s, %lld microbatches)",
+                report.bubble * 100, report.stages.size(), chunks.c_str(),
                 static_cast<long long>(report.numMicrobatches));
   text += line;
   if (!simulated)

@@ -10,7 +10,10 @@
 // every rank's region still holds all of them today.
 //
 // The analytic bubble is the idle share of a step of M microbatches on P
-// balanced stages under GPipe or 1F1B: (P - 1) / (M + P - 1). The caller
+// balanced stages under GPipe or 1F1B: (P - 1) / (M + P - 1); with V model
+// chunks a stage (interleaved 1F1B) the fill and drain shrink V times,
+// Megatron's (P - 1) / V / (M + (P - 1) / V) = (P - 1) / (V M + P - 1),
+// so the caller passes V (the plan does not record it). The caller
 // may add the simulated one (StepSimulation.h): each stage's idle compute
 // time over the step, as the stages' costs and the transfers make it.
 //
@@ -41,13 +44,14 @@ struct PipelineReport {
   std::vector<StageMemory> stages; ///< empty without stages
   /// The schedule it was compiled with ("gpipe", "1f1b", "interleaved")
   /// and the model chunks a stage; the plan does not record them, so the
-  /// caller fills them in from its options (JSON only; empty: unknown).
+  /// caller gives them from its options (schedule: JSON only; empty:
+  /// unknown).
   std::string schedule;
   int64_t numChunks = 1;
   /// Microbatches per step: the step's sequences per rank over those of
   /// one transfer (the first send of stage 0); 0 when there is none.
   int64_t numMicrobatches = 0;
-  double bubble = 0; ///< (P - 1) / (M + P - 1)
+  double bubble = 0; ///< (P - 1) / (V M + P - 1)
   /// From the simulated step (StepSimulation.h), when one was run: each
   /// stage's compute time, the step, and the stages' mean idle share.
   std::vector<double> stageBusySeconds;
@@ -55,7 +59,9 @@ struct PipelineReport {
   double simulatedBubble = -1; ///< negative: not simulated
 };
 
-PipelineReport buildPipelineReport(const plan::Plan &plan);
+/// `numChunks`: the model chunks a stage (V; 1 but for interleaved).
+PipelineReport buildPipelineReport(const plan::Plan &plan,
+                                   int64_t numChunks = 1);
 std::string formatPipelineReport(const PipelineReport &report);
 /// The report as one JSON object ({"schedule": ..., "stages": P, ...}); the
 /// simulated figures only when simulatedBubble is set.

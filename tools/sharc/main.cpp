@@ -454,9 +454,9 @@ int compile(const CompileFlags &flags) {
     report.predictedStepSeconds = predictedSeconds;
     // Both forms carry the pipeline's figures; a plan without stages has
     // none, and its JSON no "pipeline" key.
-    sharc::PipelineReport stages = sharc::buildPipelineReport(plan);
+    sharc::PipelineReport stages =
+        sharc::buildPipelineReport(plan, pipeline.ppChunks);
     stages.schedule = pipeline.ppSchedule;
-    stages.numChunks = pipeline.ppChunks;
     if (simulation && !simulation->deadlocked) {
       stages.stageBusySeconds = simulation->stageBusySeconds;
       stages.stepSeconds = simulation->stepSeconds;

@@ -51,8 +51,8 @@ for line, stage in zip(stage_lines, pipe["stage_memory"]):
         near("stage %d %s" % (s, key), stage[key] / mib, shown, 2)
 
 bubble = re.search(r"pipeline bubble: ([0-9.]+)% of the step \(analytic; "
-                   r"(\d+) stages, (\d+) microbatches\), ([0-9.]+)% "
-                   r"\(simulated", text)
+                   r"(\d+) stages(?:, \d+ chunks a stage)?, (\d+) "
+                   r"microbatches\), ([0-9.]+)% \(simulated", text)
 if not bubble:
     failures.append("no simulated bubble line in the text")
 else:
