@@ -85,23 +85,22 @@ template <typename T> struct GradParams {
   Shape shape;
 };
 
-/// s = -inf where the key's position is past the query's or key >=
-/// kvSeqLen (a partial last tile, whose rows past the keys were loaded as
-/// zeros: a query past every key, ring attention's earlier blocks, would
-/// otherwise weigh them); rows are the queries at global positions pos0
-/// and pos8 (rows row0 and row0 + 8), columns keys key0 + 8nt (+1).
+/// s = -inf where the key is not among the `seen` keys of its row (rows
+/// row0 and row0 + 8; seenKeys: those at or before the query's position,
+/// a prefix, and none past kvSeqLen, since a partial last tile's rows past
+/// the keys were loaded as zeros and a query past every key, ring
+/// attention's earlier blocks, would otherwise weigh them); columns are
+/// keys key0 + 8nt (+1). Comparing row indices against a per-row bound
+/// keeps the position arithmetic out of the tile loop.
 template <int NT>
-__device__ void maskFutureKeys(float (&s)[NT][4], int pos0, int pos8, int key0,
-                               const Shape &shape) {
+__device__ void maskUnseenKeys(float (&s)[NT][4], const int (&seen)[2],
+                               int key0) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int key = key0 + 8 * nt + (c & 1);
-      if (keyPosition(shape, key) > ((c >> 1) ? pos8 : pos0) ||
-          key >= shape.kvSeqLen)
+    for (int c = 0; c < 4; ++c)
+      if (key0 + 8 * nt + (c & 1) >= seen[c >> 1])
         s[nt][c] = -INFINITY;
-    }
 }
 
 /// Folds one key tile of raw scores into the running max m (log2 units),
@@ -168,8 +167,8 @@ __global__ void __launch_bounds__(kThreads)
   const int firstQuery = queryPosition(shape, qBlock * kTileRows);
   const int numSeen =
       seenKeys(shape, queryPosition(shape, qBlock * kTileRows + kTileRows - 1));
-  const int pos0 = queryPosition(shape, row0),
-            pos8 = queryPosition(shape, row0 + 8);
+  const int seen[2] = {seenKeys(shape, queryPosition(shape, row0)),
+                       seenKeys(shape, queryPosition(shape, row0 + 8))};
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   for (int kBlock = 0; kBlock * kTileRows < numSeen; ++kBlock) {
@@ -183,7 +182,7 @@ __global__ void __launch_bounds__(kThreads)
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
     if (keyPosition(shape, (kBlock + 1) * kTileRows - 1) > firstQuery ||
         (kBlock + 1) * kTileRows > shape.kvSeqLen)
-      maskFutureKeys(s, pos0, pos8, kBlock * kTileRows + 2 * (lane % 4), shape);
+      maskUnseenKeys(s, seen, kBlock * kTileRows + 2 * (lane % 4));
     onlineSoftmax(s, m, l, o, shape.scaleLog2);
     Math::abReg(o, s, vTile, kStride);
   }
@@ -234,12 +233,17 @@ __global__ void __launch_bounds__(kThreads)
   const int key0 = kBlock * kTileRows + warp * 16 + lane / 4;
   const int numQTiles = (shape.seqLen + kGradQueries - 1) / kGradQueries;
   // The first query tile with a query at or after this key tile's first
-  // key; only query tiles from one before this tile's last key need the
-  // mask.
+  // key.
   const int firstQTile = static_cast<int>(shape.queries.firstRowFrom(
                              keyPosition(shape, kBlock * kTileRows))) /
                          kGradQueries;
-  const int lastKeyPosition = keyPosition(shape, (kBlock + 1) * kTileRows - 1);
+  // The first query row that sees key row key0 (and key0 + 8): the rows
+  // before it are at earlier positions. Two compares an element, so no
+  // tile-level test of whether the mask is needed.
+  const int firstSeer[2] = {
+      static_cast<int>(shape.queries.firstRowFrom(keyPosition(shape, key0))),
+      static_cast<int>(
+          shape.queries.firstRowFrom(keyPosition(shape, key0 + 8)))};
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   for (int h = firstHead; h < firstHead + groupSize; ++h) {
     const Slice at = sliceOf(shape, b, h);
@@ -259,17 +263,14 @@ __global__ void __launch_bounds__(kThreads)
       Math::template abT<D>(sT, kTile + warp * 16 * kStride, qTile, kStride);
       Math::template abT<D>(dpT, vTile + warp * 16 * kStride, doutTile,
                             kStride);
-      const bool needsMask = queryPosition(shape, query0) <= lastKeyPosition ||
-                             query0 + kGradQueries > shape.seqLen;
 #pragma unroll
       for (int nt = 0; nt < kGradQueries / 8; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int col = 8 * nt + 2 * (lane % 4) + (c & 1);
-          const int query = query0 + col, key = key0 + 8 * (c >> 1);
-          const bool masked = needsMask && (queryPosition(shape, query) <
-                                                keyPosition(shape, key) ||
-                                            query >= shape.seqLen);
+          const int query = query0 + col;
+          const bool masked =
+              query < firstSeer[c >> 1] || query >= shape.seqLen;
           const float prob =
               masked ? 0.f
                      : exp2f(fmaf(sT[nt][c], shape.scaleLog2, -lse2[col]));
@@ -320,8 +321,8 @@ __global__ void __launch_bounds__(kThreads)
   const int firstQuery = queryPosition(shape, query0);
   const int numSeen =
       seenKeys(shape, queryPosition(shape, query0 + kTileRows - 1));
-  const int pos0 = queryPosition(shape, row0),
-            pos8 = queryPosition(shape, row0 + 8);
+  const int seen[2] = {seenKeys(shape, queryPosition(shape, row0)),
+                       seenKeys(shape, queryPosition(shape, row0 + 8))};
   float dq[D / 8][4] = {};
   for (int key0 = 0; key0 < numSeen; key0 += kTileRows) {
     __syncthreads();
@@ -335,7 +336,7 @@ __global__ void __launch_bounds__(kThreads)
     Math::template abT<D>(dp, doutTile + warp * 16 * kStride, vTile, kStride);
     if (keyPosition(shape, key0 + kTileRows - 1) > firstQuery ||
         key0 + kTileRows > shape.kvSeqLen)
-      maskFutureKeys(s, pos0, pos8, key0 + 2 * (lane % 4), shape);
+      maskUnseenKeys(s, seen, key0 + 2 * (lane % 4));
 #pragma unroll
     for (int nt = 0; nt < kTileRows / 8; ++nt)
 #pragma unroll
