@@ -25,8 +25,9 @@
 // delta = sum_d dout*out is recomputed for each query tile (no scratch
 // memory). Grids put the longest causal tiles first in launch order.
 // "The diagonal" is where key positions pass query positions: both may be
-// two runs (the balanced cp split), so walks and masks read positions,
-// never row indices, and a row before every key ends with out 0.
+// two runs (the balanced cp split), so the walks' bounds and each thread's
+// per-row mask bounds come from positions (the tile loops then compare
+// row indices), and a row before every key ends with out 0.
 //
 // Bound: compute. BF16 aims at the mma.sync rate (tiles are loaded
 // synchronously; no cp.async pipeline yet); F32 at the CUDA-core FMA rate,
