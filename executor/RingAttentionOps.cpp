@@ -1,9 +1,11 @@
 //===- RingAttentionOps.cpp - ring attention instructions ----------------===//
 //
-// ring_shift (axis, offset, first: a block to the neighbour on a chain of
-// the axis' ranks), attention_block / attention_block_grad (head_dim,
-// position_axis, kv_shift: this rank's query block on the key block
-// coord - kv_shift) and lse_merge / lse_merge_grad (no attributes);
+// ring_shift (axis, offset, first, wrap: a block to the neighbour on a
+// chain of the axis' ranks, or around the whole ring), attention_block /
+// attention_block_grad (head_dim, position_axis, kv_shift, position_split:
+// this rank's query block on the key block coord - kv_shift, mod the axis
+// size under the balanced split) and lse_merge / lse_merge_grad (no
+// attributes);
 // ir/SharcRingOps.td, kernels/Attention.h and kernels/LseMerge.h state the
 // math. Which ranks send and receive and which blocks no query sees follow
 // from the rank's coordinate, so bind decides them once: a step only
@@ -58,6 +60,7 @@ Result<Launch> inSequence(std::vector<Result<Launch>> parts) {
 Result<Launch> bindRingShift(const OpCall &c, const OpEnv &env) {
   std::string axis = c.instr->getString("axis");
   int64_t offset = c.instr->getInt("offset"), first = c.instr->getInt("first");
+  int64_t wrap = c.instr->getInt("wrap", 0);
   int64_t size = env.axisSize(axis), coord = env.coord(axis);
   if (offset != 1 && offset != -1)
     return Status::invalidInput("offset " + std::to_string(offset) +
@@ -65,13 +68,25 @@ Result<Launch> bindRingShift(const OpCall &c, const OpEnv &env) {
   if (first < 0 || first >= size)
     return Status::invalidInput("first " + std::to_string(first) +
                                 " is not a rank of " + axis);
+  if (wrap != 0 && wrap != 1)
+    return Status::invalidInput("wrap " + std::to_string(wrap) +
+                                " is not 0 or 1");
+  if (wrap && first != 0)
+    return Status::invalidInput("a wrapping ring_shift takes first 0, got " +
+                                std::to_string(first));
   const TensorRef &x = c.operands[0], &y = c.results[0];
   SHARC_TRY(isFloat(x, "x"));
   SHARC_TRY(dtypeIs(y, x.dtype(), "y"));
   SHARC_TRY(sameShape(y, x, "y"));
-  auto onChain = [&](int64_t rank) { return rank >= first && rank < size; };
+  // The whole ring under wrap (the balanced split: every rank needs every
+  // block), else the chain from `first`.
+  auto onChain = [&](int64_t rank) {
+    return wrap || (rank >= first && rank < size);
+  };
+  auto peer = [&](int64_t rank) { return (rank + size) % size; };
   bool sends = onChain(coord) && onChain(coord + offset);
   bool receives = onChain(coord) && onChain(coord - offset);
+  int64_t sendPeer = peer(coord + offset), recvPeer = peer(coord - offset);
   int64_t numBytes = x.numel() * dtypeSize(x.dtype());
   std::vector<Result<Launch>> parts;
   if (!receives) // what no neighbour sends here is zero
@@ -83,11 +98,9 @@ Result<Launch> bindRingShift(const OpCall &c, const OpEnv &env) {
       SHARC_TRY(context.comm->beginTransfers());
       Status status = Status::ok();
       if (sends)
-        status = context.comm->send(x.data, numBytes, coord + offset, kRingTag,
-                                    axis);
+        status = context.comm->send(x.data, numBytes, sendPeer, kRingTag, axis);
       if (status && receives)
-        status = context.comm->recv(y.data, numBytes, coord - offset, kRingTag,
-                                    axis);
+        status = context.comm->recv(y.data, numBytes, recvPeer, kRingTag, axis);
       Status end = context.comm->endTransfers();
       return status ? end : status;
     }));
@@ -95,11 +108,12 @@ Result<Launch> bindRingShift(const OpCall &c, const OpEnv &env) {
 }
 
 /// Sizes of a ring block: q [S, B, Hq*D], k and v [Sk, B, Hkv*D], and where
-/// its queries and keys sit in the sequence; `masked` when no query sees a
-/// key (the block is later than every query, or none arrived).
+/// its queries and keys sit in the sequence (one run each on the
+/// contiguous split, two on the balanced one); `masked` when no query sees
+/// a key (the block is later than every query, or none arrived).
 struct BlockSizes {
   int64_t seqLen, batch, numHeads, numKvHeads, headDim, kvSeqLen;
-  int64_t queryStart, keyStart;
+  kernels::RowPositions queries, keys;
   bool masked;
 };
 
@@ -122,8 +136,8 @@ Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
                k.shape()[2] / headDim,
                headDim,
                k.shape()[0],
-               0,
-               0,
+               {},
+               {},
                false};
   if (k.shape()[1] != s.batch)
     return Status::invalidInput("k's batch differs from q's");
@@ -132,11 +146,23 @@ Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
                                 " kv heads do not divide " +
                                 std::to_string(s.numHeads) + " query heads");
   std::string axis = c.instr->getString("position_axis");
-  int64_t coord = env.coord(axis);
+  int64_t coord = env.coord(axis), size = env.axisSize(axis);
   int64_t keyBlock = coord - c.instr->getInt("kv_shift", 0);
-  s.queryStart = coord * s.seqLen;
-  s.keyStart = keyBlock * s.kvSeqLen;
-  s.masked = keyBlock < 0 || s.keyStart > s.queryStart + s.seqLen - 1;
+  auto split = c.instr->getString("position_split") == "balanced"
+                   ? kernels::SequenceSplit::Balanced
+                   : kernels::SequenceSplit::Contiguous;
+  if (split == kernels::SequenceSplit::Balanced) {
+    // The full ring: step s holds the block of rank coord - s mod size.
+    if (size > 1 && (s.seqLen % 2 != 0 || s.kvSeqLen % 2 != 0))
+      return Status::invalidInput(
+          "the balanced split needs even q and k blocks (two chunks), got " +
+          std::to_string(s.seqLen) + " and " + std::to_string(s.kvSeqLen));
+    keyBlock = (keyBlock % size + size) % size;
+  }
+  s.queries = kernels::rowPositions(split, coord, size, s.seqLen);
+  s.keys = kernels::rowPositions(split, keyBlock, size, s.kvSeqLen);
+  s.masked = keyBlock < 0 || s.seqLen == 0 ||
+             s.keys.at(0) > s.queries.at(s.seqLen - 1);
   return s;
 }
 
@@ -169,8 +195,12 @@ Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
                              .numKvHeads = s->numKvHeads,
                              .headDim = s->headDim,
                              .kvSeqLen = s->kvSeqLen,
-                             .queryStart = s->queryStart,
-                             .keyStart = s->keyStart},
+                             .queryStart = s->queries.start,
+                             .keyStart = s->keys.start,
+                             .querySecondRow = s->queries.secondRow,
+                             .querySecondStart = s->queries.secondStart,
+                             .keySecondRow = s->keys.secondRow,
+                             .keySecondStart = s->keys.secondStart},
       SHARC_KERNELS(attention));
 }
 
@@ -214,8 +244,12 @@ Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
                                  .numKvHeads = s->numKvHeads,
                                  .headDim = s->headDim,
                                  .kvSeqLen = s->kvSeqLen,
-                                 .queryStart = s->queryStart,
-                                 .keyStart = s->keyStart},
+                                 .queryStart = s->queries.start,
+                                 .keyStart = s->keys.start,
+                                 .querySecondRow = s->queries.secondRow,
+                                 .querySecondStart = s->queries.secondStart,
+                                 .keySecondRow = s->keys.secondRow,
+                                 .keySecondStart = s->keys.secondStart},
       SHARC_KERNELS(attentionGrad));
 }
 

@@ -28,8 +28,10 @@ attentionResultTypes(mlir::MLIRContext *context,
 /// Ring attention of q's block on the numBlocks K/V blocks moving over `axis`
 /// (SharcRingOps.td): the chain of ring_shift, attention_block and
 /// lse_merge ops, built at the builder's insertion point; out and lse.
+/// `balanced`: the axis splits the sequence balanced, so the blocks go
+/// round the whole ring and attend by two chunks' positions.
 llvm::SmallVector<mlir::Value>
 buildRingAttention(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value q,
                    mlir::Value k, mlir::Value v, int64_t headDim,
-                   mlir::StringAttr axis, int64_t numBlocks);
+                   mlir::StringAttr axis, int64_t numBlocks, bool balanced);
 } // namespace sharc

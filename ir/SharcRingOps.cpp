@@ -34,9 +34,10 @@ Value orZeros(OpBuilder &builder, Location loc, Value grad, Value primal) {
 }
 
 /// q, k, v of an attention block (or its gradient): rank 3, whole heads,
-/// one batch, k and v alike, a KV head per group of query heads.
+/// one batch, k and v alike, a KV head per group of query heads; the split
+/// absent (contiguous) or balanced, whose two chunks need even blocks.
 LogicalResult verifyBlock(Operation *op, Value q, Value k, Value v, Value lse,
-                          int64_t headDim, StringRef axis) {
+                          int64_t headDim, StringRef axis, StringAttr split) {
   if (headDim <= 0)
     return op->emitOpError("head_dim must be positive, got ") << headDim;
   for (auto [value, name] : {std::pair{q, "q"}, std::pair{k, "k"}})
@@ -62,6 +63,16 @@ LogicalResult verifyBlock(Operation *op, Value q, Value k, Value v, Value lse,
   if (!getMesh(op).hasAxis(axis))
     return op->emitOpError("position_axis '")
            << axis << "' is not an axis of the mesh";
+  if (!split)
+    return success();
+  if (split.getValue() != "balanced")
+    return op->emitOpError("position_split must be \"balanced\", got \"")
+           << split.getValue() << "\"";
+  for (Value value : {q, k})
+    if (tensorOf(value).getShape()[0] % 2 != 0)
+      return op->emitOpError("the balanced split needs blocks of two chunks, "
+                             "got ")
+             << value.getType();
   return success();
 }
 
@@ -104,6 +115,9 @@ LogicalResult RingShiftOp::verify() {
   if (first < 0 || first >= size)
     return emitOpError("first ")
            << first << " is not a rank of " << getAxis() << " (" << size << ")";
+  if (getWrap() && first != 0)
+    return emitOpError("wrap takes the whole ring, so first must be 0, got ")
+           << first;
   return success();
 }
 
@@ -120,7 +134,7 @@ RingShiftOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
   Value dx = builder.create<RingShiftOp>(
       getLoc(), dy.getType(), dy, getAxisAttr(),
       builder.getI64IntegerAttr(-static_cast<int64_t>(getOffset())),
-      getFirstAttr());
+      getFirstAttr(), getWrapAttr());
   return SmallVector<Value>{dx};
 }
 
@@ -130,7 +144,7 @@ RingShiftOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 
 LogicalResult AttentionBlockOp::verify() {
   if (failed(verifyBlock(*this, getQ(), getK(), getV(), getLse(), getHeadDim(),
-                         getPositionAxis())))
+                         getPositionAxis(), getPositionSplitAttr())))
     return failure();
   if (auto shift = static_cast<int64_t>(getKvShift()); shift < 0)
     return emitOpError("kv_shift must be non-negative, got ") << shift;
@@ -156,13 +170,13 @@ AttentionBlockOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
       loc, cotangentType(getQ().getType()), cotangentType(getK().getType()),
       cotangentType(getV().getType()), getQ(), getK(), getV(), getOut(),
       getLse(), dout, dlse, getHeadDimAttr(), getPositionAxisAttr(),
-      getKvShiftAttr());
+      getKvShiftAttr(), getPositionSplitAttr());
   return SmallVector<Value>{grad.getDq(), grad.getDk(), grad.getDv()};
 }
 
 LogicalResult AttentionBlockGradOp::verify() {
   if (failed(verifyBlock(*this, getQ(), getK(), getV(), getLse(), getHeadDim(),
-                         getPositionAxis())))
+                         getPositionAxis(), getPositionSplitAttr())))
     return failure();
   for (auto [primal, grad, name] :
        {std::tuple{getQ(), getDq(), "dq"}, std::tuple{getK(), getDk(), "dk"},
@@ -227,22 +241,29 @@ LogicalResult LseMergeGradOp::verify() {
 SmallVector<Value> sharc::buildRingAttention(OpBuilder &builder, Location loc,
                                              Value q, Value k, Value v,
                                              int64_t headDim, StringAttr axis,
-                                             int64_t numBlocks) {
+                                             int64_t numBlocks, bool balanced) {
   IntegerAttr headDimAttr = builder.getI64IntegerAttr(headDim);
-  auto block = builder.create<AttentionBlockOp>(loc, q, k, v, headDimAttr, axis,
-                                                builder.getI64IntegerAttr(0));
+  StringAttr split = balanced ? builder.getStringAttr("balanced") : nullptr;
+  UnitAttr wrap = balanced ? builder.getUnitAttr() : nullptr;
+  auto block = builder.create<AttentionBlockOp>(
+      loc, q, k, v, headDimAttr, axis, builder.getI64IntegerAttr(0), split);
   Value out = block.getOut(), lse = block.getLse();
   // Step s brings block coord - s; the K/V shift for step s + 1 depends
   // only on step s's blocks, so the planner can run it on the
   // communication stream beside step s's attention.
   for (int64_t step = 1; step < numBlocks; ++step) {
-    // Ranks below step - 1 hold no block any later rank needs.
-    IntegerAttr first = builder.getI64IntegerAttr(step - 1);
+    // Contiguous: ranks below step - 1 hold no block any later rank needs.
+    // Balanced: every block is needed by every rank (each late chunk sees
+    // all earlier chunks), so the whole ring, wrap-around link included.
+    IntegerAttr first = builder.getI64IntegerAttr(balanced ? 0 : step - 1);
     IntegerAttr next = builder.getI64IntegerAttr(1);
-    k = builder.create<RingShiftOp>(loc, k.getType(), k, axis, next, first);
-    v = builder.create<RingShiftOp>(loc, v.getType(), v, axis, next, first);
+    k = builder.create<RingShiftOp>(loc, k.getType(), k, axis, next, first,
+                                    wrap);
+    v = builder.create<RingShiftOp>(loc, v.getType(), v, axis, next, first,
+                                    wrap);
     block = builder.create<AttentionBlockOp>(loc, q, k, v, headDimAttr, axis,
-                                             builder.getI64IntegerAttr(step));
+                                             builder.getI64IntegerAttr(step),
+                                             split);
     auto merged =
         builder.create<LseMergeOp>(loc, out.getType(), lse.getType(), out, lse,
                                    block.getOut(), block.getLse());

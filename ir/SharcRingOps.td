@@ -1,7 +1,8 @@
 //===- SharcRingOps.td - ring attention ops ----------------*- tablegen -*-===//
 //
 // `--cp-comm ring`: each cp rank keeps its query block while the K/V blocks
-// move along the cp axis one rank a step (ring_shift); each step's block
+// move along the cp axis one rank a step (ring_shift: a chain on the
+// contiguous split, the whole ring on the balanced one); each step's block
 // attention (attention_block) gives a partial output and its log-sum-exp,
 // merged into the running result (lse_merge). Every op is differentiable on
 // its own, so autodiff builds the backward: the reverse shifts carry the
@@ -24,9 +25,12 @@ def Sharc_RingShiftOp : Sharc_CollectiveOp<"ring_shift"> {
     contiguous split the ring's wrap-around link (rank n-1 to 0) would only
     carry keys later than every query of the rank it reaches, and step s's
     ranks below s hold blocks no query of theirs sees; the chain leaves
-    both out. The type is kept: the value is "a block of the sequence on
-    each rank", whose index the consumer's `kv_shift` states. The transpose
-    is the shift back (`offset` negated, the same chain).
+    both out. With `wrap` (and `first` 0) the chain is the whole ring,
+    `y[r] = x[(r - offset) mod n]`: under the balanced split every rank's
+    late chunk needs every other rank's keys. The type is kept: the value
+    is "a block of the sequence on each rank", whose index the consumer's
+    `kv_shift` states. The transpose is the shift back (`offset` negated,
+    the same chain).
     ```mlir
     %k1 = sharc.ring_shift %k {axis = "cp", offset = 1 : i64,
                                first = 0 : i64}
@@ -35,7 +39,7 @@ def Sharc_RingShiftOp : Sharc_CollectiveOp<"ring_shift"> {
     ```
   }];
   let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$offset,
-                       I64Attr:$first);
+                       I64Attr:$first, UnitAttr:$wrap);
 }
 
 def Sharc_AttentionBlockOp
@@ -48,9 +52,13 @@ def Sharc_AttentionBlockOp
     at `c * Sk + j`; none when c < 0). Query i sees the keys at or before
     its position; `out` is `[S, B, Hq * D]`, the softmax over those keys
     only, and `lse`, `[B, Hq, S]` f32, its log-sum-exp (a row that sees no
-    key: out 0, lse -1e30). Unlike `attention`, lse is differentiable: ring
-    attention merges the blocks by it (`lse_merge`), and the gradient op
-    takes its cotangent.
+    key: out 0, lse -1e30). With `position_split = "balanced"` q holds
+    chunks coord and 2n-1-coord of 2n (n the axis size) and the key block
+    is rank c = (coord - kv_shift) mod n's, chunks c and 2n-1-c: query and
+    key positions are two runs each and the mask compares them
+    (kernels/SequencePositions.h). Unlike `attention`, lse is
+    differentiable: ring attention merges the blocks by it (`lse_merge`),
+    and the gradient op takes its cotangent.
     ```mlir
     %o, %lse = sharc.attention_block %q, %k1, %v1 {head_dim = 16 : i64,
         position_axis = "cp", kv_shift = 1 : i64}
@@ -60,7 +68,8 @@ def Sharc_AttentionBlockOp
   }];
   let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,
                        Sharc_FloatTensor:$v, I64Attr:$head_dim,
-                       StrAttr:$position_axis, I64Attr:$kv_shift);
+                       StrAttr:$position_axis, I64Attr:$kv_shift,
+                       OptionalAttr<StrAttr>:$position_split);
   let results = (outs Sharc_FloatTensor:$out, RankedTensorOf<[F32]>:$lse);
 }
 
@@ -75,7 +84,8 @@ def Sharc_AttentionBlockGradOp
                        Sharc_FloatTensor:$v, Sharc_FloatTensor:$out,
                        RankedTensorOf<[F32]>:$lse, Sharc_FloatTensor:$dout,
                        RankedTensorOf<[F32]>:$dlse, I64Attr:$head_dim,
-                       StrAttr:$position_axis, I64Attr:$kv_shift);
+                       StrAttr:$position_axis, I64Attr:$kv_shift,
+                       OptionalAttr<StrAttr>:$position_split);
   let results = (outs Sharc_FloatTensor:$dq, Sharc_FloatTensor:$dk,
                       Sharc_FloatTensor:$dv);
 }

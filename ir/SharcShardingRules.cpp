@@ -213,12 +213,15 @@ FailureOr<SmallVector<Value>> AttentionOp::buildSharded(OpBuilder &builder,
   Value q = operands[0], k = operands[1], v = operands[2];
   auto [balanced, n] = balancedAxis(*this);
   if (*queryAxis && contextExchange(*this) == "ring") {
-    // sharc-context-parallel refuses the pair with the flags' names.
-    if (balanced)
-      return emitOpError("ring attention needs the contiguous split of ")
-             << queryAxis->getValue() << ", got the balanced one";
+    // The ring's positions come from the axis it moves over; rows balanced
+    // over another axis would need both.
+    if (balanced && balanced != *queryAxis)
+      return emitOpError("ring attention over ")
+             << queryAxis->getValue() << " needs the sequence balanced over it "
+             << "or not at all, got it balanced over " << balanced.getValue();
     return buildRingAttention(builder, loc, q, k, v, getHeadDim(), *queryAxis,
-                              getMesh(*this).getSize(queryAxis->getValue()));
+                              getMesh(*this).getSize(queryAxis->getValue()),
+                              /*balanced=*/bool(balanced));
   }
   // Without a balanced axis, or with the sequence split over it on every
   // operand, nothing arrives reordered.

@@ -21,21 +21,24 @@
 // queryStart + i (under the balanced split, rows from querySecondRow on at
 // querySecondStart + i - querySecondRow: two runs,
 // kernels/SequencePositions.h), k and v hold kvSeqLen keys at global
-// positions keyStart + j; the mask above reads keyStart + j <= the query's
-// position (the K/V all-gather: keyStart 0, all keys; ring attention: one
-// block of keys). queries() gives the query positions relative to the
-// first key, which is all the kernels read. kvSeqLen 0 means seqLen (and
-// the positions are then 0..: plain causal attention). A row that sees no
-// key has out 0 and lse kEmptyRowLse, which is finite (non-finite checks
-// stay meaningful) and so low that exp(kEmptyRowLse - lse) is 0 against
-// any row that sees a key.
+// positions keyStart + j (from keySecondRow on, when it is > 0, at
+// keySecondStart + j - keySecondRow: ring attention's K/V block under the
+// balanced split holds two chunks as the queries do); the mask above reads
+// the key's position <= the query's (the K/V all-gather: keyStart 0, all
+// keys; ring attention: one block of keys). queries() and keyPositions()
+// give the positions relative to the first key, which is all the kernels
+// read; both increase with the row, so the keys a query sees are a prefix
+// of the block. kvSeqLen 0 means seqLen (and the positions are then 0..:
+// plain causal attention). A row that sees no key has out 0 and lse
+// kEmptyRowLse, which is finite (non-finite checks stay meaningful) and so
+// low that exp(kEmptyRowLse - lse) is 0 against any row that sees a key.
 // Ring attention's blocks also take dlse, the cotangent of lse (their lse
 // is merged, kernels/LseMerge.h): lse's derivative in s[i,j] is p[i,j], so
 //   ds[i,j] = p[i,j] (dp[i,j] - delta[i] + dlse[i])
 // which is the rule above with delta[i] - dlse[i] in delta's place. A null
-// dlse is 0. The cuda kernels take blocks where every query sees the
-// block's first key (queries().start >= 0); the binds never launch a
-// block no query sees.
+// dlse is 0. The cuda kernels take any block that some query sees (the
+// last query's position at or after the first key's); the binds never
+// launch a block no query sees.
 #pragma once
 
 #include "kernels/SequencePositions.h"
@@ -54,9 +57,13 @@ struct AttentionArgs {
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
   int64_t kvSeqLen = 0, queryStart = 0, keyStart = 0; ///< see above
   int64_t querySecondRow = 0, querySecondStart = 0;
+  int64_t keySecondRow = 0, keySecondStart = 0;
   int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
   RowPositions queries() const {
     return {queryStart - keyStart, querySecondRow, querySecondStart - keyStart};
+  }
+  RowPositions keyPositions() const {
+    return {0, keySecondRow, keySecondStart - keyStart};
   }
 };
 
@@ -68,9 +75,13 @@ struct AttentionGradArgs {
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
   int64_t kvSeqLen = 0, queryStart = 0, keyStart = 0; ///< see above
   int64_t querySecondRow = 0, querySecondStart = 0;
+  int64_t keySecondRow = 0, keySecondStart = 0;
   int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
   RowPositions queries() const {
     return {queryStart - keyStart, querySecondRow, querySecondStart - keyStart};
+  }
+  RowPositions keyPositions() const {
+    return {0, keySecondRow, keySecondStart - keyStart};
   }
 };
 

@@ -182,13 +182,6 @@ struct ContextParallelPass
     if (split != "balanced" && split != "contiguous")
       return module.emitError("cp split must be balanced or contiguous, got '")
              << split << "'";
-    // Under the balanced split each ring step would pair two query chunks
-    // with two key chunks (some pairs full, one causal, some masked) and
-    // the ring would need its wrap-around link; not built yet.
-    if (exchange == "ring" && split == "balanced" && cpSize > 1)
-      return module.emitError("--cp-comm ring needs --cp-split contiguous: "
-                              "ring attention under the balanced split is "
-                              "not implemented");
     ModelSizes sizes(module);
     Layout layout = readLayout(module);
     int64_t tpSize = layout.size("tp");

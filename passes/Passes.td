@@ -103,8 +103,8 @@ def ContextParallel : Pass<"sharc-context-parallel", "::mlir::ModuleOp"> {
     over cp, its query block offset by its rank's position (`all_gather`;
     the gradients come back by reduce_scatter), or keeps q, k and v split
     and moves the K/V blocks rank to rank (`ring`: ring_shift,
-    attention_block and lse_merge, SharcRingOps.td; contiguous split
-    only). `split=balanced` (the
+    attention_block and lse_merge, SharcRingOps.td; on the balanced split
+    the whole ring, masked by the chunks' positions). `split=balanced` (the
     default) cuts the sequence into 2 cp chunks and gives rank r chunks r
     and 2 cp - 1 - r, so a causal mask leaves every rank the same work; the
     module's `sharc.balanced_axis` records it for RoPE's and attention's

@@ -97,7 +97,8 @@ int64_t stageOfValue(Value value) {
 }
 
 /// Converts the op's attributes to plan attributes, adding what a kernel
-/// needs that the IR keeps in types (rms_norm's group size).
+/// needs that the IR keeps in types (rms_norm's group size) and flags
+/// (ring_shift's wrap).
 std::map<std::string, plan::AttrValue> instructionAttrs(Operation *op) {
   std::map<std::string, plan::AttrValue> attrs;
   for (NamedAttribute attr : op->getAttrs()) {
@@ -114,6 +115,9 @@ std::map<std::string, plan::AttrValue> instructionAttrs(Operation *op) {
   if (isa<RmsNormOp, RmsNormGradOp>(op))
     attrs["group_size"] =
         cast<RankedTensorType>(op->getOperand(1).getType()).getShape()[0];
+  // A unit attribute is a flag the plan writes as 1 (absent: 0).
+  if (auto shift = dyn_cast<RingShiftOp>(op); shift && shift.getWrap())
+    attrs["wrap"] = int64_t(1);
   return attrs;
 }
 

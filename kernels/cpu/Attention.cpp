@@ -73,10 +73,11 @@ struct RowIndex {
   }
 };
 
-/// The last key query i sees: its global position, within the keys held;
-/// -1 when it sees none.
+/// The last key query i sees (positions grow with the row, so it sees the
+/// keys before the first one past its position); -1 when it sees none.
 template <typename Args> int64_t lastKey(const Args &args, int64_t i) {
-  return std::min(args.queries().at(i), args.keys() - 1);
+  int64_t seen = args.keyPositions().firstRowFrom(args.queries().at(i) + 1);
+  return std::min(seen, args.keys()) - 1;
 }
 
 template <typename Acc> void attentionImpl(const AttentionArgs &args) {

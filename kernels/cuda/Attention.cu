@@ -24,6 +24,10 @@
 //   thread owns 2 query rows x D/4 columns of dq.
 // delta = sum_d dout*out is recomputed for each query tile (no scratch
 // memory). Grids put the longest causal tiles first in launch order.
+// "The diagonal" is where key positions pass query positions: both may be
+// two runs (the balanced cp split), so the walks' bounds and each thread's
+// per-row mask bounds come from positions (the tile loops then compare
+// row indices), and a row before every key ends with out 0.
 //
 // Bound: compute. BF16 aims at the mma.sync rate (tiles are loaded
 // synchronously; no cp.async pipeline yet); F32 at the CUDA-core FMA rate,
@@ -82,22 +86,22 @@ template <typename T> struct GradParams {
   Shape shape;
 };
 
-/// s = -inf where key > query or key >= numKeys (a partial last tile,
-/// whose rows past the keys were loaded as zeros: a query past every key,
-/// ring attention's earlier blocks, would otherwise weigh them); rows are
-/// the queries at global positions pos0 and pos8 (rows row0 and row0 + 8),
-/// columns keys key0 + 8nt (+1).
+/// s = -inf where the key is not among the `seen` keys of its row (rows
+/// row0 and row0 + 8; seenKeys: those at or before the query's position,
+/// a prefix, and none past kvSeqLen, since a partial last tile's rows past
+/// the keys were loaded as zeros and a query past every key, ring
+/// attention's earlier blocks, would otherwise weigh them); columns are
+/// keys key0 + 8nt (+1). Comparing row indices against a per-row bound
+/// keeps the position arithmetic out of the tile loop.
 template <int NT>
-__device__ void maskFutureKeys(float (&s)[NT][4], int pos0, int pos8, int key0,
-                               int numKeys) {
+__device__ void maskUnseenKeys(float (&s)[NT][4], const int (&seen)[2],
+                               int key0) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int key = key0 + 8 * nt + (c & 1);
-      if (key > ((c >> 1) ? pos8 : pos0) || key >= numKeys)
+    for (int c = 0; c < 4; ++c)
+      if (key0 + 8 * nt + (c & 1) >= seen[c >> 1])
         s[nt][c] = -INFINITY;
-    }
 }
 
 /// Folds one key tile of raw scores into the running max m (log2 units),
@@ -111,14 +115,17 @@ __device__ void onlineSoftmax(float (&s)[NT][4], float (&m)[2], float (&l)[2],
 #pragma unroll
     for (int c = 0; c < 4; ++c)
       tileMax[c >> 1] = fmaxf(tileMax[c >> 1], s[nt][c]);
-  float alpha[2];
+  float alpha[2], base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    // The first tile holds key 0, which every row sees, so mNew is finite
-    // from then on and alpha = exp2(-inf) = 0 on the first tile; a later
-    // tile all masked for a row leaves m and l as they were.
+    // Once a row has seen a key mNew is finite, alpha = exp2(-inf) = 0 on
+    // that tile, and a later tile all masked for the row leaves m and l as
+    // they were. A row that has seen none yet (ring attention's balanced
+    // blocks: its position precedes these keys) keeps m = -inf; it is
+    // shifted by 0 instead, so its p and alpha are 0 rather than NaN.
     float mNew = fmaxf(m[r], quadMax(tileMax[r]) * scaleLog2);
-    alpha[r] = exp2f(m[r] - mNew);
+    base[r] = mNew == -INFINITY ? 0.f : mNew;
+    alpha[r] = exp2f(m[r] - base[r]);
     m[r] = mNew;
     l[r] *= alpha[r];
   }
@@ -126,7 +133,7 @@ __device__ void onlineSoftmax(float (&s)[NT][4], float (&m)[2], float (&l)[2],
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      s[nt][c] = exp2f(fmaf(s[nt][c], scaleLog2, -m[c >> 1]));
+      s[nt][c] = exp2f(fmaf(s[nt][c], scaleLog2, -base[c >> 1]));
       l[c >> 1] += s[nt][c];
     }
 #pragma unroll
@@ -159,15 +166,13 @@ __global__ void __launch_bounds__(kThreads)
   // its first query need the mask (square: only the diagonal one).
   const Shape keys = keysOf(shape);
   const int firstQuery = queryPosition(shape, qBlock * kTileRows);
-  const int lastQuery =
-      queryPosition(shape, qBlock * kTileRows + kTileRows - 1);
-  const int lastKBlock =
-      min(lastQuery / kTileRows, (shape.kvSeqLen - 1) / kTileRows);
-  const int pos0 = queryPosition(shape, row0),
-            pos8 = queryPosition(shape, row0 + 8);
+  const int numSeen =
+      seenKeys(shape, queryPosition(shape, qBlock * kTileRows + kTileRows - 1));
+  const int seen[2] = {seenKeys(shape, queryPosition(shape, row0)),
+                       seenKeys(shape, queryPosition(shape, row0 + 8))};
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  for (int kBlock = 0; kBlock <= lastKBlock; ++kBlock) {
+  for (int kBlock = 0; kBlock * kTileRows < numSeen; ++kBlock) {
     __syncthreads();
     loadTile<kTileRows, D, kStride>(kTile, p.k + at.kvOffset, at.kvRowStride,
                                     kBlock * kTileRows, keys);
@@ -176,24 +181,26 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     float s[kTileRows / 8][4] = {};
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
-    if ((kBlock + 1) * kTileRows - 1 > firstQuery ||
+    if (keyPosition(shape, (kBlock + 1) * kTileRows - 1) > firstQuery ||
         (kBlock + 1) * kTileRows > shape.kvSeqLen)
-      maskFutureKeys(s, pos0, pos8, kBlock * kTileRows + 2 * (lane % 4),
-                     shape.kvSeqLen);
+      maskUnseenKeys(s, seen, kBlock * kTileRows + 2 * (lane % 4));
     onlineSoftmax(s, m, l, o, shape.scaleLog2);
     Math::abReg(o, s, vTile, kStride);
   }
 
+  // A row that saw no key has l = 0 and o = 0: out 0, lse kEmptyRowLse.
   const float rowSum[2] = {quadSum(l[0]), quadSum(l[1])};
 #pragma unroll
   for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
     for (int c = 0; c < 4; ++c)
-      o[dt][c] /= rowSum[c >> 1];
+      if (rowSum[c >> 1] > 0.f)
+        o[dt][c] /= rowSum[c >> 1];
   storeRows(p.out + at.qOffset, at.qRowStride, o, 1.f, row0, shape);
   for (int r = 0; r < 2; ++r)
     if (lane % 4 == 0 && row0 + 8 * r < shape.seqLen)
-      p.lse[at.lseOffset + row0 + 8 * r] = (m[r] + log2f(rowSum[r])) * kLn2;
+      p.lse[at.lseOffset + row0 + 8 * r] =
+          rowSum[r] > 0.f ? (m[r] + log2f(rowSum[r])) * kLn2 : kEmptyRowLse;
 }
 
 // Works on transposed tiles, rows = keys: s^T = K Q^T, dp^T = V dout^T, then
@@ -226,10 +233,18 @@ __global__ void __launch_bounds__(kThreads)
 
   const int key0 = kBlock * kTileRows + warp * 16 + lane / 4;
   const int numQTiles = (shape.seqLen + kGradQueries - 1) / kGradQueries;
-  // The first query tile with a query at or after this key tile's start.
-  const int firstQTile =
-      static_cast<int>(shape.queries.firstRowFrom(kBlock * kTileRows)) /
-      kGradQueries;
+  // The first query tile with a query at or after this key tile's first
+  // key.
+  const int firstQTile = static_cast<int>(shape.queries.firstRowFrom(
+                             keyPosition(shape, kBlock * kTileRows))) /
+                         kGradQueries;
+  // The first query row that sees key row key0 (and key0 + 8): the rows
+  // before it are at earlier positions. Two compares an element, so no
+  // tile-level test of whether the mask is needed.
+  const int firstSeer[2] = {
+      static_cast<int>(shape.queries.firstRowFrom(keyPosition(shape, key0))),
+      static_cast<int>(
+          shape.queries.firstRowFrom(keyPosition(shape, key0 + 8)))};
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   for (int h = firstHead; h < firstHead + groupSize; ++h) {
     const Slice at = sliceOf(shape, b, h);
@@ -249,17 +264,14 @@ __global__ void __launch_bounds__(kThreads)
       Math::template abT<D>(sT, kTile + warp * 16 * kStride, qTile, kStride);
       Math::template abT<D>(dpT, vTile + warp * 16 * kStride, doutTile,
                             kStride);
-      const bool needsMask =
-          queryPosition(shape, query0) < (kBlock + 1) * kTileRows ||
-          query0 + kGradQueries > shape.seqLen;
 #pragma unroll
       for (int nt = 0; nt < kGradQueries / 8; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int col = 8 * nt + 2 * (lane % 4) + (c & 1);
-          const int query = query0 + col, key = key0 + 8 * (c >> 1);
-          const bool masked = needsMask && (queryPosition(shape, query) < key ||
-                                            query >= shape.seqLen);
+          const int query = query0 + col;
+          const bool masked =
+              query < firstSeer[c >> 1] || query >= shape.seqLen;
           const float prob =
               masked ? 0.f
                      : exp2f(fmaf(sT[nt][c], shape.scaleLog2, -lse2[col]));
@@ -308,12 +320,12 @@ __global__ void __launch_bounds__(kThreads)
   // As the forward: key tiles up to the block's last query position.
   const Shape keys = keysOf(shape);
   const int firstQuery = queryPosition(shape, query0);
-  const int lastKey =
-      min(queryPosition(shape, query0 + kTileRows - 1), shape.kvSeqLen - 1);
-  const int pos0 = queryPosition(shape, row0),
-            pos8 = queryPosition(shape, row0 + 8);
+  const int numSeen =
+      seenKeys(shape, queryPosition(shape, query0 + kTileRows - 1));
+  const int seen[2] = {seenKeys(shape, queryPosition(shape, row0)),
+                       seenKeys(shape, queryPosition(shape, row0 + 8))};
   float dq[D / 8][4] = {};
-  for (int key0 = 0; key0 <= lastKey; key0 += kTileRows) {
+  for (int key0 = 0; key0 < numSeen; key0 += kTileRows) {
     __syncthreads();
     loadTile<kTileRows, D, kStride>(kTile, p.k + at.kvOffset, at.kvRowStride,
                                     key0, keys);
@@ -323,8 +335,9 @@ __global__ void __launch_bounds__(kThreads)
     float s[kTileRows / 8][4] = {}, dp[kTileRows / 8][4] = {};
     Math::template abT<D>(s, qTile + warp * 16 * kStride, kTile, kStride);
     Math::template abT<D>(dp, doutTile + warp * 16 * kStride, vTile, kStride);
-    if (key0 + kTileRows - 1 > firstQuery || key0 + kTileRows > shape.kvSeqLen)
-      maskFutureKeys(s, pos0, pos8, key0 + 2 * (lane % 4), shape.kvSeqLen);
+    if (keyPosition(shape, key0 + kTileRows - 1) > firstQuery ||
+        key0 + kTileRows > shape.kvSeqLen)
+      maskUnseenKeys(s, seen, key0 + 2 * (lane % 4));
 #pragma unroll
     for (int nt = 0; nt < kTileRows / 8; ++nt)
 #pragma unroll
@@ -388,27 +401,38 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
     return Status::invalidInput(
         "attention: seqLen (" + std::to_string(args.seqLen) + ") and batch (" +
         std::to_string(args.batch) + ") must be non-negative");
-  // Positions relative to the first key: every query sees key 0 (the
-  // online softmax starts from it; a block past all the queries is never
-  // launched), and the balanced split's second run starts inside the rows
-  // and past the first run's end, so positions grow with the row (the tile
-  // bounds rely on it). A query past the last key (ring attention's
-  // earlier blocks) sees them all: the walks stop at kvSeqLen.
-  RowPositions queries = args.queries();
-  bool runsOrdered = queries.isOneRun() ||
-                     (queries.secondRow < args.seqLen &&
-                      queries.secondStart >= queries.start + queries.secondRow);
-  const int64_t lastPosition =
-      args.seqLen > 0 ? queries.at(args.seqLen - 1) : 0;
-  if (queries.start < 0 || !runsOrdered || lastPosition > INT32_MAX / 2)
+  // Positions relative to the first key. Each run of queries and of keys
+  // (the balanced split has two) starts inside the rows and past the
+  // previous run's end, so positions grow with the row (the tile bounds
+  // rely on it). A query before every key (ring attention's balanced
+  // blocks) sees none: out 0, lse kEmptyRowLse; a block that no query sees
+  // is never launched. A query past the last key (ring attention's earlier
+  // blocks) sees them all: the walks stop at kvSeqLen.
+  RowPositions queries = args.queries(), keys = args.keyPositions();
+  auto ordered = [](const RowPositions &rows, int64_t numRows) {
+    return rows.isOneRun() || (rows.secondRow < numRows &&
+                               rows.secondStart >= rows.start + rows.secondRow);
+  };
+  const int64_t lastQuery = args.seqLen > 0 ? queries.at(args.seqLen - 1) : 0;
+  const int64_t lastKey = keys.at(args.keys() - 1);
+  constexpr int64_t kPositionBound = INT32_MAX / 2;
+  if (!ordered(queries, args.seqLen) || !ordered(keys, args.keys()) ||
+      lastQuery < 0 || queries.start < -kPositionBound ||
+      lastQuery > kPositionBound || lastKey > kPositionBound)
     return Status::invalidInput(
         "attention: " + std::to_string(args.seqLen) +
-        " query rows at positions " + std::to_string(queries.start) +
+        " query rows at positions " + std::to_string(args.queryStart) +
         (queries.isOneRun()
              ? ""
-             : " and from row " + std::to_string(queries.secondRow) + " " +
-                   std::to_string(queries.secondStart)) +
-        " do not fit before the keys from " + std::to_string(args.keyStart));
+             : " and from row " + std::to_string(args.querySecondRow) + " " +
+                   std::to_string(args.querySecondStart)) +
+        " and " + std::to_string(args.keys()) + " keys at " +
+        std::to_string(args.keyStart) +
+        (keys.isOneRun()
+             ? ""
+             : " and from row " + std::to_string(args.keySecondRow) + " " +
+                   std::to_string(args.keySecondStart)) +
+        " are not ordered runs where some query sees a key");
   if (args.numHeads <= 0 || args.numKvHeads <= 0 ||
       args.numHeads % args.numKvHeads != 0)
     return Status::invalidInput("attention: numKvHeads (" +
@@ -433,7 +457,8 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
            scale,
            scale * kLog2e,
            static_cast<int>(args.keys()),
-           queries};
+           queries,
+           keys};
   return Status::ok();
 }
 

@@ -33,20 +33,34 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr bool kBf16TensorCores = true;
 
 /// seqLen counts queries; kvSeqLen keys, and query i sits at global
-/// position queries.at(i) (kernels/Attention.h: one run from queryStart,
-/// or the balanced split's two; seqLen and 0.. when square). Positions
-/// grow with the row, so a tile's first and last rows bound its keys.
+/// position queries.at(i), key j at keys.at(j) (kernels/Attention.h: one
+/// run each, or the balanced split's two; seqLen and 0.. when square).
+/// Positions grow with the row, so a tile's first and last rows bound its
+/// keys, and the keys a query sees are a prefix of the block.
 struct Shape {
   int seqLen, batch, numHeads, numKvHeads, headDim;
   float scale, scaleLog2;
   int kvSeqLen;
   RowPositions queries; ///< relative to the first key (Args::queries())
+  RowPositions keys;    ///< from 0 (Args::keyPositions())
 };
 
 /// Global position of query row `row` (past seqLen: the last run
 /// continued, an upper bound for a partial tile).
 __device__ inline int queryPosition(const Shape &shape, int row) {
   return static_cast<int>(shape.queries.at(row));
+}
+
+/// Position of key row `row`, continued past kvSeqLen as queryPosition.
+__device__ inline int keyPosition(const Shape &shape, int row) {
+  return static_cast<int>(shape.keys.at(row));
+}
+
+/// How many keys a query at `position` sees: those before the first key
+/// past it (0 when it precedes them all).
+__device__ inline int seenKeys(const Shape &shape, int position) {
+  return min(shape.kvSeqLen,
+             static_cast<int>(shape.keys.firstRowFrom(int64_t(position) + 1)));
 }
 
 /// The shape whose rows are the keys, for loading and storing K/V rows.

@@ -114,7 +114,8 @@ Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
   // A query block against a longer gathered K/V (context parallelism)
   // needs a bottom-right-shifted causal mask this graph does not build.
   if (args.keys() != args.seqLen || !args.queries().isOneRun() ||
-      args.queryStart != 0 || args.keyStart != 0)
+      !args.keyPositions().isOneRun() || args.queryStart != 0 ||
+      args.keyStart != 0)
     return Status::invalidInput(
         "cuDNN attention here is square causal only; a query block at " +
         std::to_string(args.queryStart) + " of " + std::to_string(args.keys()) +

@@ -73,7 +73,8 @@ std::optional<ContractViolation> checkSumSquares(const Plan &plan, int64_t i) {
   return std::nullopt;
 }
 
-/// ring_shift moves a block one rank along a chain of the axis' ranks.
+/// ring_shift moves a block one rank along a chain of the axis' ranks, or
+/// round the whole ring (wrap 1, from rank 0).
 std::optional<ContractViolation> checkRingShift(const Plan &plan, int64_t i) {
   const Instruction &instr = plan.instructions[i];
   int64_t offset = instr.getInt("offset"), first = instr.getInt("first");
@@ -86,6 +87,15 @@ std::optional<ContractViolation> checkRingShift(const Plan &plan, int64_t i) {
                    "first " + std::to_string(first) + " is not a rank of " +
                        instr.getString("axis") + " (" + std::to_string(size) +
                        ")");
+  int64_t wrap = instr.getInt("wrap", 0);
+  if (wrap != 0 && wrap != 1)
+    return atInstr(plan, i, "wrap", "op schema",
+                   "wrap " + std::to_string(wrap) + " is not 0 or 1");
+  if (wrap == 1 && first != 0)
+    return atInstr(plan, i, "first", "op schema",
+                   "a wrapping ring_shift takes the whole ring: first must be "
+                   "0, got " +
+                       std::to_string(first));
   return std::nullopt;
 }
 

@@ -52,10 +52,11 @@ std::vector<OpSchema> makeSchemas() {
                                      optional(axisAttr("position_axis")),
                                      positionSplit};
   // Ring attention's blocks: position_axis names the split, kv_shift the
-  // steps the K/V block has moved (docs/plan-ops.md).
-  std::vector<AttrSpec> attentionBlock = {intAttr("head_dim", 1),
-                                          axisAttr("position_axis"),
-                                          intAttr("kv_shift", 0)};
+  // steps the K/V block has moved, position_split as attention's
+  // (docs/plan-ops.md).
+  std::vector<AttrSpec> attentionBlock = {
+      intAttr("head_dim", 1), axisAttr("position_axis"), intAttr("kv_shift", 0),
+      positionSplit};
   std::vector<AttrSpec> normRope = rope;
   normRope.push_back(floatAttr("eps"));
   std::vector<AttrSpec> validVocab = {intAttr("valid_vocab", 1)};
@@ -232,7 +233,8 @@ std::vector<OpSchema> makeSchemas() {
        {{"x", 'T'}},
        {{"y", 'T'}},
        false,
-       {axisAttr("axis"), intAttr("offset", -1), intAttr("first", 0)}},
+       {axisAttr("axis"), intAttr("offset", -1), intAttr("first", 0),
+        optional(intAttr("wrap", 0))}},
       {"replicate", {{"x", 'T'}}, {{"y", 'T'}}, false, overAxis},
       {"send",
        {{"x", 'T'}},

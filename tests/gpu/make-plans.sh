@@ -106,11 +106,25 @@ for dtype in f32 bf16; do
   done
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode tp_cp --tp 2 \
     --cp 2 --cp-comm all_gather --sp -o "$out/small-$dtype-tp_cp.plan"
-  # Ring attention (the contiguous split): cp 2, and tp 2 x cp 2 with SP.
+  # Ring attention: cp 2, and tp 2 x cp 2 with SP, on the contiguous split
+  # (the chain; names kept from before the balanced ring) and on the
+  # balanced one (the whole ring, two chunks of queries and keys a block:
+  # 32 positions each at cp 2, so a 64-row tile spans both); cp 4 balanced
+  # too (chunks of 16).
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 2 \
-    --cp-comm ring -o "$out/small-$dtype-cp-ring.plan"
+    --cp-comm ring --cp-split contiguous -o "$out/small-$dtype-cp-ring.plan"
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode tp_cp --tp 2 \
-    --cp 2 --cp-comm ring --sp -o "$out/small-$dtype-tp_cp-ring.plan"
+    --cp 2 --cp-comm ring --cp-split contiguous --sp \
+    -o "$out/small-$dtype-tp_cp-ring.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 2 \
+    --cp-comm ring --cp-split balanced \
+    -o "$out/small-$dtype-cp-ring-balanced.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode tp_cp --tp 2 \
+    --cp 2 --cp-comm ring --cp-split balanced --sp \
+    -o "$out/small-$dtype-tp_cp-ring-balanced.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 4 \
+    --cp-comm ring --cp-split balanced \
+    -o "$out/small-$dtype-cp4-ring-balanced.plan"
   # Microbatched plans return the loss and gradients, not logits.
   for schedule in gpipe 1f1b; do
     "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --mode pp --pp 2 \

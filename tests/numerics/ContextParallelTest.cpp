@@ -3,7 +3,8 @@
 // Plans with the sequence split over cp (sharc-context-parallel), balanced
 // (rank r holds chunks r and 2cp-1-r) or contiguous, with each exchange of
 // attention (Ulysses all_to_all, K/V all-gathered, or the K/V blocks passed
-// along the ring, contiguous only), alone and with tp and dp, against the
+// along the ring: a chain on the contiguous split, the whole ring on the
+// balanced one), alone and with tp and dp, against the
 // dense plan from the same weights
 // on the same tokens: loss, logits and every gradient after one step
 // within 1e-5 of the largest value (executor/Validation), the parameters
@@ -35,11 +36,6 @@ struct CpLayout {
 };
 
 constexpr const char *kExchanges[] = {"a2a", "all_gather", "ring"};
-
-/// Whether the exchange is built on the split (the ring: contiguous only).
-bool builds(const std::string &exchange, const std::string &split) {
-  return exchange != "ring" || split == "contiguous";
-}
 
 PipelineOptions layoutOf(const CpLayout &c) {
   PipelineOptions layout;
@@ -119,8 +115,6 @@ TEST_CASE("cp=2 with each exchange and split matches the dense model",
           "[numerics][parity][cp]") {
   for (const char *split : {"balanced", "contiguous"})
     for (const char *exchange : kExchanges) {
-      if (!builds(exchange, split))
-        continue;
       requireBoth({"tiny.yaml", "cp", 2, 2, 1, exchange, split});
       requireProductionParity({"tiny.yaml", "cp", 2, 2, 1, exchange, split},
                               /*scatteredLabels=*/true);
@@ -134,8 +128,8 @@ TEST_CASE("cp=4 with each exchange and split matches the dense model",
   for (const char *split : {"balanced", "contiguous"}) {
     requireBoth({"tiny-tp4.yaml", "cp", 4, 4, 1, "a2a", split});
     requireBoth({"tiny.yaml", "cp", 4, 4, 1, "all_gather", split});
+    requireBoth({"tiny.yaml", "cp", 4, 4, 1, "ring", split});
   }
-  requireBoth({"tiny.yaml", "cp", 4, 4, 1, "ring", "contiguous"});
 }
 
 TEST_CASE("tp=2 x cp=2 matches the dense model", "[numerics][parity][cp]") {
@@ -145,8 +139,7 @@ TEST_CASE("tp=2 x cp=2 matches the dense model", "[numerics][parity][cp]") {
   for (const char *split : {"balanced", "contiguous"})
     for (const char *exchange : kExchanges)
       for (const char *mode : {"tp", "tp_sp_async_vp"})
-        if (builds(exchange, split))
-          requireBoth({"tiny-tp4.yaml", mode, 2, 2, 1, exchange, split});
+        requireBoth({"tiny-tp4.yaml", mode, 2, 2, 1, exchange, split});
 }
 
 TEST_CASE("cp with fused q/k norms and rope matches the dense model",
@@ -157,8 +150,6 @@ TEST_CASE("cp with fused q/k norms and rope matches the dense model",
   for (bool fuseAll : {false, true})
     for (const char *exchange : kExchanges) {
       CpLayout c{"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 1, exchange};
-      if (!builds(exchange, c.split))
-        c.split = "contiguous";
       PipelineOptions layout = layoutOf(c);
       layout.fuseNormRope = true;
       layout.fuseProjections = layout.fuseAdds = fuseAll;
@@ -182,14 +173,14 @@ TEST_CASE("dp=2 x cp=2 x tp=2 (8 simulated ranks) matches the dense model",
           "[numerics][parity][cp]") {
   for (const char *split : {"balanced", "contiguous"})
     for (const char *exchange : kExchanges)
-      if (builds(exchange, split))
-        requireBoth(
-            {"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 2, exchange, split});
+      requireBoth(
+          {"tiny-tp4.yaml", "tp_sp_async_vp", 2, 2, 2, exchange, split});
 }
 
 TEST_CASE("dp=2 x cp=2 ring attention matches the dense model",
           "[numerics][parity][cp]") {
-  requireBoth({"tiny.yaml", "cp", 2, 2, 2, "ring", "contiguous"});
+  for (const char *split : {"balanced", "contiguous"})
+    requireBoth({"tiny.yaml", "cp", 2, 2, 2, "ring", split});
 }
 
 TEST_CASE("microbatches under cp and dp x cp equal the dense step",
@@ -206,8 +197,6 @@ TEST_CASE("microbatches under cp and dp x cp equal the dense step",
     for (const char *exchange : kExchanges)
       for (int64_t dpSize : {1, 2})
         for (int64_t count : {2, 4}) {
-          if (!builds(exchange, cpSplit))
-            continue;
           INFO("--cp-comm " << exchange << " --cp-split " << cpSplit << ", dp "
                             << dpSize << ", " << count << " microbatches");
           PipelineOptions layout =

@@ -121,7 +121,8 @@ void requireMicrobatchParity(const std::string &model, int64_t layers,
 TEST_CASE("pp=2 x cp=2 with each exchange matches the dense model",
           "[numerics][pipeline][cp]") {
   // tiny: 2 KV heads, which a2a splits over cp 2; 3 layers split unevenly.
-  for (const char *exchange : {"a2a", "all_gather"}) {
+  // The split is the default, balanced (the ring round the whole ring).
+  for (const char *exchange : {"a2a", "all_gather", "ring"}) {
     PipelineOptions layout = layoutOf("pp_cp", 2, exchange);
     REQUIRE(layout.cpSize == 2);
     requireValidates("tiny.yaml", 3, layout, 4);
@@ -149,7 +150,7 @@ TEST_CASE("tp=2 x cp=2 x pp=2 (8 simulated ranks) matches the dense model",
 
 TEST_CASE("pp=2 x cp=2 under 1F1B and interleaved equals the dense step",
           "[numerics][pipeline][cp][microbatch]") {
-  for (const char *exchange : {"a2a", "all_gather"}) {
+  for (const char *exchange : {"a2a", "all_gather", "ring"}) {
     auto schedule = [](const char *name) {
       return [name](PipelineOptions &l) {
         l.ppSchedule = name;

@@ -90,8 +90,7 @@ void printUsage(FILE *out) {
                "          default a2a)]\n"
                "         [--cp-split balanced|contiguous (rank r holds chunks "
                "r and 2N-1-r of 2N,\n"
-               "          even causal work; or block r; default balanced,\n"
-               "          contiguous under --cp-comm ring)]\n"
+               "          even causal work; or block r; default balanced)]\n"
                "         [--bucket-bytes N (data-parallel gradient buckets, "
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
@@ -323,11 +322,6 @@ int compile(const CompileFlags &flags) {
       return usageError("--cp-comm picks context parallelism's exchange; it "
                         "needs --cp N, N > 1");
     pipeline.cpComm = flags.cpComm;
-    // The ring is built on the contiguous split (docs/architecture.md,
-    // "Ring attention"); asked for alone it takes that split, and an
-    // explicit --cp-split balanced is refused by sharc-context-parallel.
-    if (flags.cpComm == "ring")
-      pipeline.cpSplit = "contiguous";
   }
   if (!flags.cpSplit.empty()) {
     if (flags.cpSplit != "balanced" && flags.cpSplit != "contiguous")

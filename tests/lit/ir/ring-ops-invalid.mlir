@@ -118,3 +118,44 @@ module attributes {sharc.mesh = #sharc.mesh<cp = 4>} {
     return
   }
 }
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<cp = 4>} {
+  func.func @wrap_from_rank_one(%k: tensor<8x2x32xf32>) {
+    // expected-error @+1 {{wrap takes the whole ring, so first must be 0, got 1}}
+    %y = sharc.ring_shift %k {axis = "cp", offset = 1 : i64, first = 1 : i64,
+                              wrap} : (tensor<8x2x32xf32>) -> tensor<8x2x32xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<cp = 4>} {
+  func.func @block_split_unknown(%q: tensor<8x2x64xf32>,
+                                 %k: tensor<8x2x32xf32>) {
+    // expected-error @+1 {{position_split must be "balanced", got "strided"}}
+    %o, %l = sharc.attention_block %q, %k, %k
+        {head_dim = 16 : i64, position_axis = "cp", kv_shift = 0 : i64,
+         position_split = "strided"}
+        : (tensor<8x2x64xf32>, tensor<8x2x32xf32>, tensor<8x2x32xf32>)
+        -> (tensor<8x2x64xf32>, tensor<2x4x8xf32>)
+    return
+  }
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<cp = 4>} {
+  func.func @balanced_block_of_odd_rows(%q: tensor<8x2x64xf32>,
+                                        %k: tensor<7x2x32xf32>) {
+    // expected-error @+1 {{the balanced split needs blocks of two chunks, got 'tensor<7x2x32xf32>'}}
+    %o, %l = sharc.attention_block %q, %k, %k
+        {head_dim = 16 : i64, position_axis = "cp", kv_shift = 0 : i64,
+         position_split = "balanced"}
+        : (tensor<8x2x64xf32>, tensor<7x2x32xf32>, tensor<7x2x32xf32>)
+        -> (tensor<8x2x64xf32>, tensor<2x4x8xf32>)
+    return
+  }
+}

@@ -44,6 +44,21 @@ module attributes {sharc.mesh = #sharc.mesh<cp = 4>} {
            tensor<2x4x8xf32, #sharc.place<cp = S(2)>>)
         -> (tensor<8x2x64xf32, #sharc.place<cp = S(0)>>,
             tensor<2x4x8xf32, #sharc.place<cp = S(2)>>)
+    // The balanced split's ring: the whole ring, blocks of two chunks.
+    // CHECK: sharc.ring_shift %{{.*}} {axis = "cp", first = 0 : i64, offset = 1 : i64, wrap}
+    %kw = sharc.ring_shift %k {axis = "cp", offset = 1 : i64, first = 0 : i64,
+                               wrap}
+        : (tensor<8x2x32xf32, #sharc.place<cp = S(0)>>)
+        -> tensor<8x2x32xf32, #sharc.place<cp = S(0)>>
+    // CHECK: sharc.attention_block {{.*}} {head_dim = 16 : i64, kv_shift = 1 : i64, position_axis = "cp", position_split = "balanced"}
+    %ob, %lb = sharc.attention_block %q, %kw, %kw
+        {head_dim = 16 : i64, position_axis = "cp", kv_shift = 1 : i64,
+         position_split = "balanced"}
+        : (tensor<8x2x64xf32, #sharc.place<cp = S(0)>>,
+           tensor<8x2x32xf32, #sharc.place<cp = S(0)>>,
+           tensor<8x2x32xf32, #sharc.place<cp = S(0)>>)
+        -> (tensor<8x2x64xf32, #sharc.place<cp = S(0)>>,
+            tensor<2x4x8xf32, #sharc.place<cp = S(2)>>)
     // CHECK: sharc.attention_block_grad {{.*}} {head_dim = 16 : i64, kv_shift = 1 : i64, position_axis = "cp"}
     %dq, %dk, %dv = sharc.attention_block_grad %q, %k1, %k1, %o1, %l1, %d, %dl
         {head_dim = 16 : i64, position_axis = "cp", kv_shift = 1 : i64}

@@ -4,7 +4,9 @@
 // block all seen, or causal on the diagonal), the backward with dlse, and
 // cuda::lseMerge / lseMergeGrad, against cpu:: on the same stored inputs,
 // with block lengths that are not tile multiples. Outputs start poisoned
-// (NaN), so an element a kernel skips fails.
+// (NaN), so an element a kernel skips fails. Balanced blocks (two chunks of
+// queries on two of keys, masked by global positions, rows that see no key)
+// against cpu:: as well.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 
 using namespace sharc;
@@ -108,6 +111,142 @@ TEST_CASE("cuda attention on one key block, dlse included, matches the cpu",
                                  .kvSeqLen = s.blockLen,
                                  .queryStart = s.queryBlock * s.blockLen,
                                  .keyStart = s.keyBlock * s.blockLen};
+      };
+      cpu::attentionGrad(backward(false));
+      requireRan(cuda::attentionGrad(backward(true), nullptr));
+      dq.requireMatch(tolerance(dtype, 1e-4));
+      dk.requireMatch(tolerance(dtype, 1e-4));
+      dv.requireMatch(tolerance(dtype, 1e-4));
+    }
+}
+
+namespace {
+
+/// A balanced block (kernels/SequencePositions.h): rank `rank` of `size`
+/// holds query chunks rank and 2 size - 1 - rank, of `chunk` rows each, and
+/// the K/V block of rank `keyRank` holds that rank's two chunks.
+struct BalancedShape {
+  int64_t chunk, batch, numHeads, numKvHeads, headDim;
+  int64_t size, rank, keyRank;
+  int64_t rows() const { return 2 * chunk; }
+  int64_t qNumel() const { return rows() * batch * numHeads * headDim; }
+  int64_t kvNumel() const { return rows() * batch * numKvHeads * headDim; }
+  int64_t lseNumel() const { return batch * numHeads * rows(); }
+  RowPositions queries() const {
+    return rowPositions(SequenceSplit::Balanced, rank, size, rows());
+  }
+  RowPositions keys() const {
+    return rowPositions(SequenceSplit::Balanced, keyRank, size, rows());
+  }
+  std::string name() const {
+    return "chunk " + std::to_string(chunk) + ", batch " +
+           std::to_string(batch) + ", heads " + std::to_string(numHeads) + "/" +
+           std::to_string(numKvHeads) + ", headDim " + std::to_string(headDim) +
+           ", cp " + std::to_string(size) + ", rank " + std::to_string(rank) +
+           " on the keys of rank " + std::to_string(keyRank);
+  }
+};
+
+// Chunks of 37 and 70 rows put the chunk boundary inside a 64-row tile (and
+// a 32-row one for dk/dv). Each own block (causal pairs, a full pair, a
+// masked one), an earlier rank's (the late key chunk seen by nobody) and a
+// later rank's (the early query chunk sees no key: out 0, lse empty).
+const std::vector<BalancedShape> kBalancedShapes = {
+    {37, 2, 4, 2, 64, 2, 0, 0},  {37, 2, 4, 2, 64, 2, 0, 1},
+    {37, 2, 4, 2, 64, 2, 1, 0},  {70, 1, 3, 1, 128, 3, 1, 1},
+    {70, 1, 3, 1, 128, 3, 1, 2}, {70, 1, 3, 1, 128, 3, 2, 0},
+    {33, 3, 4, 4, 40, 4, 3, 3},  {33, 3, 4, 4, 40, 4, 0, 3}};
+
+/// The device lse against the cpu's: rows that see no key exactly
+/// kEmptyRowLse on both, the others within `maxError` (normwise over them:
+/// the empty rows' 1e30 would hide any error).
+void requireLseMatch(const Pair &lse, double maxError) {
+  std::vector<double> device = lse.deviceCopy().values();
+  std::vector<double> host = lse.host().values();
+  std::vector<double> deviceSeen, hostSeen;
+  int64_t numEmpty = 0;
+  for (size_t i = 0; i < host.size(); ++i) {
+    INFO("lse row " << i);
+    REQUIRE_FALSE(std::isnan(device[i]));
+    if (host[i] == kEmptyRowLse) {
+      REQUIRE(device[i] == kEmptyRowLse);
+      ++numEmpty;
+    } else {
+      deviceSeen.push_back(device[i]);
+      hostSeen.push_back(host[i]);
+    }
+  }
+  INFO(numEmpty << " empty rows");
+  REQUIRE(maxRelativeError(deviceSeen, hostSeen) <= maxError);
+}
+
+} // namespace
+
+TEST_CASE("cuda attention on balanced blocks masks by global positions like "
+          "the cpu",
+          "[kernels][gpu]") {
+  std::mt19937 rng(53);
+  for (DType dtype : kFloatTypes)
+    for (const BalancedShape &s : kBalancedShapes) {
+      INFO(dtypeName(dtype) << ", " << s.name());
+      const RowPositions queries = s.queries(), keys = s.keys();
+      Pair q(dtype, randomValues(s.qNumel(), rng, 2.0));
+      Pair k(dtype, randomValues(s.kvNumel(), rng, 2.0));
+      Pair v(dtype, randomValues(s.kvNumel(), rng));
+      Pair out(dtype, s.qNumel()), lse(DType::F32, s.lseNumel());
+      auto forward = [&](bool onDevice) {
+        return AttentionArgs{.q = q.in(onDevice),
+                             .k = k.in(onDevice),
+                             .v = v.in(onDevice),
+                             .out = out.out(onDevice),
+                             .lse = floats(lse, onDevice),
+                             .seqLen = s.rows(),
+                             .batch = s.batch,
+                             .numHeads = s.numHeads,
+                             .numKvHeads = s.numKvHeads,
+                             .headDim = s.headDim,
+                             .kvSeqLen = s.rows(),
+                             .queryStart = queries.start,
+                             .keyStart = keys.start,
+                             .querySecondRow = queries.secondRow,
+                             .querySecondStart = queries.secondStart,
+                             .keySecondRow = keys.secondRow,
+                             .keySecondStart = keys.secondStart};
+      };
+      cpu::attention(forward(false));
+      requireRan(cuda::attention(forward(true), nullptr));
+      out.requireMatch(tolerance(dtype, 1e-4));
+      requireLseMatch(lse, tolerance(dtype, 1e-5));
+
+      Pair outIn(dtype, out.host().values()),
+          lseIn(DType::F32, lse.host().values());
+      Pair dout(dtype, randomValues(s.qNumel(), rng));
+      Pair dlse(DType::F32, randomValues(s.lseNumel(), rng));
+      Pair dq(dtype, s.qNumel()), dk(dtype, s.kvNumel()),
+          dv(dtype, s.kvNumel());
+      auto backward = [&](bool onDevice) {
+        return AttentionGradArgs{.q = q.in(onDevice),
+                                 .k = k.in(onDevice),
+                                 .v = v.in(onDevice),
+                                 .out = outIn.in(onDevice),
+                                 .dout = dout.in(onDevice),
+                                 .lse = floats(lseIn, onDevice),
+                                 .dlse = floats(dlse, onDevice),
+                                 .dq = dq.out(onDevice),
+                                 .dk = dk.out(onDevice),
+                                 .dv = dv.out(onDevice),
+                                 .seqLen = s.rows(),
+                                 .batch = s.batch,
+                                 .numHeads = s.numHeads,
+                                 .numKvHeads = s.numKvHeads,
+                                 .headDim = s.headDim,
+                                 .kvSeqLen = s.rows(),
+                                 .queryStart = queries.start,
+                                 .keyStart = keys.start,
+                                 .querySecondRow = queries.secondRow,
+                                 .querySecondStart = queries.secondStart,
+                                 .keySecondRow = keys.secondRow,
+                                 .keySecondStart = keys.secondStart};
       };
       cpu::attentionGrad(backward(false));
       requireRan(cuda::attentionGrad(backward(true), nullptr));

@@ -5,7 +5,11 @@
 // backwards. The merged blocks must give whole-sequence attention (rows of
 // the kernel KernelsAttentionTest pins to a float64 loop), and every
 // gradient is checked against finite differences: the block's dlse path
-// and the merge's, whose lse inputs and outputs are f32.
+// and the merge's, whose lse inputs and outputs are f32. Under the balanced
+// split queries and keys are two chunks each: the blocks of every rank
+// round the full ring must give a float64 loop's attention over the whole
+// sequence, with rows that see no key empty, and the gradient of such a
+// block must match finite differences.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace sharc;
@@ -73,16 +78,17 @@ Partial blockAttention(const std::vector<double> &q,
 
 Partial merge(const Partial &a, const Partial &b) {
   Partial result{Tensor(kF64, a.out.numel()), std::vector<float>(a.lse.size())};
-  cpu::lseMerge({.outA = a.out.cview(),
-                 .outB = b.out.cview(),
-                 .lseA = a.lse.data(),
-                 .lseB = b.lse.data(),
-                 .out = result.out.view(),
-                 .lse = result.lse.data(),
-                 .seqLen = kBlockLen,
-                 .batch = kBatch,
-                 .numHeads = kHeads,
-                 .headDim = kDim});
+  cpu::lseMerge(
+      {.outA = a.out.cview(),
+       .outB = b.out.cview(),
+       .lseA = a.lse.data(),
+       .lseB = b.lse.data(),
+       .out = result.out.view(),
+       .lse = result.lse.data(),
+       .seqLen = static_cast<int64_t>(a.lse.size()) / (kBatch * kHeads),
+       .batch = kBatch,
+       .numHeads = kHeads,
+       .headDim = kDim});
   return result;
 }
 
@@ -260,5 +266,216 @@ TEST_CASE("lse_merge's gradient for each part matches finite differences",
         step);
     CHECK(maxRelativeError(dpart.values(), numericOut) < 1e-3);
     CHECK(maxRelativeError(widen(dlsePart), numericLse) < 1e-3);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The balanced split (kernels/SequencePositions.h): rank r's block is chunks
+// r and 2C-1-r, and so is every K/V block that comes round the ring.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int64_t kChunk = 2, kBalancedLen = 2 * kChunk;
+constexpr int64_t kBalancedLse = kBatch * kHeads * kBalancedLen;
+
+/// Rank `rank`'s rows (chunks rank, 2 size - 1 - rank) of a natural-order
+/// sequence-first tensor.
+std::vector<double> balancedRows(const std::vector<double> &all, int64_t size,
+                                 int64_t rank, int64_t rowNumel) {
+  auto rows = rowsOf(all, rank * kChunk, kChunk, rowNumel);
+  auto late = rowsOf(all, (2 * size - 1 - rank) * kChunk, kChunk, rowNumel);
+  rows.insert(rows.end(), late.begin(), late.end());
+  return rows;
+}
+
+/// Rank `rank`'s query block on the K/V block of rank `keyRank`, both
+/// balanced.
+Partial balancedBlock(const std::vector<double> &q,
+                      const std::vector<double> &k,
+                      const std::vector<double> &v, int64_t size, int64_t rank,
+                      int64_t keyRank) {
+  RowPositions queries =
+      rowPositions(SequenceSplit::Balanced, rank, size, kBalancedLen);
+  RowPositions keys =
+      rowPositions(SequenceSplit::Balanced, keyRank, size, kBalancedLen);
+  Partial result{Tensor(kF64, kBalancedLen * kRowQ),
+                 std::vector<float>(kBalancedLse)};
+  Tensor qt(kF64, q), kt(kF64, k), vt(kF64, v);
+  cpu::attention({.q = qt.cview(),
+                  .k = kt.cview(),
+                  .v = vt.cview(),
+                  .out = result.out.view(),
+                  .lse = result.lse.data(),
+                  .seqLen = kBalancedLen,
+                  .batch = kBatch,
+                  .numHeads = kHeads,
+                  .numKvHeads = kKvHeads,
+                  .headDim = kDim,
+                  .kvSeqLen = kBalancedLen,
+                  .queryStart = queries.start,
+                  .keyStart = keys.start,
+                  .querySecondRow = queries.secondRow,
+                  .querySecondStart = queries.secondStart,
+                  .keySecondRow = keys.secondRow,
+                  .keySecondStart = keys.secondStart});
+  return result;
+}
+
+/// Float64 causal attention of `numRows` query rows at `positions` on the
+/// natural-order keys (key j at position j): out and lse, as the header's
+/// formulas read, with no kernel in between.
+std::pair<std::vector<double>, std::vector<double>>
+referenceAttention(const std::vector<double> &q, const RowPositions &positions,
+                   int64_t numRows, const std::vector<double> &k,
+                   const std::vector<double> &v) {
+  std::vector<double> out(numRows * kRowQ, 0.0);
+  std::vector<double> lse(kBatch * kHeads * numRows);
+  for (int64_t b = 0; b < kBatch; ++b)
+    for (int64_t h = 0; h < kHeads; ++h) {
+      int64_t kvHead = h / (kHeads / kKvHeads);
+      for (int64_t i = 0; i < numRows; ++i) {
+        std::vector<double> scores;
+        for (int64_t j = 0; j <= positions.at(i); ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < kDim; ++d)
+            dot += q[((i * kBatch + b) * kHeads + h) * kDim + d] *
+                   k[((j * kBatch + b) * kKvHeads + kvHead) * kDim + d];
+          scores.push_back(dot / std::sqrt(double(kDim)));
+        }
+        double top = *std::max_element(scores.begin(), scores.end());
+        double sum = 0;
+        for (double score : scores)
+          sum += std::exp(score - top);
+        double rowLse = top + std::log(sum);
+        lse[(b * kHeads + h) * numRows + i] = rowLse;
+        for (int64_t j = 0; j < static_cast<int64_t>(scores.size()); ++j)
+          for (int64_t d = 0; d < kDim; ++d)
+            out[((i * kBatch + b) * kHeads + h) * kDim + d] +=
+                std::exp(scores[j] - rowLse) *
+                v[((j * kBatch + b) * kKvHeads + kvHead) * kDim + d];
+      }
+    }
+  return {out, lse};
+}
+
+} // namespace
+
+TEST_CASE("balanced blocks round the full ring are attention over every key",
+          "[kernels]") {
+  std::mt19937 rng(44);
+  for (int64_t size : {2, 3}) {
+    const int64_t seqLen = 2 * size * kChunk;
+    auto q = randomValues(seqLen * kRowQ, rng, 2.0);
+    auto k = randomValues(seqLen * kRowKv, rng, 2.0);
+    auto v = randomValues(seqLen * kRowKv, rng);
+    for (int64_t rank = 0; rank < size; ++rank) {
+      INFO("cp " << size << ", rank " << rank);
+      auto qRows = balancedRows(q, size, rank, kRowQ);
+      auto [wantOut, wantLse] = referenceAttention(
+          qRows,
+          rowPositions(SequenceSplit::Balanced, rank, size, kBalancedLen),
+          kBalancedLen, k, v);
+      // Step t holds the block of rank - t mod size: every rank's, own first.
+      auto block = [&](int64_t keyRank) {
+        return balancedBlock(qRows, balancedRows(k, size, keyRank, kRowKv),
+                             balancedRows(v, size, keyRank, kRowKv), size, rank,
+                             keyRank);
+      };
+      Partial merged = block(rank);
+      for (int64_t step = 1; step < size; ++step) {
+        int64_t keyRank = (rank - step + size) % size;
+        Partial next = block(keyRank);
+        // A later rank's block holds keys after every query of the early
+        // chunk: those rows see none (out 0, lse kEmptyRowLse).
+        if (keyRank > rank)
+          for (int64_t b = 0; b < kBatch; ++b)
+            for (int64_t h = 0; h < kHeads; ++h)
+              for (int64_t i = 0; i < kChunk; ++i) {
+                REQUIRE(next.lse[(b * kHeads + h) * kBalancedLen + i] ==
+                        kEmptyRowLse);
+                for (int64_t d = 0; d < kDim; ++d)
+                  REQUIRE(next.out.at(((i * kBatch + b) * kHeads + h) * kDim +
+                                      d) == 0.0);
+              }
+        merged = merge(merged, next);
+      }
+      REQUIRE(maxRelativeError(merged.out.values(), wantOut) < 1e-6);
+      REQUIRE(maxRelativeError(widen(merged.lse), wantLse) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("a balanced block's gradient, rows that see no key included, "
+          "matches finite differences",
+          "[kernels]") {
+  std::mt19937 rng(45);
+  auto q = randomValues(kBalancedLen * kRowQ, rng, 2.0);
+  auto k = randomValues(kBalancedLen * kRowKv, rng, 2.0);
+  auto v = randomValues(kBalancedLen * kRowKv, rng);
+  auto dout = randomValues(kBalancedLen * kRowQ, rng);
+  auto dlse = randomValues(kBalancedLse, rng);
+  std::vector<float> dlseF(dlse.begin(), dlse.end());
+  // cp 2: the own block (two causal pairs and a full one), rank 1's keys
+  // at rank 0 (its early chunk sees none) and rank 0's at rank 1 (its late
+  // chunk, keys 3c.., is seen by nobody: dk and dv 0 there).
+  for (auto [rank, keyRank] :
+       {std::pair<int64_t, int64_t>{0, 0}, {0, 1}, {1, 0}}) {
+    INFO("rank " << rank << ", keys of rank " << keyRank);
+    Partial forward = balancedBlock(q, k, v, 2, rank, keyRank);
+    RowPositions queries =
+        rowPositions(SequenceSplit::Balanced, rank, 2, kBalancedLen);
+    RowPositions keys =
+        rowPositions(SequenceSplit::Balanced, keyRank, 2, kBalancedLen);
+    Tensor qt(kF64, q), kt(kF64, k), vt(kF64, v), dt(kF64, dout);
+    Tensor dq(kF64, q.size()), dk(kF64, k.size()), dv(kF64, v.size());
+    cpu::attentionGrad({.q = qt.cview(),
+                        .k = kt.cview(),
+                        .v = vt.cview(),
+                        .out = forward.out.cview(),
+                        .dout = dt.cview(),
+                        .lse = forward.lse.data(),
+                        .dlse = dlseF.data(),
+                        .dq = dq.view(),
+                        .dk = dk.view(),
+                        .dv = dv.view(),
+                        .seqLen = kBalancedLen,
+                        .batch = kBatch,
+                        .numHeads = kHeads,
+                        .numKvHeads = kKvHeads,
+                        .headDim = kDim,
+                        .kvSeqLen = kBalancedLen,
+                        .queryStart = queries.start,
+                        .keyStart = keys.start,
+                        .querySecondRow = queries.secondRow,
+                        .querySecondStart = queries.secondStart,
+                        .keySecondRow = keys.secondRow,
+                        .keySecondStart = keys.secondStart});
+    // An empty row's lse is the constant kEmptyRowLse: its term has no
+    // gradient, and at 1e30 it would swamp the differences, so the
+    // objective leaves it out.
+    auto objective = [&](const std::vector<double> &qs,
+                         const std::vector<double> &ks,
+                         const std::vector<double> &vs) {
+      Partial p = balancedBlock(qs, ks, vs, 2, rank, keyRank);
+      double sum = weightedSum(dout, p.out.values());
+      for (int64_t row = 0; row < kBalancedLse; ++row)
+        if (p.lse[row] != kEmptyRowLse)
+          sum += dlse[row] * p.lse[row];
+      return sum;
+    };
+    const double step = 1.0 / 256; // lse's f32 rounding, as above
+    auto numericDq = numericGradient(
+        q, [&](const auto &x) { return objective(x, k, v); }, step);
+    auto numericDk = numericGradient(
+        k, [&](const auto &x) { return objective(q, x, v); }, step);
+    auto numericDv = numericGradient(
+        v, [&](const auto &x) { return objective(q, k, x); }, step);
+    CHECK(maxRelativeError(dq.values(), numericDq) < 1e-3);
+    CHECK(maxRelativeError(dk.values(), numericDk) < 1e-3);
+    CHECK(maxRelativeError(dv.values(), numericDv) < 1e-3);
+    if (rank == 1 && keyRank == 0)
+      for (int64_t i = kChunk * kRowKv; i < kBalancedLen * kRowKv; ++i)
+        REQUIRE((dk.at(i) == 0.0 && dv.at(i) == 0.0));
   }
 }

@@ -178,7 +178,8 @@ TEST_CASE("in place: only collectives may write a buffer they read", "[plan]") {
   REQUIRE_FALSE(findContractViolation(split));
 }
 
-TEST_CASE("op schema: ring_shift moves one rank along a chain of its axis",
+TEST_CASE("op schema: ring_shift moves one rank along a chain of its axis "
+          "or round the ring",
           "[plan]") {
   Plan plan = linearPlan(/*tp=*/2);
   Instruction &update = plan.instructions[indexOf(plan, "adamw")];
@@ -201,4 +202,14 @@ TEST_CASE("op schema: ring_shift moves one rank along a chain of its axis",
   plan.instructions[at].attrs["first"] = int64_t{2};
   REQUIRE(violation(plan) ==
           prefix + "op schema: first 2 is not a rank of tp (2)");
+  // The whole ring (the balanced split's): wrap 1, from rank 0 only.
+  plan.instructions[at].attrs["first"] = int64_t{0};
+  plan.instructions[at].attrs["wrap"] = int64_t{1};
+  REQUIRE_FALSE(findContractViolation(plan));
+  plan.instructions[at].attrs["wrap"] = int64_t{2};
+  REQUIRE(violation(plan) == prefix + "op schema: wrap 2 is not 0 or 1");
+  plan.instructions[at].attrs["wrap"] = int64_t{1};
+  plan.instructions[at].attrs["first"] = int64_t{1};
+  REQUIRE(violation(plan) == prefix + "op schema: a wrapping ring_shift takes "
+                                      "the whole ring: first must be 0, got 1");
 }
