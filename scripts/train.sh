@@ -7,16 +7,19 @@
 # validation token files (scripts/prepare-data.py, docs/data.md), and the
 # run prints the validation loss before and after training. Without the
 # package (not Debian) it falls back to this repository's documentation.
+# Every step also goes to out/train/log.csv (sharc-run --log, flushed per
+# step: plot it mid-run), and out/train/loss.svg is its plot.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 model=${MODEL:-$root/models/minimind.yaml}
 run=${RUN:-$root/models/kjv.run.yaml}
 steps=${STEPS:-10}
+log=${LOG:-$root/out/train/log.csv}
 # Two simulated ranks with every tensor-parallel optimisation by default.
 flags=${SHARC_FLAGS---mode tp_sp_async_vp --tp 2}
 "$root/scripts/build.sh"
-mkdir -p "$root/out"
+mkdir -p "$root/out" "$(dirname "$log")"
 plan="$root/out/$(basename "$model" .yaml).plan"
 # The tokenizer's vocabulary is the model's; a byte-level BPE needs 300 ids.
 vocab=$(sed -n 's/^ *vocab_size: *\([0-9]*\).*/\1/p' "$model" | head -n 1)
@@ -45,4 +48,8 @@ fi
 "$build/bin/sharc" compile "$model" --run "$run" -o "$plan" $flags
 "$build/bin/sharc" compile "$model" --run "$run" --report $flags
 echo "compiled $model -> $plan; training $steps steps"
-"$build/bin/sharc-run" "$plan" --steps "$steps" "${datargs[@]}" "$@"
+"$build/bin/sharc-run" "$plan" --steps "$steps" "${datargs[@]}" --log "$log" \
+  "$@"
+svg="$(dirname "$log")/loss.svg"
+python3 "$root/scripts/plot-training.py" "$log" "$svg"
+echo "training log $log, plotted in $svg"

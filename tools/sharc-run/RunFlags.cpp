@@ -30,7 +30,7 @@ const char *kUsage =
     "                 [--validate DENSE_PLAN | --compare-cpu]\n"
     "                 [--trace FILE.json] [--timeout SECONDS]\n"
     "                 [--val-data FILE [--eval-every N] [--eval-batches N]]\n"
-    "                 [--save-every N [--keep-last K]]\n"
+    "                 [--save-every N [--keep-last K]] [--log FILE.csv]\n"
     "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
     "                 (a sweep `sharc bench` compiled; BenchRunner.h)\n"
     "  --backend       auto (default): cuda when this build has it and the\n"
@@ -44,6 +44,11 @@ const char *kUsage =
     "                  its first --eval-batches batches (16) before the\n"
     "                  first step, every --eval-every steps and after the\n"
     "                  last\n"
+    "  --log FILE.csv  write one CSV row per step and per evaluation,\n"
+    "                  flushed as each is written (plot it while the run\n"
+    "                  goes on: scripts/plot-training.py); columns step,\n"
+    "                  kind (train|val), loss, lr, grad_norm, tokens_per_s,\n"
+    "                  step_s, elapsed_s, val_loss, val_ppl (docs/data.md)\n"
     "  --save-every N  also write CKPT-stepNNNNNN.safetensors every N steps\n"
     "                  (--save CKPT names them), keeping the last\n"
     "                  --keep-last K (3); every checkpoint is atomic\n"
@@ -167,6 +172,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       SHARC_TRY(needValue(options.dumpPath));
     } else if (flag == "--trace") {
       SHARC_TRY(needValue(options.tracePath));
+    } else if (flag == "--log") {
+      SHARC_TRY(needValue(options.logPath));
     } else if (flag == "--validate") {
       // The dense plan may follow; without it, PLAN.dense (what `sharc
       // compile --with-dense-reference` writes beside the plan).
@@ -217,8 +224,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
   if (options.compareCpu)
     options.validatePath = options.planPath;
   // An output may never replace an input of the same run.
-  for (const std::string *output :
-       {&options.savePath, &options.dumpPath, &options.tracePath})
+  for (const std::string *output : {&options.savePath, &options.dumpPath,
+                                    &options.tracePath, &options.logPath})
     for (const std::string *input : {&options.planPath, &options.loadPath,
                                      &options.dataPath, &options.valPath})
       if (!output->empty() && !input->empty() && sameFile(*output, *input))
@@ -230,6 +237,7 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
     for (const auto &[flag, value] : {std::pair{"--load", &options.loadPath},
                                       {"--save", &options.savePath},
                                       {"--dump-outputs", &options.dumpPath},
+                                      {"--log", &options.logPath},
                                       {"--data", &options.dataPath},
                                       {"--val-data", &options.valPath}})
       if (!value->empty())

@@ -28,6 +28,7 @@ struct RunFlags {
   std::string dataPath; ///< empty: synthetic
   std::string loadPath, savePath, dumpPath;
   std::string tracePath;    ///< Chrome trace of the last step; empty: none
+  std::string logPath;      ///< --log: CSV of every step; empty: none
   std::string validatePath; ///< the dense plan to validate against
   bool poison = false;
   bool check = false;

@@ -4,7 +4,7 @@
 // |
 //   --synthetic] [--load CKPT] [--save CKPT] [--dump-outputs FILE]
 //   [--poison] [--check] [--quiet] [--validate DENSE_PLAN | --compare-cpu]
-//   [--trace FILE] [--timeout SECONDS]
+//   [--trace FILE] [--timeout SECONDS] [--log FILE.csv]
 // stdout: one line per step and a summary. Errors go to stderr as
 // `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
 // checkpoint), 1 for a failure at run time. `mpirun -np P sharc-run PLAN
@@ -28,6 +28,7 @@
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchRunner.h"
 #include "tools/sharc-run/RunFlags.h"
+#include "tools/sharc-run/TrainLog.h"
 #include "tools/sharc-run/Training.h"
 
 #include <chrono>
@@ -133,6 +134,15 @@ int run(const RunFlags &options, bool stepsGiven,
           "process: launch without mpirun"));
     return validate(options, *plan, stepsGiven);
   }
+  // Opened before any work, so that a path it cannot write fails at once;
+  // under mpirun the first process writes it, as every other file.
+  std::optional<training::TrainLog> trainLog;
+  if (!options.logPath.empty() && processes->writesFiles()) {
+    auto opened = training::TrainLog::open(options.logPath);
+    if (!opened)
+      return fail(opened.status());
+    trainLog = std::move(*opened);
+  }
   if (!options.quiet) {
     // The memory a run takes is known before it starts: say it first.
     MemoryReport report = buildMemoryReport(*plan);
@@ -229,17 +239,24 @@ int run(const RunFlags &options, bool stepsGiven,
       return fail(fromFile.status());
     valLoader = std::move(*fromFile);
   }
+  auto runStart = std::chrono::steady_clock::now();
+  auto secondsSinceStart = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         runStart)
+        .count();
+  };
   auto evaluate = [&](int64_t step) -> Status {
     auto result = training::evaluate(rt, *valLoader, options.evalBatches);
     if (!result)
       return result.status();
     std::printf("%s\n", training::formatEval(step, *result).c_str());
     std::fflush(stdout);
+    if (trainLog)
+      return trainLog->writeEval(step, *result, secondsSinceStart());
     return Status::ok();
   };
   training::CheckpointRotation rotation(options.savePath, options.keepLast);
   double baseLr = training::baseLearningRate(*plan);
-  auto runStart = std::chrono::steady_clock::now();
 
   // Where the run starts, so that the first comparison is on the page.
   if (valLoader && options.steps > 0)
@@ -272,13 +289,14 @@ int run(const RunFlags &options, bool stepsGiven,
     if (baseLr >= 0)
       record.lr = baseLr * plan->lrSchedule.factor(step);
     // Wall time per step so far, evaluations and saves included.
-    record.elapsedSeconds = std::chrono::duration<double>(
-                                std::chrono::steady_clock::now() - runStart)
-                                .count();
+    record.elapsedSeconds = secondsSinceStart();
     record.etaSeconds = record.elapsedSeconds / static_cast<double>(i + 1) *
                         static_cast<double>(options.steps - i - 1);
     if (!options.quiet)
       std::printf("%s\n", exec::Metrics::formatStep(record).c_str());
+    if (trainLog)
+      if (Status status = trainLog->writeStep(record); !status)
+        return fail(status);
     // The last step's evaluation comes after --dump-outputs, which must
     // see the training step's outputs.
     if (valLoader && options.evalEvery > 0 && step % options.evalEvery == 0 &&

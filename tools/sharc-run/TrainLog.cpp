@@ -1,0 +1,77 @@
+//===- TrainLog.cpp - sharc-run --log: one CSV row per step ---------------===//
+
+#include "tools/sharc-run/TrainLog.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sys/stat.h>
+
+namespace sharc::training {
+namespace {
+
+const char *kHeader = "step,kind,loss,lr,grad_norm,tokens_per_s,step_s,"
+                      "elapsed_s,val_loss,val_ppl\n";
+
+} // namespace
+
+Result<TrainLog> TrainLog::open(const std::string &path) {
+  // A FIFO or a device would take the rows, or block, without being a log.
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    return Status::invalidInput("--log " + path +
+                                ": not a regular file; name a file to write");
+  std::FILE *file = std::fopen(path.c_str(), "w");
+  if (!file)
+    return Status::invalidInput("--log " + path +
+                                ": cannot write: " + std::strerror(errno));
+  TrainLog log(path, file);
+  SHARC_TRY(log.writeRow(kHeader));
+  return log;
+}
+
+std::string TrainLog::formatNumber(double value, bool unsetBelowZero,
+                                   int maxDigits) {
+  if (std::isnan(value) || (unsetBelowZero && value < 0))
+    return "";
+  char text[40];
+  for (int digits = 6; digits <= std::max(maxDigits, 6); ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  return text;
+}
+
+Status TrainLog::writeStep(const exec::StepRecord &record) {
+  std::string row = std::to_string(record.step) + ",train," +
+                    formatNumber(record.loss) + "," +
+                    formatNumber(record.lr, true) + "," +
+                    formatNumber(record.gradNorm) + "," +
+                    formatNumber(record.tokensPerSecond, false, 6) + "," +
+                    formatNumber(record.seconds) + "," +
+                    formatNumber(record.elapsedSeconds, true) + ",,\n";
+  return writeRow(row);
+}
+
+Status TrainLog::writeEval(int64_t step, const EvalResult &result,
+                           double elapsedSeconds) {
+  std::string row = std::to_string(step) + ",val,,,,,," +
+                    formatNumber(elapsedSeconds, true) + "," +
+                    formatNumber(result.loss) + "," +
+                    formatNumber(std::exp(result.loss), false, 6) + "\n";
+  return writeRow(row);
+}
+
+Status TrainLog::writeRow(const std::string &row) {
+  // Flushed row by row: a plot drawn mid-run sees every finished step.
+  if (std::fputs(row.c_str(), file_.get()) == EOF ||
+      std::fflush(file_.get()) != 0)
+    return Status::runtimeError("--log " + path_ +
+                                ": write failed: " + std::strerror(errno));
+  return Status::ok();
+}
+
+} // namespace sharc::training
