@@ -37,6 +37,80 @@ int64_t bytesSent(const plan::Plan &plan, const plan::Instruction &instr,
   return sent;
 }
 
+/// Whether the rank at `coord` on a ring_shift's axis sends its block: it
+/// and its neighbour `offset` along the axis are on the chain (the whole
+/// ring under wrap), as the runtime decides (executor/RingAttentionOps.cpp).
+bool ringShiftSends(const plan::Instruction &instr, int64_t coord,
+                    int64_t size) {
+  int64_t offset = instr.getInt("offset"), first = instr.getInt("first");
+  bool wrap = instr.getInt("wrap", 0) != 0;
+  auto onChain = [&](int64_t rank) {
+    return wrap || (rank >= first && rank < size);
+  };
+  return onChain(coord) && onChain(coord + offset);
+}
+
+struct AxisTally {
+  int64_t bytes = 0, collectives = 0, transfers = 0, transferBytes = 0;
+};
+
+/// What one rank sends over each axis per step. Ranks differ only by their
+/// stage (the instructions they run) and, for a ring_shift, their coordinate
+/// on its axis (a chain's last rank sends nothing), so each axis tallies
+/// every (stage, coordinate) pair and keeps the one that sends the most;
+/// a plan without stages or chains has one tally, the same on every rank.
+void tallyCommunication(const plan::Plan &plan, MemoryReport &report) {
+  std::map<std::string, std::vector<const plan::Instruction *>> byAxis;
+  int64_t numStages = 1;
+  for (const plan::Instruction &instr : plan.instructions) {
+    if (!isCollective(instr.op) && instr.op != "send" &&
+        instr.op != "ring_shift")
+      continue;
+    byAxis[instr.getString("axis")].push_back(&instr);
+    numStages = std::max(numStages, instr.stage + 1);
+  }
+  for (const auto &[axis, instrs] : byAxis) {
+    int64_t size = plan.axisSize(axis);
+    bool hasChain = std::any_of(instrs.begin(), instrs.end(),
+                                [](const plan::Instruction *instr) {
+                                  return instr->op == "ring_shift";
+                                });
+    bool minSet = false;
+    for (int64_t stage = 0; stage < numStages; ++stage)
+      for (int64_t coord = 0; coord < (hasChain ? size : 1); ++coord) {
+        // On the stage axis itself a rank's coordinate is its stage.
+        if (hasChain && numStages > 1 && axis == plan::kStageAxis &&
+            coord != stage)
+          continue;
+        AxisTally tally;
+        for (const plan::Instruction *instr : instrs) {
+          if (instr->stage >= 0 && instr->stage != stage)
+            continue;
+          if (isCollective(instr->op)) {
+            tally.bytes += bytesSent(plan, *instr, size);
+            tally.collectives += 1;
+          } else if (instr->op == "send" ||
+                     ringShiftSends(*instr, coord, size)) {
+            int64_t numBytes = plan.buffers[instr->operands[0]].numBytes;
+            tally.bytes += numBytes;
+            tally.transferBytes += numBytes;
+            tally.transfers += 1;
+          }
+        }
+        auto [most, isNew] = report.commBytesByAxis.try_emplace(axis, -1);
+        if (tally.bytes > most->second) {
+          most->second = tally.bytes;
+          report.collectivesByAxis[axis] = tally.collectives;
+          report.transfersByAxis[axis] = tally.transfers;
+          report.transferBytesByAxis[axis] = tally.transferBytes;
+        }
+        int64_t &least = report.leastCommBytesByAxis[axis];
+        least = minSet ? std::min(least, tally.bytes) : tally.bytes;
+        minSet = true;
+      }
+  }
+}
+
 } // namespace
 
 MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
@@ -111,13 +185,7 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
     report.peakLoc = at.loc;
   }
 
-  for (const plan::Instruction &instr : plan.instructions) {
-    if (!isCollective(instr.op))
-      continue;
-    std::string axis = instr.getString("axis");
-    report.commBytesByAxis[axis] += bytesSent(plan, instr, plan.axisSize(axis));
-    report.collectivesByAxis[axis] += 1;
-  }
+  tallyCommunication(plan, report);
   return report;
 }
 
@@ -164,13 +232,27 @@ std::string sharc::formatReport(const plan::Plan &plan,
                 mib(report.peakLiveBytes));
   text += line;
   for (const auto &[axis, bytes] : report.commBytesByAxis) {
+    int64_t collectives = report.collectivesByAxis.at(axis);
+    int64_t transfers = report.transfersByAxis.at(axis);
+    int64_t least = report.leastCommBytesByAxis.at(axis);
+    // Collectives alone keep the line they always had.
+    std::string what;
+    if (collectives > 0 || transfers == 0)
+      what = std::to_string(collectives) + " collectives";
+    if (transfers > 0)
+      what += (what.empty() ? "" : " and ") + std::to_string(transfers) +
+              " point-to-point sends";
     std::snprintf(line, sizeof(line),
-                  "  communication over %s: %lld collectives, %.2f MiB sent "
-                  "per rank\n",
-                  axis.c_str(),
-                  static_cast<long long>(report.collectivesByAxis.at(axis)),
-                  mib(bytes));
+                  "  communication over %s: %s, %.2f MiB sent per rank",
+                  axis.c_str(), what.c_str(), mib(bytes));
     text += line;
+    if (least != bytes) {
+      std::snprintf(line, sizeof(line),
+                    " (the busiest rank; the least busy sends %.2f MiB)",
+                    mib(least));
+      text += line;
+    }
+    text += "\n";
   }
   if (report.predictedStepSeconds > 0) {
     std::snprintf(line, sizeof(line), "  predicted step time: %.3f ms\n",
@@ -217,6 +299,25 @@ std::string sharc::reportJson(const plan::Plan &plan,
     firstAxis = false;
   }
   json += "}";
+  // Only a plan with point-to-point transfers (pipeline stages, ring
+  // attention) has the key, so the others' JSON is as it was.
+  bool anyTransfers = false;
+  for (const auto &[axis, count] : report.transfersByAxis)
+    anyTransfers |= count > 0;
+  if (anyTransfers) {
+    json += ", \"transfer_bytes_by_axis\": {";
+    firstAxis = true;
+    for (const auto &[axis, bytes] : report.transferBytesByAxis) {
+      if (report.transfersByAxis.at(axis) == 0)
+        continue;
+      std::snprintf(field, sizeof(field), "%s\"%s\": %lld",
+                    firstAxis ? "" : ", ", axis.c_str(),
+                    static_cast<long long>(bytes));
+      json += field;
+      firstAxis = false;
+    }
+    json += "}";
+  }
   if (pipeline && !pipeline->stages.empty())
     json += ", \"pipeline\": " + pipelineReportJson(*pipeline);
   json += "}\n";

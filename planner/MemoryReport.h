@@ -40,9 +40,20 @@ struct MemoryReport {
   int64_t peakInstruction = -1;
   std::string peakOp, peakLoc;
   int64_t peakLiveBytes = 0;
-  /// Bytes one rank sends per step, by mesh axis (ring algorithms).
+  /// By mesh axis (a reduction over several names them joined by ','):
+  /// the bytes the rank that sends the most over it sends per step, and
+  /// its collectives and point-to-point transfers there. A collective
+  /// counts its ring algorithm's share; a `send` (pipeline stages) and a
+  /// `ring_shift` the rank sends on (ring attention) their whole operand.
+  /// Without stages or chains every rank sends alike.
   std::map<std::string, int64_t> commBytesByAxis;
   std::map<std::string, int64_t> collectivesByAxis;
+  std::map<std::string, int64_t> transfersByAxis;
+  /// Of commBytesByAxis, what that rank's point-to-point transfers send.
+  std::map<std::string, int64_t> transferBytesByAxis;
+  /// The least any rank sends over the axis (pipeline stages at the ends,
+  /// a chain's last rank).
+  std::map<std::string, int64_t> leastCommBytesByAxis;
   double predictedStepSeconds = 0; ///< 0 when no cost model was given
 };
 

@@ -39,7 +39,8 @@ const char *kUsage =
     "         [--output_plot FILE] [--backend auto|cpu|cuda]\n"
     "         [--work-dir DIR] [--machine MACHINE.yaml] [--compile-only]\n"
     "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
-    "         [--fuse_adds] [--fuse_norm_rope] [--schedule defer|latency]\n"
+    "         [--fuse_adds] [--fuse_norm_rope]\n"
+    "         [--fuse_projections[=all|gate_up]] [--schedule defer|latency]\n"
     "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp (ddp and tp\n"
     "         runners: the batch in one pass), cp pp tp_cp tp_pp pp_cp\n"
     "         tp_cp_pp (the general runner: num_microbatches of\n"
@@ -65,7 +66,11 @@ const char *kUsage =
     "                  second warm-up step is captured)\n"
     "  --fuse_adds, --fuse_norm_rope, --schedule latency  compile every\n"
     "                  point as `sharc compile --fuse-adds`,\n"
-    "                  `--fuse-norm-rope`, `--schedule latency` would\n";
+    "                  `--fuse-norm-rope`, `--schedule latency` would\n"
+    "  --fuse_projections[=all|gate_up]  compile every point as `sharc\n"
+    "                  compile --fuse-projections[=all|gate_up]` would: one\n"
+    "                  GEMM for q/k/v and one for gate/up (all, the\n"
+    "                  default), or for gate/up alone\n";
 
 int badFlags(const std::string &message) {
   std::fprintf(stderr, "sharc: error: %s\n%s", message.c_str(), kUsage);
@@ -102,6 +107,10 @@ std::string checkConfig(const BenchConfig &c) {
     return "--backend takes auto, cpu or cuda, not '" + c.backend + "'";
   if (c.schedule != "defer" && c.schedule != "latency")
     return "--schedule takes defer or latency, not '" + c.schedule + "'";
+  if (c.fuseProjections != "none" && c.fuseProjections != "all" &&
+      c.fuseProjections != "gate_up")
+    return "--fuse_projections takes all or gate_up, not '" +
+           c.fuseProjections + "'";
   if (c.numHiddenLayers.size() > 1 && c.seqLens.size() > 1)
     return "at most one of --num_hidden_layers and --seq_len may hold "
            "several values";
@@ -162,6 +171,13 @@ parseBenchFlags(const std::vector<std::string> &args) {
       c.fuseAdds = true;
     } else if (flag == "--fuse_norm_rope") {
       c.fuseNormRope = true;
+    } else if (flag == "--fuse_projections") {
+      c.fuseProjections = "all";
+    } else if (flag.rfind("--fuse_projections=", 0) == 0) {
+      // The value only after '=', as `sharc compile` takes it: a bare flag
+      // means all.
+      c.fuseProjections =
+          flag.substr(std::string("--fuse_projections=").size());
     } else if (flag == "--sequence_parallel") {
       c.sequenceParallel = true;
     } else if (flag == "--async_communication") {

@@ -223,6 +223,8 @@ PipelineOptions pipelineOptionsOf(const BenchConfig &config,
     options.recompute = "sp-allgather";
   options.fuseAdds = config.fuseAdds;
   options.fuseNormRope = config.fuseNormRope;
+  options.fuseProjections = config.fuseProjections != "none";
+  options.fuseAttentionProjections = config.fuseProjections != "gate_up";
   return options;
 }
 

@@ -170,6 +170,7 @@ std::string manifestYaml(const BenchConfig &c,
       << "\ncuda_graph: " << (c.cudaGraph ? "true" : "false")
       << "\nfuse_adds: " << (c.fuseAdds ? "true" : "false")
       << "\nfuse_norm_rope: " << (c.fuseNormRope ? "true" : "false")
+      << "\nfuse_projections: " << c.fuseProjections
       << "\nschedule: " << c.schedule << "\npp_schedule: " << c.ppSchedule
       << "\nbatch_policy: " << c.batchPolicy
       << "\nwarmup_iters: " << c.warmupIters

@@ -63,6 +63,9 @@ struct BenchConfig {
   /// latency), as `sharc compile` has them.
   bool fuseAdds = false;
   bool fuseNormRope = false;
+  /// One GEMM for q/k/v and gate/up ("all"), for gate/up alone ("gate_up"),
+  /// or none (`sharc compile --fuse-projections[=all|gate_up]`).
+  std::string fuseProjections = "none";
   std::string schedule = "defer";
 };
 

@@ -1,6 +1,7 @@
 """Checks that `sharc compile --report=json` holds the figures the text
 report prints, for a pipelined plan: every key the JSON had before the
-pipeline object, in its order, then "pipeline" with each stage's memory,
+pipeline object, in its order (with the stages' sends, transfer_bytes_by_axis),
+then "pipeline" with each stage's memory,
 the analytic bubble and, when simulated, the step, the bubble and each
 stage's busy time. A JSON number must round to the text's digits.
 usage: pipeline-json-matches-text.py TEXT JSON SCHEDULE CHUNKS"""
@@ -27,7 +28,7 @@ expected = ["model", "mode", "world_size", "parameter_bytes",
             "gradient_slabs", "largest_slab_bytes", "activation_peak_bytes",
             "io_bytes", "workspace_bytes", "total_bytes", "peak_instruction",
             "peak_op", "peak_loc", "predicted_step_seconds",
-            "comm_bytes_by_axis", "pipeline"]
+            "comm_bytes_by_axis", "transfer_bytes_by_axis", "pipeline"]
 if keys != expected:
     failures.append("keys %s, expected %s" % (keys, expected))
 pipe = report["pipeline"]
