@@ -152,8 +152,41 @@ FailureOr<Value> buildGradNormSq(func::FuncOp func, ArrayRef<Value> grads,
   return reduce.getResult();
 }
 
+/// Bytes of a tensor value (its local shape).
+int64_t bytesOf(Value value) {
+  auto tensor = cast<RankedTensorType>(value.getType());
+  return tensor.getNumElements() *
+         llvm::divideCeil(tensor.getElementTypeBitWidth(), 8);
+}
+
+/// Gathers the updates (in block order) into runs of about `groupBytes` of
+/// gradients: each run's updates move down to just before its last one, so
+/// they are consecutive and the device backend updates them in one launch
+/// (executor findAdamWRuns). A model's updates are otherwise one launch
+/// each (91 for MiniMind, a third of them on 96 or 768 elements), at a few
+/// microseconds of launch and ramp apiece; a run's gradients live until
+/// its last update, at most about groupBytes more than updating each at
+/// once. Moving an update later is safe: its results feed only the return,
+/// and every reader of the parameter already ran before its first place.
+void groupUpdates(MutableArrayRef<AdamWOp> updates, int64_t groupBytes) {
+  llvm::sort(updates, [](AdamWOp a, AdamWOp b) {
+    return a->isBeforeInBlock(b.getOperation());
+  });
+  size_t first = 0;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    bytes += bytesOf(updates[i].getGrad());
+    if (bytes < groupBytes && i + 1 < updates.size())
+      continue;
+    for (size_t k = first; k < i; ++k)
+      updates[k]->moveBefore(updates[i]);
+    first = i + 1;
+    bytes = 0;
+  }
+}
+
 LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
-                           bool keepGradients) {
+                           bool keepGradients, int64_t groupBytes) {
   auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
   // A second run would update every kept gradient's parameter twice a step
   // (with fresh moments each time); sharc-opt lets a user ask for that.
@@ -230,6 +263,8 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     return it == stages.end() ? int64_t{-1} : it->second;
   };
   FloatAttr maxNorm;
+  // The updates placed where their gradient is final (not after a norm).
+  SmallVector<AdamWOp> eager;
   if (hp.gradClip.getValueAsDouble() > 0) {
     std::map<int64_t, SmallVector<Value>> gradsOf;
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
@@ -305,6 +340,8 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     // The updates after the norm keep the parameters' order.
     if (atNorm)
       norm->tail = adamw;
+    else
+      eager.push_back(adamw);
     results.append({adamw.getNewParam(), adamw.getNewM(), adamw.getNewV()});
     resultAttrs.append({outputAttrs(("param:" + name).str(), paramArg),
                         outputAttrs(("m:" + name).str(), mArg),
@@ -320,6 +357,9 @@ LogicalResult addOptimizer(func::FuncOp func, const Hyperparameters &hp,
     results.push_back(norms.rbegin()->second.normSq);
     resultAttrs.push_back(outputAttrs("grad_norm_sq", std::nullopt));
   }
+  // Pipeline stages order their own updates (sharc-pipeline-schedule).
+  if (groupBytes > 0 && stages.empty())
+    groupUpdates(eager, groupBytes);
   setResults(func, results, resultAttrs);
   return success();
 }
@@ -330,7 +370,7 @@ struct AdamWPass : sharc::impl::AdamWBase<AdamWPass> {
     Builder builder(&getContext());
     Hyperparameters hp = readHyperparameters(getOperation(), builder);
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(addOptimizer(func, hp, keepGradients)))
+      if (failed(addOptimizer(func, hp, keepGradients, groupBytes)))
         return signalPassFailure();
   }
 };

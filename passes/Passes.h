@@ -33,10 +33,13 @@ struct PipelineOptions {
   std::string cpComm = "a2a";
   std::string cpSplit = "balanced";
   bool sequenceParallel = false, vocabParallel = false;
-  std::string recompute = "none";       ///< "none" or "sp-allgather"
-  int64_t bucketBytes = 25 << 20;       ///< data-parallel gradient buckets
-  bool withOptimizer = true;            ///< add the AdamW update
-  bool keepGradients = false;           ///< also return every gradient
+  std::string recompute = "none"; ///< "none" or "sp-allgather"
+  int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
+  bool withOptimizer = true;      ///< add the AdamW update
+  bool keepGradients = false;     ///< also return every gradient
+  /// A step without collectives gathers its optimizer updates into runs of
+  /// this many gradient bytes, one launch each (sharc-adamw's group-bytes).
+  int64_t updateGroupBytes = 25 << 20;
   bool fuseProjections = false;         ///< one GEMM for q/k/v and for gate/up
   bool fuseAttentionProjections = true; ///< q/k/v as well as gate/up
   bool fuseAdds = false;     ///< sums into the GEMMs that produce them

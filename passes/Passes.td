@@ -24,7 +24,11 @@ def Autodiff : Pass<"sharc-autodiff", "::mlir::ModuleOp"> {
 def AdamW : Pass<"sharc-adamw", "::mlir::ModuleOp"> {
   let summary = "add the AdamW update of every parameter";
   let options = [Option<"keepGradients", "keep-gradients", "bool", "false",
-                        "also return the gradients">];
+                        "also return the gradients">,
+                 Option<"groupBytes", "group-bytes", "int64_t", "0",
+                        "gather the updates into runs of about this many "
+                        "bytes of gradients, one launch each (0: each "
+                        "update where its gradient is final)">];
   let description = [{
     For each `grad:<name>` result, adds two moment arguments
     (`sharc.state = "m:<name>"` and `"v:<name>"`, zero at the start, the
@@ -34,7 +38,10 @@ def AdamW : Pass<"sharc-adamw", "::mlir::ModuleOp"> {
     The gradient results are dropped unless `keep-gradients` is set (the
     validation plans compare them). Hyperparameters come from the module's
     `sharc.optimizer` dictionary (written by the builder from the run
-    config).
+    config). Each update goes where its gradient is final; with
+    `group-bytes`, consecutive updates gather until their gradients reach
+    that size and run together at the last of them (one launch on a
+    device), the clipped ones and pipeline stages' aside.
   }];
 }
 
