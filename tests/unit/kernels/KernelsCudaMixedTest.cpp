@@ -97,7 +97,7 @@ TEST_CASE("a grouped cuda adamw mixes master and plain updates, cpu's bits",
   if (sharc::kernels::cuda::deviceCount() == 0)
     std::exit(77);
   std::mt19937 rng(99);
-  // Across the kernel's 16384-element chunks, unaligned, with and without
+  // Across the kernel's 4096-element chunks, unaligned, with and without
   // a master, in one launch.
   struct Member {
     int64_t numel, offset;

@@ -495,9 +495,10 @@ TEST_CASE("a grouped cuda adamw equals the cpu's bits, tensor by tensor",
           "[gpu]") {
   if (sharc::kernels::cuda::deviceCount() == 0)
     std::exit(77);
-  // Sizes below, at and across the kernel's 16384-element chunks; unaligned
-  // tensors (offset 1); both storage types; each tensor its own step, lr
-  // and weight decay, read from a device table of scalars.
+  // Sizes below, at and across the kernel's 4096-element chunks and its
+  // batches of vector steps; unaligned tensors (offset 1); both storage types;
+  // each tensor its own step, lr and weight decay, read from a device table of
+  // scalars.
   struct Member {
     DType dtype;
     int64_t numel, offset, step;
@@ -507,7 +508,11 @@ TEST_CASE("a grouped cuda adamw equals the cpu's bits, tensor by tensor",
                             {DType::BF16, 16384, 0, 2, 2e-3, 0.1},
                             {DType::F32, 40000, 1, 3, 5e-4, 0.01},
                             {DType::BF16, 50001, 1, 4, 1e-4, 0.1},
-                            {DType::F32, 1, 0, 5, 1e-2, 0.0}};
+                            {DType::F32, 1, 0, 5, 1e-2, 0.0},
+                            // aligned, ending inside a thread's batch of
+                            // vector steps, then 3 scalar elements
+                            {DType::BF16, 19467, 0, 6, 3e-4, 0.05},
+                            {DType::F32, 70000, 0, 7, 1e-3, 0.01}};
   std::mt19937 rng(71);
   std::vector<std::unique_ptr<Pair>> tensors; // param, m, v, grad per member
   std::vector<AdamWArgs> hostArgs, deviceArgs;
