@@ -19,24 +19,10 @@
 #     scripts/gpu-session.sh sweep peers
 # and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench.
 #
-# What the next one-GPU session should run first (nothing of the sixth
-# session ran on a GPU): the kernel cases (packed swiglu, ring attention
-# under the balanced split, the ring's partial-tile mask), parity of the
-# plans that are new since, and the gate/up fusion beside the dense step:
-#   scripts/gpu-session.sh kernels attention   (the attention kernel's masks
-#     changed for every caller; attention: its TFLOP/s against the last)
-#   PARITY_PLANS="small-f32-dense-gateup small-bf16-dense-gateup \
-#     small-f32-dense-fused small-bf16-dense-fused small-f32-cp-ring \
-#     small-bf16-cp-ring small-f32-tp_cp-ring small-bf16-tp_cp-ring \
-#     small-f32-pp-interleaved-clip small-bf16-pp-interleaved-clip \
-#     small-f32-cp-ring-balanced small-bf16-cp-ring-balanced \
-#     small-f32-tp_cp-ring-balanced small-bf16-tp_cp-ring-balanced \
-#     small-f32-cp4-ring-balanced small-bf16-cp4-ring-balanced \
-#     small-f32-dense small-bf16-dense small-f32-tp_cp small-bf16-tp_cp" \
-#     scripts/gpu-session.sh parity
-#   BENCH_MODES="dense dense-fused dense-gateup dense-normrope-adds \
-#     dense-gateup-normrope-adds dense-h4096-normrope-adds \
-#     dense-h4096-gateup-normrope-adds" BENCH_FLAGS=--cuda-graph \
+# On one GPU, everything the sixth session queued ran in the seventh
+# (docs/benchmarks.md); multi-rank plans run there with --share-gpus:
+#   PARITY_PLANS="small-f32-cp-ring-balanced ..." scripts/gpu-session.sh parity
+#   BENCH_MODES="dense dense-normrope-adds" BENCH_FLAGS=--cuda-graph \
 #     PEERS="dense 8 2048 4 compile" scripts/gpu-session.sh bench peers
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
