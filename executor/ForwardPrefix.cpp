@@ -24,8 +24,8 @@ bool isPersistent(const plan::Buffer &buffer) {
 /// updates in place.
 std::vector<int64_t> writes(const plan::Instruction &instr, const OpDef *def) {
   std::vector<int64_t> written = instr.results;
-  for (size_t k = 0; k < instr.operands.size() && k < 32; ++k)
-    if (def && (def->updatedOperands >> k) & 1)
+  for (size_t k = 0; k < instr.operands.size(); ++k)
+    if (def && def->updates(k))
       written.push_back(instr.operands[k]);
   return written;
 }

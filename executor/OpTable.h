@@ -178,8 +178,12 @@ struct OpDef {
   int numOperands = 0;
   int numResults = 0;
   /// Bit k set: operand k is updated in place (adamw's param, m and v), so
-  /// the hazard check counts it as written.
+  /// the hazard check counts it as written. Only the first 32 operands can
+  /// be; a variadic op (sum_squares over a stage's gradients) has more.
   uint32_t updatedOperands = 0;
+  bool updates(size_t operand) const {
+    return operand < 32 && (updatedOperands >> operand & 1u);
+  }
   /// The last this many of the numOperands may be left out (adamw's
   /// grad_norm_sq).
   int optionalOperands = 0;

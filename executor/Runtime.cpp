@@ -157,10 +157,8 @@ Status Runtime::checkFinite(RankState &rank, const BoundInstr &bound) {
   std::vector<const TensorRef *> written;
   for (const TensorRef &ref : bound.call.results)
     written.push_back(&ref);
-  // updatedOperands has a bit for each of the first 32 operands; a
-  // sum_squares over a stage's gradients has more, none updated.
-  for (size_t k = 0; k < bound.call.operands.size() && k < 32; ++k)
-    if (bound.def->updatedOperands >> k & 1)
+  for (size_t k = 0; k < bound.call.operands.size(); ++k)
+    if (bound.def->updates(k))
       written.push_back(&bound.call.operands[k]);
   for (const TensorRef *ref : written) {
     // A slab others view (a DDP bucket) may hold alignment gaps no view

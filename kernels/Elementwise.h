@@ -20,16 +20,9 @@
 // device counter the caller zeroed.
 #pragma once
 
+#include "kernels/HostDevice.h"
 #include "kernels/TensorView.h"
 #include "planner/plan/Status.h"
-
-// The index map below runs on both sides (the same definition as in
-// kernels/SequencePositions.h, which may come first or after).
-#ifdef __CUDACC__
-#define SHARC_HOST_DEVICE __host__ __device__
-#else
-#define SHARC_HOST_DEVICE
-#endif
 
 namespace sharc::kernels {
 

@@ -1,6 +1,5 @@
 //===- SequencePositions.h - global positions of a rank's rows --*- C++ -*-===//
-// defines: SequenceSplit, RowPositions, rowPositions, balancedChunk,
-//          SHARC_HOST_DEVICE
+// defines: SequenceSplit, RowPositions, rowPositions, balancedChunk
 //
 // Context parallelism splits the sequence (dimension 0 of the sequence-first
 // activations) over the n ranks of an axis; a rank holds L = S / n rows.
@@ -16,13 +15,9 @@
 // row (the tile bounds of kernels/cuda/Attention.cu rely on it).
 #pragma once
 
-#include <cstdint>
+#include "kernels/HostDevice.h"
 
-#ifdef __CUDACC__
-#define SHARC_HOST_DEVICE __host__ __device__
-#else
-#define SHARC_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace sharc::kernels {
 
