@@ -9,6 +9,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <map>
 
 namespace sharc {
@@ -160,23 +161,29 @@ int64_t bytesOf(Value value) {
 }
 
 /// Gathers the updates (in block order) into runs of about `groupBytes` of
-/// gradients: each run's updates move down to just before its last one, so
-/// they are consecutive and the device backend updates them in one launch
-/// (executor findAdamWRuns). A model's updates are otherwise one launch
-/// each (91 for MiniMind, a third of them on 96 or 768 elements), at a few
-/// microseconds of launch and ramp apiece; a run's gradients live until
-/// its last update, at most about groupBytes more than updating each at
-/// once. Moving an update later is safe: its results feed only the return,
-/// and every reader of the parameter already ran before its first place.
+/// gradients, or an eighth of all of them where that is less: each run's
+/// updates move down to just before its last one, so they are consecutive
+/// and the device backend updates them in one launch (executor
+/// findAdamWRuns). A model's updates are otherwise one launch each (91 for
+/// MiniMind, a third of them on 96 or 768 elements), at a few microseconds
+/// of launch and ramp apiece; a run's gradients live until its last
+/// update, so the gradient arena grows by at most the smaller bound (an
+/// eighth keeps a small model's from holding every gradient at once).
+/// Moving an update later is safe: its results feed only the return, and
+/// every reader of the parameter already ran before its first place.
 void groupUpdates(MutableArrayRef<AdamWOp> updates, int64_t groupBytes) {
   llvm::sort(updates, [](AdamWOp a, AdamWOp b) {
     return a->isBeforeInBlock(b.getOperation());
   });
+  int64_t total = 0;
+  for (AdamWOp update : updates)
+    total += bytesOf(update.getGrad());
+  int64_t runBytes = std::min(groupBytes, total / 8);
   size_t first = 0;
   int64_t bytes = 0;
   for (size_t i = 0; i < updates.size(); ++i) {
     bytes += bytesOf(updates[i].getGrad());
-    if (bytes < groupBytes && i + 1 < updates.size())
+    if (bytes < runBytes && i + 1 < updates.size())
       continue;
     for (size_t k = first; k < i; ++k)
       updates[k]->moveBefore(updates[i]);

@@ -37,9 +37,10 @@ struct PipelineOptions {
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
   bool withOptimizer = true;      ///< add the AdamW update
   bool keepGradients = false;     ///< also return every gradient
-  /// A step without collectives gathers its optimizer updates into runs of
-  /// this many gradient bytes, one launch each (sharc-adamw's group-bytes).
-  int64_t updateGroupBytes = 25 << 20;
+  /// Optimizer updates gathered into runs of this many gradient bytes (or
+  /// an eighth of all, if less), one launch each (sharc-adamw's
+  /// group-bytes; not under dp, whose buckets are such runs already).
+  int64_t updateGroupBytes = 8 << 20;
   bool fuseProjections = false;         ///< one GEMM for q/k/v and for gate/up
   bool fuseAttentionProjections = true; ///< q/k/v as well as gate/up
   bool fuseAdds = false;     ///< sums into the GEMMs that produce them

@@ -27,8 +27,9 @@ def AdamW : Pass<"sharc-adamw", "::mlir::ModuleOp"> {
                         "also return the gradients">,
                  Option<"groupBytes", "group-bytes", "int64_t", "0",
                         "gather the updates into runs of about this many "
-                        "bytes of gradients, one launch each (0: each "
-                        "update where its gradient is final)">];
+                        "bytes of gradients (or an eighth of all, if less), "
+                        "one launch each (0: each update where its gradient "
+                        "is final)">];
   let description = [{
     For each `grad:<name>` result, adds two moment arguments
     (`sharc.state = "m:<name>"` and `"v:<name>"`, zero at the start, the
@@ -40,8 +41,9 @@ def AdamW : Pass<"sharc-adamw", "::mlir::ModuleOp"> {
     `sharc.optimizer` dictionary (written by the builder from the run
     config). Each update goes where its gradient is final; with
     `group-bytes`, consecutive updates gather until their gradients reach
-    that size and run together at the last of them (one launch on a
-    device), the clipped ones and pipeline stages' aside.
+    that size (or an eighth of all the gradients, if less) and run together
+    at the last of them (one launch on a device), the clipped ones and
+    pipeline stages' aside.
   }];
 }
 

@@ -107,14 +107,10 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer) {
-    // Only a step without collectives gathers its updates: data
-    // parallelism's buckets are runs already, and under tp or cp the
-    // updates one at a time fill the collectives' overlap windows (grouped,
-    // MiniMind tp's predicted step went from 8.31 to 8.42 ms).
-    bool collectives = options.dpSize > 1 || options.tpSize > 1 ||
-                       options.cpSize > 1 || options.ppSize > 1;
-    pm.addPass(createAdamW(
-        {options.keepGradients, collectives ? 0 : options.updateGroupBytes}));
+    // Data parallelism's buckets are runs of updates already.
+    pm.addPass(
+        createAdamW({options.keepGradients,
+                     options.dpSize > 1 ? 0 : options.updateGroupBytes}));
   }
   if (options.fuseNormRope)
     pm.addPass(createFuseNormRope());

@@ -107,6 +107,12 @@ private:
   int64_t rankWithStage(const Rank &rank, int64_t stage) const;
   int64_t indexOf(const Rank &rank) const;
 
+  /// Nodes the runtime launches with the update before them (an optimizer
+  /// update right after another in the plan, on its stream and stage, that
+  /// does not wait, after one that does not signal: executor
+  /// findAdamWRuns): they pay no launch of their own.
+  std::vector<bool> joinsUpdateRun;
+
   const ScheduleGraph &graph;
   const StreamAssignment &streams;
   const Machine &machine;
@@ -135,6 +141,18 @@ Simulator::Simulator(const ScheduleGraph &graph,
   for (size_t node = 0; node < graph.size(); ++node)
     if (graph[node].op == "send")
       sendOfTag[graph[node].tag] = static_cast<int64_t>(node);
+  auto isUpdate = [&](int64_t node) {
+    return graph[node].op == "adamw" || graph[node].op == "adamw_master";
+  };
+  joinsUpdateRun.assign(graph.size(), false);
+  for (size_t i = 1; i < order.size(); ++i) {
+    int64_t node = order[i], before = order[i - 1];
+    joinsUpdateRun[node] = isUpdate(node) && isUpdate(before) &&
+                           streams.stream[node] == streams.stream[before] &&
+                           graph[node].stage == graph[before].stage &&
+                           streams.waits[node].empty() &&
+                           streams.signals[before].empty();
+  }
   ranks.resize(worldSize);
   for (int64_t r = 0; r < worldSize; ++r) {
     Rank &rank = ranks[r];
@@ -298,6 +316,8 @@ bool Simulator::advance(Rank &rank, Stream &stream) {
     if (!readyTime(rank, node, stream.freeAt, start))
       return moved;
     double seconds = nodeSeconds(machine, record);
+    if (joinsUpdateRun[node])
+      seconds -= machine.launchOverhead;
     double end = start + seconds;
     // Local copies (slice_to_rank, replicate) move no bytes: no meeting.
     auto [groupSize, key] =

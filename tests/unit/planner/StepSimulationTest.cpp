@@ -288,6 +288,39 @@ TEST_CASE("ranks of a plan without stages predict the one-rank step",
   }
 }
 
+TEST_CASE("a run of optimizer updates pays one launch, as the runtime "
+          "groups it",
+          "[planner]") {
+  // An all_reduce on the communication stream, then three updates of 1 ms
+  // each; the third reads the all_reduce's result, so it waits for it and
+  // starts its own launch (executor findAdamWRuns' rule).
+  ScheduleGraph graph(4);
+  graph[0].op = "all_reduce";
+  graph[0].kind = NodeKind::Collective;
+  graph[0].axis = "tp";
+  graph[0].commBytes = 1'000'000;
+  for (int64_t node : {1, 2, 3}) {
+    graph[node].op = "adamw";
+    graph[node].flops = kMilli;
+  }
+  graph[3].inputs = {0};
+  Machine machine = roundMachine();
+  machine.launchOverhead = 1e-3;
+  std::vector<int64_t> order = {0, 1, 2, 3};
+  StreamAssignment streams = assignStreams(graph, order);
+  REQUIRE(streams.waits[3].size() == 1);
+  Timeline timeline = simulate(graph, streams, order, machine);
+  //  compute |launch + adamw 0-2|adamw 2-3|launch + adamw 3-5|
+  REQUIRE(timeline.end[1] == Approx(2e-3));
+  REQUIRE(timeline.end[2] == Approx(3e-3));
+  REQUIRE(timeline.end[3] == Approx(5e-3));
+  // Other ops in a row each pay their launch.
+  for (int64_t node : {1, 2, 3})
+    graph[node].op = "add";
+  streams = assignStreams(graph, order);
+  REQUIRE(simulate(graph, streams, order, machine).end[3] == Approx(6e-3));
+}
+
 TEST_CASE("the trace shows every rank and an arrow per transfer", "[planner]") {
   PipelineRun run =
       pipeline(2, 1, 2, 1'000'000, [](int64_t) { return gpipe(2); });
