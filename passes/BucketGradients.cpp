@@ -29,15 +29,28 @@ int64_t numBytes(Value value) {
 /// The op after which `value` is ready (a block argument: the block start).
 Operation *readyAfter(Value value) { return value.getDefiningOp(); }
 
+/// Whether `sync`'s result leaves the step as a parameter's gradient.
+bool returnsGradient(func::FuncOp func, AllReduceOp sync) {
+  for (OpOperand &use : sync.getY().getUses())
+    if (isa<func::ReturnOp>(use.getOwner()) &&
+        getResultString(func, use.getOperandNumber(), kOutputAttr)
+            .starts_with("grad:"))
+      return true;
+  return false;
+}
+
 /// A gradient sync over dp (or over a group of axes with dp, "dp,cp" when
-/// context parallelism also splits the tokens) that can join a bucket. The
-/// planner reduces a bucket in place, in one slab, so the sync must be the
-/// gradient's only reader: another one would see the sum instead of this
-/// rank's partial.
-bool isBucketable(AllReduceOp op) {
+/// context parallelism also splits the tokens), or over cp alone, that can
+/// join a bucket. The planner reduces a bucket in place, in one slab, so
+/// the sync must be the gradient's only reader: another one would see the
+/// sum instead of this rank's partial.
+bool isBucketable(func::FuncOp func, AllReduceOp op) {
   SmallVector<StringRef> axes = splitAxes(op.getAxis());
   PlacementAttr synced = getPlacement(op.getY().getType());
-  return llvm::is_contained(axes, "dp") &&
+  bool gradientSync =
+      llvm::is_contained(axes, "dp") ||
+      (llvm::is_contained(axes, "cp") && returnsGradient(func, op));
+  return gradientSync &&
          llvm::all_of(axes,
                       [&](StringRef axis) {
                         return synced.getAxis(axis) ==
@@ -67,7 +80,7 @@ int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync,
 void bucket(func::FuncOp func, int64_t bucketBytes) {
   SmallVector<AllReduceOp> syncs;
   func.walk([&](AllReduceOp op) {
-    if (isBucketable(op))
+    if (isBucketable(func, op))
       syncs.push_back(op);
   });
   // In the order the backward makes the gradients ready.

@@ -309,7 +309,7 @@ def BucketGradients : Pass<"sharc-bucket-gradients", "::mlir::ModuleOp"> {
   let description = [{
     After autodiff, the gradient of every data-parallel parameter ends in
     its own all_reduce over dp (over `dp,cp` when context parallelism splits
-    the tokens as well). This pass groups them, in the order the backward
+    the tokens as well, over cp alone without dp). This pass groups them, in the order the backward
     produces the gradients (last layer first), into buckets of at most
     `bucket-bytes` (DDP's default 25 MiB), each one all_reduce_coalesced
     placed right after its last gradient is ready, so that a bucket can

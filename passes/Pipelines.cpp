@@ -102,15 +102,16 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // After fusing, so fused weights are built once for all microbatches;
   // before bucketing, so each dp gradient sync runs once per step.
   pm.addPass(createMicrobatch());
-  if (options.dpSize > 1)
+  // Context parallelism syncs gradients over cp as dp does over dp.
+  bool buckets = options.dpSize > 1 || options.cpSize > 1;
+  if (buckets)
     pm.addPass(createBucketGradients({options.bucketBytes}));
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer) {
-    // Data parallelism's buckets are runs of updates already.
-    pm.addPass(
-        createAdamW({options.keepGradients,
-                     options.dpSize > 1 ? 0 : options.updateGroupBytes}));
+    // Gradient buckets (dp, cp) are runs of updates already.
+    pm.addPass(createAdamW(
+        {options.keepGradients, buckets ? 0 : options.updateGroupBytes}));
   }
   if (options.fuseNormRope)
     pm.addPass(createFuseNormRope());

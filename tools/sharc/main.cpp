@@ -91,7 +91,7 @@ void printUsage(FILE *out) {
                "         [--cp-split balanced|contiguous (rank r holds chunks "
                "r and 2N-1-r of 2N,\n"
                "          even causal work; or block r; default balanced)]\n"
-               "         [--bucket-bytes N (data-parallel gradient buckets, "
+               "         [--bucket-bytes N (dp and cp gradient buckets, "
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
                "[--keep-grads] [--no-optimizer]\n"
@@ -370,9 +370,9 @@ int compile(const CompileFlags &flags) {
       pipeline.tpSize == 1)
     return usageError("--sp and --vp need tensor parallelism (--tp N, N > 1)");
   // Flags the layout would drop without a word are errors instead.
-  if (flags.bucketBytes && pipeline.dpSize == 1)
-    return usageError("--bucket-bytes sizes data-parallel gradient buckets; "
-                      "it needs --dp N, N > 1");
+  if (flags.bucketBytes && pipeline.dpSize == 1 && pipeline.cpSize == 1)
+    return usageError("--bucket-bytes sizes the gradient buckets of data and "
+                      "context parallelism; it needs --dp N or --cp N, N > 1");
   if (pipeline.recompute == "sp-allgather" && !pipeline.sequenceParallel)
     return usageError("--recompute sp-allgather re-gathers sequence-parallel "
                       "inputs; it needs --sp");
