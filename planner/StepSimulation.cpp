@@ -176,6 +176,7 @@ Simulator::Simulator(const ScheduleGraph &graph,
     timeline.start.assign(graph.size(), kNotRun);
     timeline.end.assign(graph.size(), kNotRun);
     timeline.waitSeconds.assign(graph.size(), 0.0);
+    timeline.sharedLaunch = joinsUpdateRun;
     timeline.stream = streams.stream;
     timeline.busySeconds.assign(numStreams, 0.0);
   }

@@ -64,6 +64,15 @@ std::string waited(const Timeline &timeline, size_t node) {
   return ",\"wait_us\":" + micros(timeline.waitSeconds[node]);
 }
 
+/// ",\"launch\":0" when the node paid no launch of its own (it rode on
+/// the launch of its run of updates), else "": calibration subtracts one
+/// launch per node that paid one.
+std::string sharedLaunch(const Timeline &timeline, size_t node) {
+  return node < timeline.sharedLaunch.size() && timeline.sharedLaunch[node]
+             ? ",\"launch\":0"
+             : "";
+}
+
 /// A flow arrow (Chrome's "s" and "f" events, bound to the enclosing
 /// slices) from each send to the recv that waited for it.
 void appendTransfers(std::string &json, const std::vector<Timeline> &perRank,
@@ -105,7 +114,7 @@ void appendNodes(std::string &json, size_t rank, const Timeline &timeline,
             ",\"ts\":" + micros(timeline.start[node]) +
             ",\"dur\":" + micros(timeline.end[node] - timeline.start[node]) +
             ",\"args\":{\"node\":" + std::to_string(node) +
-            waited(timeline, node) + "}},\n";
+            waited(timeline, node) + sharedLaunch(timeline, node) + "}},\n";
   }
 }
 

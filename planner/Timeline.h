@@ -35,6 +35,9 @@ struct Timeline {
   /// Per node, the part of its interval spent waiting for other ranks (a
   /// recv for its send, a collective for its group's last member).
   std::vector<double> waitSeconds;
+  /// Per node, whether it rode on the launch of the update before it (a
+  /// run of adamw that the runtime launches once): it paid no launch.
+  std::vector<bool> sharedLaunch;
   /// Some node waits for an event no runnable node signals; the nodes that
   /// never ran have NaN times and are left out of every total.
   bool deadlocked = false;

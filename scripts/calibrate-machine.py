@@ -31,11 +31,13 @@ LOWEST, HIGHEST = 0.05, 4.0
 
 
 def compute_times(path, key):
-    """Per op name: (total microseconds, count) of rank 0's compute ops."""
+    """Per op name: [total microseconds, count, launches] of rank 0's
+    compute ops; a simulated node marked "launch": 0 rode on the launch of
+    its run of updates (one launch per run, as the runtime groups them)."""
     with open(path) as f:
         trace = json.load(f)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    totals = collections.defaultdict(lambda: [0.0, 0])
+    totals = collections.defaultdict(lambda: [0.0, 0, 0])
     for event in events:
         if event.get("ph") != "X" or event.get("pid", 0) != 0:
             continue
@@ -44,6 +46,7 @@ def compute_times(path, key):
         total = totals[event["name"]]
         total[0] += event["dur"]
         total[1] += 1
+        total[2] += 0 if event["args"].get("launch", 1) == 0 else 1
     return totals
 
 
@@ -67,21 +70,21 @@ def main():
 
     simulated = compute_times(args.sim, "node")
     measured = compute_times(args.trace, "instr")
-    busy = sum(total for total, _ in measured.values())
+    busy = sum(total for total, _, _ in measured.values())
     scale = args.step_ms * 1e3 / busy if args.step_ms else 1.0
 
     efficiency = {}
     print(f"{'op':<24}{'count':>6}{'model us':>11}{'measured us':>13}"
           f"{'efficiency':>12}")
     for op in sorted(simulated, key=lambda o: -measured.get(o, [0])[0]):
-        sim_total, count = simulated[op]
+        sim_total, count, launches = simulated[op]
         if op not in measured or measured[op][1] != count:
             print(f"{op}: {count} simulated, "
-                  f"{measured.get(op, [0, 0])[1]} measured; left at 1",
+                  f"{measured.get(op, [0, 0, 0])[1]} measured; left at 1",
                   file=sys.stderr)
             continue
-        roofline = sim_total - launch_us * count
-        spent = measured[op][0] * scale - launch_us * count
+        roofline = sim_total - launch_us * launches
+        spent = measured[op][0] * scale - launch_us * launches
         if roofline <= 0:
             continue
         value = min(HIGHEST, max(LOWEST, roofline / max(spent, 1e-9)))

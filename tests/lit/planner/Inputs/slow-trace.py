@@ -1,6 +1,8 @@
 """Turns a simulated trace into a 'measured' one: every op of the names
 given takes the launch plus FACTOR times its roofline, the others as
-simulated. usage: slow-trace.py SIM.json OUT.json LAUNCH_US FACTOR OP..."""
+simulated; a node marked "launch": 0 (it rode on its run's launch) has no
+launch in its time. usage: slow-trace.py SIM.json OUT.json LAUNCH_US FACTOR
+OP..."""
 import json
 import sys
 
@@ -13,6 +15,7 @@ for event in events:
     if event.get("ph") != "X":
         continue
     if event["name"] in slow:
-        event["dur"] = launch + factor * (event["dur"] - launch)
+        paid = 0.0 if event.get("args", {}).get("launch", 1) == 0 else launch
+        event["dur"] = paid + factor * (event["dur"] - paid)
     event.setdefault("args", {})["instr"] = event["args"].pop("node", 0)
 json.dump(trace, open(out, "w"))
