@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Plot a `sharc-run --log` CSV as an SVG line chart (standard library only).
 
-usage: scripts/plot-training.py LOG.csv OUT.svg
+usage: scripts/plot-training.py [LABEL=]LOG.csv [[LABEL=]LOG2.csv ...] OUT.svg
 
 The top panel has the training loss per step (a line) and the validation
 loss at each evaluation (a dashed line through markers); the bottom panel,
 when the log has them, the tokens/s per step. The log may belong to a run
 still going on: every finished step is in it (sharc-run flushes each row).
-The columns are in docs/data.md.
+The columns are in docs/data.md. Several logs share the axes, one color a
+run, named by LABEL (the file's name without .csv by default): sharc's run
+beside scripts/torch-twin-train.py's, say.
 """
 import csv
 import math
@@ -19,6 +21,9 @@ WIDTH, LEFT, RIGHT = 760, 78, 20
 TOP, LOSS_H, GAP, RATE_H, BOTTOM = 44, 300, 56, 130, 46
 COLORS = {"train loss": "#1f77b4", "val loss": "#d62728",
           "tokens/s": "#2ca02c"}
+# One color a run when several logs share a chart.
+RUN_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+              "#8c564b"]
 
 
 def read_log(path):
@@ -111,9 +116,8 @@ class Panel:
         w(f'<text x="18" y="{mid}" text-anchor="middle" '
           f'transform="rotate(-90 18 {mid})">{escape(self.ylabel)}</text>')
 
-    def series(self, name, points, dashed=False, markers=False):
+    def series(self, name, points, color, dashed=False, markers=False):
         """One polyline per series; markers where points are sparse."""
-        color = COLORS[name]
         coords = " ".join(f"{self.x(s):.1f},{self.y(v):.1f}"
                           for s, v in points)
         dash = ' stroke-dasharray="5,4"' if dashed else ""
@@ -126,50 +130,73 @@ class Panel:
                                 f'cy="{self.y(v):.1f}" r="3.5" fill="{color}"/>')
 
 
-def legend(out, top, names):
-    # Upper right: a falling loss leaves that corner empty.
-    x = WIDTH - RIGHT - 120
-    out.append(f'<rect x="{x - 8}" y="{top + 6}" width="120" '
-               f'height="{18 * len(names) + 4}" fill="white" '
+def legend(out, top, entries):
+    """entries: (name, color, dashed). Upper right: a falling loss leaves
+    that corner empty."""
+    box = max(120, 40 + 7 * max(len(name) for name, _, _ in entries))
+    x = WIDTH - RIGHT - box
+    out.append(f'<rect x="{x - 8}" y="{top + 6}" width="{box}" '
+               f'height="{18 * len(entries) + 4}" fill="white" '
                f'fill-opacity="0.85" stroke="#ccc"/>')
-    for i, name in enumerate(names):
+    for i, (name, color, dashed) in enumerate(entries):
         y = top + 16 + 18 * i
-        dash = ' stroke-dasharray="5,4"' if name == "val loss" else ""
+        dash = ' stroke-dasharray="5,4"' if dashed else ""
         out.append(f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" '
-                   f'stroke="{COLORS[name]}" stroke-width="2"{dash}/>')
-        out.append(f'<text x="{x + 30}" y="{y + 4}">{name}</text>')
+                   f'stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{x + 30}" y="{y + 4}">{escape(name)}</text>')
 
 
-def plot(log_path, svg_path):
-    train, val, rate = read_log(log_path)
-    if not train and not val:
-        sys.exit(f"plot-training: error: {log_path}: no training or "
-                 "validation rows yet")
-    steps = [s for s, _ in train + val + rate]
+def plot(runs, svg_path):
+    """runs: (label, log path); one log plots as it always has, several
+    share the axes with a color a run and the label before each name."""
+    logs = []
+    for label, path in runs:
+        try:
+            train, val, rate = read_log(path)
+        except (OSError, UnicodeDecodeError, csv.Error) as error:
+            sys.exit(f"plot-training: error: {path}: {error}")
+        if not train and not val:
+            sys.exit(f"plot-training: error: {path}: no training or "
+                     "validation rows yet")
+        logs.append((label, train, val, rate))
+    every = [p for _, train, val, rate in logs for p in train + val + rate]
+    steps = [s for s, _ in every]
     xticks = nice_ticks(min(steps), max(steps), whole=True)
-    height = TOP + LOSS_H + (GAP + RATE_H if rate else 0) + BOTTOM
+    rates = [v for *_, rate in logs for _, v in rate]
+    height = TOP + LOSS_H + (GAP + RATE_H if rates else 0) + BOTTOM
+    title = " vs ".join(os.path.basename(path) for _, path in runs)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
            f'height="{height}" font-family="sans-serif" font-size="12">',
            f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
            f'<text x="{WIDTH / 2}" y="24" text-anchor="middle" '
-           f'font-size="15">Training loss: '
-           f'{escape(os.path.basename(log_path))}</text>']
-    loss = Panel(out, TOP, LOSS_H, xticks, [v for _, v in train + val], "loss")
+           f'font-size="15">Training loss: {escape(title)}</text>']
+    losses = [v for _, train, val, _ in logs for _, v in train + val]
+    loss = Panel(out, TOP, LOSS_H, xticks, losses, "loss")
     loss.axes()
-    names = []
-    if train:
-        loss.series("train loss", train)
-        names.append("train loss")
-    if val:
-        loss.series("val loss", val, dashed=True, markers=True)
-        names.append("val loss")
-    if rate:
-        speed = Panel(out, TOP + LOSS_H + GAP, RATE_H, xticks,
-                      [v for _, v in rate], "tokens/s")
+    speed = None
+    if rates:
+        speed = Panel(out, TOP + LOSS_H + GAP, RATE_H, xticks, rates,
+                      "tokens/s")
         speed.axes()
-        speed.series("tokens/s", rate)
-        names.append("tokens/s")
-    legend(out, TOP, names)
+    entries = []
+    for i, (label, train, val, rate) in enumerate(logs):
+        def name(kind):
+            return f"{label} {kind}" if len(logs) > 1 else kind
+
+        def color(kind):
+            return RUN_COLORS[i % len(RUN_COLORS)] if len(logs) > 1 \
+                else COLORS[kind]
+        if train:
+            loss.series(name("train loss"), train, color("train loss"))
+            entries.append((name("train loss"), color("train loss"), False))
+        if val:
+            loss.series(name("val loss"), val, color("val loss"),
+                        dashed=True, markers=True)
+            entries.append((name("val loss"), color("val loss"), True))
+        if rate:
+            speed.series(name("tokens/s"), rate, color("tokens/s"))
+            entries.append((name("tokens/s"), color("tokens/s"), False))
+    legend(out, TOP, entries)
     out.append("</svg>")
     tmp = svg_path + ".tmp"
     with open(tmp, "w") as f:
@@ -178,12 +205,19 @@ def plot(log_path, svg_path):
 
 
 def main(argv):
-    if len(argv) != 3 or argv[1] in ("-h", "--help"):
-        sys.exit("usage: plot-training.py LOG.csv OUT.svg")
+    if len(argv) < 3 or argv[1] in ("-h", "--help"):
+        sys.exit("usage: plot-training.py [LABEL=]LOG.csv "
+                 "[[LABEL=]LOG2.csv ...] OUT.svg")
+    runs = []
+    for arg in argv[1:-1]:
+        label, sep, path = arg.partition("=")
+        if not sep or not label or os.path.exists(arg):
+            label, path = os.path.basename(arg).removesuffix(".csv"), arg
+        runs.append((label, path))
     try:
-        plot(argv[1], argv[2])
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        sys.exit(f"plot-training: error: {argv[1]}: {error}")
+        plot(runs, argv[-1])
+    except OSError as error:
+        sys.exit(f"plot-training: error: {argv[-1]}: {error}")
 
 
 if __name__ == "__main__":
