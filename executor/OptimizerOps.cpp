@@ -18,6 +18,7 @@
 
 #include "kernels/AdamW.h"
 #include "kernels/SumSquares.h"
+#include "planner/plan/UpdateRuns.h"
 
 #include <tuple>
 #include <utility>
@@ -120,19 +121,17 @@ Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
 std::vector<AdamWRun> findAdamWRuns(const plan::Plan &plan) {
   std::vector<AdamWRun> runs;
   const auto &instrs = plan.instructions;
+  auto slot = [&](size_t k) {
+    return plan::UpdateSlot{.op = instrs[k].op,
+                            .stream = instrs[k].stream,
+                            .stage = instrs[k].stage,
+                            .waits = !instrs[k].waits.empty(),
+                            .signals = !instrs[k].signals.empty()};
+  };
   for (size_t i = 0; i < instrs.size();) {
-    auto isUpdate = [&](size_t k) {
-      return instrs[k].op == "adamw" || instrs[k].op == "adamw_master";
-    };
-    if (!isUpdate(i)) {
-      ++i;
-      continue;
-    }
     size_t last = i;
-    while (last + 1 < instrs.size() && isUpdate(last + 1) &&
-           instrs[last + 1].stream == instrs[i].stream &&
-           instrs[last + 1].stage == instrs[i].stage &&
-           instrs[last + 1].waits.empty() && instrs[last].signals.empty())
+    while (last + 1 < instrs.size() &&
+           plan::joinsUpdateRun(slot(last), slot(last + 1)))
       ++last;
     if (last > i)
       runs.push_back({static_cast<int64_t>(i), static_cast<int64_t>(last)});

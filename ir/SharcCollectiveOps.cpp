@@ -15,10 +15,6 @@ using namespace sharc::placement;
 
 namespace {
 
-RankedTensorType tensorOf(Value value) {
-  return cast<RankedTensorType>(value.getType());
-}
-
 /// The mesh axes as "dp, tp", for messages.
 std::string meshAxisNames(MeshAttr mesh) {
   std::string names;
@@ -109,11 +105,6 @@ LogicalResult verifySplitShape(Operation *op, Value whole, Value block,
              << " differ other than by a whole factor on dim " << dim;
   }
   return success();
-}
-
-int64_t bytesOf(Value value) {
-  auto type = tensorOf(value);
-  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
 }
 
 /// `like`'s shape and element type with placement `code` on `axis`.
@@ -269,20 +260,20 @@ int64_t ReplicateOp::getFlops() { return 0; }
 int64_t TransferOp::getFlops() { return 0; }
 
 int64_t AllReduceOp::getNumBytesSent(int64_t n) {
-  return 2 * (n - 1) * bytesOf(getX()) / n;
+  return 2 * (n - 1) * tensorBytes(getX()) / n;
 }
 int64_t AllGatherOp::getNumBytesSent(int64_t n) {
-  return (n - 1) * bytesOf(getX());
+  return (n - 1) * tensorBytes(getX());
 }
 int64_t ReduceScatterOp::getNumBytesSent(int64_t n) {
-  return (n - 1) * bytesOf(getY());
+  return (n - 1) * tensorBytes(getY());
 }
 int64_t AllToAllOp::getNumBytesSent(int64_t n) {
-  return (n - 1) * bytesOf(getX()) / n; // keeps one of its n pieces
+  return (n - 1) * tensorBytes(getX()) / n; // keeps one of its n pieces
 }
 int64_t SliceToRankOp::getNumBytesSent(int64_t) { return 0; }
 int64_t ReplicateOp::getNumBytesSent(int64_t) { return 0; }
-int64_t TransferOp::getNumBytesSent(int64_t) { return bytesOf(getX()); }
+int64_t TransferOp::getNumBytesSent(int64_t) { return tensorBytes(getX()); }
 
 //===----------------------------------------------------------------------===//
 // VJPs: each collective's transpose

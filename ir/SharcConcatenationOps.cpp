@@ -14,10 +14,6 @@ using namespace sharc;
 
 namespace {
 
-RankedTensorType tensorOf(Value value) {
-  return cast<RankedTensorType>(value.getType());
-}
-
 /// Checks that `pieces` concatenated along `dim` give `whole`: one rank,
 /// element type and placement, equal extents but along `dim`, and there the
 /// sum.

@@ -12,11 +12,17 @@ using namespace sharc;
 #define GET_OP_CLASSES
 #include "ir/SharcOps.cpp.inc"
 
-namespace {
-
-RankedTensorType tensorOf(Value value) {
+RankedTensorType sharc::tensorOf(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
+
+int64_t sharc::tensorBytes(Value value) {
+  RankedTensorType tensor = tensorOf(value);
+  return tensor.getNumElements() *
+         llvm::divideCeil(tensor.getElementTypeBitWidth(), 8);
+}
+
+namespace {
 
 /// Checks that two values have the same shape and element type.
 LogicalResult verifySameType(Operation *op, Value a, StringRef aName, Value b,

@@ -19,6 +19,13 @@
 #include "ir/SharcOps.h.inc"
 
 namespace sharc {
+/// `value`'s ranked tensor type (what every sharc op takes and returns).
+mlir::RankedTensorType tensorOf(mlir::Value value);
+/// Bytes of a tensor value at its local shape: elements times the element's
+/// bytes (a sub-byte type rounded up to a byte). Collectives' traffic, the
+/// planner's memory traffic, buckets and optimizer runs all count with it.
+int64_t tensorBytes(mlir::Value value);
+
 /// attention's and attention_block's results for q: out of q's type, lse
 /// [B, Hq, S] f32 split where q's batch and heads are.
 mlir::LogicalResult

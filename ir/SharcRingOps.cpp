@@ -14,10 +14,6 @@ using namespace sharc;
 
 namespace {
 
-RankedTensorType tensorOf(Value value) {
-  return cast<RankedTensorType>(value.getType());
-}
-
 /// [B, H, S] for an [S, B, H * D] output with H heads.
 SmallVector<int64_t> lseShapeOf(Value out, int64_t numHeads) {
   auto shape = tensorOf(out).getShape();
@@ -122,10 +118,7 @@ LogicalResult RingShiftOp::verify() {
 }
 
 int64_t RingShiftOp::getFlops() { return 0; }
-int64_t RingShiftOp::getNumBytesSent(int64_t) {
-  return tensorOf(getX()).getNumElements() *
-         tensorOf(getX()).getElementTypeBitWidth() / 8;
-}
+int64_t RingShiftOp::getNumBytesSent(int64_t) { return tensorBytes(getX()); }
 
 FailureOr<SmallVector<Value>>
 RingShiftOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {

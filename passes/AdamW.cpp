@@ -153,13 +153,6 @@ FailureOr<Value> buildGradNormSq(func::FuncOp func, ArrayRef<Value> grads,
   return reduce.getResult();
 }
 
-/// Bytes of a tensor value (its local shape).
-int64_t bytesOf(Value value) {
-  auto tensor = cast<RankedTensorType>(value.getType());
-  return tensor.getNumElements() *
-         llvm::divideCeil(tensor.getElementTypeBitWidth(), 8);
-}
-
 /// Gathers the updates (in block order) into runs of about `groupBytes` of
 /// gradients, or an eighth of all of them where that is less: each run's
 /// updates move down to just before its last one, so they are consecutive
@@ -177,12 +170,12 @@ void groupUpdates(MutableArrayRef<AdamWOp> updates, int64_t groupBytes) {
   });
   int64_t total = 0;
   for (AdamWOp update : updates)
-    total += bytesOf(update.getGrad());
+    total += tensorBytes(update.getGrad());
   int64_t runBytes = std::min(groupBytes, total / 8);
   size_t first = 0;
   int64_t bytes = 0;
   for (size_t i = 0; i < updates.size(); ++i) {
-    bytes += bytesOf(updates[i].getGrad());
+    bytes += tensorBytes(updates[i].getGrad());
     if (bytes < runBytes && i + 1 < updates.size())
       continue;
     for (size_t k = first; k < i; ++k)

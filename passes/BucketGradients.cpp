@@ -21,11 +21,6 @@ using namespace sharc;
 
 namespace {
 
-int64_t numBytes(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
-}
-
 /// The op after which `value` is ready (a block argument: the block start).
 Operation *readyAfter(Value value) { return value.getDefiningOp(); }
 
@@ -107,7 +102,7 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
         cast<RankedTensorType>(sync.getX().getType()).getElementType(),
         sync.getAxisAttr(), stageOfGradient(func, sync, stages),
         stageOfGradient(func, sync, chunks)};
-    int64_t bytes = numBytes(sync.getX());
+    int64_t bytes = tensorBytes(sync.getX());
     auto it = open.find(element);
     if (it == open.end() || (it->second.numBytes + bytes > bucketBytes &&
                              it->second.numBytes > 0)) {

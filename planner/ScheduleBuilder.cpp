@@ -9,11 +9,6 @@ using namespace sharc;
 
 namespace {
 
-int64_t numBytes(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
-}
-
 std::string dtypeOf(Operation *op) {
   for (Value value : op->getOperands())
     if (auto type = dyn_cast<RankedTensorType>(value.getType())) {
@@ -37,7 +32,7 @@ std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
   if (auto coalesced = dyn_cast<AllReduceCoalescedOp>(op)) {
     int64_t n = sizeOf(coalesced.getAxis()), bytes = 0;
     for (Value x : coalesced.getXs())
-      bytes += 2 * (n - 1) * numBytes(x) / n;
+      bytes += 2 * (n - 1) * tensorBytes(x) / n;
     return {bytes, coalesced.getAxis().str()};
   }
   auto axis = op->getAttrOfType<StringAttr>("axis");
@@ -58,7 +53,7 @@ std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
   // Pipeline transfers run on the communication stream too; the receiver
   // sends nothing.
   if (auto send = dyn_cast<SendOp>(op))
-    return {numBytes(send.getX()), axis.str()};
+    return {tensorBytes(send.getX()), axis.str()};
   if (isa<RecvOp>(op))
     return {0, axis.str()};
   return {0, ""}; // slice_to_rank and replicate move nothing between ranks
@@ -107,7 +102,7 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
         if (auto it = indexOf.find(producer); it != indexOf.end())
           node.inputs.push_back(it->second);
       node.reads.push_back(bufferOf.lookup(operand));
-      node.memBytes += numBytes(operand);
+      node.memBytes += tensorBytes(operand);
     }
     // adamw writes its parameter, moments and master in place.
     if (auto adamw = dyn_cast<AdamWOp>(op)) {
@@ -119,7 +114,7 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     } else
       for (Value result : op->getResults()) {
         node.writes.push_back(bufferOf.lookup(result));
-        node.memBytes += numBytes(result);
+        node.memBytes += tensorBytes(result);
       }
     if (auto cost = dyn_cast<CostOpInterface>(op))
       node.flops = cost.getFlops();

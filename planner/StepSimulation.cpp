@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/StepSimulation.h"
+#include "planner/plan/UpdateRuns.h"
 
 #include <algorithm>
 #include <cmath>
@@ -107,10 +108,9 @@ private:
   int64_t rankWithStage(const Rank &rank, int64_t stage) const;
   int64_t indexOf(const Rank &rank) const;
 
-  /// Nodes the runtime launches with the update before them (an optimizer
-  /// update right after another in the plan, on its stream and stage, that
-  /// does not wait, after one that does not signal: executor
-  /// findAdamWRuns): they pay no launch of their own.
+  /// Nodes the runtime launches with the update before them
+  /// (plan::joinsUpdateRun, the rule executor findAdamWRuns applies): they
+  /// pay no launch of their own.
   std::vector<bool> joinsUpdateRun;
 
   const ScheduleGraph &graph;
@@ -141,18 +141,17 @@ Simulator::Simulator(const ScheduleGraph &graph,
   for (size_t node = 0; node < graph.size(); ++node)
     if (graph[node].op == "send")
       sendOfTag[graph[node].tag] = static_cast<int64_t>(node);
-  auto isUpdate = [&](int64_t node) {
-    return graph[node].op == "adamw" || graph[node].op == "adamw_master";
+  auto slot = [&](int64_t node) {
+    return plan::UpdateSlot{.op = graph[node].op,
+                            .stream = streams.stream[node],
+                            .stage = graph[node].stage,
+                            .waits = !streams.waits[node].empty(),
+                            .signals = !streams.signals[node].empty()};
   };
   joinsUpdateRun.assign(graph.size(), false);
-  for (size_t i = 1; i < order.size(); ++i) {
-    int64_t node = order[i], before = order[i - 1];
-    joinsUpdateRun[node] = isUpdate(node) && isUpdate(before) &&
-                           streams.stream[node] == streams.stream[before] &&
-                           graph[node].stage == graph[before].stage &&
-                           streams.waits[node].empty() &&
-                           streams.signals[before].empty();
-  }
+  for (size_t i = 1; i < order.size(); ++i)
+    joinsUpdateRun[order[i]] =
+        plan::joinsUpdateRun(slot(order[i - 1]), slot(order[i]));
   ranks.resize(worldSize);
   for (int64_t r = 0; r < worldSize; ++r) {
     Rank &rank = ranks[r];
