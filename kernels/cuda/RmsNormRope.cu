@@ -18,7 +18,9 @@
 // bf16, CUDA events per instruction): the kernels are bound by latency,
 // not DRAM (q and k took the same time). Blocks that walked several
 // positions with a barrier and a shared cos/sin table per position took
-// 21 us (forward) and 30 us (backward) per call.
+// 21 us (forward) and 30 us (backward) per call. Heads whose halves are
+// whole 16-byte vectors (MiniMind's 96, 128) take the vector path,
+// RmsNormRopeVec.cu, first; these kernels take the rest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +28,7 @@
 
 #include "kernels/Rope.h"
 #include "kernels/cuda/Launch.h"
+#include "kernels/cuda/RmsNormRopeVec.h"
 #include "kernels/cuda/RmsNormVec.h"
 
 #include <cuda_bf16.h>
@@ -428,6 +431,8 @@ Status rmsNormRope(const RmsNormRopeArgs &args, DeviceStream stream) {
                       {args.x.dtype, args.w.dtype, args.y.dtype});
   if (!pack)
     return pack.status();
+  if (rmsNormRopeVec(args, stream))
+    return launchStatus("rmsNormRopeVecKernel");
   int64_t units = args.batch * args.numHeads;
   int64_t tiles = args.seqLen * ceilDiv(units, kUnits);
   if (tiles <= 0)
@@ -461,7 +466,9 @@ Status rmsNormRopeGrad(const RmsNormRopeGradArgs &args, DeviceStream stream) {
     return Status::invalidInput(
         "rmsNormRopeGradKernel: no scratch, " +
         std::to_string(rmsNormRopeGradScratchBytes(args)) + " bytes needed");
-  if (blocks > 0) {
+  if (blocks > 0 && rmsNormRopeGradVec(args, blocks, stream)) {
+    SHARC_TRY(launchStatus("rmsNormRopeGradVecKernel"));
+  } else if (blocks > 0) {
     if (*pack == 2 &&
         !pairsAligned({args.x.data, args.w.data, args.dy.data, args.dx.data},
                       args.x.dtype))
