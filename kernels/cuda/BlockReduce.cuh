@@ -3,8 +3,9 @@
 // Shared by the dense and the vocab-parallel cross entropy: which labels
 // count (kernels/CrossEntropy.h: any label outside [0, validVocab) is
 // ignored) and a block reduction whose result has the same bits in every
-// thread and on every run; and by both RMSNorm paths, the sum over a team
-// of threads that owns one row.
+// thread and on every run; by both RMSNorm paths, the sum over a team of
+// threads that owns one row; and by both norm + rope paths, a block's dw
+// row summed over its warps in order.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -70,6 +71,20 @@ __device__ __forceinline__ float teamSum(float value, int teamLanes,
     total += scratch[firstWarp + w];
   __syncthreads();
   return total;
+}
+
+/// out[c] = the sum of rows[0][c] .. rows[kRows - 1][c] for c < cols, in
+/// row order (the same bits on every run). Call after a barrier that made
+/// the rows visible; the block's threads share the columns.
+template <int kRows, int kCols>
+__device__ inline void sumRowsInOrder(const float (&rows)[kRows][kCols],
+                                      int cols, float *out) {
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    float sum = rows[0][c];
+    for (int r = 1; r < kRows; ++r)
+      sum += rows[r][c];
+    out[c] = sum;
+  }
 }
 
 } // namespace sharc::kernels::cuda

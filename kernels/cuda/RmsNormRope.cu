@@ -27,6 +27,7 @@
 #include "kernels/RmsNormRope.h"
 
 #include "kernels/Rope.h"
+#include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/Launch.h"
 #include "kernels/cuda/RmsNormRopeVec.h"
 #include "kernels/cuda/RmsNormVec.h"
@@ -332,13 +333,8 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
       }
     }
   __syncthreads();
-  float *partialRow = partials + static_cast<int64_t>(blockIdx.x) * headDim;
-  for (int c = threadIdx.x; c < headDim; c += blockDim.x) {
-    float sum = warpRows[0][c];
-    for (int r = 1; r < kWarps; ++r)
-      sum += warpRows[r][c];
-    partialRow[c] = sum;
-  }
+  sumRowsInOrder(warpRows, headDim,
+                 partials + static_cast<int64_t>(blockIdx.x) * headDim);
 }
 
 /// Everything a launch needs, or an error naming what does not fit.

@@ -29,6 +29,7 @@
 #include "kernels/cuda/RmsNormRopeVec.h"
 
 #include "kernels/Rope.h"
+#include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/Launch.h"
 #include "kernels/cuda/Vec16.cuh"
 
@@ -212,7 +213,8 @@ __global__ void __launch_bounds__(kThreads, kGradBlocksPerSm)
     int firstUnit =
         static_cast<int>(task - s * tasksPerPosition) * kGroups * kGradUnits;
     int64_t rowOffset = s * units * headDim;
-    uint4 xLoRaw[kGradUnits], xHiRaw[kGradUnits], gLoRaw[kGradUnits], gHiRaw[kGradUnits];
+    uint4 xLoRaw[kGradUnits], xHiRaw[kGradUnits], gLoRaw[kGradUnits],
+        gHiRaw[kGradUnits];
 #pragma unroll
     for (int k = 0; k < kGradUnits; ++k) {
       int unit = firstUnit + k * kGroups + place.group;
@@ -286,13 +288,8 @@ __global__ void __launch_bounds__(kThreads, kGradBlocksPerSm)
       warpRows[warp][half + place.vec * E + e] = dwHi[e];
     }
   __syncthreads();
-  float *partialRow = partials + static_cast<int64_t>(blockIdx.x) * headDim;
-  for (int c = threadIdx.x; c < headDim; c += blockDim.x) {
-    float sum = warpRows[0][c];
-    for (int r = 1; r < kWarpsPerBlock; ++r)
-      sum += warpRows[r][c];
-    partialRow[c] = sum;
-  }
+  sumRowsInOrder(warpRows, headDim,
+                 partials + static_cast<int64_t>(blockIdx.x) * headDim);
 }
 
 /// Lanes per head (L) for these views, or 0 where the vector path does
