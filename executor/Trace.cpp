@@ -2,38 +2,13 @@
 
 #include "executor/Trace.h"
 
+#include "planner/plan/JsonText.h"
+
 #include <cstdio>
 
 namespace sharc::exec {
 
 namespace {
-
-std::string jsonString(const std::string &text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      quoted += '\\';
-      quoted += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      quoted += escaped;
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "\"";
-}
-
-/// The names the planner's simulated timeline uses, so the two traces of
-/// one plan line up side by side.
-std::string streamName(size_t stream) {
-  if (stream == 0)
-    return "compute";
-  if (stream == 1)
-    return "communication";
-  return "stream " + std::to_string(stream);
-}
 
 /// Microseconds with nanosecond resolution, as Chrome's ts/dur expect.
 std::string micros(int64_t nanoseconds) {
@@ -57,17 +32,20 @@ std::string chromeTrace(const plan::Plan &plan, const StepTrace &trace) {
     for (size_t stream = 0; stream < streams.size(); ++stream) {
       const std::string tid = std::to_string(stream);
       json += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid +
-              ",\"tid\":" + tid +
-              ",\"args\":{\"name\":" + jsonString(streamName(stream)) + "}},\n";
+              ",\"tid\":" + tid + ",\"args\":{\"name\":" +
+              plan::jsonString(
+                  plan::traceStreamName(static_cast<int64_t>(stream))) +
+              "}},\n";
       for (const TraceRecord &record : streams[stream]) {
         const plan::Instruction &instr = plan.instructions[record.instr];
-        json += "{\"name\":" + jsonString(instr.op) +
-                ",\"cat\":" + jsonString(streamName(stream)) +
+        json += "{\"name\":" + plan::jsonString(instr.op) + ",\"cat\":" +
+                plan::jsonString(
+                    plan::traceStreamName(static_cast<int64_t>(stream))) +
                 ",\"ph\":\"X\",\"pid\":" + pid + ",\"tid\":" + tid +
                 ",\"ts\":" + micros(record.startNs) +
                 ",\"dur\":" + micros(record.endNs - record.startNs) +
                 ",\"args\":{\"instr\":" + std::to_string(record.instr) +
-                ",\"loc\":" + jsonString(instr.loc) + "}},\n";
+                ",\"loc\":" + plan::jsonString(instr.loc) + "}},\n";
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include "planner/Timeline.h"
 #include "planner/StepSimulation.h"
+#include "planner/plan/JsonText.h"
 
 #include <cmath>
 #include <cstdio>
@@ -15,31 +16,6 @@ Timeline simulate(const ScheduleGraph &graph, const StreamAssignment &streams,
 
 namespace {
 
-std::string jsonString(const std::string &text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      quoted += '\\';
-      quoted += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      quoted += escaped;
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "\"";
-}
-
-std::string streamName(int64_t stream) {
-  if (stream == kComputeStream)
-    return "compute";
-  if (stream == kCommStream)
-    return "communication";
-  return "stream " + std::to_string(stream);
-}
-
 /// Microseconds with nanosecond resolution, as Chrome's ts/dur expect.
 std::string micros(double seconds) {
   char text[32];
@@ -52,9 +28,11 @@ void appendMetadata(std::string &json, size_t rank, const Timeline &timeline) {
   json += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid +
           ",\"args\":{\"name\":\"rank " + pid + "\"}},\n";
   for (size_t stream = 0; stream < timeline.busySeconds.size(); ++stream)
-    json += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid +
-            ",\"tid\":" + std::to_string(stream) + ",\"args\":{\"name\":" +
-            jsonString(streamName(static_cast<int64_t>(stream))) + "}},\n";
+    json +=
+        "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid +
+        ",\"tid\":" + std::to_string(stream) + ",\"args\":{\"name\":" +
+        plan::jsonString(plan::traceStreamName(static_cast<int64_t>(stream))) +
+        "}},\n";
 }
 
 /// ",\"wait_us\":W" when the node waited for another rank, else "".
@@ -107,8 +85,8 @@ void appendNodes(std::string &json, size_t rank, const Timeline &timeline,
     if (std::isnan(timeline.start[node]))
       continue;
     const std::string op = node < graph.size() ? graph[node].op : "?";
-    json += "{\"name\":" + jsonString(op) +
-            ",\"cat\":" + jsonString(streamName(timeline.stream[node])) +
+    json += "{\"name\":" + plan::jsonString(op) + ",\"cat\":" +
+            plan::jsonString(plan::traceStreamName(timeline.stream[node])) +
             ",\"ph\":\"X\",\"pid\":" + std::to_string(rank) +
             ",\"tid\":" + std::to_string(timeline.stream[node]) +
             ",\"ts\":" + micros(timeline.start[node]) +

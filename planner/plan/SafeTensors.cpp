@@ -7,7 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/plan/SafeTensors.h"
+
 #include "planner/plan/FileText.h"
+#include "planner/plan/JsonText.h"
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
@@ -119,23 +121,6 @@ bool parseCounts(const YAML::Node &node, std::vector<int64_t> &values) {
     values.push_back(*value);
   }
   return true;
-}
-
-std::string jsonString(std::string_view text) {
-  std::string result = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      result += '\\';
-      result += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char escape[8];
-      std::snprintf(escape, sizeof(escape), "\\u%04x", c);
-      result += escape;
-    } else {
-      result += static_cast<char>(c);
-    }
-  }
-  return result + "\"";
 }
 
 std::string formatCounts(const std::vector<int64_t> &values) {

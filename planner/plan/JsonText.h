@@ -1,0 +1,25 @@
+//===- JsonText.h - JSON strings and trace names, written by hand -*- C++
+//-*-===//
+// defines: jsonString, traceStreamName (plan::)
+//
+// The few JSON texts sharc writes (safetensors headers, the planner's
+// simulated trace, sharc-run's measured trace) are small enough to write
+// by hand; these are the pieces they share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace sharc::plan {
+
+/// `text` as a JSON string literal, quotes included: '"' and '\' escaped,
+/// control characters as \u00XX.
+std::string jsonString(std::string_view text);
+
+/// What a Chrome trace calls stream `stream`: the planner's simulated trace
+/// and sharc-run's measured one use the same names, so the two traces of
+/// one plan line up side by side.
+std::string traceStreamName(int64_t stream);
+
+} // namespace sharc::plan
