@@ -19,8 +19,11 @@
 #     scripts/gpu-session.sh sweep peers
 # and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench.
 #
-# On one GPU, everything the sixth session queued ran in the seventh
-# (docs/benchmarks.md); multi-rank plans run there with --share-gpus:
+# On one GPU, everything the sixth session queued ran in the seventh and
+# the seventh's in the eighth (docs/benchmarks.md). The two-GPU calls above
+# should also run the KJV training run of docs/training.md under
+# tp_sp_async_vp and ddp beside its single-GPU log. Multi-rank plans run on
+# one GPU with --share-gpus:
 #   PARITY_PLANS="small-f32-cp-ring-balanced ..." scripts/gpu-session.sh parity
 #   BENCH_MODES="dense dense-normrope-adds" BENCH_FLAGS=--cuda-graph \
 #     PEERS="dense 8 2048 4 compile" scripts/gpu-session.sh bench peers
