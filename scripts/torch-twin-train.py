@@ -33,12 +33,27 @@ import numpy as np
 import torch
 
 
+def fail(message):
+    raise SystemExit(f"torch-twin-train: error: {message}")
+
+
 def read_tokens(path):
-    with open(path, "rb") as f:
-        data = f.read()
+    """A token file's ids (docs/data.md), or an error naming the file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as error:
+        fail(f"{path}: {error.strerror}")
     if data[:8] != b"SHARCTOK":  # the raw int32 format before the header
+        if not data or len(data) % 4:
+            fail(f"{path}: not a token file (no header, not int32 ids)")
         return np.frombuffer(data, dtype="<i4").astype(np.int64)
+    if len(data) < 32:
+        fail(f"{path}: the header is cut short")
     _, width, _, count = struct.unpack_from("<IIQQ", data, 8)
+    if width not in (2, 4) or count == 0 or len(data) != 32 + width * count:
+        fail(f"{path}: the header says {count} ids of {width} bytes, "
+             f"the file holds {len(data) - 32} bytes after it")
     dtype = {2: "<u2", 4: "<u4"}[width]
     return np.frombuffer(data, dtype=dtype, offset=32,
                          count=count).astype(np.int64)
@@ -86,6 +101,10 @@ def lr_factor(t, warmup, total, min_factor, decay):
 def build_model(a, dev):
     from safetensors.torch import load_file
     from transformers import Qwen3Config, Qwen3ForCausalLM
+    try:
+        weights = load_file(a.init)
+    except (OSError, ValueError, RuntimeError) as error:
+        fail(f"{a.init}: {error}")
     cfg = Qwen3Config(hidden_size=a.hidden, num_hidden_layers=a.layers,
                       num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
                       head_dim=a.head_dim, intermediate_size=a.intermediate,
@@ -95,14 +114,13 @@ def build_model(a, dev):
                       attn_implementation="sdpa", use_cache=False)
     model = Qwen3ForCausalLM(cfg)
     state = {}
-    for name, value in load_file(a.init).items():
+    for name, value in weights.items():
         if name.endswith((".exp_avg", ".exp_avg_sq", ".master")):
             continue  # optimizer state: the twin starts its own at step 1
         state[name if name.startswith("lm_head.") else "model." + name] = value
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
-        raise SystemExit(f"torch-twin-train: error: {a.init}: missing "
-                         f"{missing}, unexpected {unexpected}")
+        fail(f"{a.init}: missing {missing}, unexpected {unexpected}")
     model = model.to(dev)
     return model.to(torch.bfloat16) if a.dtype == "bfloat16" else model
 
