@@ -31,6 +31,7 @@
 #include "kernels/cuda/Launch.h"
 #include "kernels/cuda/RmsNormRopeVec.h"
 #include "kernels/cuda/RmsNormVec.h"
+#include "kernels/cuda/RopeFreqs.h"
 
 #include <cuda_bf16.h>
 
@@ -54,11 +55,6 @@ constexpr int kGradUnits = kRmsNormRopeGradUnits;
 /// kRmsNormRopeGradMaxBlocks in one wave (at 4 per SM, 64 registers, the
 /// tiles' registers spilled).
 constexpr int kBlocksPerSm = 3;
-constexpr int kMaxHalf = 512;
-
-struct InvFreqTable {
-  float values[kMaxHalf];
-};
 
 /// V consecutive elements of T as floats.
 template <typename T, int V> struct Pack {
@@ -108,7 +104,7 @@ __device__ __forceinline__ float warpSum(float value) {
 template <int V, int kSteps> struct LaneAngles {
   float cosine[kSteps][V], sine[kSteps][V];
 
-  __device__ LaneAngles(const InvFreqTable &invFreq, int half, float position,
+  __device__ LaneAngles(const RopeInvFreqs &invFreq, int half, float position,
                         bool inverse) {
     int lane = threadIdx.x % 32;
 #pragma unroll
@@ -267,7 +263,7 @@ normRotateGrad(const Heads<T, V, kSteps, kGradUnits> &xs,
 template <typename T, int V, int kSteps>
 __global__ void __launch_bounds__(kWarps * 32)
     rmsNormRopeKernel(const T *x, const T *w, T *y,
-                      const __grid_constant__ InvFreqTable invFreq,
+                      const __grid_constant__ RopeInvFreqs invFreq,
                       int64_t seqLen, int64_t unitsPerPosition, int headDim,
                       RowPositions positions, float eps) {
   int64_t tilesPerPosition = (unitsPerPosition + kUnits - 1) / kUnits;
@@ -288,10 +284,10 @@ template <typename T, int V, int kSteps>
 __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
     rmsNormRopeGradKernel(const T *x, const T *w, const T *dy, T *dx,
                           float *partials,
-                          const __grid_constant__ InvFreqTable invFreq,
+                          const __grid_constant__ RopeInvFreqs invFreq,
                           int64_t seqLen, int64_t unitsPerPosition, int headDim,
                           RowPositions positions, float eps) {
-  __shared__ float warpRows[kWarps][2 * kMaxHalf];
+  __shared__ float warpRows[kWarps][2 * kRopeMaxHalf];
   int half = headDim / 2;
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int64_t tilesPerPosition = (unitsPerPosition + kGradUnits - 1) / kGradUnits;
@@ -392,19 +388,12 @@ void dispatch(DType dtype, int pack, int64_t headDim, Launch launch) {
     withPack(TypeTag<float>{});
 }
 
-InvFreqTable invFreqFor(int64_t headDim, double theta) {
-  InvFreqTable table{};
-  for (int64_t i = 0; i < headDim / 2; ++i)
-    table.values[i] = ropeInverseFrequency<float>(i, headDim, theta);
-  return table;
-}
-
 template <typename T, int V, int kSteps>
 void launchForward(const RmsNormRopeArgs &a, unsigned blocks,
                    DeviceStream stream) {
   rmsNormRopeKernel<T, V, kSteps><<<blocks, kWarps * 32, 0, stream>>>(
       static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
-      static_cast<T *>(a.y.data), invFreqFor(a.headDim, a.theta), a.seqLen,
+      static_cast<T *>(a.y.data), ropeInvFreqs(a.headDim, a.theta), a.seqLen,
       a.batch * a.numHeads, static_cast<int>(a.headDim), a.positions(),
       static_cast<float>(a.eps));
 }
@@ -415,9 +404,9 @@ void launchBackward(const RmsNormRopeGradArgs &a, unsigned blocks,
   rmsNormRopeGradKernel<T, V, kSteps><<<blocks, kWarps * 32, 0, stream>>>(
       static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
       static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
-      static_cast<float *>(a.scratch), invFreqFor(a.headDim, a.theta), a.seqLen,
-      a.batch * a.numHeads, static_cast<int>(a.headDim), a.positions(),
-      static_cast<float>(a.eps));
+      static_cast<float *>(a.scratch), ropeInvFreqs(a.headDim, a.theta),
+      a.seqLen, a.batch * a.numHeads, static_cast<int>(a.headDim),
+      a.positions(), static_cast<float>(a.eps));
 }
 
 } // namespace

@@ -31,6 +31,7 @@
 #include "kernels/Rope.h"
 #include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/Launch.h"
+#include "kernels/cuda/RopeFreqs.h"
 #include "kernels/cuda/Vec16.cuh"
 
 #include <cuda_bf16.h>
@@ -50,11 +51,6 @@ constexpr int kThreads = kWarpsPerBlock * 32;
 constexpr int kUnits = 4;
 constexpr int kGradUnits = 2;
 constexpr int kBlocksPerSm = 4, kGradBlocksPerSm = 3;
-constexpr int kMaxHalf = 512;
-
-struct InvFreqs {
-  float values[kMaxHalf];
-};
 
 /// The lane's place: its group of L lanes and its vector in each half.
 template <int L> struct LanePlace {
@@ -96,8 +92,8 @@ template <typename T> struct LaneAngles {
 };
 
 /// Copies the table into shared memory (all threads of the block call it).
-__device__ __forceinline__ void shareFreqs(const InvFreqs &table, float *shared,
-                                           int half) {
+__device__ __forceinline__ void shareFreqs(const RopeInvFreqs &table,
+                                           float *shared, int half) {
   for (int j = threadIdx.x; j < half; j += blockDim.x)
     shared[j] = table.values[j];
   __syncthreads();
@@ -106,12 +102,12 @@ __device__ __forceinline__ void shareFreqs(const InvFreqs &table, float *shared,
 template <typename T, int L>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     rmsNormRopeVecKernel(const T *x, const T *w, T *y,
-                         const __grid_constant__ InvFreqs invFreq,
+                         const __grid_constant__ RopeInvFreqs invFreq,
                          int64_t seqLen, int units, int half,
                          int tasksPerPosition, RowPositions positions,
                          float eps) {
   constexpr int E = Vec<T>::kElems, kGroups = 32 / L;
-  __shared__ float freqTable[kMaxHalf];
+  __shared__ float freqTable[kRopeMaxHalf];
   shareFreqs(invFreq, freqTable, half);
   LanePlace<L> place;
   const int numVecs = half / E, headDim = 2 * half;
@@ -179,13 +175,13 @@ template <typename T, int L>
 __global__ void __launch_bounds__(kThreads, kGradBlocksPerSm)
     rmsNormRopeGradVecKernel(const T *x, const T *w, const T *dy, T *dx,
                              float *partials,
-                             const __grid_constant__ InvFreqs invFreq,
+                             const __grid_constant__ RopeInvFreqs invFreq,
                              int64_t seqLen, int units, int half,
                              int tasksPerPosition, RowPositions positions,
                              float eps) {
   constexpr int E = Vec<T>::kElems, kGroups = 32 / L;
-  __shared__ float freqTable[kMaxHalf];
-  __shared__ float warpRows[kWarpsPerBlock][2 * kMaxHalf];
+  __shared__ float freqTable[kRopeMaxHalf];
+  __shared__ float warpRows[kWarpsPerBlock][2 * kRopeMaxHalf];
   shareFreqs(invFreq, freqTable, half);
   LanePlace<L> place;
   const int numVecs = half / E, headDim = 2 * half;
@@ -303,20 +299,13 @@ int lanesFor(int64_t headDim, std::initializer_list<ConstTensorView> views) {
       return 0;
   int64_t elems = kVecBytes / dtypeSize(dtype);
   int64_t half = headDim / 2;
-  if (headDim % 2 != 0 || half % elems != 0 || half > kMaxHalf || half == 0)
+  if (headDim % 2 != 0 || half % elems != 0 || half > kRopeMaxHalf || half == 0)
     return 0;
   int64_t numVecs = half / elems;
   int lanes = 1;
   while (lanes < numVecs)
     lanes *= 2;
   return lanes <= 32 ? lanes : 0;
-}
-
-InvFreqs invFreqsFor(int64_t headDim, double theta) {
-  InvFreqs table{};
-  for (int64_t i = 0; i < headDim / 2; ++i)
-    table.values[i] = ropeInverseFrequency<float>(i, headDim, theta);
-  return table;
 }
 
 /// Tasks per position: each covers `perGroup` heads of every group of a
@@ -366,7 +355,7 @@ bool rmsNormRopeVec(const RmsNormRopeArgs &a, DeviceStream stream) {
     rmsNormRopeVecKernel<T, decltype(l)::value>
         <<<blocks, kThreads, 0, stream>>>(
             static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
-            static_cast<T *>(a.y.data), invFreqsFor(a.headDim, a.theta),
+            static_cast<T *>(a.y.data), ropeInvFreqs(a.headDim, a.theta),
             a.seqLen, static_cast<int>(units), static_cast<int>(a.headDim / 2),
             tasksPerPosition, a.positions(), static_cast<float>(a.eps));
   });
@@ -386,7 +375,7 @@ bool rmsNormRopeGradVec(const RmsNormRopeGradArgs &a, int64_t blocks,
         <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
             static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
-            static_cast<float *>(a.scratch), invFreqsFor(a.headDim, a.theta),
+            static_cast<float *>(a.scratch), ropeInvFreqs(a.headDim, a.theta),
             a.seqLen, static_cast<int>(units), static_cast<int>(a.headDim / 2),
             tasksPerPosition, a.positions(), static_cast<float>(a.eps));
   });

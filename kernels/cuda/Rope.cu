@@ -18,6 +18,7 @@
 #include "kernels/Rope.h"
 #include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
+#include "kernels/cuda/RopeFreqs.h"
 
 #include <cuda_bf16.h>
 
@@ -30,15 +31,9 @@ namespace {
 
 constexpr int kPairsPerBlock = 32;
 constexpr int kRowLanes = 8;
-/// headDim up to 1024; the table is 2 KiB of kernel parameters.
-constexpr int kMaxHalf = 512;
-
-struct InvFreqTable {
-  float values[kMaxHalf];
-};
 
 __global__ void ropeKernel(ConstTensorView x, TensorView y,
-                           const __grid_constant__ InvFreqTable invFreq,
+                           const __grid_constant__ RopeInvFreqs invFreq,
                            int64_t rowsPerPosition, int64_t headDim,
                            RowPositions positions, bool inverse) {
   int64_t s = blockIdx.x;
@@ -76,18 +71,15 @@ Status rope(const RopeArgs &args, DeviceStream stream) {
                                   " storage is not supported on the device "
                                   "(expected f32 or bf16)");
   int64_t half = args.headDim / 2;
-  if (half > kMaxHalf)
+  if (half > kRopeMaxHalf)
     return Status::invalidInput(
         "ropeKernel: head dim " + std::to_string(args.headDim) +
-        " exceeds the device maximum " + std::to_string(2 * kMaxHalf));
+        " exceeds the device maximum " + std::to_string(2 * kRopeMaxHalf));
   int64_t rowsPerPosition = args.batch * args.numHeads;
   if (args.seqLen <= 0 || rowsPerPosition <= 0 || args.headDim <= 0)
     return Status::ok();
   // cpu/Rope.cpp's expression, evaluated by the same host libm.
-  InvFreqTable invFreq{};
-  for (int64_t i = 0; i < half; ++i)
-    invFreq.values[i] =
-        ropeInverseFrequency<float>(i, args.headDim, args.theta);
+  RopeInvFreqs invFreq = ropeInvFreqs(args.headDim, args.theta);
   dim3 grid(static_cast<unsigned>(args.seqLen),
             static_cast<unsigned>(
                 std::max<int64_t>(1, ceilDiv(half, kPairsPerBlock))));
