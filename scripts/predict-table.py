@@ -43,7 +43,10 @@ def layouts(kv8):
 
 def row(sharc, name, model, flags):
     cmd = [sharc, "compile", model, "--run", RUN, "--report=json"] + flags
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as error:
+        sys.exit(f"predict-table: error: {sharc}: {error.strerror}")
     if done.returncode != 0:
         error = done.stderr.strip().splitlines()[-1] if done.stderr else "?"
         error = error.replace(ROOT + "/", "")
