@@ -11,7 +11,7 @@
 # What the next two-GPU session should run, in three calls of under 10
 # minutes each (NCCL_NVLS_ENABLE=0 in all):
 #   scripts/gpu-session.sh comm mpi mpi-sanitize parity
-#   SWEEPS="layers-tuned h4096" PEERS="ddp 8 2048 4 compile,tp 8 2048 4 compile" \
+#   SWEEPS="layers layers-latency h4096" PEERS="ddp 8 2048 4 compile,tp 8 2048 4 compile" \
 #     TRACE_MODE="tp_sp tp_sp_async_vp tp_sp_async_vp-latency" \
 #     scripts/gpu-session.sh sweep peers trace ceilings
 #   SWEEPS="seq memory" PEERS="ddp 8 8192 4 compile,tp 8 4096 4 compile \
@@ -25,7 +25,7 @@
 # tp_sp_async_vp and ddp beside its single-GPU log. Multi-rank plans run on
 # one GPU with --share-gpus:
 #   PARITY_PLANS="small-f32-cp-ring-balanced ..." scripts/gpu-session.sh parity
-#   BENCH_MODES="dense dense-normrope-adds" BENCH_FLAGS=--cuda-graph \
+#   BENCH_MODES="dense dense-unfused" BENCH_FLAGS=--cuda-graph \
 #     PEERS="dense 8 2048 4 compile" scripts/gpu-session.sh bench peers
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -41,12 +41,8 @@ done
 # and without the other fusions.
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   --fuse-projections=gate_up -o "$stage/bench/dense-gateup.plan"
-"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
-  --fuse-projections=gate_up --fuse-norm-rope --fuse-adds \
-  -o "$stage/bench/dense-gateup-normrope-adds.plan"
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
-  --fuse-projections=gate_up --fuse-norm-rope --fuse-adds \
-  -o "$stage/bench/dense-h4096-gateup-normrope-adds.plan"
+  --fuse-projections=gate_up -o "$stage/bench/dense-h4096-gateup.plan"
 for mode in ddp tp_sp_async_vp; do
   flags=(--mode $mode --tp 2)
   [ $mode = ddp ] && flags=(--mode ddp --dp 2)
@@ -69,12 +65,11 @@ common=(--tp_size 2 --modes ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp
   --num_attention_heads 8 --num_key_value_heads 4 \
   --num_hidden_layers 8 --seq_len 1024 2048 4096 8192 16000 \
   --work-dir "$stage/sweeps/seq" >/dev/null
-# The same layer scan (2, 8, 32 layers) with the two opt-in compile
-# options, to decide whether they become the default.
+# The same layer scan (2, 8, 32 layers) in the latency-hiding order.
 "$build/bin/sharc" bench --kind throughput "${common[@]}" --hidden_size 768 \
   --num_attention_heads 8 --num_key_value_heads 4 \
-  --num_hidden_layers 2 8 32 --seq_len 2048 --fuse_adds --schedule latency \
-  --work-dir "$stage/sweeps/layers-tuned" >/dev/null
+  --num_hidden_layers 2 8 32 --seq_len 2048 --schedule latency \
+  --work-dir "$stage/sweeps/layers-latency" >/dev/null
 "$build/bin/sharc" bench --kind memory --batch_policy fixed_per_rank \
   "${common[@]}" --hidden_size 768 \
   --num_attention_heads 8 --num_key_value_heads 4 --num_hidden_layers 2 4 8 \
@@ -83,37 +78,23 @@ common=(--tp_size 2 --modes ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp
   --hidden_size 4096 --num_attention_heads 32 --num_key_value_heads 8 \
   --intermediate_size 12928 --num_hidden_layers 8 --seq_len 4096 \
   --work-dir "$stage/sweeps/h4096" >/dev/null
-# The same with residual adds and gradient sums in the GEMMs' epilogue.
+# Without the default fusions (the adds as their own kernels, q/k norm and
+# rope apart), to measure what they gain.
 for mode in dense ddp tp_sp_async_vp; do
   flags=()
   [ $mode = ddp ] && flags=(--mode ddp --dp 2)
   [ $mode = tp_sp_async_vp ] && flags=(--mode $mode --tp 2)
   "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
-    "${flags[@]}" --fuse-adds -o "$stage/bench/$mode-adds.plan"
+    "${flags[@]}" --no-fuse-adds --no-fuse-norm-rope \
+    -o "$stage/bench/$mode-unfused.plan"
 done
+"$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
+  --no-fuse-adds --no-fuse-norm-rope -o "$stage/bench/dense-h4096-unfused.plan"
 # The tensor-parallel modes in the latency-hiding order (--schedule latency).
 for mode in tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
   "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
     --mode $mode --tp 2 --schedule latency -o "$stage/bench/$mode-latency.plan"
 done
-"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
-  --mode tp_sp_async_vp --tp 2 --schedule latency --fuse-adds \
-  -o "$stage/bench/tp_sp_async_vp-latency-adds.plan"
-"$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" --fuse-adds \
-  -o "$stage/bench/dense-h4096-adds.plan"
-# q/k norms and rope as one kernel, alone and with the fused adds.
-for mode in dense ddp tp_sp_async_vp; do
-  flags=()
-  [ $mode = ddp ] && flags=(--mode ddp --dp 2)
-  [ $mode = tp_sp_async_vp ] && flags=(--mode $mode --tp 2)
-  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
-    "${flags[@]}" --fuse-norm-rope -o "$stage/bench/$mode-normrope.plan"
-  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
-    "${flags[@]}" --fuse-norm-rope --fuse-adds \
-    -o "$stage/bench/$mode-normrope-adds.plan"
-done
-"$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
-  --fuse-norm-rope --fuse-adds -o "$stage/bench/dense-h4096-normrope-adds.plan"
 # 200-step loss curves of the tiny model on real text (this repository's
 # documentation as bytes, folded into its 128-token vocabulary).
 mkdir -p "$stage/curve"

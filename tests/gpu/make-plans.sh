@@ -2,9 +2,10 @@
 # Compiles the GPU parity plans into OUTDIR: every mode at tp=2, ddp at
 # dp=2 and the dense model, each in f32 and bf16, of tests/gpu/small.yaml
 # (head_dim 64) and of models/minimind.yaml (head_dim 96), all with the
-# logits and gradients as outputs for --compare-cpu; and fused-projection
-# plans of the small model; and plans with --fuse-adds, --schedule
-# latency and --fuse-norm-rope; bf16-mixed plans of the small model; and
+# logits and gradients as outputs for --compare-cpu (the adds and q/k norm
+# + rope fused, the default); and fused-projection plans of the small
+# model; and plans without those fusions and with --schedule latency;
+# bf16-mixed plans of the small model; and
 # context- and pipeline-parallel plans (2 and 4 ranks) of the small model,
 # the interleaved one also with clipping.
 # usage: make-plans.sh SHARC OUTDIR
@@ -29,18 +30,25 @@ for model in "$here/small.yaml" "$root/models/minimind.yaml"; do
     done
   done
 done
-# Residual adds and gradient sums in the GEMMs' epilogue (--fuse-adds).
+# The adds and the q/k norm + rope as their own kernels (--no-fuse-adds
+# --no-fuse-norm-rope; every other plan has them fused, the default), and
+# the latency-hiding schedule.
 for dtype in f32 bf16; do
   run=()
   [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
-  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-adds \
-    -o "$out/small-$dtype-dense-adds.plan"
-  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-adds \
-    --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-adds.plan"
+  unfused=(--no-fuse-adds --no-fuse-norm-rope)
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags "${unfused[@]}" \
+    -o "$out/small-$dtype-dense-unfused.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags "${unfused[@]}" \
+    --mode tp_sp_async_vp --tp 2 \
+    -o "$out/small-$dtype-tp_sp_async_vp-unfused.plan"
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --schedule latency \
     --mode tp_sp_async_vp --tp 2 \
     -o "$out/small-$dtype-tp_sp_async_vp-latency.plan"
 done
+"$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
+  $flags --no-fuse-adds --no-fuse-norm-rope \
+  -o "$out/minimind-bf16-dense-unfused.plan"
 # Fused q/k/v and gate/up projections (sharc compile --fuse-projections),
 # one GPU and tp=2, in both dtypes of the small model.
 for dtype in f32 bf16; do
@@ -65,19 +73,6 @@ for dtype in f32 bf16; do
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
     --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-clip.plan"
 done
-# q/k norms and rope as one kernel (--fuse-norm-rope), one GPU and tp=2,
-# both dtypes of the small model; MiniMind dense in bf16 (head_dim 96).
-for dtype in f32 bf16; do
-  run=()
-  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
-  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-norm-rope \
-    -o "$out/small-$dtype-dense-normrope.plan"
-  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-norm-rope \
-    --mode tp_sp_async_vp --tp 2 \
-    -o "$out/small-$dtype-tp_sp_async_vp-normrope.plan"
-done
-"$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
-  $flags --fuse-norm-rope -o "$out/minimind-bf16-dense-normrope.plan"
 # bf16-mixed (adamw_master: fp32 masters and moments), dense, ddp and tp=2,
 # alone and grouped updates alike.
 run=(--run "$here/mixed.run.yaml")

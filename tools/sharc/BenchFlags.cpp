@@ -39,7 +39,7 @@ const char *kUsage =
     "         [--output_plot FILE] [--backend auto|cpu|cuda]\n"
     "         [--work-dir DIR] [--machine MACHINE.yaml] [--compile-only]\n"
     "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
-    "         [--fuse_adds] [--fuse_norm_rope]\n"
+    "         [--no_fuse_adds] [--no_fuse_norm_rope]\n"
     "         [--fuse_projections[=all|gate_up]] [--schedule defer|latency]\n"
     "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp (ddp and tp\n"
     "         runners: the batch in one pass), cp pp tp_cp tp_pp pp_cp\n"
@@ -64,9 +64,11 @@ const char *kUsage =
     "                  shared by the ranks (cpu)\n"
     "  --cuda_graph    on GPUs, time steps replayed from a CUDA graph (the\n"
     "                  second warm-up step is captured)\n"
-    "  --fuse_adds, --fuse_norm_rope, --schedule latency  compile every\n"
-    "                  point as `sharc compile --fuse-adds`,\n"
-    "                  `--fuse-norm-rope`, `--schedule latency` would\n"
+    "  --no_fuse_adds, --no_fuse_norm_rope, --schedule latency  compile\n"
+    "                  every point as `sharc compile --no-fuse-adds`,\n"
+    "                  `--no-fuse-norm-rope`, `--schedule latency` would\n"
+    "                  (adds in the GEMMs' epilogue and q/k norm + rope as\n"
+    "                  one kernel are on by default)\n"
     "  --fuse_projections[=all|gate_up]  compile every point as `sharc\n"
     "                  compile --fuse-projections[=all|gate_up]` would: one\n"
     "                  GEMM for q/k/v and one for gate/up (all, the\n"
@@ -169,8 +171,12 @@ parseBenchFlags(const std::vector<std::string> &args) {
       c.cudaGraph = true;
     } else if (flag == "--fuse_adds") {
       c.fuseAdds = true;
+    } else if (flag == "--no_fuse_adds") {
+      c.fuseAdds = false;
     } else if (flag == "--fuse_norm_rope") {
       c.fuseNormRope = true;
+    } else if (flag == "--no_fuse_norm_rope") {
+      c.fuseNormRope = false;
     } else if (flag == "--fuse_projections") {
       c.fuseProjections = "all";
     } else if (flag.rfind("--fuse_projections=", 0) == 0) {

@@ -58,11 +58,12 @@ struct BenchConfig {
   bool compileOnly = false;
   /// Replay each point's step as a CUDA graph (sharc-run --cuda-graph).
   bool cudaGraph = false;
-  /// Compile options beyond the original's knobs: adds in the GEMMs'
-  /// epilogue (--fuse_adds) and the latency-hiding order (--schedule
-  /// latency), as `sharc compile` has them.
-  bool fuseAdds = false;
-  bool fuseNormRope = false;
+  /// Compile options beyond the original's knobs, as `sharc compile` has
+  /// them: adds in the GEMMs' epilogue and q/k norm + rope as one kernel
+  /// (both on unless --no_fuse_adds, --no_fuse_norm_rope) and the
+  /// latency-hiding order (--schedule latency).
+  bool fuseAdds = true;
+  bool fuseNormRope = true;
   /// One GEMM for q/k/v and gate/up ("all"), for gate/up alone ("gate_up"),
   /// or none (`sharc compile --fuse-projections[=all|gate_up]`).
   std::string fuseProjections = "none";

@@ -53,8 +53,8 @@ struct CompileFlags {
   bool keepGradients = false;
   bool fuseProjections = false;
   bool fuseAttentionProjections = true; ///< q/k/v too, not gate/up alone
-  bool fuseAdds = false;
-  bool fuseNormRope = false;
+  bool fuseAdds = true;
+  bool fuseNormRope = true;
   bool withDenseReference = false;
   std::string report; ///< "", "text" or "json"
   std::string machinePath, traceSimPath;
@@ -97,10 +97,10 @@ void printUsage(FILE *out) {
                "[--keep-grads] [--no-optimizer]\n"
                "         [--fuse-projections[=all|gate_up] (one GEMM for "
                "q/k/v and for gate/up, or gate/up alone)]\n"
-               "         [--fuse-adds (residual adds and gradient sums into "
-               "the GEMMs' epilogue)]\n"
-               "         [--fuse-norm-rope (q/k norms and rope as one "
-               "kernel)]\n"
+               "         [--no-fuse-adds (residual adds and gradient sums "
+               "as their own ops, not in the GEMMs' epilogue)]\n"
+               "         [--no-fuse-norm-rope (q/k norms and rope as "
+               "separate kernels)]\n"
                "         [--with-dense-reference (also write PLAN.dense for "
                "sharc-run --validate)]\n"
                "         [--schedule defer|latency (weight gradients past the "
@@ -196,8 +196,12 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       flags.fuseAttentionProjections = false;
     } else if (arg == "--fuse-adds") {
       flags.fuseAdds = true;
+    } else if (arg == "--no-fuse-adds") {
+      flags.fuseAdds = false;
     } else if (arg == "--fuse-norm-rope") {
       flags.fuseNormRope = true;
+    } else if (arg == "--no-fuse-norm-rope") {
+      flags.fuseNormRope = false;
     } else if (arg.rfind("--dump-ir=", 0) == 0) {
       flags.dumpIr = arg.substr(10);
       if (flags.dumpIr != "after-all" && flags.dumpIr != "final")
