@@ -206,6 +206,14 @@ Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
   }
   SHARC_TRY(isFloat(dw, "dw"));
   SHARC_TRY(numelIs(dw, sizes->groupSize, "dw"));
+  // rms_norm_grad_add: operand 3 is dx's addend, of dx's dtype and size.
+  kernels::ConstTensorView addend{};
+  if (c.operands.size() > 3) {
+    const TensorRef &r = c.operands[3];
+    SHARC_TRY(dtypeIs(r, dx.dtype(), "r"));
+    SHARC_TRY(numelIs(r, dx.numel(), "r"));
+    addend = r.cview();
+  }
   return launchKernelWithScratch(
       env, *c.instr,
       kernels::RmsNormGradArgs{.x = c.operands[0].cview(),
@@ -216,7 +224,8 @@ Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
                                .rows = sizes->rows,
                                .cols = sizes->cols,
                                .groupSize = sizes->groupSize,
-                               .eps = c.instr->getFloat("eps")},
+                               .eps = c.instr->getFloat("eps"),
+                               .r = addend},
       SHARC_KERNELS_WITH_SCRATCH(rmsNormGrad));
 }
 
@@ -518,6 +527,7 @@ OpTable::OpTable() {
       {"embedding_grad", {bindEmbeddingGrad, 2, 1}},
       {"rms_norm", {bindRmsNorm, 2, 1}},
       {"rms_norm_grad", {bindRmsNormGrad, 3, 2}},
+      {"rms_norm_grad_add", {bindRmsNormGrad, 4, 2}},
       {"matmul", {bindMatmul, 2, 1}},
       {"matmul_dgrad", {bindMatmulDgrad, 2, 1}},
       {"matmul_add", {bindMatmul, 3, 1}},

@@ -353,6 +353,17 @@ LogicalResult RmsNormGradOp::verify() {
   return verifySameShape(*this, getW(), "w", getDw(), "dw");
 }
 
+LogicalResult RmsNormGradAddOp::verify() {
+  if (failed(verifySameShape(*this, getX(), "x", getDy(), "dy")) ||
+      failed(verifySameShape(*this, getX(), "x", getDx(), "dx")) ||
+      failed(verifySameShape(*this, getW(), "w", getDw(), "dw")))
+    return failure();
+  if (getR().getType() != getDx().getType())
+    return emitOpError("expects the addend to have dx's type, got ")
+           << getR().getType() << " and " << getDx().getType();
+  return success();
+}
+
 namespace {
 
 /// dx = dy w: dy [..., N], w [N, K], dx [..., K] (matmul_dgrad and

@@ -213,6 +213,21 @@ def Sharc_RmsNormGradOp : Sharc_ComputeOp<"rms_norm_grad"> {
   let results = (outs Sharc_FloatTensor:$dx, Sharc_FloatTensor:$dw);
 }
 
+def Sharc_RmsNormGradAddOp : Sharc_ComputeOp<"rms_norm_grad_add"> {
+  let summary = "gradients of rms_norm, dx plus an addend";
+  let description = [{
+    Made by `sharc-fuse-adds` from the residual stream's gradient sum
+    autodiff builds at every norm, `sharc.add(dx, r)` with `dx` from
+    `sharc.rms_norm_grad(x, w, dy)`: one kernel that adds `r` to dx in fp32
+    before its one rounding, instead of a stored dx and an elementwise pass.
+    `r` has `dx`'s type; `dw` is as rms_norm_grad's.
+  }];
+  let arguments = (ins Sharc_FloatTensor:$x, Sharc_FloatTensor:$w,
+                       Sharc_FloatTensor:$dy, Sharc_FloatTensor:$r,
+                       F64Attr:$eps);
+  let results = (outs Sharc_FloatTensor:$dx, Sharc_FloatTensor:$dw);
+}
+
 def Sharc_MatmulDgradOp : Sharc_ComputeOp<"matmul_dgrad", [], ["getFlops"]> {
   let summary = "input gradient of a linear layer, dx = dy w";
   let arguments = (ins Sharc_FloatTensor:$dy, Sharc_FloatTensor:$w);

@@ -12,10 +12,12 @@
 // Backward (rstd recomputed), with xhat = x*rstd and g = dy*w:
 //   dx[r,c] = rstd * (g[c] - xhat[c] * mean_{c' in group} g[c'] xhat[c'])
 //   dw[j]   = sum over rows and groups of dy * xhat   (fp32 accumulation)
-// dw is overwritten, not accumulated. On the device the dw reduction needs
-// rmsNormGradScratchBytes(args) bytes of scratch (fp32 partial sums, over
-// a partition fixed by the sizes alone, so dw is the same bits every run);
-// the cpu ignores `scratch`.
+// dw is overwritten, not accumulated. With an addend r (rms_norm_grad_add;
+// r.data null for none), dx[r,c] gets r[r,c] added in fp32 before its one
+// rounding; r has dx's dtype and may be dx itself. On the device the dw
+// reduction needs rmsNormGradScratchBytes(args) bytes of scratch (fp32 partial
+// sums, over a partition fixed by the sizes alone, so dw is the same bits every
+// run); the cpu ignores `scratch`.
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -36,6 +38,7 @@ struct RmsNormGradArgs {
   int64_t rows = 0, cols = 0, groupSize = 0;
   double eps = 1e-6;
   void *scratch = nullptr; ///< device only, of rmsNormGradScratchBytes
+  ConstTensorView r{};     ///< dx's addend, or data null
 };
 
 /// The device backward's partition: at most this many blocks, each leaving

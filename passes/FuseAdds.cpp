@@ -1,4 +1,12 @@
-//===- FuseAdds.cpp - sums into the GEMMs that produce them ---------------===//
+//===- FuseAdds.cpp - sums into the ops that produce them -----------------===//
+//
+// An add whose operand only it reads, made by a GEMM (matmul, matmul_dgrad)
+// or by rms_norm_grad's dx, becomes that op with the other operand as its
+// addend (matmul_add, matmul_dgrad_add, rms_norm_grad_add): the sum is
+// formed before the one rounding to storage, and the product is never
+// stored alone.
+//
+//===----------------------------------------------------------------------===//
 
 #include "ir/SharcOps.h"
 #include "passes/Passes.h"
@@ -15,12 +23,18 @@ using namespace sharc;
 
 namespace {
 
-/// The GEMM producing `value` when the add is its only reader.
-Operation *fusableGemm(Value value) {
-  Operation *gemm = value.getDefiningOp();
-  if (!gemm || !isa<MatmulOp, MatmulDgradOp>(gemm) || !value.hasOneUse())
+/// The op producing `value` when the add is its only reader and the op can
+/// take an addend for it (a GEMM's product, a norm backward's dx).
+Operation *fusableProducer(Value value) {
+  Operation *producer = value.getDefiningOp();
+  if (!producer || !value.hasOneUse())
     return nullptr;
-  return gemm;
+  if (isa<MatmulOp, MatmulDgradOp>(producer))
+    return producer;
+  if (auto normGrad = dyn_cast<RmsNormGradOp>(producer);
+      normGrad && value == normGrad.getDx())
+    return producer;
+  return nullptr;
 }
 
 /// Whether `value` is available where `gemm` runs: the GEMM can take it as
@@ -32,17 +46,17 @@ bool availableAt(Value value, Operation *gemm) {
   return def->getBlock() == gemm->getBlock() && def->isBeforeInBlock(gemm);
 }
 
-/// Replaces `add` by the GEMM of one operand with the other as its addend.
-/// The fused GEMM stays where the GEMM was, because what runs between it
-/// and the add may update its operands in place (an AdamW step on its
-/// weight); so the addend must already be there. False when neither
+/// Replaces `add` by the producer of one operand with the other as its
+/// addend. The fused op stays where the producer was, because what runs
+/// between it and the add may update its operands in place (an AdamW step
+/// on its weight); so the addend must already be there. False when neither
 /// operand qualifies.
 bool fuse(AddOp add) {
   Operation *gemm = nullptr;
   Value addend;
   for (auto [product, other] :
        {std::pair{add.getA(), add.getB()}, {add.getB(), add.getA()}}) {
-    Operation *candidate = fusableGemm(product);
+    Operation *candidate = fusableProducer(product);
     if (candidate && availableAt(other, candidate)) {
       gemm = candidate;
       addend = other;
@@ -53,7 +67,14 @@ bool fuse(AddOp add) {
     return false;
   OpBuilder builder(gemm);
   Value fused;
-  if (auto matmul = dyn_cast<MatmulOp>(gemm))
+  if (auto normGrad = dyn_cast<RmsNormGradOp>(gemm)) {
+    auto made = builder.create<RmsNormGradAddOp>(
+        add.getLoc(), add.getType(), normGrad.getDw().getType(),
+        normGrad.getX(), normGrad.getW(), normGrad.getDy(), addend,
+        normGrad.getEpsAttr());
+    normGrad.getDw().replaceAllUsesWith(made.getDw());
+    fused = made.getDx();
+  } else if (auto matmul = dyn_cast<MatmulOp>(gemm))
     fused = builder
                 .create<MatmulAddOp>(add.getLoc(), add.getType(), matmul.getX(),
                                      matmul.getW(), addend)

@@ -250,12 +250,14 @@ def PipelineSchedule : Pass<"sharc-pipeline-schedule", "::mlir::ModuleOp"> {
 }
 
 def FuseAdds : Pass<"sharc-fuse-adds", "::mlir::ModuleOp"> {
-  let summary = "sums into the GEMMs that produce one of their operands";
+  let summary = "sums into the ops that produce one of their operands";
   let description = [{
     Last in the pipeline: each `sharc.add` one of whose operands is a
-    `sharc.matmul` or `sharc.matmul_dgrad` result that nothing else reads
-    becomes that GEMM with the other operand as its addend
-    (`sharc.matmul_add`, `sharc.matmul_dgrad_add`). The fused GEMM stays
+    `sharc.matmul` or `sharc.matmul_dgrad` result, or the dx of a
+    `sharc.rms_norm_grad`, that nothing else reads becomes that op with
+    the other operand as its addend (`sharc.matmul_add`,
+    `sharc.matmul_dgrad_add`, `sharc.rms_norm_grad_add`: the residual
+    stream's gradient sum at every norm). The fused GEMM stays
     where the GEMM was (what runs between it and the add may update its
     weight in place: an AdamW step), so the addend must be computed before
     the GEMM; of an add of two GEMMs, the later one takes the other's

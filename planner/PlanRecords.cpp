@@ -112,7 +112,7 @@ std::map<std::string, plan::AttrValue> instructionAttrs(Operation *op) {
     else if (auto value = dyn_cast<DenseI64ArrayAttr>(attr.getValue()))
       attrs[key] = std::vector<int64_t>(value.asArrayRef());
   }
-  if (isa<RmsNormOp, RmsNormGradOp>(op))
+  if (isa<RmsNormOp, RmsNormGradOp, RmsNormGradAddOp>(op))
     attrs["group_size"] =
         cast<RankedTensorType>(op->getOperand(1).getType()).getShape()[0];
   // A unit attribute is a flag the plan writes as 1 (absent: 0).

@@ -46,7 +46,12 @@ template <typename Acc> void rmsNormGradImpl(const RmsNormGradArgs &args) {
     for (int64_t c = 0; c < groupSize; ++c) {
       Acc xhat = load<Acc>(args.x, begin + c) * rstd;
       Acc grad = load<Acc>(args.dy, begin + c) * load<Acc>(args.w, c);
-      storeElement(args.dx, begin + c, rstd * (grad - xhat * meanGradXhat));
+      Acc dx = rstd * (grad - xhat * meanGradXhat);
+      // The addend before the one rounding (it may be dx itself: read
+      // before the store).
+      if (args.r.data)
+        dx += load<Acc>(args.r, begin + c);
+      storeElement(args.dx, begin + c, dx);
     }
   }
   for (int64_t c = 0; c < groupSize; ++c)

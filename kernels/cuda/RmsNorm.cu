@@ -108,12 +108,14 @@ __global__ void rmsNormKernel(ConstTensorView x, ConstTensorView w,
 /// Blocks own contiguous ranges fixed by numUnits and gridDim alone; a
 /// team adds its units in increasing order into its own shared-memory row,
 /// and the rows are summed in team order, so the partials are
-/// deterministic. A thread reads dy[c] before it writes dx[c] and no other
-/// thread touches c, so dx may alias dy.
+/// deterministic. A thread reads dy[c] and r[c] before it writes dx[c] and
+/// no other thread touches c, so dx may alias dy or r. r (data null for
+/// none) is added to dx before its rounding.
 __global__ void __launch_bounds__(kMaxTeam)
     rmsNormGradKernel(ConstTensorView x, ConstTensorView w, ConstTensorView dy,
-                      TensorView dx, float *partials, int64_t numUnits,
-                      int64_t groupSize, int teamSize, float eps) {
+                      ConstTensorView r, TensorView dx, float *partials,
+                      int64_t numUnits, int64_t groupSize, int teamSize,
+                      float eps) {
   extern __shared__ float teamSums[]; // [teams per block][groupSize]
   __shared__ float scratch[32];
   int teamsPerBlock = blockDim.x / teamSize;
@@ -147,7 +149,10 @@ __global__ void __launch_bounds__(kMaxTeam)
       float dyValue = loadAs(dy, base + c);
       mySums[c] += dyValue * xhat;
       float grad = dyValue * loadAs(w, c);
-      storeAs(dx, base + c, rstd * (grad - xhat * meanGradXhat));
+      float out = rstd * (grad - xhat * meanGradXhat);
+      if (r.data)
+        out += loadAs(r, base + c);
+      storeAs(dx, base + c, out);
     }
   }
   __syncthreads();
@@ -277,6 +282,9 @@ Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream) {
   SHARC_TRY(checkFloats("rmsNormGradKernel",
                         {args.x.dtype, args.w.dtype, args.dy.dtype,
                          args.dx.dtype, args.dw.dtype}));
+  if (args.r.data && args.r.dtype != args.dx.dtype)
+    return Status::invalidInput(
+        "rmsNormGradKernel: the addend must have dx's dtype");
   if (args.groupSize <= 0)
     return Status::ok();
   SHARC_TRY(checkShape("rmsNormGradKernel", args.cols, args.groupSize));
@@ -300,9 +308,9 @@ Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream) {
           static_cast<int>(sharedBytes)));
     int64_t numUnits = args.rows * (args.cols / args.groupSize);
     rmsNormGradKernel<<<launch.numBlocks, launch.blockThreads, sharedBytes,
-                        stream>>>(args.x, args.w, args.dy, args.dx, partials,
-                                  numUnits, args.groupSize, launch.teamSize,
-                                  static_cast<float>(args.eps));
+                        stream>>>(
+        args.x, args.w, args.dy, args.r, args.dx, partials, numUnits,
+        args.groupSize, launch.teamSize, static_cast<float>(args.eps));
     SHARC_TRY(launchStatus("rmsNormGradKernel"));
   }
   // With no rows dw is still written: zeros, as on the cpu.

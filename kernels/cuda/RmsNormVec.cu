@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kVecBlockThreads)
 /// partials[b].
 template <typename T, int kLaneVecs>
 __global__ void __launch_bounds__(kVecBlockThreads)
-    rmsNormGradVecKernel(const T *x, const T *w, const T *dy, T *dx,
+    rmsNormGradVecKernel(const T *x, const T *w, const T *dy, const T *r, T *dx,
                          float *partials, int64_t numUnits, int numVecs,
                          int teamLanes, float eps) {
   constexpr int E = Vec<T>::kElems;
@@ -159,6 +159,13 @@ __global__ void __launch_bounds__(kVecBlockThreads)
         float xhat = xv.v[i] * rstd;
         dwSums[k][i] += dyv.v[i] * xhat;
         out[i] = rstd * (dyv.v[i] * wv.v[i] - xhat * meanGradXhat);
+      }
+      // The addend (may be dx itself: this lane reads its vector first).
+      if (r) {
+        Vec<T> rv = loadVec(r + unit * groupSize, vec);
+#pragma unroll
+        for (int i = 0; i < E; ++i)
+          out[i] += rv.v[i];
       }
       storeVec(dxUnit, vec, out);
     }
@@ -247,14 +254,16 @@ VecLaunch vecLaunchFor(const RmsNormArgs &a) {
 }
 
 VecLaunch vecGradShapeFor(const RmsNormGradArgs &a) {
-  if (!sameDtype({a.x.dtype, a.w.dtype, a.dy.dtype, a.dx.dtype}))
+  if (!sameDtype({a.x.dtype, a.w.dtype, a.dy.dtype, a.dx.dtype}) ||
+      (a.r.data && a.r.dtype != a.dx.dtype))
     return {};
   return vecShapeFor(a.x.dtype, a.rows, a.cols, a.groupSize, true);
 }
 
 bool vecGradAligned(const RmsNormGradArgs &a) {
   return vecAligned(a.x.data) && vecAligned(a.w.data) &&
-         vecAligned(a.dy.data) && vecAligned(a.dx.data);
+         vecAligned(a.dy.data) && vecAligned(a.dx.data) &&
+         (!a.r.data || vecAligned(a.r.data));
 }
 
 /// Calls `launch` with the kernel instance for `l`: vectors per lane
@@ -297,9 +306,9 @@ void launchGradVec(const RmsNormGradArgs &a, const VecLaunch &l,
   withLaneVecs<T, Backward>(l, [&](auto kernel) {
     kernel<<<l.numBlocks, kVecBlockThreads, sharedBytes, stream>>>(
         static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
-        static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
-        partials, a.rows * (a.cols / a.groupSize), l.numVecs, l.teamLanes,
-        static_cast<float>(a.eps));
+        static_cast<const T *>(a.dy.data), static_cast<const T *>(a.r.data),
+        static_cast<T *>(a.dx.data), partials, a.rows * (a.cols / a.groupSize),
+        l.numVecs, l.teamLanes, static_cast<float>(a.eps));
   });
 }
 } // namespace

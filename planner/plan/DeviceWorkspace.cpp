@@ -23,7 +23,7 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
     return i < instr.operands.size() ? &plan.buffers[instr.operands[i]]
                                      : nullptr;
   };
-  if (instr.op == "rms_norm_grad")
+  if (instr.op == "rms_norm_grad" || instr.op == "rms_norm_grad_add")
     return kernels::kRmsNormGradMaxBlocks * instr.getInt("group_size", 0) * 4;
   if (instr.op == "rms_norm_rope_grad") {
     // One partial row of head_dim floats per block of the backward's

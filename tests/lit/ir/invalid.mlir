@@ -328,3 +328,14 @@ func.func @adamw_new_master_type(%p: tensor<8xbf16>, %w: tensor<8xf32>) {
       -> (tensor<8xbf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>)
   return
 }
+
+// -----
+
+func.func @norm_grad_addend_type(%x: tensor<4x2x8xf32>, %w: tensor<8xf32>,
+                                 %r: tensor<4x2x8xbf16>) {
+  // expected-error @+1 {{expects the addend to have dx's type}}
+  %dx, %dw = sharc.rms_norm_grad_add %x, %w, %x, %r {eps = 1.0e-6 : f64}
+      : (tensor<4x2x8xf32>, tensor<8xf32>, tensor<4x2x8xf32>,
+         tensor<4x2x8xbf16>) -> (tensor<4x2x8xf32>, tensor<8xf32>)
+  return
+}

@@ -67,6 +67,10 @@ func.func @gradient_ops(%x: tensor<16x2x64xf32>, %w: tensor<64xf32>,
   %dx, %dw = sharc.rms_norm_grad %x, %w, %x {eps = 1.0e-6 : f64}
       : (tensor<16x2x64xf32>, tensor<64xf32>, tensor<16x2x64xf32>)
       -> (tensor<16x2x64xf32>, tensor<64xf32>)
+  // CHECK: sharc.rms_norm_grad_add
+  %dxa, %dwa = sharc.rms_norm_grad_add %x, %w, %x, %dx {eps = 1.0e-6 : f64}
+      : (tensor<16x2x64xf32>, tensor<64xf32>, tensor<16x2x64xf32>,
+         tensor<16x2x64xf32>) -> (tensor<16x2x64xf32>, tensor<64xf32>)
   // CHECK: sharc.matmul_dgrad
   %dxb = sharc.matmul_dgrad %xb, %wq
       : (tensor<16x2x64xbf16>, tensor<64x64xbf16>) -> tensor<16x2x64xbf16>

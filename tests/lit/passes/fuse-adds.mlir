@@ -1,7 +1,8 @@
 // RUN: sharc-opt %s --split-input-file --sharc-fuse-adds | FileCheck %s
-// An add of a GEMM's product that nothing else reads becomes the GEMM with
-// the other operand as its addend, in the GEMM's place; an addend made
-// after the GEMM, a product read twice, or an add of two non-GEMMs stay.
+// An add of a GEMM's product, or of a norm backward's dx, that nothing else
+// reads becomes that op with the other operand as its addend, in the op's
+// place; an addend made after the op, a product read twice, a norm's dw,
+// or an add of two others stay.
 
 // CHECK-LABEL: func.func @residual
 func.func @residual(%x: tensor<4x2x8xf32>, %w: tensor<8x8xf32>,
@@ -57,4 +58,36 @@ func.func @left_alone(%x: tensor<4x2x8xf32>, %w: tensor<8x8xf32>)
   // CHECK: sharc.add %arg0, %arg0
   %n = sharc.add %x, %x : (tensor<4x2x8xf32>, tensor<4x2x8xf32>) -> tensor<4x2x8xf32>
   return %p, %z, %n : tensor<4x2x8xf32>, tensor<4x2x8xf32>, tensor<4x2x8xf32>
+}
+
+// -----
+
+// The residual stream's gradient at a norm: dx plus the gradient that
+// bypassed the block; dw keeps its readers.
+// CHECK-LABEL: func.func @norm_gradient
+func.func @norm_gradient(%x: tensor<4x2x8xf32>, %w: tensor<8xf32>,
+                         %dy: tensor<4x2x8xf32>, %r: tensor<4x2x8xf32>)
+    -> (tensor<4x2x8xf32>, tensor<8xf32>) {
+  // CHECK-NEXT: %[[DX:[^,]*]], %[[DW:[^ ]*]] = sharc.rms_norm_grad_add %arg0, %arg1, %arg2, %arg3 {eps =
+  // CHECK-NEXT: return %[[DX]], %[[DW]]
+  %dx, %dw = sharc.rms_norm_grad %x, %w, %dy {eps = 1.0e-6 : f64} : (tensor<4x2x8xf32>, tensor<8xf32>, tensor<4x2x8xf32>) -> (tensor<4x2x8xf32>, tensor<8xf32>)
+  %s = sharc.add %r, %dx : (tensor<4x2x8xf32>, tensor<4x2x8xf32>) -> tensor<4x2x8xf32>
+  return %s, %dw : tensor<4x2x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// dx read twice, or an add of dw: no fusion.
+// CHECK-LABEL: func.func @norm_gradient_left_alone
+func.func @norm_gradient_left_alone(%x: tensor<4x2x8xf32>, %w: tensor<8xf32>,
+                                    %dy: tensor<4x2x8xf32>, %r: tensor<4x2x8xf32>)
+    -> (tensor<4x2x8xf32>, tensor<4x2x8xf32>, tensor<8xf32>) {
+  // CHECK: sharc.rms_norm_grad %arg0
+  // CHECK: sharc.add
+  // CHECK: sharc.add
+  // CHECK-NOT: rms_norm_grad_add
+  %dx, %dw = sharc.rms_norm_grad %x, %w, %dy {eps = 1.0e-6 : f64} : (tensor<4x2x8xf32>, tensor<8xf32>, tensor<4x2x8xf32>) -> (tensor<4x2x8xf32>, tensor<8xf32>)
+  %s = sharc.add %r, %dx : (tensor<4x2x8xf32>, tensor<4x2x8xf32>) -> tensor<4x2x8xf32>
+  %t = sharc.add %dw, %w : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %s, %dx, %t : tensor<4x2x8xf32>, tensor<4x2x8xf32>, tensor<8xf32>
 }

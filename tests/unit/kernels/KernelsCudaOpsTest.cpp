@@ -272,6 +272,44 @@ TEST_CASE("cuda rms_norm and its grad match the cpu for every group size",
     }
 }
 
+TEST_CASE("cuda rms_norm_grad_add matches the cpu, dx written over its addend",
+          "[gpu]") {
+  if (sharc::kernels::cuda::deviceCount() == 0)
+    std::exit(77);
+  // The generic path (43, 129), the vector path with several teams a warp
+  // (24) and teams of several warps (4096), and a MiniMind layer norm; dx
+  // over r on the device, as the planner may place it.
+  const NormShape shapes[] = {
+      {37, 129, 43}, {50, 192, 24}, {16, 4096, 4096}, {8192, 768, 768}};
+  std::mt19937 rng(66);
+  for (const NormShape &shape : shapes)
+    for (DType dtype : kFloatTypes) {
+      INFO("rows " << shape.rows << ", cols " << shape.cols << ", group "
+                   << shape.groupSize << ", dtype " << dtypeName(dtype));
+      const int64_t numel = shape.rows * shape.cols;
+      Pair x(dtype, randomValues(numel, rng));
+      Pair w(dtype, randomValues(shape.groupSize, rng));
+      Pair dy(dtype, randomValues(numel, rng));
+      Pair r(dtype, randomValues(numel, rng));
+      Pair dx(dtype, numel), dw(dtype, shape.groupSize);
+      RmsNormGradArgs hostArgs =
+          normGradArgs(shape, x.in(false), w.in(false), dy.in(false),
+                       dx.out(false), dw.out(false));
+      hostArgs.r = r.in(false);
+      RmsNormGradArgs deviceArgs =
+          normGradArgs(shape, x.in(true), w.in(true), dy.in(true), r.out(true),
+                       dw.out(true));
+      deviceArgs.r = r.in(true);
+      DeviceBuffer scratch(cuda::rmsNormGradScratchBytes(deviceArgs));
+      scratch.poison();
+      deviceArgs.scratch = scratch.data();
+      cpu::rmsNormGrad(hostArgs);
+      requireRan(cuda::rmsNormGrad(deviceArgs, nullptr));
+      requireClose(r.deviceCopy(), dx.host(), tolerance(dtype, 1e-4));
+      dw.requireMatch(tolerance(dtype, 1e-4));
+    }
+}
+
 TEST_CASE("cuda rms_norm_grad on model sizes matches a float64 cpu run and "
           "repeats its bits",
           "[gpu]") {

@@ -103,6 +103,52 @@ TEST_CASE("rms norm gradients match finite differences", "[kernels]") {
   CHECK(maxRelativeError(dw.values(), numericDw) < kTolerance);
 }
 
+TEST_CASE("rms norm gradient with an addend rounds the sum once", "[kernels]") {
+  // rms_norm_grad_add: in f32, dx + r formed before the store is the
+  // separate add's bits (the f32 dx is exact before its store); in bf16 one
+  // rounding instead of two, within a bf16 step of the separate sum. r may
+  // be dx itself (the planner may place dx over the dying addend); dw is
+  // rms_norm_grad's.
+  std::mt19937 rng(34);
+  const int64_t rows = 7, cols = 24, groupSize = 8, numel = rows * cols;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    INFO(dtypeName(dtype));
+    Tensor x(dtype, randomValues(numel, rng));
+    Tensor w(dtype, randomValues(groupSize, rng));
+    Tensor dy(dtype, randomValues(numel, rng));
+    Tensor r(dtype, randomValues(numel, rng));
+    auto args = [&](TensorView dx, TensorView dw, ConstTensorView addend) {
+      return RmsNormGradArgs{.x = x.cview(),
+                             .w = w.cview(),
+                             .dy = dy.cview(),
+                             .dx = dx,
+                             .dw = dw,
+                             .rows = rows,
+                             .cols = cols,
+                             .groupSize = groupSize,
+                             .eps = 1e-6,
+                             .r = addend};
+    };
+    Tensor plain(dtype, numel), plainDw(dtype, groupSize);
+    cpu::rmsNormGrad(args(plain.view(), plainDw.view(), {}));
+    Tensor fused(dtype, numel), fusedDw(dtype, groupSize);
+    cpu::rmsNormGrad(args(fused.view(), fusedDw.view(), r.cview()));
+    Tensor inPlace(dtype, r.values()), inPlaceDw(dtype, groupSize);
+    cpu::rmsNormGrad(args(inPlace.view(), inPlaceDw.view(), inPlace.cview()));
+    std::vector<double> sum = plain.values(), rValues = r.values();
+    for (size_t i = 0; i < sum.size(); ++i)
+      sum[i] += rValues[i];
+    Tensor separate(dtype, sum); // the separate add's one rounding
+    if (dtype == DType::F32)
+      CHECK(fused.values() == separate.values());
+    else
+      CHECK(maxRelativeError(fused.values(), sum) < 1e-2);
+    CHECK(inPlace.values() == fused.values());
+    CHECK(fusedDw.values() == plainDw.values());
+    CHECK(inPlaceDw.values() == plainDw.values());
+  }
+}
+
 TEST_CASE("matmul dgrad and wgrad match finite differences", "[kernels]") {
   std::mt19937 rng(33);
   const int64_t m = 5, n = 11, k = 9;
