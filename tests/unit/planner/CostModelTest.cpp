@@ -69,7 +69,9 @@ TEST_CASE("the default machine file reads back its numbers", "[planner]") {
   REQUIRE(machine->links.size() == 2);
   REQUIRE(machine->links.at("tp").alpha == 1.0e-5);
   REQUIRE(machine->links.at("dp").beta == 3.0e11);
-  REQUIRE(machine->opEfficiency.size() == 21);
+  REQUIRE(machine->opEfficiency.size() == 22);
+  REQUIRE(machine->opEfficiency.at("rms_norm_grad_add") ==
+          machine->opEfficiency.at("rms_norm_grad"));
   REQUIRE(machine->opEfficiency.at("matmul") == 0.8216);
 }
 
