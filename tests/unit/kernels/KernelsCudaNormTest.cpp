@@ -46,6 +46,37 @@ RmsNormGradArgs normGradArgs(const NormShape &shape, ConstTensorView x,
                          .groupSize = shape.groupSize};
 }
 
+/// rms_norm_grad on random x, w and dy of `shape` against the cpu, with a
+/// random addend (rms_norm_grad_add) when `withAddend`. On the device dx
+/// is written over dy, or over the addend, as the executor may place it.
+void checkNormGrad(const NormShape &shape, DType dtype, std::mt19937 &rng,
+                   bool withAddend) {
+  const int64_t numel = shape.rows * shape.cols;
+  Pair x(dtype, randomValues(numel, rng));
+  Pair w(dtype, randomValues(shape.groupSize, rng));
+  Pair dy(dtype, randomValues(numel, rng));
+  Pair r(dtype, randomValues(numel, rng));
+  Pair dx(dtype, numel), dw(dtype, shape.groupSize);
+  Pair &deviceDx = withAddend ? r : dy;
+  RmsNormGradArgs hostArgs =
+      normGradArgs(shape, x.in(false), w.in(false), dy.in(false), dx.out(false),
+                   dw.out(false));
+  RmsNormGradArgs deviceArgs =
+      normGradArgs(shape, x.in(true), w.in(true), dy.in(true),
+                   deviceDx.out(true), dw.out(true));
+  if (withAddend) {
+    hostArgs.r = r.in(false);
+    deviceArgs.r = r.in(true);
+  }
+  DeviceBuffer scratch(cuda::rmsNormGradScratchBytes(deviceArgs));
+  scratch.poison();
+  deviceArgs.scratch = scratch.data();
+  cpu::rmsNormGrad(hostArgs);
+  requireRan(cuda::rmsNormGrad(deviceArgs, nullptr));
+  requireClose(deviceDx.deviceCopy(), dx.host(), tolerance(dtype, 1e-4));
+  dw.requireMatch(tolerance(dtype, 1e-4));
+}
+
 } // namespace
 
 TEST_CASE("cuda rms_norm and its grad match the cpu for every group size",
@@ -70,8 +101,7 @@ TEST_CASE("cuda rms_norm and its grad match the cpu for every group size",
       const int64_t numel = shape.rows * shape.cols;
       Pair x(dtype, randomValues(numel, rng));
       Pair w(dtype, randomValues(shape.groupSize, rng));
-      Pair dy(dtype, randomValues(numel, rng));
-      Pair y(dtype, numel), dx(dtype, numel), dw(dtype, shape.groupSize);
+      Pair y(dtype, numel);
       auto forward = [&](bool onDevice) {
         return RmsNormArgs{.x = x.in(onDevice),
                            .w = w.in(onDevice),
@@ -84,20 +114,7 @@ TEST_CASE("cuda rms_norm and its grad match the cpu for every group size",
       requireRan(cuda::rmsNorm(forward(true), nullptr));
       y.requireMatch(tolerance(dtype, 1e-4));
 
-      // On the device dx is written over dy, as the executor may place it.
-      RmsNormGradArgs hostArgs =
-          normGradArgs(shape, x.in(false), w.in(false), dy.in(false),
-                       dx.out(false), dw.out(false));
-      RmsNormGradArgs deviceArgs =
-          normGradArgs(shape, x.in(true), w.in(true), dy.in(true), dy.out(true),
-                       dw.out(true));
-      DeviceBuffer scratch(cuda::rmsNormGradScratchBytes(deviceArgs));
-      scratch.poison();
-      deviceArgs.scratch = scratch.data();
-      cpu::rmsNormGrad(hostArgs);
-      requireRan(cuda::rmsNormGrad(deviceArgs, nullptr));
-      requireClose(dy.deviceCopy(), dx.host(), tolerance(dtype, 1e-4));
-      dw.requireMatch(tolerance(dtype, 1e-4));
+      checkNormGrad(shape, dtype, rng, /*withAddend=*/false);
     }
 }
 
@@ -115,27 +132,7 @@ TEST_CASE("cuda rms_norm_grad_add matches the cpu, dx written over its addend",
     for (DType dtype : kFloatTypes) {
       INFO("rows " << shape.rows << ", cols " << shape.cols << ", group "
                    << shape.groupSize << ", dtype " << dtypeName(dtype));
-      const int64_t numel = shape.rows * shape.cols;
-      Pair x(dtype, randomValues(numel, rng));
-      Pair w(dtype, randomValues(shape.groupSize, rng));
-      Pair dy(dtype, randomValues(numel, rng));
-      Pair r(dtype, randomValues(numel, rng));
-      Pair dx(dtype, numel), dw(dtype, shape.groupSize);
-      RmsNormGradArgs hostArgs =
-          normGradArgs(shape, x.in(false), w.in(false), dy.in(false),
-                       dx.out(false), dw.out(false));
-      hostArgs.r = r.in(false);
-      RmsNormGradArgs deviceArgs =
-          normGradArgs(shape, x.in(true), w.in(true), dy.in(true), r.out(true),
-                       dw.out(true));
-      deviceArgs.r = r.in(true);
-      DeviceBuffer scratch(cuda::rmsNormGradScratchBytes(deviceArgs));
-      scratch.poison();
-      deviceArgs.scratch = scratch.data();
-      cpu::rmsNormGrad(hostArgs);
-      requireRan(cuda::rmsNormGrad(deviceArgs, nullptr));
-      requireClose(r.deviceCopy(), dx.host(), tolerance(dtype, 1e-4));
-      dw.requireMatch(tolerance(dtype, 1e-4));
+      checkNormGrad(shape, dtype, rng, /*withAddend=*/true);
     }
 }
 
