@@ -37,13 +37,14 @@ Operation *fusableProducer(Value value) {
   return nullptr;
 }
 
-/// Whether `value` is available where `gemm` runs: the GEMM can take it as
+/// Whether `value` is available where `producer` runs: it can take it as
 /// its addend without moving.
-bool availableAt(Value value, Operation *gemm) {
+bool availableAt(Value value, Operation *producer) {
   Operation *def = value.getDefiningOp();
   if (!def)
-    return cast<BlockArgument>(value).getOwner() == gemm->getBlock();
-  return def->getBlock() == gemm->getBlock() && def->isBeforeInBlock(gemm);
+    return cast<BlockArgument>(value).getOwner() == producer->getBlock();
+  return def->getBlock() == producer->getBlock() &&
+         def->isBeforeInBlock(producer);
 }
 
 /// Replaces `add` by the producer of one operand with the other as its
@@ -52,35 +53,35 @@ bool availableAt(Value value, Operation *gemm) {
 /// on its weight); so the addend must already be there. False when neither
 /// operand qualifies.
 bool fuse(AddOp add) {
-  Operation *gemm = nullptr;
+  Operation *producer = nullptr;
   Value addend;
   for (auto [product, other] :
        {std::pair{add.getA(), add.getB()}, {add.getB(), add.getA()}}) {
     Operation *candidate = fusableProducer(product);
     if (candidate && availableAt(other, candidate)) {
-      gemm = candidate;
+      producer = candidate;
       addend = other;
       break;
     }
   }
-  if (!gemm)
+  if (!producer)
     return false;
-  OpBuilder builder(gemm);
+  OpBuilder builder(producer);
   Value fused;
-  if (auto normGrad = dyn_cast<RmsNormGradOp>(gemm)) {
+  if (auto normGrad = dyn_cast<RmsNormGradOp>(producer)) {
     auto made = builder.create<RmsNormGradAddOp>(
         add.getLoc(), add.getType(), normGrad.getDw().getType(),
         normGrad.getX(), normGrad.getW(), normGrad.getDy(), addend,
         normGrad.getEpsAttr());
     normGrad.getDw().replaceAllUsesWith(made.getDw());
     fused = made.getDx();
-  } else if (auto matmul = dyn_cast<MatmulOp>(gemm))
+  } else if (auto matmul = dyn_cast<MatmulOp>(producer))
     fused = builder
                 .create<MatmulAddOp>(add.getLoc(), add.getType(), matmul.getX(),
                                      matmul.getW(), addend)
                 .getY();
   else {
-    auto dgrad = cast<MatmulDgradOp>(gemm);
+    auto dgrad = cast<MatmulDgradOp>(producer);
     fused = builder
                 .create<MatmulDgradAddOp>(add.getLoc(), add.getType(),
                                           dgrad.getDy(), dgrad.getW(), addend)
@@ -88,7 +89,7 @@ bool fuse(AddOp add) {
   }
   add.getY().replaceAllUsesWith(fused);
   add.erase();
-  gemm->erase();
+  producer->erase();
   return true;
 }
 
