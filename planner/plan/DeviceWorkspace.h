@@ -10,12 +10,12 @@
 //  - cuBLASLt: kGemmWorkspaceBytes per stream (CudaBackend gives each
 //    stream's GEMM engine that much);
 //  - kernel scratch, per stream the largest need of its instructions:
-//    rms_norm_grad's (and rms_norm_grad_add's) per-block dw rows (at most 512 blocks of group_size
-//    fp32), cross_entropy's per-token losses (fp32), and cuDNN's attention
-//    backward (two fp32 tensors of q's size and a row statistic, as cuDNN
-//    9.19 states at set-up; its deterministic backward, asked for with
-//    SHARC_CUDNN_DETERMINISTIC=1, takes several times more and is not
-//    predicted);
+//    rms_norm_grad's (and rms_norm_grad_add's) per-block dw rows (at most
+//    512 blocks of group_size fp32), cross_entropy's per-token losses
+//    (fp32), and cuDNN's attention backward (two fp32 tensors of q's size
+//    and a row statistic, as cuDNN 9.19 states at set-up; its deterministic
+//    backward, asked for with SHARC_CUDNN_DETERMINISTIC=1, takes several
+//    times more and is not predicted);
 //  - staging of gathers and scatters along an inner dimension (NCCL moves
 //    contiguous blocks only), per stream.
 // The CUDA context and NCCL's own buffers are the driver's and NCCL's, not
