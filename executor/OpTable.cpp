@@ -88,12 +88,14 @@ Result<Launch> launchGemm(
       cpuGemm(args);
       return Status::ok();
     });
-  if (stream >= 0 && stream < static_cast<int64_t>(env.gemms.size()) &&
-      env.gemms[stream])
-    SHARC_TRY(env.gemms[stream]->prepare(args));
+  // A device stream has a GEMM engine only where the plan puts a GEMM
+  // (plan::streamRunsGemm), so a missing one is a set-up error.
+  if (stream < 0 || stream >= static_cast<int64_t>(env.gemms.size()) ||
+      !env.gemms[stream])
+    return Status::invalidInput("no GEMM engine on stream " +
+                                std::to_string(stream) + " of this backend");
+  SHARC_TRY(env.gemms[stream]->prepare(args));
   return Launch([args, deviceGemm](const LaunchContext &context) {
-    if (!context.gemm)
-      return Status::runtimeError("no GEMM engine on this backend");
     return (context.gemm->*deviceGemm)(args, context.stream);
   });
 }
@@ -177,6 +179,19 @@ Result<NormSizes> normSizes(const OpCall &c) {
   return NormSizes{x.numel() / *cols, *cols, groupSize};
 }
 
+/// The addend a fused op sums into `result` (matmul_add and
+/// matmul_dgrad_add: operand 2; rms_norm_grad_add: operand 3), of the
+/// result's dtype and size; an empty view when the op has none.
+Result<kernels::ConstTensorView>
+addendOf(const OpCall &c, size_t operand, const TensorRef &result) {
+  if (c.operands.size() <= operand)
+    return kernels::ConstTensorView{};
+  const TensorRef &r = c.operands[operand];
+  SHARC_TRY(dtypeIs(r, result.dtype(), "r"));
+  SHARC_TRY(numelIs(r, result.numel(), "r"));
+  return r.cview();
+}
+
 Result<Launch> bindRmsNorm(const OpCall &c, const OpEnv &env) {
   auto sizes = normSizes(c);
   if (!sizes)
@@ -206,14 +221,9 @@ Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
   }
   SHARC_TRY(isFloat(dw, "dw"));
   SHARC_TRY(numelIs(dw, sizes->groupSize, "dw"));
-  // rms_norm_grad_add: operand 3 is dx's addend, of dx's dtype and size.
-  kernels::ConstTensorView addend{};
-  if (c.operands.size() > 3) {
-    const TensorRef &r = c.operands[3];
-    SHARC_TRY(dtypeIs(r, dx.dtype(), "r"));
-    SHARC_TRY(numelIs(r, dx.numel(), "r"));
-    addend = r.cview();
-  }
+  auto addend = addendOf(c, 3, dx);
+  if (!addend)
+    return addend.status();
   return launchKernelWithScratch(
       env, *c.instr,
       kernels::RmsNormGradArgs{.x = c.operands[0].cview(),
@@ -225,7 +235,7 @@ Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
                                .cols = sizes->cols,
                                .groupSize = sizes->groupSize,
                                .eps = c.instr->getFloat("eps"),
-                               .r = addend},
+                               .r = *addend},
       SHARC_KERNELS_WITH_SCRATCH(rmsNormGrad));
 }
 
@@ -233,18 +243,6 @@ Result<Launch> bindRmsNormGrad(const OpCall &c, const OpEnv &env) {
 Status weightShape(const TensorRef &w, const char *role) {
   SHARC_TRY(isFloat(w, role));
   return rankIs(w, 2, role);
-}
-
-/// The addend of matmul_add / matmul_dgrad_add (operand 2): the result's
-/// shape and dtype.
-Result<kernels::ConstTensorView> addendOf(const OpCall &c,
-                                          const TensorRef &result) {
-  if (c.operands.size() < 3)
-    return kernels::ConstTensorView{};
-  const TensorRef &r = c.operands[2];
-  SHARC_TRY(dtypeIs(r, result.dtype(), "r"));
-  SHARC_TRY(numelIs(r, result.numel(), "r"));
-  return r.cview();
 }
 
 Result<Launch> bindMatmul(const OpCall &c, const OpEnv &env) {
@@ -260,7 +258,7 @@ Result<Launch> bindMatmul(const OpCall &c, const OpEnv &env) {
   int64_t m = x.numel() / k;
   SHARC_TRY(isFloat(y, "y"));
   SHARC_TRY(numelIs(y, m * n, "y"));
-  auto addend = addendOf(c, y);
+  auto addend = addendOf(c, 2, y);
   if (!addend)
     return addend.status();
   return launchGemm(env, c.instr->stream,
@@ -287,7 +285,7 @@ Result<Launch> bindMatmulDgrad(const OpCall &c, const OpEnv &env) {
   int64_t m = dy.numel() / n;
   SHARC_TRY(isFloat(dx, "dx"));
   SHARC_TRY(numelIs(dx, m * k, "dx"));
-  auto addend = addendOf(c, dx);
+  auto addend = addendOf(c, 2, dx);
   if (!addend)
     return addend.status();
   return launchGemm(env, c.instr->stream,

@@ -346,25 +346,18 @@ LogicalResult EmbeddingGradOp::verify() {
   return success();
 }
 
-LogicalResult RmsNormGradOp::verify() {
-  if (failed(verifySameShape(*this, getX(), "x", getDy(), "dy")) ||
-      failed(verifySameShape(*this, getX(), "x", getDx(), "dx")))
-    return failure();
-  return verifySameShape(*this, getW(), "w", getDw(), "dw");
-}
+namespace {
 
-LogicalResult RmsNormGradAddOp::verify() {
-  if (failed(verifySameShape(*this, getX(), "x", getDy(), "dy")) ||
-      failed(verifySameShape(*this, getX(), "x", getDx(), "dx")) ||
-      failed(verifySameShape(*this, getW(), "w", getDw(), "dw")))
-    return failure();
-  if (getR().getType() != getDx().getType())
-    return emitOpError("expects the addend to have dx's type, got ")
-           << getR().getType() << " and " << getDx().getType();
+/// The addend of a fused op (matmul_add, matmul_dgrad_add,
+/// rms_norm_grad_add) has the type of the result it is summed into.
+LogicalResult verifyAddend(Operation *op, Value addend, Value result,
+                           StringRef resultName = "the result's") {
+  if (addend.getType() != result.getType())
+    return op->emitOpError("expects the addend to have ")
+           << resultName << " type, got " << addend.getType() << " and "
+           << result.getType();
   return success();
 }
-
-namespace {
 
 /// dx = dy w: dy [..., N], w [N, K], dx [..., K] (matmul_dgrad and
 /// matmul_dgrad_add).
@@ -380,15 +373,28 @@ LogicalResult verifyDgradShapes(Operation *op, Value dyValue, Value wValue,
   return success();
 }
 
-/// The addend of a fused GEMM has its result's type.
-LogicalResult verifyAddend(Operation *op, Value addend, Value result) {
-  if (addend.getType() != result.getType())
-    return op->emitOpError("expects the addend to have the result's type, got ")
-           << addend.getType() << " and " << result.getType();
-  return success();
+/// rms_norm_grad and rms_norm_grad_add: dy and dx of x's shape, dw of w's.
+LogicalResult verifyNormGradShapes(Operation *op, Value x, Value w, Value dy,
+                                   Value dx, Value dw) {
+  if (failed(verifySameShape(op, x, "x", dy, "dy")) ||
+      failed(verifySameShape(op, x, "x", dx, "dx")))
+    return failure();
+  return verifySameShape(op, w, "w", dw, "dw");
 }
 
 } // namespace
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGradShapes(*this, getX(), getW(), getDy(), getDx(),
+                              getDw());
+}
+
+LogicalResult RmsNormGradAddOp::verify() {
+  if (failed(verifyNormGradShapes(*this, getX(), getW(), getDy(), getDx(),
+                                  getDw())))
+    return failure();
+  return verifyAddend(*this, getR(), getDx(), "dx's");
+}
 
 LogicalResult MatmulDgradOp::verify() {
   return verifyDgradShapes(*this, getDy(), getW(), getDx());
