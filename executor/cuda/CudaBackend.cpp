@@ -93,11 +93,14 @@ public:
   Status endCapture() override { return graph_.end(); }
   Status replayStep() override { return graph_.replay(); }
   int64_t workspaceBytes() const override {
-    int64_t bytes =
-        static_cast<int64_t>(gemms_.size()) * plan::kGemmWorkspaceBytes;
+    int64_t bytes = 0;
+    for (const auto &gemm : gemms_)
+      bytes += gemm ? plan::kGemmWorkspaceBytes : 0;
     for (const LaunchContext &context : contexts_)
       bytes += context.scratchBytes;
-    return bytes + stagingBytes_ * static_cast<int64_t>(staging_.size());
+    for (int64_t staging : stagingBytes_)
+      bytes += staging;
+    return bytes;
   }
   int64_t deviceBytesInUse() const override {
     size_t freeBytes = 0, totalBytes = 0;
@@ -118,7 +121,7 @@ private:
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
   std::vector<void *> staging_;
-  int64_t stagingBytes_ = 0;    ///< of each stream's staging buffer
+  std::vector<int64_t> stagingBytes_; ///< of each stream's staging buffer
   std::vector<void *> scratch_; ///< per stream, null where none is needed
   std::vector<std::unique_ptr<GemmEngine>> gemms_;
   std::vector<std::unique_ptr<AttentionEngine>> attentions_;
@@ -328,8 +331,6 @@ Status CudaRank::setUp(const plan::Plan &plan, bool poison, bool profile) {
     SHARC_CUDA(
         cudaMemset(base, poisoned ? 0xff : 0, static_cast<size_t>(numBytes)));
   }
-  int64_t staging = plan::collectiveStagingBytes(plan);
-  stagingBytes_ = staging;
   auto priorities = streamPriorities(plan.numStreams);
   if (!priorities)
     return priorities.status();
@@ -338,14 +339,22 @@ Status CudaRank::setUp(const plan::Plan &plan, bool poison, bool profile) {
     SHARC_CUDA(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking,
                                             (*priorities)[s]));
     streams_.push_back(stream);
-    auto gemm = createGemmEngine(plan::kGemmWorkspaceBytes);
-    if (!gemm)
-      return gemm.status();
-    gemms_.push_back(std::move(*gemm));
+    // cuBLASLt's workspace only where a GEMM runs (not on a communication
+    // stream); bind refuses a GEMM on a stream without an engine.
+    std::unique_ptr<GemmEngine> gemm;
+    if (plan::streamRunsGemm(plan, s)) {
+      auto engine = createGemmEngine(plan::kGemmWorkspaceBytes);
+      if (!engine)
+        return engine.status();
+      gemm = std::move(*engine);
+    }
+    gemms_.push_back(std::move(gemm));
     auto attention = createAttentionEngine(stream);
     if (!attention)
       return attention.status();
     attentions_.push_back(std::move(*attention));
+    int64_t staging = plan::collectiveStagingBytes(plan, s);
+    stagingBytes_.push_back(staging);
     void *stagingBuffer = nullptr;
     if (staging > 0)
       SHARC_CUDA(cudaMalloc(&stagingBuffer, static_cast<size_t>(staging)));

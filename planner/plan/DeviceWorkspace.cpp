@@ -77,9 +77,11 @@ int64_t allToAllStagingBytes(const Plan &plan, const Instruction &instr) {
 
 } // namespace
 
-int64_t collectiveStagingBytes(const Plan &plan) {
+int64_t collectiveStagingBytes(const Plan &plan, int64_t stream) {
   int64_t bytes = 0;
   for (const Instruction &instr : plan.instructions) {
+    if (instr.stream != stream)
+      continue;
     if (instr.op == "all_to_all" && instr.operands.size() == 1) {
       bytes = std::max(bytes, allToAllStagingBytes(plan, instr));
       continue;
@@ -102,10 +104,22 @@ int64_t collectiveStagingBytes(const Plan &plan) {
   return bytes;
 }
 
+bool runsGemm(const Instruction &instr) {
+  return instr.op == "matmul" || instr.op == "matmul_add" ||
+         instr.op == "matmul_dgrad" || instr.op == "matmul_dgrad_add" ||
+         instr.op == "matmul_wgrad";
+}
+
+bool streamRunsGemm(const Plan &plan, int64_t stream) {
+  return std::any_of(plan.instructions.begin(), plan.instructions.end(),
+                     [&](const Instruction &instr) {
+                       return instr.stream == stream && runsGemm(instr);
+                     });
+}
+
 DeviceWorkspace predictDeviceWorkspace(const Plan &plan) {
   DeviceWorkspace workspace;
   int64_t streams = std::max<int64_t>(plan.numStreams, 1);
-  workspace.gemmBytes = streams * kGemmWorkspaceBytes;
   std::vector<int64_t> scratch(static_cast<size_t>(streams), 0);
   for (const Instruction &instr : plan.instructions) {
     auto s =
@@ -114,7 +128,11 @@ DeviceWorkspace predictDeviceWorkspace(const Plan &plan) {
   }
   for (int64_t bytes : scratch)
     workspace.scratchBytes += bytes;
-  workspace.stagingBytes = streams * collectiveStagingBytes(plan);
+  for (int64_t s = 0; s < streams; ++s) {
+    if (streamRunsGemm(plan, s))
+      workspace.gemmBytes += kGemmWorkspaceBytes;
+    workspace.stagingBytes += collectiveStagingBytes(plan, s);
+  }
   return workspace;
 }
 

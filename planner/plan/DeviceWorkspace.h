@@ -1,14 +1,16 @@
 //===- DeviceWorkspace.h - what a GPU rank holds beside the plan *- C++ -*-===//
 // defines: kGemmWorkspaceBytes, DeviceWorkspace, predictDeviceWorkspace,
-//          cudnnAttentionGradBytes, collectiveStagingBytes
+//          cudnnAttentionGradBytes, collectiveStagingBytes, runsGemm,
+//          streamRunsGemm
 //
 // The plan's regions are all a rank's tensors; on the CUDA backend the
 // libraries and kernels need working memory too, sized at set-up and never
 // grown during a step. The compiler's report predicts it from the plan
 // alone (the same rules the CUDA backend allocates by, written once here),
 // and sharc-run prints the prediction beside what was allocated:
-//  - cuBLASLt: kGemmWorkspaceBytes per stream (CudaBackend gives each
-//    stream's GEMM engine that much);
+//  - cuBLASLt: kGemmWorkspaceBytes per stream that runs a GEMM (CudaBackend
+//    gives each such stream a GEMM engine with that much; a communication
+//    stream gets none);
 //  - kernel scratch, per stream the largest need of its instructions:
 //    rms_norm_grad's (and rms_norm_grad_add's) per-block dw rows (at most
 //    512 blocks of group_size fp32), cross_entropy's per-token losses
@@ -17,7 +19,7 @@
 //    backward, asked for with SHARC_CUDNN_DETERMINISTIC=1, takes several
 //    times more and is not predicted);
 //  - staging of gathers and scatters along an inner dimension (NCCL moves
-//    contiguous blocks only), per stream.
+//    contiguous blocks only), per stream the largest of its own.
 // The CUDA context and NCCL's own buffers are the driver's and NCCL's, not
 // predicted here; sharc-run's "device in use" line includes them.
 #pragma once
@@ -50,9 +52,16 @@ inline int64_t cudnnAttentionGradBytes(int64_t qNumel, int64_t lseNumel) {
   return qNumel * 8 + lseNumel * 4 + 256;
 }
 
-/// Bytes of staging one stream's inner-dimension all_gather or
-/// reduce_scatter needs: the largest gathered (or scattered) tensor whose
-/// split dimension has a non-unit dimension before it.
-int64_t collectiveStagingBytes(const Plan &plan);
+/// Bytes of staging `stream`'s inner-dimension all_gather, reduce_scatter
+/// and all_to_all need: the largest gathered (or scattered) tensor whose
+/// split dimension has a non-unit dimension before it, and an all_to_all's
+/// packed input and output.
+int64_t collectiveStagingBytes(const Plan &plan, int64_t stream);
+
+/// Whether `instr` runs on cuBLASLt (the matmul family).
+bool runsGemm(const Instruction &instr);
+
+/// Whether any instruction of `stream` runs on cuBLASLt.
+bool streamRunsGemm(const Plan &plan, int64_t stream);
 
 } // namespace sharc::plan

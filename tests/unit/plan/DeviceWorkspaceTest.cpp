@@ -16,9 +16,9 @@ using namespace sharc::plan;
 
 namespace {
 
-/// Two streams: an rms_norm_grad (group 4) and an attention_grad in bf16
-/// on stream 0; a cross_entropy over 8 tokens and an all_gather along the
-/// inner dimension of a [2, 4] tensor on stream 1.
+/// Two streams: an rms_norm_grad (group 4), an attention_grad in bf16 and
+/// a matmul on stream 0; a cross_entropy over 8 tokens and an all_gather
+/// along the inner dimension of a [2, 4] tensor on stream 1.
 const std::string kPlan = R"(sharc_plan: 1
 mesh: [{name: dp, size: 1}, {name: tp, size: 2}]
 num_streams: 2
@@ -36,11 +36,14 @@ buffers:
   - {id: 8, name: "gathered", region: activation, offset: 256, bytes: 64, dtype: f32, shape: [2, 8]}
   - {id: 9, name: "q", region: activation, offset: 320, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
   - {id: 10, name: "lse", region: activation, offset: 448, bytes: 16, dtype: f32, shape: [1, 1, 4]}
+  - {id: 11, name: "w2", region: param, offset: 0, bytes: 16, dtype: f32, shape: [1, 4]}
+  - {id: 12, name: "y", region: activation, offset: 464, bytes: 8, dtype: f32, shape: [2, 1]}
 instructions:
   - {op: rms_norm_grad, in: [1, 0, 2], out: [3, 4], attrs: {eps: 1e-06, group_size: 4}}
   - {op: cross_entropy, in: [5, 6], out: [7], stream: 1}
   - {op: all_gather, in: [1], out: [8], stream: 1, attrs: {axis: "tp", dim: 1}}
   - {op: attention_grad, in: [9, 9, 9, 9, 10, 9], out: [9, 9, 9], attrs: {head_dim: 16}}
+  - {op: matmul, in: [1, 11], out: [12]}
 )";
 
 } // namespace
@@ -52,13 +55,18 @@ TEST_CASE("the GPU workspace follows the plan's streams, kernels and "
   INFO(plan.status().message());
   REQUIRE(plan);
   DeviceWorkspace workspace = predictDeviceWorkspace(*plan);
-  CHECK(workspace.gemmBytes == 2 * kGemmWorkspaceBytes);
+  // Only stream 0 runs a GEMM: stream 1 gets no cuBLASLt workspace.
+  CHECK(streamRunsGemm(*plan, 0));
+  CHECK_FALSE(streamRunsGemm(*plan, 1));
+  CHECK(workspace.gemmBytes == kGemmWorkspaceBytes);
   // Stream 0: max(512 blocks x 4 columns x 4 bytes, cuDNN's 64 q
   // elements x 8 + 4 lse x 4 + 256); stream 1: 8 tokens x 4 bytes.
   CHECK(workspace.scratchBytes == 512 * 4 * 4 + 8 * 4);
-  // The gather along dim 1 of [2, 4] stages its 64-byte result, per stream.
-  CHECK(collectiveStagingBytes(*plan) == 64);
-  CHECK(workspace.stagingBytes == 2 * 64);
+  // The gather along dim 1 of [2, 4] stages its 64-byte result on its own
+  // stream; stream 0 runs no collective and stages nothing.
+  CHECK(collectiveStagingBytes(*plan, 1) == 64);
+  CHECK(collectiveStagingBytes(*plan, 0) == 0);
+  CHECK(workspace.stagingBytes == 64);
   CHECK(workspace.totalBytes() ==
         workspace.gemmBytes + workspace.scratchBytes + workspace.stagingBytes);
 }
