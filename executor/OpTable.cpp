@@ -182,8 +182,8 @@ Result<NormSizes> normSizes(const OpCall &c) {
 /// The addend a fused op sums into `result` (matmul_add and
 /// matmul_dgrad_add: operand 2; rms_norm_grad_add: operand 3), of the
 /// result's dtype and size; an empty view when the op has none.
-Result<kernels::ConstTensorView>
-addendOf(const OpCall &c, size_t operand, const TensorRef &result) {
+Result<kernels::ConstTensorView> addendOf(const OpCall &c, size_t operand,
+                                          const TensorRef &result) {
   if (c.operands.size() <= operand)
     return kernels::ConstTensorView{};
   const TensorRef &r = c.operands[operand];

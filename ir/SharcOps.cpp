@@ -385,8 +385,7 @@ LogicalResult verifyNormGradShapes(Operation *op, Value x, Value w, Value dy,
 } // namespace
 
 LogicalResult RmsNormGradOp::verify() {
-  return verifyNormGradShapes(*this, getX(), getW(), getDy(), getDx(),
-                              getDw());
+  return verifyNormGradShapes(*this, getX(), getW(), getDy(), getDx(), getDw());
 }
 
 LogicalResult RmsNormGradAddOp::verify() {

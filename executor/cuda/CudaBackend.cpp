@@ -122,7 +122,7 @@ private:
   std::vector<cudaEvent_t> events_;
   std::vector<void *> staging_;
   std::vector<int64_t> stagingBytes_; ///< of each stream's staging buffer
-  std::vector<void *> scratch_; ///< per stream, null where none is needed
+  std::vector<void *> scratch_;       ///< per stream, null where none is needed
   std::vector<std::unique_ptr<GemmEngine>> gemms_;
   std::vector<std::unique_ptr<AttentionEngine>> attentions_;
   std::vector<std::unique_ptr<Communicator>> comms_;
