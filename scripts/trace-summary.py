@@ -6,9 +6,12 @@ stream's busy time (the union of its instructions' intervals), how much of
 the communication stream's busy time ran while the compute stream was busy
 too (hidden), and the overlap ratio the speed issue states its goal in:
 span / max(stream busy) (1.0: the step is as long as its busiest stream;
-the goal is at most 1.10). Then the ops that take the most time.
+the goal is at most 1.10). Then the ops that take the most time; with
+--locs N, the N model-file locations (the YAML line each instruction came
+from) that take the most, summed over their instructions; with --instrs N,
+the N longest instructions, each with its rank, index and location.
 
-    python3 scripts/trace-summary.py t.json [--top 12]
+    python3 scripts/trace-summary.py t.json [--top 12] [--locs N] [--instrs N]
 """
 import argparse
 import collections
@@ -48,6 +51,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace")
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--locs", type=int, default=0,
+                        help="list the N locations that take the most time")
+    parser.add_argument("--instrs", type=int, default=0,
+                        help="list the N longest instructions")
     args = parser.parse_args()
     try:
         with open(args.trace) as f:
@@ -58,6 +65,8 @@ def main():
     threads = {}
     spans = collections.defaultdict(list)  # (pid, tid) -> intervals
     by_op = collections.defaultdict(lambda: [0, 0.0])
+    by_loc = collections.defaultdict(lambda: [0, 0.0])
+    instrs = []  # (duration, rank, instruction, op, location)
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "thread_name":
             threads[(e["pid"], e["tid"])] = e["args"]["name"]
@@ -66,6 +75,12 @@ def main():
             op = by_op[e["name"]]
             op[0] += 1
             op[1] += e["dur"]
+            loc = e.get("args", {}).get("loc", "?")
+            at = by_loc[loc]
+            at[0] += 1
+            at[1] += e["dur"]
+            instrs.append((e["dur"], e["pid"], e.get("args", {}).get("instr"),
+                           e["name"], loc))
     if not spans:
         sys.exit(f"trace-summary: {args.trace}: no instruction spans")
     for pid in sorted({pid for pid, _ in spans}):
@@ -94,6 +109,18 @@ def main():
             :args.top]:
         print(f"  {name:<24} {count:5d} x  {t / 1e3:9.3f} ms "
               f"{100 * t / total:5.1f}%")
+    if args.locs > 0:
+        print("locations by time:")
+        for loc, (count, t) in sorted(by_loc.items(),
+                                      key=lambda kv: -kv[1][1])[:args.locs]:
+            print(f"  {loc:<40} {count:5d} x  {t / 1e3:9.3f} ms "
+                  f"{100 * t / total:5.1f}%")
+    if args.instrs > 0:
+        print("longest instructions:")
+        for dur, rank, index, name, loc in sorted(
+                instrs, key=lambda x: -x[0])[:args.instrs]:
+            print(f"  {dur / 1e3:9.3f} ms  rank {rank} instr {index} "
+                  f"{name} at {loc}")
 
 
 if __name__ == "__main__":
