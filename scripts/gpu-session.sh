@@ -6,7 +6,7 @@
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
 #                               [graph] [hf] [check] [sweep] [mpi]
-#                               [mpi-sanitize] [comm]
+#                               [mpi-sanitize] [comm] [ncclmem]
 #
 # What the next two-GPU session should run, in three calls of under 10
 # minutes each (NCCL_NVLS_ENABLE=0 in all):
@@ -17,7 +17,9 @@
 #   SWEEPS="seq memory" PEERS="ddp 8 8192 4 compile,tp 8 4096 4 compile \
 #     --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 12928" \
 #     scripts/gpu-session.sh sweep peers
-# and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench.
+# and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench, and
+# `scripts/gpu-session.sh ncclmem` (about two minutes: what NCCL holds per
+# rank beside the plan, the speed issue's memory goal).
 #
 # On one GPU, everything the sixth session queued ran in the seventh and
 # the seventh's in the eighth (docs/benchmarks.md). The two-GPU calls above
@@ -152,6 +154,20 @@ for step in $steps; do
       tail -n 2 "$out/trace-$mode.log"
       python3 "$root/scripts/trace-summary.py" "$out/trace-$mode.json" |
         tee "$out/trace-summary-$mode.txt"
+    done ;;
+  ncclmem)
+    # What NCCL holds beside the plan on two GPUs, and what it costs to
+    # hold less: "device in use" and the step under NCCL's defaults, then
+    # smaller buffers and fewer channels (NCCL_MEM_PLANS narrows the plans).
+    for mode in ${NCCL_MEM_PLANS:-ddp tp_sp_async_vp}; do
+      for env in "" NCCL_BUFFSIZE=1048576 NCCL_MAX_NCHANNELS=8 \
+                 "NCCL_BUFFSIZE=1048576 NCCL_MAX_NCHANNELS=8"; do
+        log=$out/ncclmem-$mode.log
+        env $env "$run" "$stage/bench/$mode.plan" --backend cuda --steps 30 \
+          --cuda-graph >"$log" 2>&1
+        echo "$mode ${env:-defaults}: $(grep -E 'median' "$log" | tail -n 1)"
+        grep -E "device in use" "$log" | tail -n 2
+      done
     done ;;
   ceilings)
     python3 "$root/scripts/measure-machine.py" >"$out/machine.yaml" 2>&1
