@@ -147,11 +147,23 @@ public:
     return Status::ok();
   }
 
+  /// op name -> seconds per launch, at least 0.
+  Status readOpOverhead(const YAML::Node &node, Machine &machine) const {
+    SHARC_TRY(checkMap(node, "op_overhead", {}));
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const std::string op = it->first.Scalar();
+      SHARC_TRY(readNumber(it->second, "op_overhead." + op,
+                           /*allowZero=*/true, machine.opOverhead[op]));
+    }
+    return Status::ok();
+  }
+
   Status readMachine(const YAML::Node &root, Machine &machine) const {
     const std::string what = "the machine";
-    SHARC_TRY(checkMap(root, what,
-                       {"name", "peak_flops", "memory_bandwidth",
-                        "launch_overhead", "links", "op_efficiency"}));
+    SHARC_TRY(
+        checkMap(root, what,
+                 {"name", "peak_flops", "memory_bandwidth", "launch_overhead",
+                  "links", "op_efficiency", "op_overhead"}));
     YAML::Node node;
     SHARC_TRY(require(root, "name", what, node));
     if (!node.IsScalar() || node.Scalar().empty())
@@ -165,9 +177,12 @@ public:
                                  /*allowZero=*/true, machine.launchOverhead));
     SHARC_TRY(require(root, "links", what, node));
     SHARC_TRY(readLinks(node, machine));
-    for (auto it = root.begin(); it != root.end(); ++it)
+    for (auto it = root.begin(); it != root.end(); ++it) {
       if (it->first.Scalar() == "op_efficiency")
-        return readOpEfficiency(it->second, machine);
+        SHARC_TRY(readOpEfficiency(it->second, machine));
+      if (it->first.Scalar() == "op_overhead")
+        SHARC_TRY(readOpOverhead(it->second, machine));
+    }
     return Status::ok();
   }
 
@@ -194,11 +209,17 @@ double computeSeconds(const Machine &machine, const ScheduleNode &node) {
   if (auto it = machine.opEfficiency.find(node.op);
       it != machine.opEfficiency.end())
     efficiency = it->second;
-  return machine.launchOverhead +
+  return launchSeconds(machine, node.op) +
          std::max(mathSeconds, memorySeconds) / efficiency;
 }
 
 } // namespace
+
+double launchSeconds(const Machine &machine, const std::string &op) {
+  auto it = machine.opOverhead.find(op);
+  return machine.launchOverhead +
+         (it == machine.opOverhead.end() ? 0.0 : it->second);
+}
 
 Result<Machine> parseMachine(const std::string &text,
                              const std::string &fileName) {

@@ -3,8 +3,9 @@
 //          checkMachineCovers
 //
 // A roofline for compute and an alpha-beta model for collectives:
-//   compute    = launch_overhead + max(flops / peak_flops[dtype],
-//                                      memBytes / memory_bandwidth)
+//   compute    = launch_overhead + op_overhead[op]
+//                + max(flops / peak_flops[dtype], memBytes / memory_bandwidth)
+//                  / op_efficiency[op]
 //   collective = alpha + commBytes / beta   (the link of its mesh axis)
 // commBytes is what one rank sends, so the caller folds the algorithm in
 // (a ring all_reduce of n bytes over k ranks sends 2 (k-1)/k n). A
@@ -19,11 +20,16 @@
 //   launch_overhead: 4.0e-6                  # seconds per kernel
 //   links: {tp: {alpha: 1.0e-5, beta: 3.0e11}} # per mesh axis
 //   op_efficiency: {matmul: 0.8}             # optional, per plan op
+//   op_overhead: {attention_grad: 5.8e-5}    # optional, seconds per launch
 //
 // op_efficiency is the fraction of the roofline an op reaches on this
 // machine (the roofline term is divided by it; absent ops keep 1). It is
-// what scripts/calibrate-machine.py fits from a measured step trace, so
+// what scripts/calibrate-machine.py fits from measured step traces, so
 // that the model's per-op times follow the kernels sharc actually runs.
+// op_overhead is the fixed part of an op's time that does not shrink with
+// its size (absent ops 0); fitted beside op_efficiency from traces of
+// several sizes, the two let one machine file predict small and large
+// shapes alike (docs/cost-model.md).
 //
 //   Result<Machine> machine = readMachineFile(path);
 //   if (!machine)
@@ -52,6 +58,9 @@ struct Machine {
   std::map<std::string, Link> links;       ///< by mesh axis name
   /// Fraction of the roofline each plan op reaches; absent ops 1.
   std::map<std::string, double> opEfficiency;
+  /// Seconds each launch of a plan op costs beyond launch_overhead and its
+  /// roofline (ramp-up, the last partial wave); absent ops 0.
+  std::map<std::string, double> opOverhead;
 };
 
 /// Parses a machine description; `fileName` prefixes error locations.
@@ -62,6 +71,10 @@ Result<Machine> parseMachine(const std::string &text,
 
 /// Reads and parses a machine file; errors are invalid input.
 Result<Machine> readMachineFile(const std::string &path);
+
+/// What one launch of `op` costs before its roofline: launch_overhead plus
+/// the op's op_overhead. A run of optimizer updates pays it once.
+double launchSeconds(const Machine &machine, const std::string &op);
 
 /// The predicted seconds of one node. A dtype without a peak rate falls
 /// back to the slowest rate the machine lists (checkMachineCovers flags it).

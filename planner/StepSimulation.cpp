@@ -317,7 +317,7 @@ bool Simulator::advance(Rank &rank, Stream &stream) {
       return moved;
     double seconds = nodeSeconds(machine, record);
     if (joinsUpdateRun[node])
-      seconds -= machine.launchOverhead;
+      seconds -= launchSeconds(machine, record.op);
     double end = start + seconds;
     // Local copies (slice_to_rank, replicate) move no bytes: no meeting.
     auto [groupSize, key] =

@@ -70,9 +70,9 @@ TEST_CASE("the default machine file reads back its numbers", "[planner]") {
   REQUIRE(machine->links.at("tp").alpha == 1.0e-5);
   REQUIRE(machine->links.at("dp").beta == 3.0e11);
   REQUIRE(machine->opEfficiency.size() == 22);
-  REQUIRE(machine->opEfficiency.at("rms_norm_grad_add") ==
-          machine->opEfficiency.at("rms_norm_grad"));
-  REQUIRE(machine->opEfficiency.at("matmul") == 0.8216);
+  REQUIRE(machine->opEfficiency.at("matmul") == 0.8516);
+  REQUIRE(machine->opOverhead.size() == 15);
+  REQUIRE(machine->opOverhead.at("attention_grad") == 5.828e-05);
 }
 
 TEST_CASE("compute time is launch plus the slower of math and memory",
@@ -111,6 +111,26 @@ TEST_CASE("an op's efficiency divides its roofline, not its launch",
   REQUIRE(parsed->opEfficiency.at("add") == 1.25);
 }
 
+TEST_CASE("an op's overhead comes once a launch, beside its roofline",
+          "[planner]") {
+  Machine machine = roundMachine();
+  machine.opEfficiency = {{"matmul", 0.5}};
+  machine.opOverhead = {{"matmul", 3e-6}};
+  // The launch, the matmul's 3 us, then 2 ms of math at half the peak.
+  REQUIRE(nodeSeconds(machine, computeNode(2'000'000'000, 1'000)) ==
+          Approx(1e-6 + 3e-6 + 4e-3));
+  REQUIRE(launchSeconds(machine, "matmul") == Approx(4e-6));
+  // Ops without an overhead pay the launch alone.
+  REQUIRE(launchSeconds(machine, "add") == Approx(1e-6));
+  Result<Machine> parsed = parseMachine(
+      std::string(kValid) + "op_overhead: {matmul: 2.5e-6, add: 0}\n",
+      "m.yaml");
+  INFO(parsed.status().message());
+  REQUIRE(parsed.isOk());
+  REQUIRE(parsed->opOverhead.at("matmul") == 2.5e-6);
+  REQUIRE(parsed->opOverhead.at("add") == 0.0);
+}
+
 TEST_CASE("collective time is alpha plus bytes over beta", "[planner]") {
   Machine machine = roundMachine();
   REQUIRE(nodeSeconds(machine, collectiveNode("all_reduce", "tp", 4'000'000)) ==
@@ -145,7 +165,9 @@ TEST_CASE("machine files report errors at their line and column", "[planner]") {
   REQUIRE(errorOf(std::string(kValid) + "speed: 3\n") ==
           "m.yaml:6:1: unknown key 'speed' in the machine (expected one of: "
           "name, peak_flops, memory_bandwidth, launch_overhead, links, "
-          "op_efficiency)");
+          "op_efficiency, op_overhead)");
+  REQUIRE(errorOf(std::string(kValid) + "op_overhead: {matmul: -1}\n") ==
+          "m.yaml:6:23: op_overhead.matmul must be non-negative, got -1");
   REQUIRE(errorOf(std::string(kValid) + "op_efficiency: {matmul: 0}\n") ==
           "m.yaml:6:25: op_efficiency.matmul must be positive, got 0");
   REQUIRE(errorOf(std::string(kValid) + "op_efficiency: {add: 9}\n") ==
