@@ -14,7 +14,7 @@ trace (`sharc-run PLAN --backend cuda --trace TRACE.json`). A traced step
 brackets every instruction with CUDA events and launches eagerly, so it runs
 longer than the step sharc-run --cuda-graph times; a point's STEP_MS (that
 graph step) scales its measured op times so their sum on the compute stream
-is that step.
+is that step (0 keeps them as traced).
 
 With one point, each op's efficiency is its roofline time over its measured
 time, and op_overhead stays 0. With several (of different sizes), each op's
@@ -23,10 +23,10 @@ overhead x launches + roofline / efficiency, by least squares on the
 relative error; an op whose fit would want a negative overhead gets 0 and
 the efficiency alone.
 
-    python3 scripts/calibrate-machine.py --machine BASE.yaml \
+    python3 scripts/calibrate-machine.py --machine BASE.yaml \\
         --sim SIM.json --trace TRACE.json [--step-ms 11.2] -o CAL.yaml
-    python3 scripts/calibrate-machine.py --machine BASE.yaml \
-        --point SIM1.json TRACE1.json 10.2 --point SIM2.json TRACE2.json 5.9 \
+    python3 scripts/calibrate-machine.py --machine BASE.yaml \\
+        --point SIM1.json TRACE1.json 10.2 --point SIM2.json TRACE2.json 5.9 \\
         [--point ...] -o CAL.yaml
 """
 import argparse
@@ -63,7 +63,6 @@ def fit_op(rows):
     """(overhead us, efficiency) for rows of (launches, roofline us,
     measured us net of launches): weighted least squares on the relative
     error of overhead x launches + roofline / efficiency."""
-    rows = [(n, r, m) for n, r, m in rows if m > 0]
     if len(rows) > 1:
         a11 = sum((n / m) ** 2 for n, r, m in rows)
         a12 = sum(n * r / m ** 2 for n, r, m in rows)
@@ -101,7 +100,8 @@ def main():
 
     text = open(args.machine).read()
     if re.search(r"^op_(efficiency|overhead):", text, re.M):
-        sys.exit(f"{args.machine}: already calibrated (op_efficiency); "
+        sys.exit(f"{args.machine}: already calibrated (op_efficiency or "
+                 "op_overhead); "
                  "start from the measured file")
     launch = re.search(r"^launch_overhead:\s*([0-9.eE+-]+)", text, re.M)
     if not launch:
