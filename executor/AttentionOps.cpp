@@ -6,7 +6,9 @@
 // (head_dim, optional position_axis and position_split: q is this rank's
 // part of the sequence, k/v the whole sequence) on
 // sequence-first [S, B, heads*head_dim] activations; kernels/Rope.h and
-// kernels/Attention.h state the math.
+// kernels/Attention.h state the math. rms_norm_rope's x (and its
+// gradient's x and dx), attention's v (and its gradient's v and dv) may be
+// column views (plan-format.md, "Views").
 //
 //===----------------------------------------------------------------------===//
 
@@ -122,6 +124,7 @@ Result<Launch> bindRmsNormRope(const OpCall &c, const OpEnv &env) {
                                .batch = h.batch,
                                .numHeads = h.numHeads,
                                .headDim = h.headDim,
+                               .xPitch = c.operands[0].buffer->rowStride,
                                .positionOffset = sizes->positions.start,
                                .secondRow = sizes->positions.secondRow,
                                .secondStart = sizes->positions.secondStart,
@@ -153,6 +156,8 @@ Result<Launch> bindRmsNormRopeGrad(const OpCall &c, const OpEnv &env) {
                                    .batch = h.batch,
                                    .numHeads = h.numHeads,
                                    .headDim = h.headDim,
+                                   .xPitch = c.operands[0].buffer->rowStride,
+                                   .dxPitch = dx.buffer->rowStride,
                                    .positionOffset = sizes->positions.start,
                                    .secondRow = sizes->positions.secondRow,
                                    .secondStart = sizes->positions.secondStart,
@@ -260,6 +265,7 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
                              .numHeads = s.numHeads,
                              .numKvHeads = sizes->numKvHeads,
                              .headDim = s.headDim,
+                             .vPitch = c.operands[2].buffer->rowStride,
                              .kvSeqLen = sizes->kvSeqLen,
                              .queryStart = sizes->queries.start,
                              .querySecondRow = sizes->queries.secondRow,
@@ -302,6 +308,8 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
                              .numHeads = s.numHeads,
                              .numKvHeads = sizes->numKvHeads,
                              .headDim = s.headDim,
+                             .vPitch = c.operands[2].buffer->rowStride,
+                             .dvPitch = dv.buffer->rowStride,
                              .kvSeqLen = sizes->kvSeqLen,
                              .queryStart = sizes->queries.start,
                              .querySecondRow = sizes->queries.secondRow,
@@ -314,10 +322,28 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
 void addAttentionOps(std::unordered_map<std::string, OpDef> &table) {
   table["rope"] = {bindRope<false>, 1, 1};
   table["rope_grad"] = {bindRope<true>, 1, 1};
-  table["rms_norm_rope"] = {bindRmsNormRope, 2, 1};
-  table["rms_norm_rope_grad"] = {bindRmsNormRopeGrad, 3, 2};
-  table["attention"] = {bindAttention, 3, 2};
-  table["attention_grad"] = {bindAttentionGrad, 6, 3};
+  // The fused q/k/v projection's q, k and v are column views of its
+  // output, read in place; dq, dk and dv are written into the columns of
+  // the joined gradient its backward GEMMs read.
+  constexpr uint32_t kFirst = 1u << 0, kThird = 1u << 2;
+  table["rms_norm_rope"] = {.bind = bindRmsNormRope,
+                            .numOperands = 2,
+                            .numResults = 1,
+                            .stridedOperands = kFirst};
+  table["rms_norm_rope_grad"] = {.bind = bindRmsNormRopeGrad,
+                                 .numOperands = 3,
+                                 .numResults = 2,
+                                 .stridedOperands = kFirst,
+                                 .stridedResults = kFirst};
+  table["attention"] = {.bind = bindAttention,
+                        .numOperands = 3,
+                        .numResults = 2,
+                        .stridedOperands = kThird};
+  table["attention_grad"] = {.bind = bindAttentionGrad,
+                             .numOperands = 6,
+                             .numResults = 3,
+                             .stridedOperands = kThird,
+                             .stridedResults = kThird};
 }
 
 } // namespace sharc::exec

@@ -17,6 +17,23 @@ namespace sharc::exec {
 
 int64_t TensorRef::numel() const { return numElements(buffer->shape); }
 
+Status checkPacked(const OpDef &def, const OpCall &call) {
+  auto check = [&](const std::vector<TensorRef> &refs, uint32_t strided,
+                   const char *role) {
+    for (size_t k = 0; k < refs.size(); ++k)
+      if (refs[k].buffer->isStrided() && !(k < 32 && (strided >> k & 1u)))
+        return Status::invalidInput(
+            std::string(role) + " " + std::to_string(k) + " (buffer " +
+            std::to_string(refs[k].buffer->id) + " '" + refs[k].buffer->name +
+            "') is a column view with row_stride " +
+            std::to_string(refs[k].buffer->rowStride) + ", which " +
+            call.instr->op + " takes only packed");
+    return Status::ok();
+  };
+  SHARC_TRY(check(call.operands, def.stridedOperands, "operand"));
+  return check(call.results, def.stridedResults, "result");
+}
+
 int64_t OpEnv::coord(const std::string &axis) const {
   for (size_t a = 0; mesh && a < mesh->size(); ++a)
     if ((*mesh)[a].name == axis)

@@ -44,6 +44,9 @@ struct TensorRef {
   DType dtype() const { return buffer->dtype; }
   const std::vector<int64_t> &shape() const { return buffer->shape; }
   int64_t numel() const;
+  /// Elements from one row (the last dimension) to the next: more than the
+  /// last dimension for a column view (plan::Buffer::rowStride).
+  int64_t rowPitch() const { return buffer->rowPitch(); }
   kernels::TensorView view() const { return {data, buffer->dtype}; }
   kernels::ConstTensorView cview() const { return {data, buffer->dtype}; }
 };
@@ -187,9 +190,17 @@ struct OpDef {
   /// The last this many of the numOperands may be left out (adamw's
   /// grad_norm_sq).
   int optionalOperands = 0;
+  /// Bit k set: operand (result) k may be a column view, whose rows are
+  /// row_stride elements apart; the bind passes the stride to the kernel.
+  /// Every other slot must be packed, which the runtime checks before bind.
+  uint32_t stridedOperands = 0, stridedResults = 0;
   static constexpr int kVariadic = -1;
   static constexpr int kOneOrMore = -2;
 };
+
+/// Refuses a column view (a buffer with row_stride) in a slot the op does
+/// not declare strided: its kernel would read the rows as packed.
+Status checkPacked(const OpDef &def, const OpCall &call);
 
 /// The one op table every backend binds from.
 class OpTable {

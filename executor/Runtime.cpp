@@ -164,7 +164,10 @@ Status Runtime::checkFinite(RankState &rank, const BoundInstr &bound) {
     // A slab others view (a DDP bucket) may hold alignment gaps no view
     // covers, whose bytes are whatever was there; its views are checked
     // where they are written and read.
-    if (ref->dtype() == DType::I32 || hasViews_[ref->buffer->id])
+    // A column view's elements are not contiguous; its base is checked by
+    // the instruction that writes the whole of it, its readers in turn.
+    if (ref->dtype() == DType::I32 || hasViews_[ref->buffer->id] ||
+        ref->buffer->isStrided())
       continue;
     auto count = rank.device->countNonFinite(instr.stream, ref->data,
                                              ref->dtype(), ref->numel());
@@ -309,6 +312,7 @@ Status Runtime::bindInstrs(RankState &rank) {
     for (int64_t id : instr.results)
       bound.call.results.push_back(
           {&plan_.buffers[id], rank.device->at(plan_.buffers[id])});
+    SHARC_TRY(checkPacked(*bound.def, bound.call).withContext(context));
     auto launch = bound.def->bind(bound.call, rank.env);
     if (!launch)
       return launch.status().withContext(context);

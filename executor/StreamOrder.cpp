@@ -255,9 +255,11 @@ std::vector<std::vector<int64_t>> lastUses(const plan::Plan &plan,
   };
   std::vector<std::vector<int64_t>> result(numInstrs);
   for (const plan::Buffer &buffer : plan.buffers) {
+    // A column view's bytes interleave with its siblings': only its base
+    // is poisoned, after the last use of any of them.
     if ((buffer.region != plan::Region::Activation &&
          buffer.region != plan::Region::Gradient) ||
-        buffer.numBytes == 0)
+        buffer.numBytes == 0 || buffer.isStrided())
       continue;
     const std::vector<int64_t> &uses = users[buffer.id];
     for (int64_t last : uses) {

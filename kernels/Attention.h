@@ -39,6 +39,9 @@
 // dlse is 0. The cuda kernels take any block that some query sees (the
 // last query's position at or after the first key's); the binds never
 // launch a block no query sees.
+// v (and dv) may be columns of a wider tensor (the fused q/k/v
+// projection's output): vPitch (dvPitch) elements from one [s, b] row to
+// the next, 0 meaning packed (numKvHeads * headDim); the others are packed.
 #pragma once
 
 #include "kernels/SequencePositions.h"
@@ -55,6 +58,7 @@ struct AttentionArgs {
   TensorView out;
   float *lse = nullptr; ///< [batch, numHeads, seqLen]
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
+  int64_t vPitch = 0;                                 ///< see above; 0: packed
   int64_t kvSeqLen = 0, queryStart = 0, keyStart = 0; ///< see above
   int64_t querySecondRow = 0, querySecondStart = 0;
   int64_t keySecondRow = 0, keySecondStart = 0;
@@ -73,6 +77,7 @@ struct AttentionGradArgs {
   const float *dlse = nullptr; ///< [batch, numHeads, seqLen]; null: 0
   TensorView dq, dk, dv;
   int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
+  int64_t vPitch = 0, dvPitch = 0;                    ///< see above; 0: packed
   int64_t kvSeqLen = 0, queryStart = 0, keyStart = 0; ///< see above
   int64_t querySecondRow = 0, querySecondStart = 0;
   int64_t keySecondRow = 0, keySecondStart = 0;

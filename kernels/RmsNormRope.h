@@ -17,18 +17,33 @@
 // overwritten. On the device dw needs rmsNormRopeGradScratchBytes(args) of
 // scratch: fp32 partial rows over a partition fixed by the sizes, so dw is
 // the same bits on every run.
+//
+// x (and dx) may be columns of a wider tensor (the fused q/k/v
+// projection's output): xPitch (dxPitch) elements from one [s, b] row to
+// the next, 0 meaning packed (numHeads * headDim); y and dy are packed.
 #pragma once
 
+#include "kernels/HostDevice.h"
 #include "kernels/SequencePositions.h"
 #include "kernels/TensorView.h"
 #include "planner/plan/Status.h"
 
 namespace sharc::kernels {
 
+/// Where head `unit` (b * numHeads + h) of position s starts in a tensor
+/// whose [s, b] rows are `pitch` elements apart (0: packed).
+SHARC_HOST_DEVICE inline int64_t headStart(int64_t s, int64_t unit,
+                                           int64_t batch, int64_t numHeads,
+                                           int64_t headDim, int64_t pitch) {
+  int64_t rowPitch = pitch > 0 ? pitch : numHeads * headDim;
+  return (s * batch + unit / numHeads) * rowPitch + unit % numHeads * headDim;
+}
+
 struct RmsNormRopeArgs {
   ConstTensorView x, w;
   TensorView y;
   int64_t seqLen = 0, batch = 0, numHeads = 0, headDim = 0;
+  int64_t xPitch = 0; ///< see above; 0: packed
   int64_t positionOffset = 0;
   int64_t secondRow = 0, secondStart = 0; ///< kernels/SequencePositions.h
   double eps = 1e-6, theta = 1e6;
@@ -41,6 +56,7 @@ struct RmsNormRopeGradArgs {
   ConstTensorView x, w, dy;
   TensorView dx, dw;
   int64_t seqLen = 0, batch = 0, numHeads = 0, headDim = 0;
+  int64_t xPitch = 0, dxPitch = 0; ///< see above; 0: packed
   int64_t positionOffset = 0;
   int64_t secondRow = 0, secondStart = 0; ///< kernels/SequencePositions.h
   double eps = 1e-6, theta = 1e6;

@@ -85,25 +85,34 @@ bool compatible(ArrayRef<Projection> group) {
   });
 }
 
-/// The sum autodiff built from `terms` (one add per term after the first),
-/// when each term and partial sum feeds that sum alone; its adds are
-/// appended to `adds`.
+/// The sum autodiff built from `terms` (one add per term after the first,
+/// in any association: autodiff accumulates a value's gradients in the
+/// order it meets their uses, v before q), when each term and partial sum
+/// feeds that sum alone; its adds are appended to `adds`, each after the
+/// adds it reads.
 Value sumOf(ArrayRef<Value> terms, SmallVectorImpl<Operation *> &adds) {
   SmallVector<Value> pending(terms);
   while (pending.size() > 1) {
-    Value term = pending.front();
-    if (!term.hasOneUse())
+    AddOp joined = nullptr;
+    for (Value term : pending) {
+      if (!term.hasOneUse())
+        return nullptr;
+      auto add = dyn_cast<AddOp>(*term.getUsers().begin());
+      if (!add)
+        return nullptr;
+      Value other = add.getA() == term ? add.getB() : add.getA();
+      if (other != term && other.hasOneUse() &&
+          llvm::is_contained(pending, other)) {
+        joined = add;
+        break;
+      }
+    }
+    if (!joined)
       return nullptr;
-    auto add = dyn_cast<AddOp>(*term.getUsers().begin());
-    Value other =
-        add ? (add.getA() == term ? add.getB() : add.getA()) : nullptr;
-    auto *it = llvm::find(pending, other);
-    if (!add || it == pending.begin() || it == pending.end() ||
-        !other.hasOneUse())
-      return nullptr;
-    pending.erase(it);
-    pending.front() = add.getY();
-    adds.push_back(add);
+    llvm::erase(pending, joined.getA());
+    llvm::erase(pending, joined.getB());
+    pending.push_back(joined.getY());
+    adds.push_back(joined);
   }
   return pending.front();
 }

@@ -43,6 +43,9 @@ private:
   mlir::LogicalResult createActivationBuffers();
   mlir::LogicalResult createFusedWeight(ConcatOp concat);
   void createSplitViews();
+  /// A column view of `base` for `piece`, `column` columns in.
+  int64_t addColumnView(mlir::Value piece, int64_t base, int64_t column);
+  mlir::LogicalResult createColumnViews();
   mlir::LogicalResult planSchedule();
   void emitInstructions();
 
@@ -69,6 +72,10 @@ private:
   /// region holds them, and the outputs table gets the views afterwards.
   llvm::DenseSet<mlir::Value> outputBases;
   std::vector<std::pair<size_t, mlir::Value>> viewOutputs;
+  /// Last-dimension splits and concats made column views
+  /// (planner/ColumnViews.h): the splits, and each concat's pieces.
+  llvm::SmallVector<SplitOp> columnSplits;
+  llvm::DenseMap<mlir::Value, ConcatOp> columnConcatOf;
   MeshAttr mesh;
   /// The module's sharc.balanced_axis ("" when the sequence splits are
   /// contiguous).

@@ -245,6 +245,25 @@ LogicalResult Emitter::createActivationBuffers() {
     for (Value value : op->getResults()) {
       if (bufferOf.count(value))
         continue;
+      if (ConcatOp concat = columnConcatOf.lookup(value)) {
+        // Written in place into its columns of the joined tensor.
+        if (!bufferOf.count(concat.getY())) {
+          FailureOr<int64_t> id =
+              addBuffer(concat.getY(), plan::Region::Activation,
+                        "concat#" + std::to_string(activationIds.size()));
+          if (failed(id))
+            return failure();
+          activationIds.push_back(*id);
+        }
+        int64_t column = 0;
+        for (Value x : concat.getXs()) {
+          if (x == value)
+            break;
+          column += cast<RankedTensorType>(x.getType()).getShape().back();
+        }
+        addColumnView(value, bufferOf.lookup(concat.getY()), column);
+        continue;
+      }
       std::string name = op->getName().stripDialect().str() + "#" +
                          std::to_string(activationIds.size());
       plan::Region region = outputBases.contains(value) ? plan::Region::Output
@@ -259,6 +278,41 @@ LogicalResult Emitter::createActivationBuffers() {
     }
   }
   createSplitViews();
+  return createColumnViews();
+}
+
+int64_t Emitter::addColumnView(Value piece, int64_t base, int64_t column) {
+  plan::Buffer view = result.buffers[base];
+  auto type = cast<RankedTensorType>(piece.getType());
+  view.id = static_cast<int64_t>(result.buffers.size());
+  view.name = result.buffers[base].name + "[columns " + std::to_string(column) +
+              "+" + std::to_string(type.getShape().back()) + "]";
+  view.shape.assign(type.getShape().begin(), type.getShape().end());
+  view.rowStride = result.buffers[base].shape.back();
+  view.numBytes = view.extentBytes().value_or(0);
+  view.viewOf = base;
+  int64_t offset = column * dtypeSize(view.dtype);
+  views.emplace_back(view.id, base, offset);
+  result.buffers.push_back(view);
+  bufferOf[piece] = view.id;
+  return view.id;
+}
+
+/// Gives each piece of a column-view split a view of its columns of the
+/// whole's buffer (an arena buffer of its own: the GEMM's output).
+LogicalResult Emitter::createColumnViews() {
+  for (SplitOp split : columnSplits) {
+    int64_t whole = bufferOf.lookup(split.getX());
+    if (result.buffers[whole].viewOf >= 0 ||
+        result.buffers[whole].region != plan::Region::Activation)
+      return split.emitError("columns of a view or of a non-activation are "
+                             "not placed as views");
+    int64_t column = 0;
+    for (Value piece : split.getYs()) {
+      addColumnView(piece, whole, column);
+      column += cast<RankedTensorType>(piece.getType()).getShape().back();
+    }
+  }
   return success();
 }
 

@@ -10,6 +10,7 @@
 #include "planner/PlanEmitter.h"
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
+#include "planner/ColumnViews.h"
 #include "planner/Emitter.h"
 #include "planner/PlanRecords.h"
 
@@ -58,7 +59,8 @@ void Emitter::emitInstructions() {
 
 /// The ops that become instructions, in program order. Dim-0 concats and
 /// splits (sharc-fuse-projections) are views and become none; concats and
-/// splits along the last dimension become column copies.
+/// splits along the last dimension are column views where their pieces'
+/// kernels take row strides (planner/ColumnViews.h), else column copies.
 LogicalResult Emitter::collectOps() {
   Operation *returnOp = func.getBody().back().getTerminator();
   for (Operation &op : func.getBody().front().without_terminator()) {
@@ -72,6 +74,16 @@ LogicalResult Emitter::collectOps() {
           dim + 1 != cast<RankedTensorType>(whole.getType()).getRank())
         return op.emitError("the planner places a concat or split along dim 0 "
                             "or the last dimension only");
+      // Pieces read and written in place: column views, no copies.
+      if (dim != 0 &&
+          (split ? isColumnViewSplit(split) : isColumnViewConcat(concat))) {
+        if (split)
+          columnSplits.push_back(split);
+        else
+          for (Value x : concat.getXs())
+            columnConcatOf[x] = concat;
+        continue;
+      }
     }
     if (concat && concat.isView()) {
       for (Value x : concat.getXs()) {

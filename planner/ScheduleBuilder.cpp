@@ -69,6 +69,26 @@ bool writesLoss(Operation *op) {
   return false;
 }
 
+/// The nodes that produced the bytes of `value`: its op's, or through
+/// views (a split or concat that became no instruction: dim-0 splits, and
+/// column views, planner/ColumnViews.h) those of what they view.
+void producersOf(Value value,
+                 const llvm::DenseMap<Operation *, int64_t> &indexOf,
+                 std::vector<int64_t> &inputs) {
+  Operation *producer = value.getDefiningOp();
+  if (!producer)
+    return;
+  if (auto it = indexOf.find(producer); it != indexOf.end()) {
+    inputs.push_back(it->second);
+    return;
+  }
+  if (auto split = dyn_cast<SplitOp>(producer))
+    producersOf(split.getX(), indexOf, inputs);
+  else if (auto concat = dyn_cast<ConcatOp>(producer))
+    for (Value x : concat.getXs())
+      producersOf(x, indexOf, inputs);
+}
+
 } // namespace
 
 ScheduleGraph
@@ -90,17 +110,7 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     node.commBytes = commBytes;
     node.axis = axis;
     for (Value operand : op->getOperands()) {
-      // A dim-0 split makes views and no instruction: depend on what
-      // produced the bytes it views.
-      Value source = operand;
-      while (auto split = source.getDefiningOp<SplitOp>())
-        if (split.isView())
-          source = split.getX();
-        else
-          break;
-      if (Operation *producer = source.getDefiningOp())
-        if (auto it = indexOf.find(producer); it != indexOf.end())
-          node.inputs.push_back(it->second);
+      producersOf(operand, indexOf, node.inputs);
       node.reads.push_back(bufferOf.lookup(operand));
       node.memBytes += tensorBytes(operand);
     }

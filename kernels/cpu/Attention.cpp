@@ -62,6 +62,29 @@ void storeAll(TensorView view, const std::vector<Acc> &values, Acc scale) {
     storeElement(view, i, values[i] * scale);
 }
 
+/// Rows of `width` elements, `pitch` apart in `view` (0: packed), as one
+/// packed vector of numel elements.
+template <typename Acc>
+std::vector<Acc> loadRows(ConstTensorView view, int64_t numel, int64_t width,
+                          int64_t pitch) {
+  if (pitch <= 0 || pitch == width)
+    return loadAll<Acc>(view, numel);
+  std::vector<Acc> values(numel);
+  for (int64_t i = 0; i < numel; ++i)
+    values[i] =
+        static_cast<Acc>(loadElement(view, i / width * pitch + i % width));
+  return values;
+}
+
+template <typename Acc>
+void storeRows(TensorView view, const std::vector<Acc> &values, int64_t width,
+               int64_t pitch) {
+  if (pitch <= 0 || pitch == width)
+    return storeAll(view, values, Acc(1));
+  for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i)
+    storeElement(view, i / width * pitch + i % width, values[i]);
+}
+
 /// Offsets of one head's row in the sequence-first layouts.
 struct RowIndex {
   int64_t batch, numHeads, numKvHeads, headDim;
@@ -86,7 +109,8 @@ template <typename Acc> void attentionImpl(const AttentionArgs &args) {
   auto q = loadAll<Acc>(args.q, seqLen * args.batch * args.numHeads * headDim);
   int64_t kvNumel = args.keys() * args.batch * args.numKvHeads * headDim;
   auto k = loadAll<Acc>(args.k, kvNumel);
-  auto v = loadAll<Acc>(args.v, kvNumel);
+  auto v =
+      loadRows<Acc>(args.v, kvNumel, args.numKvHeads * headDim, args.vPitch);
   std::vector<Acc> out(q.size(), Acc(0));
   std::vector<Acc> scores(args.keys());
   Acc scale = Acc(1) / std::sqrt(static_cast<Acc>(headDim));
@@ -129,7 +153,8 @@ template <typename Acc> void attentionGradImpl(const AttentionGradArgs &args) {
   int64_t kvNumel = args.keys() * args.batch * args.numKvHeads * headDim;
   auto q = loadAll<Acc>(args.q, qNumel);
   auto k = loadAll<Acc>(args.k, kvNumel);
-  auto v = loadAll<Acc>(args.v, kvNumel);
+  auto v =
+      loadRows<Acc>(args.v, kvNumel, args.numKvHeads * headDim, args.vPitch);
   auto out = loadAll<Acc>(args.out, qNumel);
   auto dout = loadAll<Acc>(args.dout, qNumel);
   // dq and dk gather sum(ds * .) and take the common factor scale on store.
@@ -163,7 +188,7 @@ template <typename Acc> void attentionGradImpl(const AttentionGradArgs &args) {
     }
   storeAll(args.dq, dq, scale);
   storeAll(args.dk, dk, scale);
-  storeAll(args.dv, dv, Acc(1));
+  storeRows(args.dv, dv, args.numKvHeads * headDim, args.dvPitch);
 }
 
 } // namespace

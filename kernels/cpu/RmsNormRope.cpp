@@ -4,7 +4,8 @@
 // of cpu/RmsNorm.cpp and cpu/Rope.cpp in their order, so on f32 storage
 // (Acc = float, nothing rounded in between) the results are theirs bit
 // for bit. One head at a time: its normalised values (or its gradient
-// rotated back) sit in a headDim buffer, so y may alias x and dx dy.
+// rotated back) sit in a headDim buffer, so y may alias x and dx dy (when
+// both are packed).
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,9 +66,11 @@ template <typename Acc> void forwardImpl(const RmsNormRopeArgs &a) {
     table.setPosition(a.positions().at(s));
     for (int64_t h = 0; h < headsPerPosition; ++h) {
       int64_t begin = (s * headsPerPosition + h) * a.headDim;
-      Acc rstd = groupRstd<Acc>(a.x, begin, a.headDim, a.eps);
+      int64_t xBegin =
+          headStart(s, h, a.batch, a.numHeads, a.headDim, a.xPitch);
+      Acc rstd = groupRstd<Acc>(a.x, xBegin, a.headDim, a.eps);
       for (int64_t c = 0; c < a.headDim; ++c)
-        head[c] = (load<Acc>(a.x, begin + c) * rstd) * load<Acc>(a.w, c);
+        head[c] = (load<Acc>(a.x, xBegin + c) * rstd) * load<Acc>(a.w, c);
       table.rotate(head);
       for (int64_t c = 0; c < a.headDim; ++c)
         storeElement(a.y, begin + c, head[c]);
@@ -83,20 +86,24 @@ template <typename Acc> void backwardImpl(const RmsNormRopeGradArgs &a) {
     table.setPosition(a.positions().at(s));
     for (int64_t h = 0; h < headsPerPosition; ++h) {
       int64_t begin = (s * headsPerPosition + h) * a.headDim;
+      int64_t xBegin =
+          headStart(s, h, a.batch, a.numHeads, a.headDim, a.xPitch);
+      int64_t dxBegin =
+          headStart(s, h, a.batch, a.numHeads, a.headDim, a.dxPitch);
       for (int64_t c = 0; c < a.headDim; ++c)
         grad[c] = load<Acc>(a.dy, begin + c);
       table.rotate(grad);
-      Acc rstd = groupRstd<Acc>(a.x, begin, a.headDim, a.eps);
+      Acc rstd = groupRstd<Acc>(a.x, xBegin, a.headDim, a.eps);
       Acc sumGradXhat = 0;
       for (int64_t c = 0; c < a.headDim; ++c) {
-        Acc xhat = load<Acc>(a.x, begin + c) * rstd;
+        Acc xhat = load<Acc>(a.x, xBegin + c) * rstd;
         sumGradXhat += grad[c] * load<Acc>(a.w, c) * xhat;
         dwSums[c] += grad[c] * xhat;
       }
       Acc meanGradXhat = sumGradXhat / static_cast<Acc>(a.headDim);
       for (int64_t c = 0; c < a.headDim; ++c) {
-        Acc xhat = load<Acc>(a.x, begin + c) * rstd;
-        storeElement(a.dx, begin + c,
+        Acc xhat = load<Acc>(a.x, xBegin + c) * rstd;
+        storeElement(a.dx, dxBegin + c,
                      rstd *
                          (grad[c] * load<Acc>(a.w, c) - xhat * meanGradXhat));
       }

@@ -61,6 +61,7 @@ using namespace attention_tiles;
 struct Slice {
   int64_t qRowStride, kvRowStride; ///< elements from one position to the next
   int64_t qOffset, kvOffset, lseOffset;
+  int64_t vRowStride, vOffset, dvRowStride, dvOffset; ///< v, dv may be columns
 };
 
 __device__ inline Slice sliceOf(const Shape &shape, int b, int h) {
@@ -69,7 +70,11 @@ __device__ inline Slice sliceOf(const Shape &shape, int b, int h) {
           int64_t(shape.batch) * shape.numKvHeads * shape.headDim,
           (int64_t(b) * shape.numHeads + h) * shape.headDim,
           (int64_t(b) * shape.numKvHeads + kvHead) * shape.headDim,
-          (int64_t(b) * shape.numHeads + h) * shape.seqLen};
+          (int64_t(b) * shape.numHeads + h) * shape.seqLen,
+          shape.batch * shape.vPitch,
+          b * shape.vPitch + int64_t(kvHead) * shape.headDim,
+          shape.batch * shape.dvPitch,
+          b * shape.dvPitch + int64_t(kvHead) * shape.headDim};
 }
 
 template <typename T> struct ForwardParams {
@@ -176,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     loadTile<kTileRows, D, kStride>(kTile, p.k + at.kvOffset, at.kvRowStride,
                                     kBlock * kTileRows, keys);
-    loadTile<kTileRows, D, kStride>(vTile, p.v + at.kvOffset, at.kvRowStride,
+    loadTile<kTileRows, D, kStride>(vTile, p.v + at.vOffset, at.vRowStride,
                                     kBlock * kTileRows, keys);
     __syncthreads();
     float s[kTileRows / 8][4] = {};
@@ -228,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
   const Shape keys = keysOf(shape);
   loadTile<kTileRows, D, kStride>(kTile, p.k + kv.kvOffset, kv.kvRowStride,
                                   kBlock * kTileRows, keys);
-  loadTile<kTileRows, D, kStride>(vTile, p.v + kv.kvOffset, kv.kvRowStride,
+  loadTile<kTileRows, D, kStride>(vTile, p.v + kv.vOffset, kv.vRowStride,
                                   kBlock * kTileRows, keys);
 
   const int key0 = kBlock * kTileRows + warp * 16 + lane / 4;
@@ -282,7 +287,7 @@ __global__ void __launch_bounds__(kThreads)
       Math::abReg(dk, dpT, qTile, kStride);
     }
   }
-  storeRows(p.dv + kv.kvOffset, kv.kvRowStride, dv, 1.f, key0, keys);
+  storeRows(p.dv + kv.dvOffset, kv.dvRowStride, dv, 1.f, key0, keys);
   storeRows(p.dk + kv.kvOffset, kv.kvRowStride, dk, shape.scale, key0, keys);
 }
 
@@ -329,7 +334,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     loadTile<kTileRows, D, kStride>(kTile, p.k + at.kvOffset, at.kvRowStride,
                                     key0, keys);
-    loadTile<kTileRows, D, kStride>(vTile, p.v + at.kvOffset, at.kvRowStride,
+    loadTile<kTileRows, D, kStride>(vTile, p.v + at.vOffset, at.vRowStride,
                                     key0, keys);
     __syncthreads();
     float s[kTileRows / 8][4] = {}, dp[kTileRows / 8][4] = {};
@@ -396,6 +401,9 @@ Status launch(Kernel kernel, const char *name, dim3 grid, size_t smemBytes,
 
 /// Validates the sizes shared by both argument structs; on success `shape`
 /// holds them as ints (the grid bound keeps every one in range).
+int64_t dvPitchOf(const AttentionArgs &) { return 0; }
+int64_t dvPitchOf(const AttentionGradArgs &args) { return args.dvPitch; }
+
 template <typename Args> Status checkShape(const Args &args, Shape &shape) {
   if (args.seqLen < 0 || args.batch < 0)
     return Status::invalidInput(
@@ -448,6 +456,15 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
     return Status::invalidInput(
         "attention: seqLen " + std::to_string(args.seqLen) + " x batch " +
         std::to_string(args.batch) + " exceeds the launch grid");
+  const int64_t packedKv = args.numKvHeads * args.headDim;
+  const int64_t vPitch = args.vPitch > 0 ? args.vPitch : packedKv;
+  const int64_t dvPitch = dvPitchOf(args) > 0 ? dvPitchOf(args) : packedKv;
+  if (vPitch < packedKv || dvPitch < packedKv || vPitch % 8 != 0 ||
+      dvPitch % 8 != 0)
+    return Status::invalidInput(
+        "attention: v's and dv's rows must hold " + std::to_string(packedKv) +
+        " elements and start on 8-element boundaries, got pitches " +
+        std::to_string(vPitch) + " and " + std::to_string(dvPitch));
   float scale = 1.0f / std::sqrt(static_cast<float>(args.headDim));
   shape = {static_cast<int>(args.seqLen),
            static_cast<int>(args.batch),
@@ -458,7 +475,9 @@ template <typename Args> Status checkShape(const Args &args, Shape &shape) {
            scale * kLog2e,
            static_cast<int>(args.keys()),
            queries,
-           keys};
+           keys,
+           vPitch,
+           dvPitch};
   return Status::ok();
 }
 

@@ -43,6 +43,9 @@ struct Shape {
   int kvSeqLen;
   RowPositions queries; ///< relative to the first key (Args::queries())
   RowPositions keys;    ///< from 0 (Args::keyPositions())
+  /// Elements from one [s, b] row of v (dv) to the next: vPitch (dvPitch),
+  /// resolved to numKvHeads * headDim where packed.
+  int64_t vPitch, dvPitch;
 };
 
 /// Global position of query row `row` (past seqLen: the last run

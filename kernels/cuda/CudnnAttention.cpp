@@ -48,26 +48,34 @@ struct Shape {
   int64_t seqLen, batch, numHeads, numKvHeads, headDim;
 };
 
+/// Strides of a [S, B, heads*D] activation whose [s, b] rows are `pitch`
+/// elements apart (0: packed), as cuDNN's [b, h, s, d].
+std::vector<int64_t> headStrides(const Shape &s, int64_t heads, int64_t pitch) {
+  int64_t row = pitch > 0 ? pitch : heads * s.headDim;
+  return {row, s.headDim, s.batch * row, 1};
+}
+
 /// A [S, B, heads*D] activation seen as cuDNN's [b, h, s, d].
 std::shared_ptr<fe::graph::Tensor_attributes>
 headTensor(fe::graph::Graph &graph, const char *name, int64_t uid,
-           const Shape &s, int64_t heads) {
+           const Shape &s, int64_t heads, int64_t pitch = 0) {
   return graph.tensor(fe::graph::Tensor_attributes()
                           .set_name(name)
                           .set_uid(uid)
                           .set_dim({s.batch, heads, s.seqLen, s.headDim})
-                          .set_stride({heads * s.headDim, s.headDim,
-                                       s.batch * heads * s.headDim, 1}));
+                          .set_stride(headStrides(s, heads, pitch)));
 }
 
 void setHeadOutput(fe::graph::Tensor_attributes &tensor, int64_t uid,
-                   const Shape &s, int64_t heads) {
+                   const Shape &s, int64_t heads, int64_t pitch = 0) {
   tensor.set_output(true)
       .set_uid(uid)
       .set_dim({s.batch, heads, s.seqLen, s.headDim})
-      .set_stride(
-          {heads * s.headDim, s.headDim, s.batch * heads * s.headDim, 1});
+      .set_stride(headStrides(s, heads, pitch));
 }
+
+int64_t dvPitchOf(const AttentionArgs &) { return 0; }
+int64_t dvPitchOf(const AttentionGradArgs &args) { return args.dvPitch; }
 
 /// The [B, H, S] fp32 log-sum-exp as cuDNN's [b, h, s, 1] Stats.
 std::vector<int64_t> statsDim(const Shape &s) {
@@ -120,8 +128,8 @@ Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
         "cuDNN attention here is square causal only; a query block at " +
         std::to_string(args.queryStart) + " of " + std::to_string(args.keys()) +
         " keys is not");
-  Key key{backward,      args.seqLen,     args.batch,
-          args.numHeads, args.numKvHeads, args.headDim};
+  Key key{backward,        args.seqLen,  args.batch,  args.numHeads,
+          args.numKvHeads, args.headDim, args.vPitch, dvPitchOf(args)};
   if (auto it = graphs_.find(key); it != graphs_.end())
     return it->second.get();
   Shape s{args.seqLen, args.batch, args.numHeads, args.numKvHeads,
@@ -133,7 +141,7 @@ Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
       .set_compute_data_type(fe::DataType_t::FLOAT);
   auto q = headTensor(graph, "q", kQ, s, s.numHeads);
   auto k = headTensor(graph, "k", kK, s, s.numKvHeads);
-  auto v = headTensor(graph, "v", kV, s, s.numKvHeads);
+  auto v = headTensor(graph, "v", kV, s, s.numKvHeads, args.vPitch);
   float scale = 1.0f / std::sqrt(static_cast<float>(s.headDim));
   if (!backward) {
     auto options = fe::graph::SDPA_attributes()
@@ -165,7 +173,7 @@ Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
     auto [dQ, dK, dV] = graph.sdpa_backward(q, k, v, o, dO, stats, options);
     setHeadOutput(*dQ, kDQ, s, s.numHeads);
     setHeadOutput(*dK, kDK, s, s.numKvHeads);
-    setHeadOutput(*dV, kDV, s, s.numKvHeads);
+    setHeadOutput(*dV, kDV, s, s.numKvHeads, dvPitchOf(args));
   }
   auto handle = static_cast<cudnnHandle_t>(handle_);
   SHARC_TRY(frontendStatus(graph.validate(), "validate"));

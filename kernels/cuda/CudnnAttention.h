@@ -56,7 +56,10 @@ public:
 
 private:
   CudnnAttention() = default;
-  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  /// backward, seqLen, batch, numHeads, numKvHeads, headDim, and the row
+  /// pitches of v and dv (0: packed).
+  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t>;
   /// The built graph of args' direction and shape, built on first use.
   template <typename Args> Result<Graph *> graphFor(const Args &args);
   Status execute(Graph &graph, std::unordered_map<int64_t, void *> &pack,

@@ -124,14 +124,14 @@ template <int V, int kSteps> struct LaneAngles {
 template <typename T, int V, int kSteps, int N> struct Heads {
   Pack<T, V> lo[N][kSteps], hi[N][kSteps];
 
-  __device__ void load(const T *base, int64_t first, int64_t units,
-                       int headDim) {
+  __device__ void load(const T *base, const HeadRows &rows, int64_t s,
+                       int64_t first, int64_t units, int headDim) {
     int half = headDim / 2, lane = threadIdx.x % 32;
 #pragma unroll
     for (int u = 0; u < N; ++u) {
       if (first + u >= units)
         break;
-      const T *head = base + (first + u) * headDim;
+      const T *head = base + rows.at(s, static_cast<int>(first + u), headDim);
 #pragma unroll
       for (int k = 0; k < kSteps; ++k) {
         int j = (k * 32 + lane) * V;
@@ -203,9 +203,9 @@ normRotate(const Heads<T, V, kSteps, kUnits> &xs, const T *w, T *yRow,
 template <typename T, int V, int kSteps>
 __device__ __forceinline__ void
 normRotateGrad(const Heads<T, V, kSteps, kGradUnits> &xs,
-               Heads<T, V, kSteps, kGradUnits> &gs, const T *w, T *dxRow,
-               int64_t first, int64_t units, int headDim,
-               const LaneAngles<V, kSteps> &angles, float eps,
+               Heads<T, V, kSteps, kGradUnits> &gs, const T *w, T *dx,
+               const HeadRows &dxRows, int64_t s, int64_t first, int64_t units,
+               int headDim, const LaneAngles<V, kSteps> &angles, float eps,
                float (&dwLo)[kSteps][V], float (&dwHi)[kSteps][V]) {
   int half = headDim / 2, lane = threadIdx.x % 32;
 #pragma unroll
@@ -236,7 +236,7 @@ normRotateGrad(const Heads<T, V, kSteps, kGradUnits> &xs,
       break;
     float rstd = 1.0f / sqrtf(meanSquare + eps);
     float meanGradXhat = rstd * gradX / static_cast<float>(headDim);
-    T *head = dxRow + (first + u) * headDim;
+    T *head = dx + dxRows.at(s, static_cast<int>(first + u), headDim);
 #pragma unroll
     for (int k = 0; k < kSteps; ++k) {
       int j = (k * 32 + lane) * V;
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     rmsNormRopeKernel(const T *x, const T *w, T *y,
                       const __grid_constant__ RopeInvFreqs invFreq,
                       int64_t seqLen, int64_t unitsPerPosition, int headDim,
-                      RowPositions positions, float eps) {
+                      RowPositions positions, float eps, HeadRows xRows) {
   int64_t tilesPerPosition = (unitsPerPosition + kUnits - 1) / kUnits;
   int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   if (tile >= seqLen * tilesPerPosition)
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int64_t first = (tile % tilesPerPosition) * kUnits;
   int64_t row = s * unitsPerPosition * headDim;
   Heads<T, V, kSteps, kUnits> heads;
-  heads.load(x + row, first, unitsPerPosition, headDim);
+  heads.load(x, xRows, s, first, unitsPerPosition, headDim);
   LaneAngles<V, kSteps> angles(invFreq, headDim / 2,
                                static_cast<float>(positions.at(s)), false);
   normRotate(heads, w, y + row, first, unitsPerPosition, headDim, angles, eps);
@@ -286,7 +286,8 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
                           float *partials,
                           const __grid_constant__ RopeInvFreqs invFreq,
                           int64_t seqLen, int64_t unitsPerPosition, int headDim,
-                          RowPositions positions, float eps) {
+                          RowPositions positions, float eps, HeadRows xRows,
+                          HeadRows dyRows, HeadRows dxRows) {
   __shared__ float warpRows[kWarps][2 * kRopeMaxHalf];
   int half = headDim / 2;
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -297,10 +298,10 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
   Heads<T, V, kSteps, kGradUnits> xs, gs, nextX, nextG;
   auto load = [&](int64_t tile, Heads<T, V, kSteps, kGradUnits> &xTile,
                   Heads<T, V, kSteps, kGradUnits> &gTile) {
-    int64_t row = tile / tilesPerPosition * unitsPerPosition * headDim;
+    int64_t s = tile / tilesPerPosition;
     int64_t first = tile % tilesPerPosition * kGradUnits;
-    xTile.load(x + row, first, unitsPerPosition, headDim);
-    gTile.load(dy + row, first, unitsPerPosition, headDim);
+    xTile.load(x, xRows, s, first, unitsPerPosition, headDim);
+    gTile.load(dy, dyRows, s, first, unitsPerPosition, headDim);
   };
   int64_t tile = numTiles * blockIdx.x / gridDim.x + warp;
   if (tile < end)
@@ -311,7 +312,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
     int64_t s = tile / tilesPerPosition;
     LaneAngles<V, kSteps> angles(invFreq, half,
                                  static_cast<float>(positions.at(s)), true);
-    normRotateGrad(xs, gs, w, dx + s * unitsPerPosition * headDim,
+    normRotateGrad(xs, gs, w, dx, dxRows, s,
                    tile % tilesPerPosition * kGradUnits, unitsPerPosition,
                    headDim, angles, eps, dwLo, dwHi);
     xs = nextX;
@@ -395,7 +396,8 @@ void launchForward(const RmsNormRopeArgs &a, unsigned blocks,
       static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
       static_cast<T *>(a.y.data), ropeInvFreqs(a.headDim, a.theta), a.seqLen,
       a.batch * a.numHeads, static_cast<int>(a.headDim), a.positions(),
-      static_cast<float>(a.eps));
+      static_cast<float>(a.eps),
+      headRows(a.numHeads, a.batch, a.headDim, a.xPitch));
 }
 
 template <typename T, int V, int kSteps>
@@ -406,7 +408,10 @@ void launchBackward(const RmsNormRopeGradArgs &a, unsigned blocks,
       static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
       static_cast<float *>(a.scratch), ropeInvFreqs(a.headDim, a.theta),
       a.seqLen, a.batch * a.numHeads, static_cast<int>(a.headDim),
-      a.positions(), static_cast<float>(a.eps));
+      a.positions(), static_cast<float>(a.eps),
+      headRows(a.numHeads, a.batch, a.headDim, a.xPitch),
+      headRows(a.numHeads, a.batch, a.headDim, 0),
+      headRows(a.numHeads, a.batch, a.headDim, a.dxPitch));
 }
 
 } // namespace
@@ -424,7 +429,8 @@ Status rmsNormRope(const RmsNormRopeArgs &args, DeviceStream stream) {
     return Status::ok();
   auto blocks = static_cast<unsigned>(ceilDiv(tiles, kWarps));
   if (*pack == 2 &&
-      !pairsAligned({args.x.data, args.w.data, args.y.data}, args.x.dtype))
+      (!pairsAligned({args.x.data, args.w.data, args.y.data}, args.x.dtype) ||
+       args.xPitch % 2 != 0))
     *pack = 1;
   dispatch(args.x.dtype, *pack, args.headDim, [&](auto t, auto v, auto steps) {
     launchForward<typename decltype(t)::type, decltype(v)::value,
@@ -455,8 +461,9 @@ Status rmsNormRopeGrad(const RmsNormRopeGradArgs &args, DeviceStream stream) {
     SHARC_TRY(launchStatus("rmsNormRopeGradVecKernel"));
   } else if (blocks > 0) {
     if (*pack == 2 &&
-        !pairsAligned({args.x.data, args.w.data, args.dy.data, args.dx.data},
-                      args.x.dtype))
+        (!pairsAligned({args.x.data, args.w.data, args.dy.data, args.dx.data},
+                       args.x.dtype) ||
+         args.xPitch % 2 != 0 || args.dxPitch % 2 != 0))
       *pack = 1;
     dispatch(args.x.dtype, *pack, args.headDim,
              [&](auto t, auto v, auto steps) {

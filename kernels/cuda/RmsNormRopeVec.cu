@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
                          const __grid_constant__ RopeInvFreqs invFreq,
                          int64_t seqLen, int units, int half,
                          int tasksPerPosition, RowPositions positions,
-                         float eps) {
+                         float eps, HeadRows xRows) {
   constexpr int E = Vec<T>::kElems, kGroups = 32 / L;
   __shared__ float freqTable[kRopeMaxHalf];
   shareFreqs(invFreq, freqTable, half);
@@ -118,14 +118,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     return; // the whole warp: its shuffles below take all its lanes
   int64_t s = task / tasksPerPosition;
   int firstUnit = static_cast<int>(task % tasksPerPosition) * kGroups * kUnits;
-  const T *xRow = x + s * units * headDim;
   T *yRow = y + s * units * headDim;
   uint4 lo[kUnits], hi[kUnits];
 #pragma unroll
   for (int k = 0; k < kUnits; ++k) {
     int unit = firstUnit + k * kGroups + place.group;
     if (lanes && unit < units) {
-      const T *head = xRow + static_cast<int64_t>(unit) * headDim;
+      const T *head = x + xRows.at(s, unit, headDim);
       lo[k] = loadRaw(head, place.vec);
       hi[k] = loadRaw(head + half, place.vec);
     }
@@ -178,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, kGradBlocksPerSm)
                              const __grid_constant__ RopeInvFreqs invFreq,
                              int64_t seqLen, int units, int half,
                              int tasksPerPosition, RowPositions positions,
-                             float eps) {
+                             float eps, HeadRows xRows, HeadRows dxRows) {
   constexpr int E = Vec<T>::kElems, kGroups = 32 / L;
   __shared__ float freqTable[kRopeMaxHalf];
   __shared__ float warpRows[kWarpsPerBlock][2 * kRopeMaxHalf];
@@ -216,8 +215,9 @@ __global__ void __launch_bounds__(kThreads, kGradBlocksPerSm)
       int unit = firstUnit + k * kGroups + place.group;
       if (lanes && unit < units) {
         int64_t offset = rowOffset + static_cast<int64_t>(unit) * headDim;
-        xLoRaw[k] = loadRaw(x + offset, place.vec);
-        xHiRaw[k] = loadRaw(x + offset + half, place.vec);
+        int64_t xOffset = xRows.at(s, unit, headDim);
+        xLoRaw[k] = loadRaw(x + xOffset, place.vec);
+        xHiRaw[k] = loadRaw(x + xOffset + half, place.vec);
         gLoRaw[k] = loadRaw(dy + offset, place.vec);
         gHiRaw[k] = loadRaw(dy + offset + half, place.vec);
       }
@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, kGradBlocksPerSm)
         outLo[e] = rstd * (gLo.v[e] * wLo.v[e] - xhatLo * meanGradXhat);
         outHi[e] = rstd * (gHi.v[e] * wHi.v[e] - xhatHi * meanGradXhat);
       }
-      int64_t offset = rowOffset + static_cast<int64_t>(unit) * headDim;
+      int64_t offset = dxRows.at(s, unit, headDim);
       storeVec(dx + offset, place.vec, outLo);
       storeVec(dx + offset + half, place.vec, outHi);
     }
@@ -286,6 +286,12 @@ __global__ void __launch_bounds__(kThreads, kGradBlocksPerSm)
   __syncthreads();
   sumRowsInOrder(warpRows, headDim,
                  partials + static_cast<int64_t>(blockIdx.x) * headDim);
+}
+
+/// Whether rows `pitch` elements apart (0: packed) keep 16-byte vectors
+/// aligned.
+bool pitchAligned(int64_t pitch, DType dtype) {
+  return pitch * dtypeSize(dtype) % kVecBytes == 0;
 }
 
 /// Lanes per head (L) for these views, or 0 where the vector path does
@@ -345,7 +351,8 @@ void dispatch(DType dtype, int lanes, Launch launch) {
 bool rmsNormRopeVec(const RmsNormRopeArgs &a, DeviceStream stream) {
   int64_t units = a.batch * a.numHeads;
   int lanes = lanesFor(a.headDim, {a.x, a.w, ConstTensorView(a.y)});
-  if (lanes == 0 || units <= 0 || units > INT32_MAX || a.seqLen <= 0)
+  if (lanes == 0 || units <= 0 || units > INT32_MAX || a.seqLen <= 0 ||
+      !pitchAligned(a.xPitch, a.x.dtype))
     return false;
   int tasksPerPosition = tasksPerPositionFor(units, lanes, kUnits);
   auto blocks = static_cast<unsigned>(
@@ -357,7 +364,8 @@ bool rmsNormRopeVec(const RmsNormRopeArgs &a, DeviceStream stream) {
             static_cast<const T *>(a.x.data), static_cast<const T *>(a.w.data),
             static_cast<T *>(a.y.data), ropeInvFreqs(a.headDim, a.theta),
             a.seqLen, static_cast<int>(units), static_cast<int>(a.headDim / 2),
-            tasksPerPosition, a.positions(), static_cast<float>(a.eps));
+            tasksPerPosition, a.positions(), static_cast<float>(a.eps),
+            headRows(a.numHeads, a.batch, a.headDim, a.xPitch));
   });
   return true;
 }
@@ -366,7 +374,9 @@ bool rmsNormRopeGradVec(const RmsNormRopeGradArgs &a, int64_t blocks,
                         DeviceStream stream) {
   int64_t units = a.batch * a.numHeads;
   int lanes = lanesFor(a.headDim, {a.x, a.w, a.dy, ConstTensorView(a.dx)});
-  if (lanes == 0 || units <= 0 || units > INT32_MAX || blocks <= 0)
+  if (lanes == 0 || units <= 0 || units > INT32_MAX || blocks <= 0 ||
+      !pitchAligned(a.xPitch, a.x.dtype) ||
+      !pitchAligned(a.dxPitch, a.dx.dtype))
     return false;
   int tasksPerPosition = tasksPerPositionFor(units, lanes, kGradUnits);
   dispatch(a.x.dtype, lanes, [&](auto tag, auto l) {
@@ -377,7 +387,9 @@ bool rmsNormRopeGradVec(const RmsNormRopeGradArgs &a, int64_t blocks,
             static_cast<const T *>(a.dy.data), static_cast<T *>(a.dx.data),
             static_cast<float *>(a.scratch), ropeInvFreqs(a.headDim, a.theta),
             a.seqLen, static_cast<int>(units), static_cast<int>(a.headDim / 2),
-            tasksPerPosition, a.positions(), static_cast<float>(a.eps));
+            tasksPerPosition, a.positions(), static_cast<float>(a.eps),
+            headRows(a.numHeads, a.batch, a.headDim, a.xPitch),
+            headRows(a.numHeads, a.batch, a.headDim, a.dxPitch));
   });
   return true;
 }

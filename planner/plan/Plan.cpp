@@ -26,6 +26,24 @@ const char *regionName(Region region) {
   return "?";
 }
 
+std::optional<int64_t> Buffer::extentBytes() const {
+  int64_t numel = 1;
+  for (int64_t dim : shape)
+    if (dim < 0 || __builtin_mul_overflow(numel, dim, &numel))
+      return std::nullopt;
+  int64_t elements = numel;
+  if (isStrided() && numel > 0) {
+    int64_t rows = numel / shape.back(), span = 0;
+    if (__builtin_mul_overflow(rows - 1, rowStride, &span) ||
+        __builtin_add_overflow(span, shape.back(), &elements))
+      return std::nullopt;
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, dtypeSize(dtype), &bytes))
+    return std::nullopt;
+  return bytes;
+}
+
 bool Sharding::isReplicated() const {
   for (const auto &[axis, dim] : dimOfAxis)
     if (dim >= 0)

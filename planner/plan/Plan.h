@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -74,6 +75,19 @@ struct Buffer {
   /// into its bucket's slab, so that one collective reduces the whole
   /// bucket in place (docs/plan-format.md, "Views").
   int64_t viewOf = -1;
+  /// A column view's elements from one row (the last dimension) to the
+  /// next, or 0 where the rows are packed: a view of columns [c, c + w) of
+  /// a [.., W] base has offset base + c elements, row_stride W, and bytes
+  /// from its first element to its last (docs/plan-format.md, "Views").
+  int64_t rowStride = 0;
+  bool isStrided() const { return rowStride > 0; }
+  /// Bytes from the first element to one past the last (the shape's bytes
+  /// when packed); nullopt on overflow or a negative dimension.
+  std::optional<int64_t> extentBytes() const;
+  /// Elements between rows: row_stride, or the last dimension.
+  int64_t rowPitch() const {
+    return rowStride > 0 ? rowStride : (shape.empty() ? 1 : shape.back());
+  }
 };
 
 using AttrValue =

@@ -135,6 +135,11 @@ private:
         return atBuffer(id, "its bytes " + range(view) + " lie outside " +
                                 range(base) + " of " + bufferName(baseId) +
                                 ", which it views");
+      if (view.isStrided() && view.rowPitch() != base.rowPitch())
+        return atBuffer(id, "its row_stride " + std::to_string(view.rowStride) +
+                                " is not the row of " + bufferName(baseId) +
+                                " (" + std::to_string(base.rowPitch()) +
+                                " elements)");
     }
     return std::nullopt;
   }
@@ -264,6 +269,22 @@ private:
            (inside(a, b) || inside(b, a));
   }
 
+  /// Two column views of one base whose columns do not meet: their byte
+  /// ranges interleave row by row but share no element.
+  bool disjointColumns(const Buffer &a, const Buffer &b) const {
+    if (a.viewOf < 0 || a.viewOf != b.viewOf || a.dtype != b.dtype ||
+        a.rowPitch() != b.rowPitch() || a.shape.empty() || b.shape.empty())
+      return false;
+    int64_t size = dtypeSize(a.dtype), row = a.rowPitch() * size;
+    int64_t base = plan.buffers[a.viewOf].offset;
+    int64_t columnA = (a.offset - base) % row,
+            columnB = (b.offset - base) % row;
+    if (a.offset - columnA != b.offset - columnB)
+      return false; // not the same rows: leave it to the general rule
+    return columnA + a.shape.back() * size <= columnB ||
+           columnB + b.shape.back() * size <= columnA;
+  }
+
   Violation checkOverlaps() const {
     std::vector<int64_t> order;
     for (size_t id = 0; id < plan.buffers.size(); ++id)
@@ -286,6 +307,15 @@ private:
           break;
         if (a.viewOf == bId || b.viewOf == aId || nestedViews(a, b))
           continue; // declared: the view's uses count as its base's
+        // Column views of one base are its columns for as long as it
+        // lives, written and read through the base: they never meet.
+        if (a.viewOf >= 0 && a.viewOf == b.viewOf &&
+            (a.isStrided() || b.isStrided())) {
+          if (disjointColumns(a, b))
+            continue;
+          return atBuffer(bId, "its columns meet those of " + bufferName(aId) +
+                                   ", both views of " + bufferName(a.viewOf));
+        }
         // Buffers of two pipeline stages live on different ranks.
         if (live[aId].stage >= 0 && live[bId].stage >= 0 &&
             live[aId].stage != live[bId].stage)

@@ -56,15 +56,6 @@ std::optional<Region> parseRegion(std::string_view name) {
   return std::nullopt;
 }
 
-std::optional<int64_t> byteSize(const std::vector<int64_t> &shape,
-                                DType dtype) {
-  int64_t size = dtypeSize(dtype);
-  for (int64_t dim : shape)
-    if (dim < 0 || __builtin_mul_overflow(size, dim, &size))
-      return std::nullopt;
-  return size;
-}
-
 template <typename Entry>
 bool hasName(const std::vector<Entry> &entries, const std::string &name) {
   return std::any_of(entries.begin(), entries.end(),
@@ -240,7 +231,7 @@ public:
     const std::string what = "a buffer";
     SHARC_TRY(readFields(node, what,
                          {"id", "name", "region", "offset", "bytes", "dtype",
-                          "shape", "view_of"},
+                          "shape", "view_of", "row_stride"},
                          fields));
     Buffer buffer;
     YAML::Node value, offsetNode;
@@ -263,7 +254,15 @@ public:
     SHARC_TRY(readInts(value, buffer.shape, 0));
     SHARC_TRY(require(fields, "bytes", what, value));
     SHARC_TRY(readInt(value, buffer.numBytes, 0));
-    std::optional<int64_t> needed = byteSize(buffer.shape, buffer.dtype);
+    if (auto found = fields.find("row_stride")) {
+      SHARC_TRY(readInt(*found, buffer.rowStride, 1));
+      if (!fields.find("view_of") || buffer.shape.empty() ||
+          buffer.rowStride < buffer.shape.back())
+        return fail(*found, "row_stride " + std::to_string(buffer.rowStride) +
+                                " needs a view whose rows (the last "
+                                "dimension) fit in it");
+    }
+    std::optional<int64_t> needed = buffer.extentBytes();
     if (!needed || *needed > buffer.numBytes)
       return fail(value, "buffer " + std::to_string(buffer.id) + " holds " +
                              std::to_string(buffer.numBytes) +

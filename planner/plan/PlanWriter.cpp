@@ -81,6 +81,9 @@ std::string writePlan(const Plan &plan) {
            ", shape: " + formatInts(buffer.shape) +
            (buffer.viewOf >= 0 ? ", view_of: " + std::to_string(buffer.viewOf)
                                : "") +
+           (buffer.isStrided()
+                ? ", row_stride: " + std::to_string(buffer.rowStride)
+                : "") +
            "}\n";
 
   out += plan.params.empty() ? "params: []\n" : "params:\n";

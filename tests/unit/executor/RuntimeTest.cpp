@@ -333,6 +333,20 @@ TEST_CASE("plan errors name the rank, the instruction and the op",
   REQUIRE(badShape.status().message().find("rank 0, instr 1 (matmul)") !=
           std::string::npos);
 
+  // A column view (row_stride) where the ops take only packed rows: the
+  // embedding that writes it is refused first.
+  plan = makeLinearPlan(model, 1, 1);
+  plan::Buffer &x = plan.buffers[plan.instructions[1].operands[0]];
+  x.rowStride = x.shape.back();
+  auto strided = Runtime::create(plan, {});
+  REQUIRE_FALSE(strided);
+  REQUIRE(strided.status().message() ==
+          "rank 0, instr 0 (embedding): result 0 (buffer " +
+              std::to_string(x.id) + " '" + x.name +
+              "') is a column view with row_stride " +
+              std::to_string(x.shape.back()) +
+              ", which embedding takes only packed");
+
   auto cuda = Runtime::create(makeLinearPlan(model, 1, 1),
                               RunOptions{.backend = "cuda"});
   REQUIRE(cuda.status().code() == Status::Code::InvalidInput);

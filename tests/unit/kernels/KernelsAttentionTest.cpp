@@ -9,6 +9,7 @@
 
 using namespace sharc;
 using namespace sharc::kernels;
+using sharc::kernels::test::ColumnWindow;
 using sharc::kernels::test::maxRelativeError;
 using sharc::kernels::test::numericGradient;
 using sharc::kernels::test::randomValues;
@@ -268,4 +269,70 @@ TEST_CASE("a query block against all keys is those rows of full attention, "
     REQUIRE(maxRelativeError(dkSum, dk.values()) < 1e-12);
     REQUIRE(maxRelativeError(dvSum, dv.values()) < 1e-12);
   }
+}
+
+TEST_CASE("attention reads v and writes dv as columns of wider rows",
+          "[kernels]") {
+  // The fused q/k/v projection's v: the last kNumKvHeads heads of rows
+  // holding q, k and v side by side.
+  std::mt19937 rng(14);
+  const DType f32 = DType::F32;
+  const int64_t kvWidth = kNumKvHeads * kHeadDim;
+  ColumnWindow window{kSeqLen * kBatch, kvWidth,
+                      (kNumHeads + 2 * kNumKvHeads) * kHeadDim,
+                      (kNumHeads + kNumKvHeads) * kHeadDim};
+  const double fill = 9.0;
+  Tensor q(f32, randomValues(kQNumel, rng, 2.0));
+  Tensor k(f32, randomValues(kKvNumel, rng, 2.0));
+  Tensor v(f32, randomValues(kKvNumel, rng));
+  Tensor dout(f32, randomValues(kQNumel, rng));
+  Tensor wideV(f32, window.embed(v.values(), fill));
+  const void *vColumns =
+      static_cast<const float *>(wideV.cview().data) + window.offset;
+  Forward packed = runAttention(f32, q, k, v);
+  Forward strided{Tensor(f32, kQNumel), std::vector<float>(kLseNumel)};
+  AttentionArgs forward{.q = q.cview(),
+                        .k = k.cview(),
+                        .v = {vColumns, f32},
+                        .out = strided.out.view(),
+                        .lse = strided.lse.data(),
+                        .seqLen = kSeqLen,
+                        .batch = kBatch,
+                        .numHeads = kNumHeads,
+                        .numKvHeads = kNumKvHeads,
+                        .headDim = kHeadDim,
+                        .vPitch = window.pitch};
+  cpu::attention(forward);
+  REQUIRE(strided.out.values() == packed.out.values());
+  REQUIRE(strided.lse == packed.lse);
+
+  Tensor dq(f32, kQNumel), dk(f32, kKvNumel), dv(f32, kKvNumel);
+  AttentionGradArgs backward{.q = q.cview(),
+                             .k = k.cview(),
+                             .v = v.cview(),
+                             .out = packed.out.cview(),
+                             .dout = dout.cview(),
+                             .lse = packed.lse.data(),
+                             .dq = dq.view(),
+                             .dk = dk.view(),
+                             .dv = dv.view(),
+                             .seqLen = kSeqLen,
+                             .batch = kBatch,
+                             .numHeads = kNumHeads,
+                             .numKvHeads = kNumKvHeads,
+                             .headDim = kHeadDim};
+  cpu::attentionGrad(backward);
+  Tensor stridedDq(f32, kQNumel), stridedDk(f32, kKvNumel);
+  Tensor wideDv(f32, std::vector<double>(window.rows * window.pitch, fill));
+  backward.v = {vColumns, f32};
+  backward.vPitch = window.pitch;
+  backward.dq = stridedDq.view();
+  backward.dk = stridedDk.view();
+  backward.dv = {static_cast<float *>(wideDv.view().data) + window.offset, f32};
+  backward.dvPitch = window.pitch;
+  cpu::attentionGrad(backward);
+  REQUIRE(stridedDq.values() == dq.values());
+  REQUIRE(stridedDk.values() == dk.values());
+  REQUIRE(window.extract(wideDv.values()) == dv.values());
+  REQUIRE(window.untouchedOutside(wideDv.values(), fill));
 }

@@ -292,6 +292,89 @@ void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes,
     }
 }
 
+/// Columns [offset, offset + width) of rows `pitch` wide on the device: v
+/// (or dv) as the fused q/k/v projection's output holds it, the q and k
+/// columns before it and one spare vector after it poisoned.
+struct DeviceColumns {
+  int64_t rows, width, offset, pitch;
+  DType dtype;
+  DeviceBuffer wide;
+  DeviceColumns(const AttentionArgs &args, int64_t rows)
+      : DeviceColumns(rows, args.numKvHeads * args.headDim,
+                      args.numHeads * args.headDim, args.v.dtype) {}
+  DeviceColumns(int64_t rows, int64_t width, int64_t before, DType dtype)
+      : rows(rows), width(width), offset(before + width),
+        pitch(before + 2 * width + 8), dtype(dtype),
+        wide(rows * pitch * dtypeSize(dtype)) {
+    wide.poison();
+  }
+  void *at() const {
+    return static_cast<char *>(wide.data()) + offset * dtypeSize(dtype);
+  }
+  /// Moves packed rows in (toColumns) or out.
+  void copy(const void *packed, void *out, bool toColumns) const {
+    size_t size = dtypeSize(dtype), rowBytes = width * size;
+    cudaError_t error =
+        toColumns ? cudaMemcpy2D(at(), pitch * size, packed, rowBytes, rowBytes,
+                                 rows, cudaMemcpyDeviceToDevice)
+                  : cudaMemcpy2D(out, rowBytes, at(), pitch * size, rowBytes,
+                                 rows, cudaMemcpyDeviceToDevice);
+    REQUIRE(error == cudaSuccess);
+  }
+  /// Every byte outside the columns is still the poison.
+  void requireUntouchedOutside() const {
+    size_t size = dtypeSize(dtype);
+    std::vector<unsigned char> bytes(rows * pitch * size);
+    wide.download(bytes.data());
+    for (int64_t i = 0; i < rows * pitch; ++i) {
+      int64_t column = i % pitch;
+      if (column >= offset && column < offset + width)
+        continue;
+      for (size_t b = 0; b < size; ++b)
+        REQUIRE(bytes[i * size + b] == 0xFF);
+    }
+  }
+};
+
+/// `forward` with v read from columns of wider rows (vPitch).
+ForwardFn withColumnV(ForwardFn forward) {
+  return [forward](const AttentionArgs &args) {
+    DeviceColumns v(args, args.keys() * args.batch);
+    v.copy(args.v.data, nullptr, true);
+    AttentionArgs strided = args;
+    strided.v = {v.at(), args.v.dtype};
+    strided.vPitch = v.pitch;
+    Status status = forward(strided);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess); // before v is freed
+    return status;
+  };
+}
+
+/// `backward` with v read from and dv written to columns of wider rows,
+/// dv then moved to the packed tensor the check reads.
+BackwardFn withColumnV(BackwardFn backward) {
+  return [backward](const AttentionGradArgs &args) {
+    int64_t rows = args.keys() * args.batch;
+    int64_t width = args.numKvHeads * args.headDim;
+    int64_t before = args.numHeads * args.headDim;
+    DeviceColumns v(rows, width, before, args.v.dtype);
+    DeviceColumns dv(rows, width, before, args.dv.dtype);
+    v.copy(args.v.data, nullptr, true);
+    AttentionGradArgs strided = args;
+    strided.v = {v.at(), args.v.dtype};
+    strided.vPitch = v.pitch;
+    strided.dv = {dv.at(), args.dv.dtype};
+    strided.dvPitch = dv.pitch;
+    Status status = backward(strided);
+    if (status.isOk()) {
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      dv.requireUntouchedOutside();
+      dv.copy(nullptr, args.dv.data, false);
+    }
+    return status;
+  };
+}
+
 } // namespace
 
 TEST_CASE("cuda::attention matches cpu::attention", "[gpu]") {
@@ -310,6 +393,20 @@ TEST_CASE("cuda::attentionGrad matches cpu::attentionGrad", "[gpu]") {
         return cuda::attentionGrad(args, nullptr);
       },
       {DType::F32, DType::BF16});
+}
+
+TEST_CASE("cuda::attention reads v and writes dv as columns of wider rows",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  checkForward(withColumnV([](const AttentionArgs &args) {
+                 return cuda::attention(args, nullptr);
+               }),
+               {DType::F32, DType::BF16});
+  checkBackward(withColumnV([](const AttentionGradArgs &args) {
+                  return cuda::attentionGrad(args, nullptr);
+                }),
+                {DType::F32, DType::BF16});
 }
 
 TEST_CASE("cuda::attention of a query block matches cpu::attention", "[gpu]") {
@@ -391,6 +488,23 @@ TEST_CASE("cuDNN attention_grad matches cpu::attentionGrad", "[gpu]") {
         },
         {DType::BF16});
   }
+}
+
+TEST_CASE("cuDNN attention reads v and writes dv as columns of wider rows",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto engine = cuda::CudnnAttention::create(nullptr);
+  INFO(engine.status().message());
+  REQUIRE(engine);
+  checkForward(withColumnV([&](const AttentionArgs &args) {
+                 return runPrepared(**engine, args);
+               }),
+               {DType::BF16});
+  checkBackward(withColumnV([&](const AttentionGradArgs &args) {
+                  return runPrepared(**engine, args);
+                }),
+                {DType::BF16});
 }
 
 TEST_CASE("cuDNN attention is asked only for bf16 and head dims it has",

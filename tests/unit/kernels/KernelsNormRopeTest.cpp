@@ -196,3 +196,46 @@ TEST_CASE("rms_norm_rope_grad is the gradient of rms_norm_rope", "[kernels]") {
   REQUIRE(maxRelativeError(dx.values(), numericDx) < 1e-6);
   REQUIRE(maxRelativeError(dw.values(), numericDw) < 1e-6);
 }
+
+TEST_CASE("rms_norm_rope reads x and writes dx as columns of wider rows",
+          "[kernels]") {
+  // The fused q/k/v projection's q: heads 2..4 of 7 per row, so rows are
+  // 7 heads apart and x starts two heads in.
+  std::mt19937 rng(84);
+  for (const Shape &s : kShapes)
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      INFO("head dim " << s.headDim << ", dtype " << dtypeName(dtype));
+      ColumnWindow window{s.seqLen * s.batch, s.numHeads * s.headDim,
+                          (s.numHeads + 4) * s.headDim, 2 * s.headDim};
+      const double fill = -7.0;
+      Inputs in(dtype, s, rng);
+      Tensor wideX(dtype, window.embed(in.x.values(), fill));
+      Tensor y(dtype, s.numel()), dx(dtype, s.numel()), dw(dtype, s.headDim);
+      cpu::rmsNormRope(forwardArgs(s, in, y));
+      cpu::rmsNormRopeGrad(backwardArgs(s, in, dx, dw));
+
+      Tensor stridedY(dtype, s.numel()), stridedDw(dtype, s.headDim);
+      Tensor wideDx(dtype,
+                    std::vector<double>(window.rows * window.pitch, fill));
+      RmsNormRopeArgs forward = forwardArgs(s, in, stridedY);
+      forward.x = {static_cast<const char *>(wideX.cview().data) +
+                       window.offset * dtypeSize(dtype),
+                   dtype};
+      forward.xPitch = window.pitch;
+      cpu::rmsNormRope(forward);
+      RmsNormRopeGradArgs backward = backwardArgs(s, in, wideDx, stridedDw);
+      backward.x = forward.x;
+      backward.xPitch = window.pitch;
+      backward.dx = {static_cast<char *>(wideDx.view().data) +
+                         window.offset * dtypeSize(dtype),
+                     dtype};
+      backward.dxPitch = window.pitch;
+      cpu::rmsNormRopeGrad(backward);
+
+      requireSameBits(stridedY, y);
+      requireSameBits(stridedDw, dw);
+      requireSameBits(Tensor(DType::F64, window.extract(wideDx.values())),
+                      Tensor(DType::F64, dx.values()));
+      REQUIRE(window.untouchedOutside(wideDx.values(), fill));
+    }
+}

@@ -1,6 +1,6 @@
 //===- TestTensors.h - kernel test tensors ----------------------*- C++ -*-===//
 // defines: Tensor, randomValues, maxRelativeError, numericGradient,
-//          weightedSum
+//          weightedSum, ColumnWindow
 //
 // Tests build every input from a std::vector<double>, store it in the
 // dtype under test (Tensor rounds through storeElement) and compute the
@@ -101,5 +101,35 @@ inline std::vector<double> numericGradient(
   }
   return gradient;
 }
+
+/// Columns [offset, offset + width) of rows `pitch` elements long: how a
+/// kernel sees a column view (the fused q/k/v projection's q, k or v).
+struct ColumnWindow {
+  int64_t rows, width, pitch, offset;
+  /// Packed values placed in the window, every other element `fill`.
+  std::vector<double> embed(const std::vector<double> &packed,
+                            double fill) const {
+    std::vector<double> wide(rows * pitch, fill);
+    for (int64_t i = 0; i < rows * width; ++i)
+      wide[i / width * pitch + offset + i % width] = packed[i];
+    return wide;
+  }
+  /// The window's elements of `wide`, packed.
+  std::vector<double> extract(const std::vector<double> &wide) const {
+    std::vector<double> packed(rows * width);
+    for (int64_t i = 0; i < rows * width; ++i)
+      packed[i] = wide[i / width * pitch + offset + i % width];
+    return packed;
+  }
+  /// Whether every element outside the window is still `fill`.
+  bool untouchedOutside(const std::vector<double> &wide, double fill) const {
+    for (int64_t i = 0; i < rows * pitch; ++i) {
+      int64_t column = i % pitch;
+      if ((column < offset || column >= offset + width) && wide[i] != fill)
+        return false;
+    }
+    return true;
+  }
+};
 
 } // namespace sharc::kernels::test

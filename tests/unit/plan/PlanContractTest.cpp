@@ -425,3 +425,94 @@ TEST_CASE("every op of the schema names its slots and attributes", "[plan]") {
       findOpSchema("attention")->findAttr("position_split")->required);
   REQUIRE(findOpSchema("frobnicate") == nullptr);
 }
+
+namespace {
+
+/// A fused projection's output [2, 2, 6] and two column views of it, q
+/// (columns 0-3) and v (4-5), each read in place by rms_norm_rope.
+const std::string kColumns = R"(sharc_plan: 1
+mesh: [{name: dp, size: 1}, {name: tp, size: 1}]
+num_streams: 1
+num_events: 0
+regions: {param: 104, input: 64, output: 96, activation: 96}
+buffers:
+  - {id: 0, name: "w", region: param, offset: 0, bytes: 96, dtype: f32, shape: [6, 4]}
+  - {id: 1, name: "n", region: param, offset: 96, bytes: 8, dtype: f32, shape: [2]}
+  - {id: 2, name: "x", region: input, offset: 0, bytes: 64, dtype: f32, shape: [2, 2, 4]}
+  - {id: 3, name: "qkv", region: activation, offset: 0, bytes: 96, dtype: f32, shape: [2, 2, 6]}
+  - {id: 4, name: "q", region: activation, offset: 0, bytes: 88, dtype: f32, shape: [2, 2, 4], view_of: 3, row_stride: 6}
+  - {id: 5, name: "v", region: activation, offset: 16, bytes: 80, dtype: f32, shape: [2, 2, 2], view_of: 3, row_stride: 6}
+  - {id: 6, name: "y", region: output, offset: 0, bytes: 64, dtype: f32, shape: [2, 2, 4]}
+  - {id: 7, name: "z", region: output, offset: 64, bytes: 32, dtype: f32, shape: [2, 2, 2]}
+inputs:
+  - {name: "x", buffer: 2, global_shape: [2, 2, 4]}
+outputs:
+  - {name: "y", buffer: 6, global_shape: [2, 2, 4]}
+  - {name: "z", buffer: 7, global_shape: [2, 2, 2]}
+instructions:
+  - {op: matmul, in: [2, 0], out: [3]}
+  - {op: rms_norm_rope, in: [4, 1], out: [6], attrs: {head_dim: 2, eps: 1e-06, theta: 10000.0}}
+  - {op: rms_norm_rope, in: [5, 1], out: [7], attrs: {head_dim: 2, eps: 1e-06, theta: 10000.0}}
+)";
+
+std::string columnsWith(const std::string &from, const std::string &to) {
+  std::string text = kColumns;
+  size_t at = text.find(from);
+  REQUIRE(at < text.size());
+  return text.replace(at, from.size(), to);
+}
+
+} // namespace
+
+TEST_CASE("buffer overlap: column views of one base share its rows", "[plan]") {
+  SECTION("disjoint columns, row_stride the base's row, are accepted") {
+    Result<Plan> plan = parsePlan(kColumns, "plan.yaml");
+    INFO(plan.status().message());
+    REQUIRE(plan.isOk());
+    REQUIRE(plan->buffers[4].rowStride == 6);
+    REQUIRE(plan->buffers[5].rowPitch() == 6);
+    REQUIRE(plan->buffers[3].rowPitch() == 6);
+    REQUIRE(writePlan(*plan) == writePlan(*parsePlan(writePlan(*plan), "x")));
+    REQUIRE(writePlan(*plan).find("view_of: 3, row_stride: 6}") <
+            std::string::npos);
+  }
+  SECTION("columns that meet are an overlap") {
+    // v moved onto q's last column.
+    REQUIRE_THAT(contractError(columnsWith("offset: 16, bytes: 80",
+                                           "offset: 12, bytes: 80")),
+                 Contains("buffer 5 'v': buffer overlap: its columns meet "
+                          "those of buffer 4 'q', both views of buffer 3 "
+                          "'qkv'"));
+  }
+  SECTION("a row_stride that is not the base's row") {
+    REQUIRE_THAT(contractError(columnsWith("bytes: 80, dtype: f32, shape: [2, "
+                                           "2, 2], view_of: 3, row_stride: 6",
+                                           "bytes: 80, dtype: f32, shape: [2, "
+                                           "2, 2], view_of: 3, row_stride: 5")),
+                 Contains("buffer 5 'v': buffer overlap: its row_stride 5 is "
+                          "not the row of buffer 3 'qkv' (6 elements)"));
+  }
+  SECTION("the format: a view's rows fit in the stride, bytes span them") {
+    Result<Plan> narrow =
+        parsePlan(columnsWith("view_of: 3, row_stride: 6}\n  - {id: 5",
+                              "view_of: 3, row_stride: 3}\n  - {id: 5"),
+                  "plan.yaml", PlanChecks::FormatOnly);
+    REQUIRE_THAT(narrow.status().message(),
+                 Contains("row_stride 3 needs a view whose rows (the last "
+                          "dimension) fit in it"));
+    Result<Plan> unviewed = parsePlan(
+        columnsWith("\"y\", region: output, offset: 0, bytes: 64, dtype: "
+                    "f32, shape: [2, 2, 4]}",
+                    "\"y\", region: output, offset: 0, bytes: 64, dtype: "
+                    "f32, shape: [2, 2, 4], row_stride: 8}"),
+        "plan.yaml", PlanChecks::FormatOnly);
+    REQUIRE_THAT(unviewed.status().message(),
+                 Contains("row_stride 8 needs a view"));
+    Result<Plan> short_ =
+        parsePlan(columnsWith("offset: 0, bytes: 88", "offset: 0, bytes: 64"),
+                  "plan.yaml", PlanChecks::FormatOnly);
+    REQUIRE_THAT(short_.status().message(),
+                 Contains("buffer 4 holds 64 bytes, too few for shape [2, 2, "
+                          "4]"));
+  }
+}
