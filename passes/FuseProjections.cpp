@@ -133,6 +133,15 @@ SmallVector<AllReduceOp> syncsOf(ArrayRef<Value> grads) {
   return syncs;
 }
 
+/// `made` runs on the pipeline stage (and model chunk) `from` runs on, so
+/// a fused op stays in its layer's stage (passes/PipelinePartition.cpp).
+template <typename OpT> OpT onStageOf(OpT made, Operation *from) {
+  for (StringRef name : {kStageAttr, kChunkAttr})
+    if (Attribute attr = from->getAttr(name))
+      made->setAttr(name, attr);
+  return made;
+}
+
 void fuse(ArrayRef<Projection> group) {
   Projection first = group.front();
   Value input = first.forward.getX();
@@ -159,12 +168,17 @@ void fuse(ArrayRef<Projection> group) {
     if (p.forward->isBeforeInBlock(firstForward))
       firstForward = p.forward;
   OpBuilder builder(firstForward);
-  Value weight = builder.create<ConcatOp>(
-      loc, withExtent(tensorOf(weights[0]), 0, numOutputs), weights,
-      uint64_t{0});
-  Value output = builder.create<MatmulOp>(loc, input, weight);
-  auto split = builder.create<SplitOp>(loc, ValueRange(outputs).getTypes(),
-                                       output, lastDim);
+  Value weight = onStageOf(
+      builder.create<ConcatOp>(loc,
+                               withExtent(tensorOf(weights[0]), 0, numOutputs),
+                               weights, uint64_t{0}),
+      firstForward);
+  Value output =
+      onStageOf(builder.create<MatmulOp>(loc, input, weight), firstForward);
+  auto split = onStageOf(builder.create<SplitOp>(loc,
+                                                 ValueRange(outputs).getTypes(),
+                                                 output, lastDim),
+                         firstForward);
   for (auto [old, piece] : llvm::zip(outputs, split.getYs()))
     old.replaceAllUsesWith(piece);
 
@@ -176,38 +190,47 @@ void fuse(ArrayRef<Projection> group) {
     if (lastGrad->isBeforeInBlock(grad.getDefiningOp()))
       lastGrad = grad.getDefiningOp();
   builder.setInsertionPointAfter(lastGrad);
-  Value outputGrad = builder.create<ConcatOp>(
-      loc, withExtent(tensorOf(outputGrads[0]), lastDim, numOutputs),
-      outputGrads, lastDim);
+  Value outputGrad = onStageOf(
+      builder.create<ConcatOp>(
+          loc, withExtent(tensorOf(outputGrads[0]), lastDim, numOutputs),
+          outputGrads, lastDim),
+      first.dgrad);
   // Where the separate input gradients are not one sum, they stay apart.
   // The replaced ops go last, users first: the builder may point at one.
   SmallVector<Operation *> adds, dead;
   if (Value sum = sumOf(inputGrads, adds)) {
-    Value inputGrad =
-        builder.create<MatmulDgradOp>(loc, sum.getType(), outputGrad, weight);
+    Value inputGrad = onStageOf(
+        builder.create<MatmulDgradOp>(loc, sum.getType(), outputGrad, weight),
+        first.dgrad);
     sum.replaceAllUsesWith(inputGrad);
     dead.append(adds.rbegin(), adds.rend());
     for (Projection p : group)
       dead.push_back(p.dgrad);
   }
-  Value weightGrad = builder.create<MatmulWgradOp>(
-      loc, withExtent(tensorOf(weightGrads[0]), 0, numOutputs), outputGrad,
-      input);
+  Value weightGrad = onStageOf(
+      builder.create<MatmulWgradOp>(
+          loc, withExtent(tensorOf(weightGrads[0]), 0, numOutputs), outputGrad,
+          input),
+      first.wgrad);
   // Synchronise the fused gradient once: all_reduce commutes with the split.
   SmallVector<Value> finals(weightGrads);
   SmallVector<Operation *> replacedSyncs;
   for (SmallVector<AllReduceOp> syncs = syncsOf(finals); !syncs.empty();
        syncs = syncsOf(finals)) {
-    weightGrad = builder.create<AllReduceOp>(
-        loc, withExtent(tensorOf(syncs[0].getY()), 0, numOutputs), weightGrad,
-        syncs[0].getAxisAttr(), syncs[0].getReduceAttr());
+    weightGrad = onStageOf(
+        builder.create<AllReduceOp>(
+            loc, withExtent(tensorOf(syncs[0].getY()), 0, numOutputs),
+            weightGrad, syncs[0].getAxisAttr(), syncs[0].getReduceAttr()),
+        syncs[0]);
     for (auto [index, sync] : llvm::enumerate(syncs)) {
       finals[index] = sync.getY();
       replacedSyncs.push_back(sync);
     }
   }
-  auto gradSplit = builder.create<SplitOp>(loc, ValueRange(finals).getTypes(),
-                                           weightGrad, uint64_t{0});
+  auto gradSplit = onStageOf(
+      builder.create<SplitOp>(loc, ValueRange(finals).getTypes(), weightGrad,
+                              uint64_t{0}),
+      first.wgrad);
   for (auto [old, piece] : llvm::zip(finals, gradSplit.getYs()))
     old.replaceAllUsesWith(piece);
   dead.append(replacedSyncs.rbegin(), replacedSyncs.rend());
@@ -271,16 +294,19 @@ void packSwiglu(SplitOp split) {
     }
   for (SwigluOp forward : forwards) {
     OpBuilder builder(forward);
-    Value y = builder.create<SwigluPackedOp>(
-        forward.getLoc(), forward.getY().getType(), split.getX());
+    Value y = onStageOf(
+        builder.create<SwigluPackedOp>(forward.getLoc(),
+                                       forward.getY().getType(), split.getX()),
+        forward);
     forward.getY().replaceAllUsesWith(y);
     forward.erase();
   }
   for (auto [backward, join] : backwards) {
     OpBuilder builder(join);
-    Value dgu = builder.create<SwigluPackedGradOp>(
-        backward.getLoc(), join.getY().getType(), split.getX(),
-        backward.getDy());
+    Value dgu = onStageOf(builder.create<SwigluPackedGradOp>(
+                              backward.getLoc(), join.getY().getType(),
+                              split.getX(), backward.getDy()),
+                          backward);
     join.getY().replaceAllUsesWith(dgu);
     join.erase();
     backward.erase();
