@@ -168,17 +168,17 @@ void fuse(ArrayRef<Projection> group) {
     if (p.forward->isBeforeInBlock(firstForward))
       firstForward = p.forward;
   OpBuilder builder(firstForward);
-  Value weight = onStageOf(
-      builder.create<ConcatOp>(loc,
-                               withExtent(tensorOf(weights[0]), 0, numOutputs),
-                               weights, uint64_t{0}),
-      firstForward);
+  Value weight =
+      onStageOf(builder.create<ConcatOp>(
+                    loc, withExtent(tensorOf(weights[0]), 0, numOutputs),
+                    weights, uint64_t{0}),
+                firstForward);
   Value output =
       onStageOf(builder.create<MatmulOp>(loc, input, weight), firstForward);
-  auto split = onStageOf(builder.create<SplitOp>(loc,
-                                                 ValueRange(outputs).getTypes(),
-                                                 output, lastDim),
-                         firstForward);
+  auto split =
+      onStageOf(builder.create<SplitOp>(loc, ValueRange(outputs).getTypes(),
+                                        output, lastDim),
+                firstForward);
   for (auto [old, piece] : llvm::zip(outputs, split.getYs()))
     old.replaceAllUsesWith(piece);
 
@@ -207,11 +207,11 @@ void fuse(ArrayRef<Projection> group) {
     for (Projection p : group)
       dead.push_back(p.dgrad);
   }
-  Value weightGrad = onStageOf(
-      builder.create<MatmulWgradOp>(
-          loc, withExtent(tensorOf(weightGrads[0]), 0, numOutputs), outputGrad,
-          input),
-      first.wgrad);
+  Value weightGrad =
+      onStageOf(builder.create<MatmulWgradOp>(
+                    loc, withExtent(tensorOf(weightGrads[0]), 0, numOutputs),
+                    outputGrad, input),
+                first.wgrad);
   // Synchronise the fused gradient once: all_reduce commutes with the split.
   SmallVector<Value> finals(weightGrads);
   SmallVector<Operation *> replacedSyncs;
@@ -227,10 +227,10 @@ void fuse(ArrayRef<Projection> group) {
       replacedSyncs.push_back(sync);
     }
   }
-  auto gradSplit = onStageOf(
-      builder.create<SplitOp>(loc, ValueRange(finals).getTypes(), weightGrad,
-                              uint64_t{0}),
-      first.wgrad);
+  auto gradSplit =
+      onStageOf(builder.create<SplitOp>(loc, ValueRange(finals).getTypes(),
+                                        weightGrad, uint64_t{0}),
+                first.wgrad);
   for (auto [old, piece] : llvm::zip(finals, gradSplit.getYs()))
     old.replaceAllUsesWith(piece);
   dead.append(replacedSyncs.rbegin(), replacedSyncs.rend());
@@ -294,10 +294,10 @@ void packSwiglu(SplitOp split) {
     }
   for (SwigluOp forward : forwards) {
     OpBuilder builder(forward);
-    Value y = onStageOf(
-        builder.create<SwigluPackedOp>(forward.getLoc(),
-                                       forward.getY().getType(), split.getX()),
-        forward);
+    Value y =
+        onStageOf(builder.create<SwigluPackedOp>(
+                      forward.getLoc(), forward.getY().getType(), split.getX()),
+                  forward);
     forward.getY().replaceAllUsesWith(y);
     forward.erase();
   }
