@@ -3,6 +3,7 @@
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
 #include "passes/Passes.h"
+#include "passes/PipelineStages.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
@@ -133,10 +134,13 @@ SmallVector<AllReduceOp> syncsOf(ArrayRef<Value> grads) {
   return syncs;
 }
 
-/// `made` runs on the pipeline stage (and model chunk) `from` runs on, so
-/// a fused op stays in its layer's stage (passes/PipelinePartition.cpp).
+/// `made` runs on the pipeline stage (and model chunk) `from` runs on, in
+/// the same half of the step (sharc.forward: PipelineSchedule keys an op
+/// without it as backward, which put a fused forward GEMM after the
+/// gradients it waits for), so a fused op keeps its layer's place
+/// (passes/PipelinePartition.cpp).
 template <typename OpT> OpT onStageOf(OpT made, Operation *from) {
-  for (StringRef name : {kStageAttr, kChunkAttr})
+  for (StringRef name : {kStageAttr, kChunkAttr, kForwardAttr})
     if (Attribute attr = from->getAttr(name))
       made->setAttr(name, attr);
   return made;

@@ -113,12 +113,6 @@ std::string checkConfig(const BenchConfig &c) {
       c.fuseProjections != "gate_up")
     return "--fuse_projections takes all or gate_up, not '" +
            c.fuseProjections + "'";
-  if (c.fuseProjections != "none")
-    for (const std::string &mode : c.modes)
-      if (mode.find("pp") != std::string::npos)
-        return "--fuse_projections does not combine with pipeline "
-               "parallelism yet (mode " +
-               mode + ")";
   if (c.numHiddenLayers.size() > 1 && c.seqLens.size() > 1)
     return "at most one of --num_hidden_layers and --seq_len may hold "
            "several values";

@@ -377,13 +377,6 @@ int compile(const CompileFlags &flags) {
   if (flags.bucketBytes && pipeline.dpSize == 1 && pipeline.cpSize == 1)
     return usageError("--bucket-bytes sizes the gradient buckets of data and "
                       "context parallelism; it needs --dp N or --cp N, N > 1");
-  // The fused GEMMs' ops carry their stage, but the stages' transfers
-  // then deadlock under GPipe, interleaved 1F1B and tp x pp (found with
-  // --check on the cpu): refused until the schedules are fixed for them.
-  if (flags.fuseProjections && pipeline.ppSize > 1)
-    return usageError("--fuse-projections does not combine with pipeline "
-                      "parallelism yet (--pp " +
-                      std::to_string(pipeline.ppSize) + ")");
   if (pipeline.recompute == "sp-allgather" && !pipeline.sequenceParallel)
     return usageError("--recompute sp-allgather re-gathers sequence-parallel "
                       "inputs; it needs --sp");
