@@ -24,14 +24,27 @@ namespace {
 /// The op after which `value` is ready (a block argument: the block start).
 Operation *readyAfter(Value value) { return value.getDefiningOp(); }
 
-/// Whether `sync`'s result leaves the step as a parameter's gradient.
-bool returnsGradient(func::FuncOp func, AllReduceOp sync) {
-  for (OpOperand &use : sync.getY().getUses())
-    if (isa<func::ReturnOp>(use.getOwner()) &&
-        getResultString(func, use.getOperandNumber(), kOutputAttr)
-            .starts_with("grad:"))
-      return true;
-  return false;
+/// The parameters whose gradients `sync`'s result leaves the step as
+/// ("grad:NAME" outputs): directly, or through the split of a fused
+/// gradient into its parameters' (sharc-fuse-projections).
+SmallVector<StringRef> gradientsReturned(func::FuncOp func, AllReduceOp sync) {
+  SmallVector<StringRef> names;
+  auto collect = [&](Value value) {
+    for (OpOperand &use : value.getUses()) {
+      if (!isa<func::ReturnOp>(use.getOwner()))
+        continue;
+      StringRef output =
+          getResultString(func, use.getOperandNumber(), kOutputAttr);
+      if (output.consume_front("grad:"))
+        names.push_back(output);
+    }
+  };
+  collect(sync.getY());
+  for (Operation *user : sync.getY().getUsers())
+    if (auto split = dyn_cast<SplitOp>(user))
+      for (Value piece : split->getResults())
+        collect(piece);
+  return names;
 }
 
 /// A gradient sync over dp (or over a group of axes with dp, "dp,cp" when
@@ -44,7 +57,7 @@ bool isBucketable(func::FuncOp func, AllReduceOp op) {
   PlacementAttr synced = getPlacement(op.getY().getType());
   bool gradientSync =
       llvm::is_contained(axes, "dp") ||
-      (llvm::is_contained(axes, "cp") && returnsGradient(func, op));
+      (llvm::is_contained(axes, "cp") && !gradientsReturned(func, op).empty());
   return gradientSync &&
          llvm::all_of(axes,
                       [&](StringRef axis) {
@@ -56,19 +69,12 @@ bool isBucketable(func::FuncOp func, AllReduceOp op) {
 }
 
 /// `stages`' entry (a stage or a chunk) for the parameter whose gradient
-/// `sync` returns, or -1.
+/// `sync` returns (each piece of a fused one is on the same), or -1.
 int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync,
                         const llvm::StringMap<int64_t> &stages) {
-  for (OpOperand &use : sync.getY().getUses()) {
-    if (!isa<func::ReturnOp>(use.getOwner()))
-      continue;
-    StringRef output =
-        getResultString(func, use.getOperandNumber(), kOutputAttr);
-    if (!output.consume_front("grad:"))
-      continue;
-    if (auto it = stages.find(output); it != stages.end())
+  for (StringRef name : gradientsReturned(func, sync))
+    if (auto it = stages.find(name); it != stages.end())
       return it->second;
-  }
   return -1;
 }
 
