@@ -44,9 +44,6 @@ struct TensorRef {
   DType dtype() const { return buffer->dtype; }
   const std::vector<int64_t> &shape() const { return buffer->shape; }
   int64_t numel() const;
-  /// Elements from one row (the last dimension) to the next: more than the
-  /// last dimension for a column view (plan::Buffer::rowStride).
-  int64_t rowPitch() const { return buffer->rowPitch(); }
   kernels::TensorView view() const { return {data, buffer->dtype}; }
   kernels::ConstTensorView cview() const { return {data, buffer->dtype}; }
 };

@@ -34,21 +34,20 @@ done
 # The compute-bound point of the speed issue, on one GPU.
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
   -o "$stage/bench/dense-h4096.plan"
-# The same with q/k/v and gate/up fused into one GEMM each.
-"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
-  --fuse-projections -o "$stage/bench/dense-fused.plan"
-# gate/up alone (read in place by swiglu_packed: no column copies), with
-# and without the other fusions.
+# q/k/v and gate/up are one GEMM each by default; the same points with a
+# GEMM for every projection (--no-fuse-projections), and gate/up alone
+# (read in place by swiglu_packed), to measure what the fusion gains.
+for mode in dense ddp tp_sp_async_vp; do
+  flags=()
+  [ $mode = ddp ] && flags=(--mode ddp --dp 2)
+  [ $mode = tp_sp_async_vp ] && flags=(--mode $mode --tp 2)
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    "${flags[@]}" --no-fuse-projections -o "$stage/bench/$mode-separate.plan"
+done
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   --fuse-projections=gate_up -o "$stage/bench/dense-gateup.plan"
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
   --fuse-projections=gate_up -o "$stage/bench/dense-h4096-gateup.plan"
-for mode in ddp tp_sp_async_vp; do
-  flags=(--mode $mode --tp 2)
-  [ $mode = ddp ] && flags=(--mode ddp --dp 2)
-  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
-    "${flags[@]}" --fuse-projections -o "$stage/bench/$mode-fused.plan"
-done
 # The speed issue's sweeps as `sharc bench` manifests (compiled here, run
 # there by `sharc-run --bench`, all points in one process): the original's
 # layer scan at seq 2048 and sequence scan at 8 layers, its memory

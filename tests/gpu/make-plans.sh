@@ -3,8 +3,9 @@
 # dp=2 and the dense model, each in f32 and bf16, of tests/gpu/small.yaml
 # (head_dim 64) and of models/minimind.yaml (head_dim 96), all with the
 # logits and gradients as outputs for --compare-cpu (the adds and q/k norm
-# + rope fused, the default); and fused-projection plans of the small
-# model; and plans without those fusions and with --schedule latency;
+# + rope fused, q/k/v and gate/up one GEMM each: the defaults); and plans
+# of the small model with a GEMM for every projection or gate/up alone;
+# and plans without the other fusions and with --schedule latency;
 # bf16-mixed plans of the small model; and
 # context- and pipeline-parallel plans (2 and 4 ranks) of the small model,
 # the interleaved one also with clipping.
@@ -49,15 +50,17 @@ done
 "$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
   $flags --no-fuse-adds --no-fuse-norm-rope \
   -o "$out/minimind-bf16-dense-unfused.plan"
-# Fused q/k/v and gate/up projections (sharc compile --fuse-projections),
-# one GPU and tp=2, in both dtypes of the small model.
+# A GEMM for every projection (--no-fuse-projections; every other plan has
+# q/k/v and gate/up fused, the default) and gate/up alone, one GPU and tp=2,
+# in both dtypes of the small model.
 for dtype in f32 bf16; do
   run=()
   [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
-  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-projections \
-    -o "$out/small-$dtype-dense-fused.plan"
-  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --fuse-projections \
-    --mode tp_sp_async_vp --tp 2 -o "$out/small-$dtype-tp_sp_async_vp-fused.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --no-fuse-projections \
+    -o "$out/small-$dtype-dense-separate.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --no-fuse-projections \
+    --mode tp_sp_async_vp --tp 2 \
+    -o "$out/small-$dtype-tp_sp_async_vp-separate.plan"
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags \
     --fuse-projections=gate_up -o "$out/small-$dtype-dense-gateup.plan"
 done

@@ -69,10 +69,11 @@ const char *kUsage =
     "                  `--no-fuse-norm-rope`, `--schedule latency` would\n"
     "                  (adds in the GEMMs' epilogue and q/k norm + rope as\n"
     "                  one kernel are on by default)\n"
-    "  --fuse_projections[=all|gate_up]  compile every point as `sharc\n"
-    "                  compile --fuse-projections[=all|gate_up]` would: one\n"
-    "                  GEMM for q/k/v and one for gate/up (all, the\n"
-    "                  default), or for gate/up alone\n";
+    "  --fuse_projections[=all|gate_up|none], --no_fuse_projections\n"
+    "                  compile every point as `sharc compile\n"
+    "                  --fuse-projections=...` would: one GEMM for q/k/v\n"
+    "                  and one for gate/up (all, the default), for gate/up\n"
+    "                  alone, or a GEMM for every projection (none)\n";
 
 int badFlags(const std::string &message) {
   std::fprintf(stderr, "sharc: error: %s\n%s", message.c_str(), kUsage);
@@ -111,7 +112,7 @@ std::string checkConfig(const BenchConfig &c) {
     return "--schedule takes defer or latency, not '" + c.schedule + "'";
   if (c.fuseProjections != "none" && c.fuseProjections != "all" &&
       c.fuseProjections != "gate_up")
-    return "--fuse_projections takes all or gate_up, not '" +
+    return "--fuse_projections takes all, gate_up or none, not '" +
            c.fuseProjections + "'";
   if (c.numHiddenLayers.size() > 1 && c.seqLens.size() > 1)
     return "at most one of --num_hidden_layers and --seq_len may hold "
@@ -179,6 +180,8 @@ parseBenchFlags(const std::vector<std::string> &args) {
       c.fuseNormRope = false;
     } else if (flag == "--fuse_projections") {
       c.fuseProjections = "all";
+    } else if (flag == "--no_fuse_projections") {
+      c.fuseProjections = "none";
     } else if (flag.rfind("--fuse_projections=", 0) == 0) {
       // The value only after '=', as `sharc compile` takes it: a bare flag
       // means all.

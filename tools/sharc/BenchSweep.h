@@ -64,9 +64,9 @@ struct BenchConfig {
   /// latency-hiding order (--schedule latency).
   bool fuseAdds = true;
   bool fuseNormRope = true;
-  /// One GEMM for q/k/v and gate/up ("all"), for gate/up alone ("gate_up"),
-  /// or none (`sharc compile --fuse-projections[=all|gate_up]`).
-  std::string fuseProjections = "none";
+  /// One GEMM for q/k/v and gate/up ("all", the default), for gate/up alone
+  /// ("gate_up"), or none (`sharc compile --fuse-projections=...`).
+  std::string fuseProjections = "all";
   std::string schedule = "defer";
 };
 

@@ -51,7 +51,7 @@ struct CompileFlags {
   bool emitLogits = false;
   bool withOptimizer = true;
   bool keepGradients = false;
-  bool fuseProjections = false;
+  bool fuseProjections = true;
   bool fuseAttentionProjections = true; ///< q/k/v too, not gate/up alone
   bool fuseAdds = true;
   bool fuseNormRope = true;
@@ -95,8 +95,11 @@ void printUsage(FILE *out) {
                "default 25 MiB)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
                "[--keep-grads] [--no-optimizer]\n"
-               "         [--fuse-projections[=all|gate_up] (one GEMM for "
-               "q/k/v and for gate/up, or gate/up alone)]\n"
+               "         [--fuse-projections[=all|gate_up|none] (one GEMM "
+               "for q/k/v and for gate/up,\n"
+               "          the default; gate/up alone; or every projection "
+               "its own GEMM)]\n"
+               "         [--no-fuse-projections (as =none)]\n"
                "         [--no-fuse-adds (residual adds and gradient sums "
                "as their own ops, not in the GEMMs' epilogue)]\n"
                "         [--no-fuse-norm-rope (q/k norms and rope as "
@@ -194,6 +197,9 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
     } else if (arg == "--fuse-projections=gate_up") {
       flags.fuseProjections = true;
       flags.fuseAttentionProjections = false;
+    } else if (arg == "--no-fuse-projections" ||
+               arg == "--fuse-projections=none") {
+      flags.fuseProjections = false;
     } else if (arg == "--fuse-adds") {
       flags.fuseAdds = true;
     } else if (arg == "--no-fuse-adds") {
