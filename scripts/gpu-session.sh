@@ -73,13 +73,27 @@ for step in $steps; do
     "$root/tests/gpu/parity.sh" "$run" "${plans[@]}" 2>&1 |
       tee "$out/parity.log" ;;
   sanitize)
+    # A plan with more ranks than GPUs shares them (--share-gpus), as in
+    # tests/gpu/parity.sh. racecheck also flags cuDNN's and cuBLAS's own
+    # Hopper kernels (wgmma, TMA barriers it does not model); the summary
+    # line names the kernels so sharc's can be told apart.
+    gpus=$(nvidia-smi -L | grep -c '^GPU')
     for plan in ${SANITIZE_PLANS:-small-f32-tp_sp_async_vp small-bf16-ddp small-f32-dense}; do
-      for tool in memcheck racecheck; do
+      ranks=$(sed -n 's/^mesh: //p' "$stage/plans/$plan.plan" |
+              grep -o 'size: *[0-9]*' |
+              awk '{n = (NR == 1 ? 1 : n) * $2} END {print n ? n : 1}')
+      share=()
+      [ "$gpus" -lt "$ranks" ] && share=(--share-gpus)
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
         compute-sanitizer --tool $tool --error-exitcode 9 \
-          "$run" "$stage/plans/$plan.plan" --backend cuda --steps 1 --quiet \
-          >"$out/sanitize-$plan-$tool.log" 2>&1
+          "$run" "$stage/plans/$plan.plan" --backend cuda "${share[@]}" \
+          --steps 1 --quiet >"$out/sanitize-$plan-$tool.log" 2>&1
         echo "$tool $plan: exit $? $(grep -c 'ERROR SUMMARY: 0' \
           "$out/sanitize-$plan-$tool.log") clean summaries"
+        # The kernels racecheck reports, by name prefix.
+        grep -o 'Race reported between [A-Za-z]* access at [A-Za-z0-9_]*' \
+          "$out/sanitize-$plan-$tool.log" | awk '{print "  race in " $NF}' |
+          cut -c1-60 | sort | uniq -c
       done
     done ;;
   bench)

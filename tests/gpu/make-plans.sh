@@ -144,4 +144,9 @@ for dtype in f32 bf16; do
     --pp 2 --pp-schedule 1f1b -o "$out/small-$dtype-tp_pp.plan"
   "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --pp 2 --cp 2 \
     --cp-comm a2a -o "$out/small-$dtype-pp_cp.plan"
+  # dp x pp: each stage's gradient buckets (fused gradients included) over
+  # dp; the small run's 4 sequences, 2 a rank, in 2 microbatches.
+  "$sharc" compile "$here/small.yaml" "${run[@]}" --keep-grads --mode pp \
+    --pp 2 --dp 2 --microbatches 2 --pp-schedule 1f1b \
+    -o "$out/small-$dtype-dp_pp.plan"
 done
