@@ -324,26 +324,12 @@ void addAttentionOps(std::unordered_map<std::string, OpDef> &table) {
   table["rope_grad"] = {bindRope<true>, 1, 1};
   // The fused q/k/v projection's q, k and v are column views of its
   // output, read in place; dq, dk and dv are written into the columns of
-  // the joined gradient its backward GEMMs read.
-  constexpr uint32_t kFirst = 1u << 0, kThird = 1u << 2;
-  table["rms_norm_rope"] = {.bind = bindRmsNormRope,
-                            .numOperands = 2,
-                            .numResults = 1,
-                            .stridedOperands = kFirst};
-  table["rms_norm_rope_grad"] = {.bind = bindRmsNormRopeGrad,
-                                 .numOperands = 3,
-                                 .numResults = 2,
-                                 .stridedOperands = kFirst,
-                                 .stridedResults = kFirst};
-  table["attention"] = {.bind = bindAttention,
-                        .numOperands = 3,
-                        .numResults = 2,
-                        .stridedOperands = kThird};
-  table["attention_grad"] = {.bind = bindAttentionGrad,
-                             .numOperands = 6,
-                             .numResults = 3,
-                             .stridedOperands = kThird,
-                             .stridedResults = kThird};
+  // the joined gradient its backward GEMMs read. Which slots take them is
+  // plan/ColumnSlots.h's (the OpTable sets the strided flags from it).
+  table["rms_norm_rope"] = {bindRmsNormRope, 2, 1};
+  table["rms_norm_rope_grad"] = {bindRmsNormRopeGrad, 3, 2};
+  table["attention"] = {bindAttention, 3, 2};
+  table["attention_grad"] = {bindAttentionGrad, 6, 3};
 }
 
 } // namespace sharc::exec

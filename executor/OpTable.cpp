@@ -9,6 +9,7 @@
 #include "kernels/Embedding.h"
 #include "kernels/Matmul.h"
 #include "kernels/RmsNorm.h"
+#include "planner/plan/ColumnSlots.h"
 
 #include <algorithm>
 #include <tuple>
@@ -564,6 +565,14 @@ OpTable::OpTable() {
   addAttentionOps(table_);
   addRingAttentionOps(table_);
   addOptimizerOps(table_);
+  // The slots that take column views, as the planner makes them.
+  for (const plan::ColumnSlots &slots : plan::kColumnSlots) {
+    auto it = table_.find(std::string(slots.op));
+    if (it == table_.end())
+      continue; // ExecutorTest requires every listed op to be here
+    it->second.stridedOperands = slots.operands;
+    it->second.stridedResults = slots.results;
+  }
 }
 
 const OpTable &OpTable::get() {

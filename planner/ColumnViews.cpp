@@ -1,6 +1,7 @@
 //===- ColumnViews.cpp - last-dimension splits and joins without copies ---===//
 
 #include "planner/ColumnViews.h"
+#include "planner/plan/ColumnSlots.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -9,23 +10,22 @@ using namespace mlir;
 namespace sharc {
 namespace {
 
+/// Whether bit `slot` of the op's column slots (plan/ColumnSlots.h) is set.
+bool takesColumns(Operation *op, unsigned slot, bool result) {
+  auto slots = plan::columnSlotsOf(op->getName().stripDialect());
+  uint32_t bits = !slots ? 0 : result ? slots->results : slots->operands;
+  return slot < 32 && (bits >> slot & 1u);
+}
+
 /// Operand slots whose kernels read a column view (a row stride).
 bool readsColumns(Operation *user, unsigned operand) {
-  if (isa<RmsNormRopeOp, RmsNormRopeGradOp>(user))
-    return operand == 0; // x
-  if (isa<AttentionOp, AttentionGradOp>(user))
-    return operand == 2; // v
-  return false;
+  return takesColumns(user, operand, /*result=*/false);
 }
 
 /// Result slots whose kernels write a column view.
 bool writesColumns(OpResult result) {
-  Operation *producer = result.getOwner();
-  if (isa<RmsNormRopeGradOp>(producer))
-    return result.getResultNumber() == 0; // dx
-  if (isa<AttentionGradOp>(producer))
-    return result.getResultNumber() == 2; // dv
-  return false;
+  return takesColumns(result.getOwner(), result.getResultNumber(),
+                      /*result=*/true);
 }
 
 bool alongLastDim(Value whole, uint64_t dim) {

@@ -1,6 +1,8 @@
 //===- RuntimeTest.cpp - the runtime on hand-built plans ------------------===//
 
 #include "executor/Runtime.h"
+#include "executor/OpTable.h"
+#include "planner/plan/ColumnSlots.h"
 
 #include "TestPlans.h"
 
@@ -350,6 +352,31 @@ TEST_CASE("plan errors name the rank, the instruction and the op",
   auto cuda = Runtime::create(makeLinearPlan(model, 1, 1),
                               RunOptions{.backend = "cuda"});
   REQUIRE(cuda.status().code() == Status::Code::InvalidInput);
+}
+
+TEST_CASE("the op table takes column views in the planner's slots alone",
+          "[executor]") {
+  // plan/ColumnSlots.h is the planner's list of slots it may make column
+  // views for; each of its ops must be in the table (a misspelt op would
+  // leave the runtime refusing every view the planner makes), with those
+  // slots strided and within the op's operands and results.
+  for (const plan::ColumnSlots &slots : plan::kColumnSlots) {
+    INFO(slots.op);
+    const OpDef *def = OpTable::get().find(std::string(slots.op));
+    REQUIRE(def);
+    REQUIRE(def->stridedOperands == slots.operands);
+    REQUIRE(def->stridedResults == slots.results);
+    REQUIRE(slots.operands >> def->numOperands == 0u);
+    REQUIRE(slots.results >> def->numResults == 0u);
+  }
+  // Every other op takes only packed buffers.
+  for (const char *op : {"embedding", "matmul", "matmul_dgrad", "rms_norm",
+                         "swiglu_packed", "add", "all_gather", "adamw"}) {
+    INFO(op);
+    REQUIRE_FALSE(plan::columnSlotsOf(op));
+    REQUIRE(OpTable::get().find(op)->stridedOperands == 0u);
+    REQUIRE(OpTable::get().find(op)->stridedResults == 0u);
+  }
 }
 
 TEST_CASE("poisoned activations expose a read of an unwritten buffer",
