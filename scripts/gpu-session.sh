@@ -79,9 +79,7 @@ for step in $steps; do
     # line names the kernels so sharc's can be told apart.
     gpus=$(nvidia-smi -L | grep -c '^GPU')
     for plan in ${SANITIZE_PLANS:-small-f32-tp_sp_async_vp small-bf16-ddp small-f32-dense}; do
-      ranks=$(sed -n 's/^mesh: //p' "$stage/plans/$plan.plan" |
-              grep -o 'size: *[0-9]*' |
-              awk '{n = (NR == 1 ? 1 : n) * $2} END {print n ? n : 1}')
+      ranks=$("$root/tests/gpu/plan-ranks.sh" "$stage/plans/$plan.plan")
       share=()
       [ "$gpus" -lt "$ranks" ] && share=(--share-gpus)
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do

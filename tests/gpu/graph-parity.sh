@@ -15,8 +15,7 @@ failed=0
 for plan in "$@"; do
   name=$(basename "$plan")
   # ranks: the product of the mesh's axis sizes
-  ranks=$(sed -n 's/^mesh: //p' "$plan" | grep -o 'size: *[0-9]*' |
-    awk '{r = r * $2} BEGIN {r = 1} END {print r}')
+  ranks=$("$(dirname "$0")/plan-ranks.sh" "$plan")
   if [ "$ranks" -gt "$gpus" ]; then
     echo "skip  $name: needs $ranks GPUs, the node has $gpus"
     continue

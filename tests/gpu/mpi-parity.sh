@@ -19,8 +19,7 @@ trap 'rm -rf "$work"' EXIT
 ran=0
 failed=0
 for plan in "$@"; do
-  ranks=$(sed -n 's/^mesh: //p' "$plan" | grep -o 'size: *[0-9]*' |
-          awk '{n = (NR == 1 ? 1 : n) * $2} END {print n ? n : 1}')
+  ranks=$("$(dirname "$0")/plan-ranks.sh" "$plan")
   name=$(basename "$plan" .plan)
   if [ "$gpus" -lt "$ranks" ]; then
     echo "skip  $name: needs $ranks GPUs, the node has $gpus"

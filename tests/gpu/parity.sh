@@ -13,8 +13,7 @@ ran=0
 failed=0
 for plan in "$@"; do
   # ranks: the product of the mesh's axis sizes
-  ranks=$(sed -n 's/^mesh: //p' "$plan" | grep -o 'size: *[0-9]*' |
-          awk '{n = (NR == 1 ? 1 : n) * $2} END {print n ? n : 1}')
+  ranks=$("$(dirname "$0")/plan-ranks.sh" "$plan")
   # With fewer GPUs than ranks (but one at least), the ranks share them:
   # real kernels, streams and events, collectives through the host.
   share=()
