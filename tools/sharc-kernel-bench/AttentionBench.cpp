@@ -7,6 +7,11 @@
 // the mean of --iters launches after --warmup. tests/gpu/attention-peer.py
 // measures PyTorch's scaled_dot_product_attention on the same shapes.
 //
+//   sharc-attention-bench [--warmup N] [--iters N] [--shape S,B,H,KV,D]...
+//
+// Each --shape (sequence, batch, query heads, KV heads, head dim) replaces
+// the default list of the benchmark's shapes.
+//
 // FLOPs: the forward's two products over the causal half,
 // 2 * 2 * B * H * S^2 * D / 2; the backward 2.5x the forward (five products,
 // the scores recomputed), the convention FlashAttention's papers use.
@@ -22,6 +27,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -156,23 +162,57 @@ void report(const Shape &s, const char *impl, double fwdMs, double bwdMs) {
               bwdMs, both);
 }
 
+/// "S,B,H,KV,D" as a Shape, or exits naming the flag.
+Shape parseShape(const std::string &text) {
+  long long seq = 0, batch = 0, heads = 0, kvHeads = 0, dim = 0;
+  if (std::sscanf(text.c_str(), "%lld,%lld,%lld,%lld,%lld", &seq, &batch,
+                  &heads, &kvHeads, &dim) != 5 ||
+      seq <= 0 || batch <= 0 || kvHeads <= 0 || heads % kvHeads != 0 ||
+      dim <= 0) {
+    std::fprintf(stderr,
+                 "sharc-attention-bench: --shape %s: expected S,B,H,KV,D "
+                 "with KV dividing H\n",
+                 text.c_str());
+    std::exit(2);
+  }
+  return {seq, batch, heads, kvHeads, dim};
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   int warmup = 5, iters = 20;
+  // MiniMind's shapes (heads 8/4, dim 96) at the throughput points' global
+  // batch 4 on one GPU, and the compute-bound point's (32/8, dim 128).
+  std::vector<Shape> shapes = {{2048, 4, 8, 4, 96},
+                               {8192, 1, 8, 4, 96},
+                               {4096, 4, 32, 8, 128},
+                               {4096, 4, 16, 4, 128}};
+  bool shapesGiven = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--warmup")
       warmup = std::atoi(argv[i + 1]);
     else if (flag == "--iters")
       iters = std::atoi(argv[i + 1]);
+    else if (flag == "--shape") {
+      if (!shapesGiven)
+        shapes.clear();
+      shapesGiven = true;
+      shapes.push_back(parseShape(argv[i + 1]));
+    } else {
+      std::fprintf(stderr,
+                   "sharc-attention-bench: unknown flag %s (expected "
+                   "--warmup, --iters or --shape)\n",
+                   flag.c_str());
+      return 2;
+    }
   }
-  // MiniMind's shapes (heads 8/4, dim 96) at the throughput points' global
-  // batch 4 on one GPU, and the compute-bound point's (32/8, dim 128).
-  const Shape shapes[] = {{2048, 4, 8, 4, 96},
-                          {8192, 1, 8, 4, 96},
-                          {4096, 4, 32, 8, 128},
-                          {4096, 4, 16, 4, 128}};
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "sharc-attention-bench: %s needs a value\n",
+                 argv[argc - 1]);
+    return 2;
+  }
   std::mt19937 rng(7);
   for (const Shape &s : shapes) {
     Buffers b = allocate(s, rng);
