@@ -1,7 +1,7 @@
 //===- RmsNormRope.h - per-head RMSNorm fused with rope ---------*- C++ -*-===//
-// defines: RmsNormRopeArgs, RmsNormRopeGradArgs, rmsNormRope,
-//          rmsNormRopeGrad (cpu::, cuda::), rmsNormRopeGradScratchBytes
-//          (cuda::), rmsNormRopeGradBlocks
+// defines: HeadRows, headRows, RmsNormRopeArgs, RmsNormRopeGradArgs,
+//          rmsNormRope, rmsNormRopeGrad (cpu::, cuda::),
+//          rmsNormRopeGradScratchBytes (cuda::), rmsNormRopeGradBlocks
 //
 // x is [seqLen, batch, numHeads * headDim] (sequence first), w [headDim].
 // Each head is kernels/RmsNorm.h's group (groupSize = headDim) and the
@@ -30,13 +30,26 @@
 
 namespace sharc::kernels {
 
-/// Where head `unit` (b * numHeads + h) of position s starts in a tensor
-/// whose [s, b] rows are `pitch` elements apart (0: packed).
-SHARC_HOST_DEVICE inline int64_t headStart(int64_t s, int64_t unit,
-                                           int64_t batch, int64_t numHeads,
-                                           int64_t headDim, int64_t pitch) {
-  int64_t rowPitch = pitch > 0 ? pitch : numHeads * headDim;
-  return (s * batch + unit / numHeads) * rowPitch + unit % numHeads * headDim;
+/// Where a head starts in an [S, B, numHeads * headDim] tensor whose
+/// [s, b] rows are `pitch` elements apart: head `unit` (b * numHeads + h)
+/// of position s at at(s, unit, headDim). The head count is 32-bit, as
+/// the device kernels' head arithmetic is.
+struct HeadRows {
+  int numHeads;
+  int64_t batch;
+  int64_t pitch; ///< resolved: numHeads * headDim where packed
+  SHARC_HOST_DEVICE int64_t at(int64_t s, int unit, int headDim) const {
+    return (s * batch + unit / numHeads) * pitch +
+           static_cast<int64_t>(unit % numHeads) * headDim;
+  }
+};
+
+/// The HeadRows of a tensor whose rows are `pitch` elements apart (0:
+/// packed, numHeads * headDim).
+inline HeadRows headRows(int64_t numHeads, int64_t batch, int64_t headDim,
+                         int64_t pitch) {
+  return {static_cast<int>(numHeads), batch,
+          pitch > 0 ? pitch : numHeads * headDim};
 }
 
 struct RmsNormRopeArgs {

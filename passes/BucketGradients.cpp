@@ -68,11 +68,11 @@ bool isBucketable(func::FuncOp func, AllReduceOp op) {
          op.getX().hasOneUse();
 }
 
-/// `stages`' entry (a stage or a chunk) for the parameter whose gradient
-/// `sync` returns (each piece of a fused one is on the same), or -1.
-int64_t stageOfGradient(func::FuncOp func, AllReduceOp sync,
+/// `stages`' entry (a stage or a chunk) for the first of a sync's returned
+/// gradients it knows (each piece of a fused one is on the same), or -1.
+int64_t stageOfGradient(ArrayRef<StringRef> gradients,
                         const llvm::StringMap<int64_t> &stages) {
-  for (StringRef name : gradientsReturned(func, sync))
+  for (StringRef name : gradients)
     if (auto it = stages.find(name); it != stages.end())
       return it->second;
   return -1;
@@ -104,10 +104,11 @@ void bucket(func::FuncOp func, int64_t bucketBytes) {
   llvm::StringMap<int64_t> stages = parameterStages(func);
   llvm::StringMap<int64_t> chunks = parameterChunks(func);
   for (AllReduceOp sync : syncs) {
+    SmallVector<StringRef> gradients = gradientsReturned(func, sync);
     BucketKey element{
         cast<RankedTensorType>(sync.getX().getType()).getElementType(),
-        sync.getAxisAttr(), stageOfGradient(func, sync, stages),
-        stageOfGradient(func, sync, chunks)};
+        sync.getAxisAttr(), stageOfGradient(gradients, stages),
+        stageOfGradient(gradients, chunks)};
     int64_t bytes = tensorBytes(sync.getX());
     auto it = open.find(element);
     if (it == open.end() || (it->second.numBytes + bytes > bucketBytes &&

@@ -62,12 +62,13 @@ template <typename Acc> void forwardImpl(const RmsNormRopeArgs &a) {
   RopeTable<Acc> table(a.headDim, a.theta, /*inverse=*/false);
   std::vector<Acc> head(a.headDim);
   int64_t headsPerPosition = a.batch * a.numHeads;
+  HeadRows xRows = headRows(a.numHeads, a.batch, a.headDim, a.xPitch);
+  auto dim = static_cast<int>(a.headDim);
   for (int64_t s = 0; s < a.seqLen; ++s) {
     table.setPosition(a.positions().at(s));
     for (int64_t h = 0; h < headsPerPosition; ++h) {
       int64_t begin = (s * headsPerPosition + h) * a.headDim;
-      int64_t xBegin =
-          headStart(s, h, a.batch, a.numHeads, a.headDim, a.xPitch);
+      int64_t xBegin = xRows.at(s, static_cast<int>(h), dim);
       Acc rstd = groupRstd<Acc>(a.x, xBegin, a.headDim, a.eps);
       for (int64_t c = 0; c < a.headDim; ++c)
         head[c] = (load<Acc>(a.x, xBegin + c) * rstd) * load<Acc>(a.w, c);
@@ -82,14 +83,15 @@ template <typename Acc> void backwardImpl(const RmsNormRopeGradArgs &a) {
   RopeTable<Acc> table(a.headDim, a.theta, /*inverse=*/true);
   std::vector<Acc> grad(a.headDim), dwSums(a.headDim, Acc(0));
   int64_t headsPerPosition = a.batch * a.numHeads;
+  HeadRows xRows = headRows(a.numHeads, a.batch, a.headDim, a.xPitch);
+  HeadRows dxRows = headRows(a.numHeads, a.batch, a.headDim, a.dxPitch);
+  auto dim = static_cast<int>(a.headDim);
   for (int64_t s = 0; s < a.seqLen; ++s) {
     table.setPosition(a.positions().at(s));
     for (int64_t h = 0; h < headsPerPosition; ++h) {
       int64_t begin = (s * headsPerPosition + h) * a.headDim;
-      int64_t xBegin =
-          headStart(s, h, a.batch, a.numHeads, a.headDim, a.xPitch);
-      int64_t dxBegin =
-          headStart(s, h, a.batch, a.numHeads, a.headDim, a.dxPitch);
+      int64_t xBegin = xRows.at(s, static_cast<int>(h), dim);
+      int64_t dxBegin = dxRows.at(s, static_cast<int>(h), dim);
       for (int64_t c = 0; c < a.headDim; ++c)
         grad[c] = load<Acc>(a.dy, begin + c);
       table.rotate(grad);

@@ -17,9 +17,12 @@ mkdir -p "$out"
 "$sharc" compile "$model" "$@" --no-fuse-adds --no-fuse-norm-rope \
   -o "$out/apart.plan"
 ops=("op: rms_norm_grad_add," "op: rms_norm_rope,")
-grep -q "{name: tp, size: [2-9]" "$out/fused.plan" &&
-  ! grep -q -- "--no-fuse-projections" <<<"$*" ||
+tensor_parallel=false projections_fused=true
+grep -q "{name: tp, size: [2-9]" "$out/fused.plan" && tensor_parallel=true
+grep -q -- "--no-fuse-projections" <<<"$*" && projections_fused=false
+if ! $tensor_parallel || ! $projections_fused; then
   ops+=("op: matmul[a-z_]*_add,")
+fi
 for op in "${ops[@]}"; do
   grep -q "$op" "$out/fused.plan" || { echo "no '$op' in the fused plan"; exit 1; }
 done
