@@ -148,6 +148,20 @@ Inputs randomInputs(const Shape &shape, DType dtype, std::mt19937 &rng) {
           Tensor(dtype, randomValues(shape.kvNumel(), rng))};
 }
 
+/// `args` with `shape`'s sizes and query positions.
+template <typename Args> Args sized(Args args, const Shape &shape) {
+  args.seqLen = shape.seqLen;
+  args.batch = shape.batch;
+  args.numHeads = shape.numHeads;
+  args.numKvHeads = shape.numKvHeads;
+  args.headDim = shape.headDim;
+  args.kvSeqLen = shape.kvSeqLen;
+  args.queryStart = shape.queryStart;
+  args.querySecondRow = shape.querySecondRow;
+  args.querySecondStart = shape.querySecondStart;
+  return args;
+}
+
 struct CpuForward {
   Tensor out;
   std::vector<float> lse;
@@ -156,20 +170,12 @@ struct CpuForward {
 CpuForward cpuForward(const Shape &shape, DType dtype, const Inputs &in) {
   CpuForward result{Tensor(dtype, shape.qNumel()),
                     std::vector<float>(shape.lseNumel())};
-  cpu::attention({.q = in.q.cview(),
-                  .k = in.k.cview(),
-                  .v = in.v.cview(),
-                  .out = result.out.view(),
-                  .lse = result.lse.data(),
-                  .seqLen = shape.seqLen,
-                  .batch = shape.batch,
-                  .numHeads = shape.numHeads,
-                  .numKvHeads = shape.numKvHeads,
-                  .headDim = shape.headDim,
-                  .kvSeqLen = shape.kvSeqLen,
-                  .queryStart = shape.queryStart,
-                  .querySecondRow = shape.querySecondRow,
-                  .querySecondStart = shape.querySecondStart});
+  cpu::attention(sized(AttentionArgs{.q = in.q.cview(),
+                                     .k = in.k.cview(),
+                                     .v = in.v.cview(),
+                                     .out = result.out.view(),
+                                     .lse = result.lse.data()},
+                       shape));
   return result;
 }
 
@@ -191,20 +197,13 @@ void checkForward(const ForwardFn &forward, std::vector<DType> dtypes,
       DeviceBuffer lse(shape.lseNumel() * int64_t(sizeof(float)));
       out.poison();
       lse.poison();
-      Status status = forward({.q = {q.data(), dtype},
-                               .k = {k.data(), dtype},
-                               .v = {v.data(), dtype},
-                               .out = {out.data(), dtype},
-                               .lse = static_cast<float *>(lse.data()),
-                               .seqLen = shape.seqLen,
-                               .batch = shape.batch,
-                               .numHeads = shape.numHeads,
-                               .numKvHeads = shape.numKvHeads,
-                               .headDim = shape.headDim,
-                               .kvSeqLen = shape.kvSeqLen,
-                               .queryStart = shape.queryStart,
-                               .querySecondRow = shape.querySecondRow,
-                               .querySecondStart = shape.querySecondStart});
+      Status status =
+          forward(sized(AttentionArgs{.q = {q.data(), dtype},
+                                      .k = {k.data(), dtype},
+                                      .v = {v.data(), dtype},
+                                      .out = {out.data(), dtype},
+                                      .lse = static_cast<float *>(lse.data())},
+                        shape));
       INFO(status.message());
       REQUIRE(status.isOk());
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -230,24 +229,16 @@ void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes,
       Tensor dout(dtype, randomValues(shape.qNumel(), rng));
       Tensor expectDq(dtype, shape.qNumel());
       Tensor expectDk(dtype, shape.kvNumel()), expectDv(dtype, shape.kvNumel());
-      cpu::attentionGrad({.q = in.q.cview(),
-                          .k = in.k.cview(),
-                          .v = in.v.cview(),
-                          .out = forward.out.cview(),
-                          .dout = dout.cview(),
-                          .lse = forward.lse.data(),
-                          .dq = expectDq.view(),
-                          .dk = expectDk.view(),
-                          .dv = expectDv.view(),
-                          .seqLen = shape.seqLen,
-                          .batch = shape.batch,
-                          .numHeads = shape.numHeads,
-                          .numKvHeads = shape.numKvHeads,
-                          .headDim = shape.headDim,
-                          .kvSeqLen = shape.kvSeqLen,
-                          .queryStart = shape.queryStart,
-                          .querySecondRow = shape.querySecondRow,
-                          .querySecondStart = shape.querySecondStart});
+      cpu::attentionGrad(sized(AttentionGradArgs{.q = in.q.cview(),
+                                                 .k = in.k.cview(),
+                                                 .v = in.v.cview(),
+                                                 .out = forward.out.cview(),
+                                                 .dout = dout.cview(),
+                                                 .lse = forward.lse.data(),
+                                                 .dq = expectDq.view(),
+                                                 .dk = expectDk.view(),
+                                                 .dv = expectDv.view()},
+                               shape));
 
       DeviceBuffer q(in.q, dtype), k(in.k, dtype), v(in.v, dtype);
       DeviceBuffer out(forward.out, dtype), dOut(dout, dtype);
@@ -261,24 +252,17 @@ void checkBackward(const BackwardFn &backward, std::vector<DType> dtypes,
       dq.poison();
       dk.poison();
       dv.poison();
-      Status status = backward({.q = {q.data(), dtype},
-                                .k = {k.data(), dtype},
-                                .v = {v.data(), dtype},
-                                .out = {out.data(), dtype},
-                                .dout = {dOut.data(), dtype},
-                                .lse = static_cast<const float *>(lse.data()),
-                                .dq = {dq.data(), dtype},
-                                .dk = {dk.data(), dtype},
-                                .dv = {dv.data(), dtype},
-                                .seqLen = shape.seqLen,
-                                .batch = shape.batch,
-                                .numHeads = shape.numHeads,
-                                .numKvHeads = shape.numKvHeads,
-                                .headDim = shape.headDim,
-                                .kvSeqLen = shape.kvSeqLen,
-                                .queryStart = shape.queryStart,
-                                .querySecondRow = shape.querySecondRow,
-                                .querySecondStart = shape.querySecondStart});
+      Status status = backward(
+          sized(AttentionGradArgs{.q = {q.data(), dtype},
+                                  .k = {k.data(), dtype},
+                                  .v = {v.data(), dtype},
+                                  .out = {out.data(), dtype},
+                                  .dout = {dOut.data(), dtype},
+                                  .lse = static_cast<const float *>(lse.data()),
+                                  .dq = {dq.data(), dtype},
+                                  .dk = {dk.data(), dtype},
+                                  .dv = {dv.data(), dtype}},
+                shape));
       INFO(status.message());
       REQUIRE(status.isOk());
       REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -523,21 +507,13 @@ TEST_CASE("cuDNN declines a query block, which then runs on sharc's kernel",
   auto engine = cuda::CudnnAttention::create(nullptr);
   REQUIRE(engine);
   const Shape &shape = kBlockShapes.front();
-  Result<int64_t> bytes = (*engine)->prepare(
-      AttentionArgs{.q = {nullptr, DType::BF16},
-                    .k = {nullptr, DType::BF16},
-                    .v = {nullptr, DType::BF16},
-                    .out = {nullptr, DType::BF16},
-                    .lse = nullptr,
-                    .seqLen = shape.seqLen,
-                    .batch = shape.batch,
-                    .numHeads = shape.numHeads,
-                    .numKvHeads = shape.numKvHeads,
-                    .headDim = shape.headDim,
-                    .kvSeqLen = shape.kvSeqLen,
-                    .queryStart = shape.queryStart,
-                    .querySecondRow = shape.querySecondRow,
-                    .querySecondStart = shape.querySecondStart});
+  Result<int64_t> bytes =
+      (*engine)->prepare(sized(AttentionArgs{.q = {nullptr, DType::BF16},
+                                             .k = {nullptr, DType::BF16},
+                                             .v = {nullptr, DType::BF16},
+                                             .out = {nullptr, DType::BF16},
+                                             .lse = nullptr},
+                               shape));
   REQUIRE_FALSE(bytes);
   CHECK(bytes.status().message().find("query block") != std::string::npos);
 }
