@@ -1,30 +1,24 @@
 //===- KernelsAttentionTest.cpp - causal GQA attention and its gradient ---===//
 
 #include "kernels/Attention.h"
+#include "tests/unit/kernels/AttentionTestShapes.h"
 #include "tests/unit/kernels/TestTensors.h"
 
 #include <catch2/catch.hpp>
 
-#include <cmath>
-
 using namespace sharc;
 using namespace sharc::kernels;
-using sharc::kernels::test::ColumnWindow;
-using sharc::kernels::test::maxRelativeError;
-using sharc::kernels::test::numericGradient;
-using sharc::kernels::test::randomValues;
-using sharc::kernels::test::Tensor;
-using sharc::kernels::test::weightedSum;
+using namespace sharc::kernels::test;
 
 namespace {
 
 // Eight query heads would be plain MHA at numKvHeads == numHeads; 4 over 2
 // makes each KV head serve a group of two query heads.
-constexpr int64_t kSeqLen = 5, kBatch = 2, kNumHeads = 4, kNumKvHeads = 2,
-                  kHeadDim = 6;
-constexpr int64_t kQNumel = kSeqLen * kBatch * kNumHeads * kHeadDim;
-constexpr int64_t kKvNumel = kSeqLen * kBatch * kNumKvHeads * kHeadDim;
-constexpr int64_t kLseNumel = kBatch * kNumHeads * kSeqLen;
+constexpr AttentionShape kShape{
+    .seqLen = 5, .batch = 2, .numHeads = 4, .numKvHeads = 2, .headDim = 6};
+constexpr int64_t kSeqLen = kShape.seqLen;
+constexpr int64_t kQNumel = kShape.qNumel(), kKvNumel = kShape.kvNumel(),
+                  kLseNumel = kShape.lseNumel();
 
 struct Forward {
   Tensor out;
@@ -34,16 +28,12 @@ struct Forward {
 Forward runAttention(DType dtype, const Tensor &q, const Tensor &k,
                      const Tensor &v) {
   Forward result{Tensor(dtype, kQNumel), std::vector<float>(kLseNumel)};
-  cpu::attention({.q = q.cview(),
-                  .k = k.cview(),
-                  .v = v.cview(),
-                  .out = result.out.view(),
-                  .lse = result.lse.data(),
-                  .seqLen = kSeqLen,
-                  .batch = kBatch,
-                  .numHeads = kNumHeads,
-                  .numKvHeads = kNumKvHeads,
-                  .headDim = kHeadDim});
+  cpu::attention(shaped(AttentionArgs{.q = q.cview(),
+                                      .k = k.cview(),
+                                      .v = v.cview(),
+                                      .out = result.out.view(),
+                                      .lse = result.lse.data()},
+                        kShape));
   return result;
 }
 
@@ -56,40 +46,13 @@ TEST_CASE("grouped-query attention matches a float64 loop", "[kernels]") {
     Tensor k(dtype, randomValues(kKvNumel, rng, 2.0));
     Tensor v(dtype, randomValues(kKvNumel, rng));
     Forward forward = runAttention(dtype, q, k, v);
-    std::vector<double> expectOut(kQNumel, 0.0), expectLse(kLseNumel);
-    const double scale = 1 / std::sqrt(double(kHeadDim));
-    for (int64_t b = 0; b < kBatch; ++b)
-      for (int64_t h = 0; h < kNumHeads; ++h) {
-        int64_t kvHead = h / (kNumHeads / kNumKvHeads);
-        for (int64_t i = 0; i < kSeqLen; ++i) {
-          int64_t qBase = ((i * kBatch + b) * kNumHeads + h) * kHeadDim;
-          std::vector<double> scores(i + 1);
-          double sumExp = 0;
-          for (int64_t j = 0; j <= i; ++j) {
-            int64_t kBase =
-                ((j * kBatch + b) * kNumKvHeads + kvHead) * kHeadDim;
-            double dot = 0;
-            for (int64_t d = 0; d < kHeadDim; ++d)
-              dot += q.at(qBase + d) * k.at(kBase + d);
-            scores[j] = scale * dot;
-            sumExp += std::exp(scores[j]);
-          }
-          double lse = std::log(sumExp);
-          expectLse[(b * kNumHeads + h) * kSeqLen + i] = lse;
-          for (int64_t j = 0; j <= i; ++j) {
-            int64_t vBase =
-                ((j * kBatch + b) * kNumKvHeads + kvHead) * kHeadDim;
-            for (int64_t d = 0; d < kHeadDim; ++d)
-              expectOut[qBase + d] +=
-                  std::exp(scores[j] - lse) * v.at(vBase + d);
-          }
-        }
-      }
+    ReferenceAttention expect =
+        referenceAttention(kShape, q.values(), {}, k.values(), v.values());
     INFO("dtype " << dtypeName(dtype));
     double tolerance = dtype == DType::F64 ? 1e-13 : 2e-6;
-    REQUIRE(maxRelativeError(forward.out.values(), expectOut) < tolerance);
+    REQUIRE(maxRelativeError(forward.out.values(), expect.out) < tolerance);
     std::vector<double> lse(forward.lse.begin(), forward.lse.end());
-    REQUIRE(maxRelativeError(lse, expectLse) < 2e-6);
+    REQUIRE(maxRelativeError(lse, expect.lse) < 2e-6);
   }
 }
 
@@ -104,14 +67,14 @@ TEST_CASE("attention at position i ignores keys and values after i",
   for (int64_t cut = 0; cut + 1 < kSeqLen; ++cut) {
     // Replace every key and value at positions > cut.
     std::vector<double> kChanged = kValues, vChanged = vValues;
-    const int64_t rowNumel = kBatch * kNumKvHeads * kHeadDim;
+    const int64_t rowNumel = kShape.rowKv();
     for (int64_t i = (cut + 1) * rowNumel; i < kKvNumel; ++i) {
       kChanged[i] = -3 * kChanged[i];
       vChanged[i] = 5 + vChanged[i];
     }
     Forward after = runAttention(DType::F32, q, Tensor(DType::F32, kChanged),
                                  Tensor(DType::F32, vChanged));
-    const int64_t qRowNumel = kBatch * kNumHeads * kHeadDim;
+    const int64_t qRowNumel = kShape.rowQ();
     for (int64_t i = 0; i < kQNumel; ++i) {
       INFO("cut " << cut << ", element " << i);
       if (i < (cut + 1) * qRowNumel)
@@ -134,40 +97,26 @@ TEST_CASE("attention gradients match finite differences of the forward",
   Tensor dout(f64, cotangent);
   Forward forward = runAttention(f64, q, k, v);
   Tensor dq(f64, kQNumel), dk(f64, kKvNumel), dv(f64, kKvNumel);
-  cpu::attentionGrad({.q = q.cview(),
-                      .k = k.cview(),
-                      .v = v.cview(),
-                      .out = forward.out.cview(),
-                      .dout = dout.cview(),
-                      .lse = forward.lse.data(),
-                      .dq = dq.view(),
-                      .dk = dk.view(),
-                      .dv = dv.view(),
-                      .seqLen = kSeqLen,
-                      .batch = kBatch,
-                      .numHeads = kNumHeads,
-                      .numKvHeads = kNumKvHeads,
-                      .headDim = kHeadDim});
-  auto objective = [&](const std::vector<double> &qs,
-                       const std::vector<double> &ks,
-                       const std::vector<double> &vs) {
-    Forward result =
-        runAttention(f64, Tensor(f64, qs), Tensor(f64, ks), Tensor(f64, vs));
-    return weightedSum(cotangent, result.out.values());
-  };
-  auto numericDq = numericGradient(qValues, [&](const auto &point) {
-    return objective(point, kValues, vValues);
-  });
-  auto numericDk = numericGradient(kValues, [&](const auto &point) {
-    return objective(qValues, point, vValues);
-  });
-  auto numericDv = numericGradient(vValues, [&](const auto &point) {
-    return objective(qValues, kValues, point);
-  });
+  cpu::attentionGrad(shaped(AttentionGradArgs{.q = q.cview(),
+                                              .k = k.cview(),
+                                              .v = v.cview(),
+                                              .out = forward.out.cview(),
+                                              .dout = dout.cview(),
+                                              .lse = forward.lse.data(),
+                                              .dq = dq.view(),
+                                              .dk = dk.view(),
+                                              .dv = dv.view()},
+                            kShape));
+  auto numeric =
+      numericGradients({qValues, kValues, vValues}, [&](const auto &in) {
+        Forward result = runAttention(f64, Tensor(f64, in[0]),
+                                      Tensor(f64, in[1]), Tensor(f64, in[2]));
+        return weightedSum(cotangent, result.out.values());
+      });
   // The backward recomputes p from the fp32 lse, so ~1e-7 is its floor.
-  CHECK(maxRelativeError(dq.values(), numericDq) < 1e-6);
-  CHECK(maxRelativeError(dk.values(), numericDk) < 1e-6);
-  CHECK(maxRelativeError(dv.values(), numericDv) < 1e-6);
+  CHECK(maxRelativeError(dq.values(), numeric[0]) < 1e-6);
+  CHECK(maxRelativeError(dk.values(), numeric[1]) < 1e-6);
+  CHECK(maxRelativeError(dv.values(), numeric[2]) < 1e-6);
 }
 
 TEST_CASE("a query block against all keys is those rows of full attention, "
@@ -175,112 +124,23 @@ TEST_CASE("a query block against all keys is those rows of full attention, "
           "[kernels]") {
   // Context parallelism's K/V all-gather: block r of numBlocks holds
   // queries r*blockLen.. and meets all seqLen keys (kernels/Attention.h).
-  constexpr int64_t seqLen = 6, batch = 2, heads = 4, kvHeads = 2, dim = 4;
-  const DType f64 = DType::F64;
-  const int64_t rowQ = batch * heads * dim, rowKv = batch * kvHeads * dim;
   std::mt19937 rng(14);
-  std::vector<double> qValues = randomValues(seqLen * rowQ, rng, 2.0);
-  std::vector<double> kValues = randomValues(seqLen * rowKv, rng, 2.0);
-  std::vector<double> vValues = randomValues(seqLen * rowKv, rng);
-  std::vector<double> cotangent = randomValues(seqLen * rowQ, rng);
-  Tensor q(f64, qValues), k(f64, kValues), v(f64, vValues),
-      dout(f64, cotangent);
-  Tensor out(f64, seqLen * rowQ), dq(f64, seqLen * rowQ);
-  Tensor dk(f64, seqLen * rowKv), dv(f64, seqLen * rowKv);
-  std::vector<float> lse(batch * heads * seqLen);
-  AttentionArgs whole{.q = q.cview(),
-                      .k = k.cview(),
-                      .v = v.cview(),
-                      .out = out.view(),
-                      .lse = lse.data(),
-                      .seqLen = seqLen,
-                      .batch = batch,
-                      .numHeads = heads,
-                      .numKvHeads = kvHeads,
-                      .headDim = dim};
-  cpu::attention(whole);
-  cpu::attentionGrad({.q = q.cview(),
-                      .k = k.cview(),
-                      .v = v.cview(),
-                      .out = out.cview(),
-                      .dout = dout.cview(),
-                      .lse = lse.data(),
-                      .dq = dq.view(),
-                      .dk = dk.view(),
-                      .dv = dv.view(),
-                      .seqLen = seqLen,
-                      .batch = batch,
-                      .numHeads = heads,
-                      .numKvHeads = kvHeads,
-                      .headDim = dim});
-  for (int64_t numBlocks : {2, 3}) {
-    const int64_t blockLen = seqLen / numBlocks;
-    std::vector<double> dkSum(seqLen * rowKv, 0.0), dvSum(seqLen * rowKv, 0.0);
-    for (int64_t r = 0; r < numBlocks; ++r) {
-      INFO(numBlocks << " blocks, block " << r);
-      auto rows = [&](const std::vector<double> &all) {
-        return std::vector<double>(all.begin() + r * blockLen * rowQ,
-                                   all.begin() + (r + 1) * blockLen * rowQ);
-      };
-      Tensor qBlock(f64, rows(qValues)), doutBlock(f64, rows(cotangent));
-      Tensor outBlock(f64, blockLen * rowQ), dqBlock(f64, blockLen * rowQ);
-      Tensor dkPart(f64, seqLen * rowKv), dvPart(f64, seqLen * rowKv);
-      std::vector<float> lseBlock(batch * heads * blockLen);
-      cpu::attention({.q = qBlock.cview(),
-                      .k = k.cview(),
-                      .v = v.cview(),
-                      .out = outBlock.view(),
-                      .lse = lseBlock.data(),
-                      .seqLen = blockLen,
-                      .batch = batch,
-                      .numHeads = heads,
-                      .numKvHeads = kvHeads,
-                      .headDim = dim,
-                      .kvSeqLen = seqLen,
-                      .queryStart = r * blockLen});
-      REQUIRE(maxRelativeError(outBlock.values(), rows(out.values())) < 1e-13);
-      for (int64_t bh = 0; bh < batch * heads; ++bh)
-        for (int64_t i = 0; i < blockLen; ++i)
-          REQUIRE(lseBlock[bh * blockLen + i] ==
-                  lse[bh * seqLen + r * blockLen + i]);
-      cpu::attentionGrad({.q = qBlock.cview(),
-                          .k = k.cview(),
-                          .v = v.cview(),
-                          .out = outBlock.cview(),
-                          .dout = doutBlock.cview(),
-                          .lse = lseBlock.data(),
-                          .dq = dqBlock.view(),
-                          .dk = dkPart.view(),
-                          .dv = dvPart.view(),
-                          .seqLen = blockLen,
-                          .batch = batch,
-                          .numHeads = heads,
-                          .numKvHeads = kvHeads,
-                          .headDim = dim,
-                          .kvSeqLen = seqLen,
-                          .queryStart = r * blockLen});
-      REQUIRE(maxRelativeError(dqBlock.values(), rows(dq.values())) < 1e-12);
-      for (int64_t i = 0; i < seqLen * rowKv; ++i) {
-        dkSum[i] += dkPart.at(i);
-        dvSum[i] += dvPart.at(i);
-      }
-    }
-    INFO(numBlocks << " blocks");
-    REQUIRE(maxRelativeError(dkSum, dk.values()) < 1e-12);
-    REQUIRE(maxRelativeError(dvSum, dv.values()) < 1e-12);
-  }
+  requireSplitQueriesMatchFull(
+      SequenceSplit::Contiguous,
+      {.seqLen = 6, .batch = 2, .numHeads = 4, .numKvHeads = 2, .headDim = 4},
+      rng);
 }
 
 TEST_CASE("attention reads v and writes dv as columns of wider rows",
           "[kernels]") {
-  // The fused q/k/v projection's v: the last kNumKvHeads heads of rows
+  // The fused q/k/v projection's v: the last numKvHeads heads of rows
   // holding q, k and v side by side.
   std::mt19937 rng(14);
   const DType f32 = DType::F32;
-  const int64_t kvWidth = kNumKvHeads * kHeadDim;
-  ColumnWindow window{kSeqLen * kBatch, kvWidth,
-                      (kNumHeads + 2 * kNumKvHeads) * kHeadDim,
-                      (kNumHeads + kNumKvHeads) * kHeadDim};
+  const int64_t heads = kShape.numHeads, kvHeads = kShape.numKvHeads;
+  ColumnWindow window{kSeqLen * kShape.batch, kvHeads * kShape.headDim,
+                      (heads + 2 * kvHeads) * kShape.headDim,
+                      (heads + kvHeads) * kShape.headDim};
   const double fill = 9.0;
   Tensor q(f32, randomValues(kQNumel, rng, 2.0));
   Tensor k(f32, randomValues(kKvNumel, rng, 2.0));
@@ -291,36 +151,28 @@ TEST_CASE("attention reads v and writes dv as columns of wider rows",
       static_cast<const float *>(wideV.cview().data) + window.offset;
   Forward packed = runAttention(f32, q, k, v);
   Forward strided{Tensor(f32, kQNumel), std::vector<float>(kLseNumel)};
-  AttentionArgs forward{.q = q.cview(),
-                        .k = k.cview(),
-                        .v = {vColumns, f32},
-                        .out = strided.out.view(),
-                        .lse = strided.lse.data(),
-                        .seqLen = kSeqLen,
-                        .batch = kBatch,
-                        .numHeads = kNumHeads,
-                        .numKvHeads = kNumKvHeads,
-                        .headDim = kHeadDim,
-                        .vPitch = window.pitch};
-  cpu::attention(forward);
+  cpu::attention(shaped(AttentionArgs{.q = q.cview(),
+                                      .k = k.cview(),
+                                      .v = {vColumns, f32},
+                                      .out = strided.out.view(),
+                                      .lse = strided.lse.data(),
+                                      .vPitch = window.pitch},
+                        kShape));
   REQUIRE(strided.out.values() == packed.out.values());
   REQUIRE(strided.lse == packed.lse);
 
   Tensor dq(f32, kQNumel), dk(f32, kKvNumel), dv(f32, kKvNumel);
-  AttentionGradArgs backward{.q = q.cview(),
-                             .k = k.cview(),
-                             .v = v.cview(),
-                             .out = packed.out.cview(),
-                             .dout = dout.cview(),
-                             .lse = packed.lse.data(),
-                             .dq = dq.view(),
-                             .dk = dk.view(),
-                             .dv = dv.view(),
-                             .seqLen = kSeqLen,
-                             .batch = kBatch,
-                             .numHeads = kNumHeads,
-                             .numKvHeads = kNumKvHeads,
-                             .headDim = kHeadDim};
+  AttentionGradArgs backward =
+      shaped(AttentionGradArgs{.q = q.cview(),
+                               .k = k.cview(),
+                               .v = v.cview(),
+                               .out = packed.out.cview(),
+                               .dout = dout.cview(),
+                               .lse = packed.lse.data(),
+                               .dq = dq.view(),
+                               .dk = dk.view(),
+                               .dv = dv.view()},
+             kShape);
   cpu::attentionGrad(backward);
   Tensor stridedDq(f32, kQNumel), stridedDk(f32, kKvNumel);
   Tensor wideDv(f32, std::vector<double>(window.rows * window.pitch, fill));

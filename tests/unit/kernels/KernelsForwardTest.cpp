@@ -16,9 +16,7 @@
 
 using namespace sharc;
 using namespace sharc::kernels;
-using sharc::kernels::test::maxRelativeError;
-using sharc::kernels::test::randomValues;
-using sharc::kernels::test::Tensor;
+using namespace sharc::kernels::test;
 
 namespace {
 
@@ -94,24 +92,18 @@ TEST_CASE("matmul, dgrad and wgrad match float64 loops", "[kernels]") {
       Tensor w(dtype, randomValues(n * k, rng));
       Tensor dy(dtype, randomValues(m * n, rng));
       Tensor y(dtype, m * n), dx(dtype, m * k), dw(dtype, n * k);
-      cpu::matmul({.x = x.cview(),
-                   .w = w.cview(),
-                   .y = y.view(),
-                   .m = m,
-                   .n = n,
-                   .k = k});
-      cpu::matmulDgrad({.dy = dy.cview(),
-                        .w = w.cview(),
-                        .dx = dx.view(),
-                        .m = m,
-                        .n = n,
-                        .k = k});
-      cpu::matmulWgrad({.dy = dy.cview(),
-                        .x = x.cview(),
-                        .dw = dw.view(),
-                        .m = m,
-                        .n = n,
-                        .k = k});
+      auto sized = [&](auto args) {
+        args.m = m;
+        args.n = n;
+        args.k = k;
+        return args;
+      };
+      cpu::matmul(
+          sized(MatmulArgs{.x = x.cview(), .w = w.cview(), .y = y.view()}));
+      cpu::matmulDgrad(sized(
+          MatmulDgradArgs{.dy = dy.cview(), .w = w.cview(), .dx = dx.view()}));
+      cpu::matmulWgrad(sized(
+          MatmulWgradArgs{.dy = dy.cview(), .x = x.cview(), .dw = dw.view()}));
       std::vector<double> expectY(m * n, 0.0), expectDx(m * k, 0.0),
           expectDw(n * k, 0.0);
       for (int64_t i = 0; i < m; ++i)

@@ -16,11 +16,7 @@
 
 using namespace sharc;
 using namespace sharc::kernels;
-using sharc::kernels::test::maxRelativeError;
-using sharc::kernels::test::numericGradient;
-using sharc::kernels::test::randomValues;
-using sharc::kernels::test::Tensor;
-using sharc::kernels::test::weightedSum;
+using namespace sharc::kernels::test;
 
 namespace {
 
@@ -36,27 +32,25 @@ TEST_CASE("embedding gradient sums cotangent rows of local ids", "[kernels]") {
   const int64_t numTokens = static_cast<int64_t>(ids.size());
   std::vector<double> tableValues = randomValues(numRows * hidden, rng);
   std::vector<double> cotangent = randomValues(numTokens * hidden, rng);
+  auto sized = [&](auto args) {
+    args.ids = ids.data();
+    args.numTokens = numTokens;
+    args.numRows = numRows;
+    args.hidden = hidden;
+    args.vocabStart = vocabStart;
+    return args;
+  };
   auto forward = [&](const std::vector<double> &table) {
     Tensor tableTensor(kF64, table), out(kF64, numTokens * hidden);
-    cpu::embedding({.table = tableTensor.cview(),
-                    .ids = ids.data(),
-                    .out = out.view(),
-                    .numTokens = numTokens,
-                    .numRows = numRows,
-                    .hidden = hidden,
-                    .vocabStart = vocabStart});
+    cpu::embedding(
+        sized(EmbeddingArgs{.table = tableTensor.cview(), .out = out.view()}));
     return weightedSum(cotangent, out.values());
   };
   Tensor dout(kF64, cotangent);
   // Pre-filled with noise: the kernel must overwrite, not accumulate.
   Tensor dtable(kF64, randomValues(numRows * hidden, rng));
-  cpu::embeddingGrad({.dout = dout.cview(),
-                      .ids = ids.data(),
-                      .dtable = dtable.view(),
-                      .numTokens = numTokens,
-                      .numRows = numRows,
-                      .hidden = hidden,
-                      .vocabStart = vocabStart});
+  cpu::embeddingGrad(
+      sized(EmbeddingGradArgs{.dout = dout.cview(), .dtable = dtable.view()}));
   std::vector<double> gradient = dtable.values();
   REQUIRE(maxRelativeError(gradient, numericGradient(tableValues, forward)) <
           kTolerance);
@@ -72,9 +66,8 @@ TEST_CASE("rms norm gradients match finite differences", "[kernels]") {
   std::vector<double> xValues = randomValues(numel, rng);
   std::vector<double> wValues = randomValues(groupSize, rng);
   std::vector<double> cotangent = randomValues(numel, rng);
-  auto forward = [&](const std::vector<double> &x,
-                     const std::vector<double> &w) {
-    Tensor xTensor(kF64, x), wTensor(kF64, w), y(kF64, numel);
+  auto forward = [&](const std::vector<std::vector<double>> &in) {
+    Tensor xTensor(kF64, in[0]), wTensor(kF64, in[1]), y(kF64, numel);
     cpu::rmsNorm({.x = xTensor.cview(),
                   .w = wTensor.cview(),
                   .y = y.view(),
@@ -95,12 +88,9 @@ TEST_CASE("rms norm gradients match finite differences", "[kernels]") {
                     .cols = cols,
                     .groupSize = groupSize,
                     .eps = eps});
-  auto numericDx = numericGradient(
-      xValues, [&](const auto &point) { return forward(point, wValues); });
-  auto numericDw = numericGradient(
-      wValues, [&](const auto &point) { return forward(xValues, point); });
-  CHECK(maxRelativeError(dx.values(), numericDx) < kTolerance);
-  CHECK(maxRelativeError(dw.values(), numericDw) < kTolerance);
+  auto numeric = numericGradients({xValues, wValues}, forward);
+  CHECK(maxRelativeError(dx.values(), numeric[0]) < kTolerance);
+  CHECK(maxRelativeError(dw.values(), numeric[1]) < kTolerance);
 }
 
 TEST_CASE("rms norm gradient with an addend rounds the sum once", "[kernels]") {
@@ -155,37 +145,27 @@ TEST_CASE("matmul dgrad and wgrad match finite differences", "[kernels]") {
   std::vector<double> xValues = randomValues(m * k, rng);
   std::vector<double> wValues = randomValues(n * k, rng);
   std::vector<double> cotangent = randomValues(m * n, rng);
-  auto forward = [&](const std::vector<double> &x,
-                     const std::vector<double> &w) {
-    Tensor xTensor(kF64, x), wTensor(kF64, w), y(kF64, m * n);
-    cpu::matmul({.x = xTensor.cview(),
-                 .w = wTensor.cview(),
-                 .y = y.view(),
-                 .m = m,
-                 .n = n,
-                 .k = k});
+  auto sized = [&](auto args) {
+    args.m = m;
+    args.n = n;
+    args.k = k;
+    return args;
+  };
+  auto forward = [&](const std::vector<std::vector<double>> &in) {
+    Tensor xTensor(kF64, in[0]), wTensor(kF64, in[1]), y(kF64, m * n);
+    cpu::matmul(sized(
+        MatmulArgs{.x = xTensor.cview(), .w = wTensor.cview(), .y = y.view()}));
     return weightedSum(cotangent, y.values());
   };
   Tensor x(kF64, xValues), w(kF64, wValues), dy(kF64, cotangent);
   Tensor dx(kF64, m * k), dw(kF64, n * k);
-  cpu::matmulDgrad({.dy = dy.cview(),
-                    .w = w.cview(),
-                    .dx = dx.view(),
-                    .m = m,
-                    .n = n,
-                    .k = k});
-  cpu::matmulWgrad({.dy = dy.cview(),
-                    .x = x.cview(),
-                    .dw = dw.view(),
-                    .m = m,
-                    .n = n,
-                    .k = k});
-  auto numericDx = numericGradient(
-      xValues, [&](const auto &point) { return forward(point, wValues); });
-  auto numericDw = numericGradient(
-      wValues, [&](const auto &point) { return forward(xValues, point); });
-  CHECK(maxRelativeError(dx.values(), numericDx) < kTolerance);
-  CHECK(maxRelativeError(dw.values(), numericDw) < kTolerance);
+  cpu::matmulDgrad(sized(
+      MatmulDgradArgs{.dy = dy.cview(), .w = w.cview(), .dx = dx.view()}));
+  cpu::matmulWgrad(sized(
+      MatmulWgradArgs{.dy = dy.cview(), .x = x.cview(), .dw = dw.view()}));
+  auto numeric = numericGradients({xValues, wValues}, forward);
+  CHECK(maxRelativeError(dx.values(), numeric[0]) < kTolerance);
+  CHECK(maxRelativeError(dw.values(), numeric[1]) < kTolerance);
 }
 
 TEST_CASE("inverse rope is the gradient of rope", "[kernels]") {
@@ -219,9 +199,8 @@ TEST_CASE("swiglu gradients match finite differences", "[kernels]") {
   std::vector<double> gateValues = randomValues(numel, rng, 4.0);
   std::vector<double> upValues = randomValues(numel, rng);
   std::vector<double> cotangent = randomValues(numel, rng);
-  auto forward = [&](const std::vector<double> &gate,
-                     const std::vector<double> &up) {
-    Tensor gateTensor(kF64, gate), upTensor(kF64, up), y(kF64, numel);
+  auto forward = [&](const std::vector<std::vector<double>> &in) {
+    Tensor gateTensor(kF64, in[0]), upTensor(kF64, in[1]), y(kF64, numel);
     cpu::swiglu({.gate = gateTensor.cview(),
                  .up = upTensor.cview(),
                  .y = y.view(),
@@ -236,12 +215,9 @@ TEST_CASE("swiglu gradients match finite differences", "[kernels]") {
                    .dgate = dgate.view(),
                    .dup = dup.view(),
                    .numel = numel});
-  auto numericDgate = numericGradient(
-      gateValues, [&](const auto &point) { return forward(point, upValues); });
-  auto numericDup = numericGradient(
-      upValues, [&](const auto &point) { return forward(gateValues, point); });
-  CHECK(maxRelativeError(dgate.values(), numericDgate) < kTolerance);
-  CHECK(maxRelativeError(dup.values(), numericDup) < kTolerance);
+  auto numeric = numericGradients({gateValues, upValues}, forward);
+  CHECK(maxRelativeError(dgate.values(), numeric[0]) < kTolerance);
+  CHECK(maxRelativeError(dup.values(), numeric[1]) < kTolerance);
 }
 
 TEST_CASE("packed swiglu reads and writes each row's halves as the separate "

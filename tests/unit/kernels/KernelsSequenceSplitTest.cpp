@@ -15,6 +15,7 @@
 #include "kernels/RmsNormRope.h"
 #include "kernels/Rope.h"
 #include "kernels/SequencePositions.h"
+#include "tests/unit/kernels/AttentionTestShapes.h"
 #include "tests/unit/kernels/TestTensors.h"
 
 #include <catch2/catch.hpp>
@@ -25,25 +26,6 @@
 using namespace sharc;
 using namespace sharc::kernels;
 using namespace sharc::kernels::test;
-
-namespace {
-
-/// The rows of `all` (rowNumel values each) that rank `coord` of `size`
-/// holds under the balanced split of `seqLen` rows.
-std::vector<double> balancedRows(const std::vector<double> &all,
-                                 int64_t rowNumel, int64_t seqLen,
-                                 int64_t coord, int64_t size) {
-  RowPositions positions =
-      rowPositions(SequenceSplit::Balanced, coord, size, seqLen / size);
-  std::vector<double> rows;
-  for (int64_t i = 0; i < seqLen / size; ++i) {
-    auto first = all.begin() + positions.at(i) * rowNumel;
-    rows.insert(rows.end(), first, first + rowNumel);
-  }
-  return rows;
-}
-
-} // namespace
 
 TEST_CASE("balanced positions are chunks r and 2n-1-r, increasing",
           "[kernels]") {
@@ -122,187 +104,75 @@ TEST_CASE("rope and rms_norm_rope on a balanced rank's rows are those rows "
   std::vector<double> w = randomValues(dim, rng);
   std::vector<double> dy = randomValues(seqLen * rowNumel, rng);
   const DType f64 = DType::F64;
-  Tensor xAll(f64, x), wAll(f64, w), dyAll(f64, dy);
-  Tensor ropeAll(f64, x.size()), normRopeAll(f64, x.size());
-  Tensor dxAll(f64, x.size()), dwAll(f64, dim);
-  cpu::rope({.x = xAll.cview(),
-             .y = ropeAll.view(),
-             .seqLen = seqLen,
-             .batch = batch,
-             .numHeads = heads,
-             .headDim = dim,
-             .positionOffset = 3});
-  cpu::rmsNormRope({.x = xAll.cview(),
-                    .w = wAll.cview(),
-                    .y = normRopeAll.view(),
-                    .seqLen = seqLen,
-                    .batch = batch,
-                    .numHeads = heads,
-                    .headDim = dim,
-                    .positionOffset = 3});
-  cpu::rmsNormRopeGrad({.x = xAll.cview(),
-                        .w = wAll.cview(),
-                        .dy = dyAll.cview(),
-                        .dx = dxAll.view(),
-                        .dw = dwAll.view(),
-                        .seqLen = seqLen,
-                        .batch = batch,
-                        .numHeads = heads,
-                        .headDim = dim,
-                        .positionOffset = 3});
+  Tensor wAll(f64, w);
+  struct Outputs {
+    Tensor rope, normRope, dx, dw;
+  };
+  // The `numRows` rows of x and dy at `rows`, at positions `p`, through
+  // the three kernels.
+  auto run = [&](const RowPositions &rows, const RowPositions &p,
+                 int64_t numRows) {
+    auto mine = [&](const std::vector<double> &all) {
+      return rowsAt(all, rowNumel, rows, numRows);
+    };
+    const int64_t numel = numRows * rowNumel;
+    Tensor xMine(f64, mine(x)), dyMine(f64, mine(dy));
+    Outputs result{Tensor(f64, numel), Tensor(f64, numel), Tensor(f64, numel),
+                   Tensor(f64, dim)};
+    auto positioned = [&](auto args) {
+      args.seqLen = numRows;
+      args.batch = batch;
+      args.numHeads = heads;
+      args.headDim = dim;
+      args.positionOffset = p.start;
+      args.secondRow = p.secondRow;
+      args.secondStart = p.secondStart;
+      return args;
+    };
+    cpu::rope(
+        positioned(RopeArgs{.x = xMine.cview(), .y = result.rope.view()}));
+    cpu::rmsNormRope(positioned(RmsNormRopeArgs{
+        .x = xMine.cview(), .w = wAll.cview(), .y = result.normRope.view()}));
+    cpu::rmsNormRopeGrad(
+        positioned(RmsNormRopeGradArgs{.x = xMine.cview(),
+                                       .w = wAll.cview(),
+                                       .dy = dyMine.cview(),
+                                       .dx = result.dx.view(),
+                                       .dw = result.dw.view()}));
+    return result;
+  };
+  Outputs all = run({}, {.start = 3}, seqLen);
   for (int64_t n : {2, 3}) {
     int64_t localRows = seqLen / n;
     std::vector<double> dwSum(dim, 0.0);
     for (int64_t r = 0; r < n; ++r) {
       INFO(n << " ranks, rank " << r);
-      RowPositions p =
-          rowPositions(SequenceSplit::Balanced, r, n, localRows, 3);
-      auto mine = [&](const std::vector<double> &all) {
-        return balancedRows(all, rowNumel, seqLen, r, n);
+      RowPositions rows =
+          rowPositions(SequenceSplit::Balanced, r, n, localRows);
+      auto mine = [&](const Tensor &whole) {
+        return rowsAt(whole.values(), rowNumel, rows, localRows);
       };
-      Tensor xMine(f64, mine(x)), dyMine(f64, mine(dy));
-      Tensor y(f64, localRows * rowNumel), z(f64, localRows * rowNumel);
-      Tensor dx(f64, localRows * rowNumel), dw(f64, dim);
-      cpu::rope({.x = xMine.cview(),
-                 .y = y.view(),
-                 .seqLen = localRows,
-                 .batch = batch,
-                 .numHeads = heads,
-                 .headDim = dim,
-                 .positionOffset = p.start,
-                 .secondRow = p.secondRow,
-                 .secondStart = p.secondStart});
-      REQUIRE(y.values() == mine(ropeAll.values()));
-      cpu::rmsNormRope({.x = xMine.cview(),
-                        .w = wAll.cview(),
-                        .y = z.view(),
-                        .seqLen = localRows,
-                        .batch = batch,
-                        .numHeads = heads,
-                        .headDim = dim,
-                        .positionOffset = p.start,
-                        .secondRow = p.secondRow,
-                        .secondStart = p.secondStart});
-      REQUIRE(z.values() == mine(normRopeAll.values()));
-      cpu::rmsNormRopeGrad({.x = xMine.cview(),
-                            .w = wAll.cview(),
-                            .dy = dyMine.cview(),
-                            .dx = dx.view(),
-                            .dw = dw.view(),
-                            .seqLen = localRows,
-                            .batch = batch,
-                            .numHeads = heads,
-                            .headDim = dim,
-                            .positionOffset = p.start,
-                            .secondRow = p.secondRow,
-                            .secondStart = p.secondStart});
-      REQUIRE(dx.values() == mine(dxAll.values()));
+      Outputs local =
+          run(rows, rowPositions(SequenceSplit::Balanced, r, n, localRows, 3),
+              localRows);
+      REQUIRE(local.rope.values() == mine(all.rope));
+      REQUIRE(local.normRope.values() == mine(all.normRope));
+      REQUIRE(local.dx.values() == mine(all.dx));
       for (int64_t c = 0; c < dim; ++c)
-        dwSum[c] += dw.at(c);
+        dwSum[c] += local.dw.at(c);
     }
-    REQUIRE(maxRelativeError(dwSum, dwAll.values()) < 1e-13);
+    REQUIRE(maxRelativeError(dwSum, all.dw.values()) < 1e-13);
   }
 }
 
 TEST_CASE("a balanced rank's queries against all keys are those rows of "
           "full attention, and the ranks' gradients sum to the full ones",
           "[kernels]") {
-  constexpr int64_t seqLen = 12, batch = 2, heads = 4, kvHeads = 2, dim = 4;
-  const DType f64 = DType::F64;
-  const int64_t rowQ = batch * heads * dim, rowKv = batch * kvHeads * dim;
   std::mt19937 rng(15);
-  std::vector<double> qValues = randomValues(seqLen * rowQ, rng, 2.0);
-  std::vector<double> kValues = randomValues(seqLen * rowKv, rng, 2.0);
-  std::vector<double> vValues = randomValues(seqLen * rowKv, rng);
-  std::vector<double> cotangent = randomValues(seqLen * rowQ, rng);
-  Tensor q(f64, qValues), k(f64, kValues), v(f64, vValues),
-      dout(f64, cotangent);
-  Tensor out(f64, seqLen * rowQ), dq(f64, seqLen * rowQ);
-  Tensor dk(f64, seqLen * rowKv), dv(f64, seqLen * rowKv);
-  std::vector<float> lse(batch * heads * seqLen);
-  cpu::attention({.q = q.cview(),
-                  .k = k.cview(),
-                  .v = v.cview(),
-                  .out = out.view(),
-                  .lse = lse.data(),
-                  .seqLen = seqLen,
-                  .batch = batch,
-                  .numHeads = heads,
-                  .numKvHeads = kvHeads,
-                  .headDim = dim});
-  cpu::attentionGrad({.q = q.cview(),
-                      .k = k.cview(),
-                      .v = v.cview(),
-                      .out = out.cview(),
-                      .dout = dout.cview(),
-                      .lse = lse.data(),
-                      .dq = dq.view(),
-                      .dk = dk.view(),
-                      .dv = dv.view(),
-                      .seqLen = seqLen,
-                      .batch = batch,
-                      .numHeads = heads,
-                      .numKvHeads = kvHeads,
-                      .headDim = dim});
-  for (int64_t n : {2, 3}) {
-    const int64_t localRows = seqLen / n;
-    std::vector<double> dkSum(seqLen * rowKv, 0.0), dvSum(seqLen * rowKv, 0.0);
-    for (int64_t r = 0; r < n; ++r) {
-      INFO(n << " ranks, rank " << r);
-      RowPositions p = rowPositions(SequenceSplit::Balanced, r, n, localRows);
-      auto mine = [&](const std::vector<double> &all) {
-        return balancedRows(all, rowQ, seqLen, r, n);
-      };
-      Tensor qMine(f64, mine(qValues)), doutMine(f64, mine(cotangent));
-      Tensor outMine(f64, localRows * rowQ), dqMine(f64, localRows * rowQ);
-      Tensor dkPart(f64, seqLen * rowKv), dvPart(f64, seqLen * rowKv);
-      std::vector<float> lseMine(batch * heads * localRows);
-      cpu::attention({.q = qMine.cview(),
-                      .k = k.cview(),
-                      .v = v.cview(),
-                      .out = outMine.view(),
-                      .lse = lseMine.data(),
-                      .seqLen = localRows,
-                      .batch = batch,
-                      .numHeads = heads,
-                      .numKvHeads = kvHeads,
-                      .headDim = dim,
-                      .kvSeqLen = seqLen,
-                      .queryStart = p.start,
-                      .querySecondRow = p.secondRow,
-                      .querySecondStart = p.secondStart});
-      REQUIRE(maxRelativeError(outMine.values(), mine(out.values())) < 1e-13);
-      for (int64_t bh = 0; bh < batch * heads; ++bh)
-        for (int64_t i = 0; i < localRows; ++i)
-          REQUIRE(lseMine[bh * localRows + i] == lse[bh * seqLen + p.at(i)]);
-      cpu::attentionGrad({.q = qMine.cview(),
-                          .k = k.cview(),
-                          .v = v.cview(),
-                          .out = outMine.cview(),
-                          .dout = doutMine.cview(),
-                          .lse = lseMine.data(),
-                          .dq = dqMine.view(),
-                          .dk = dkPart.view(),
-                          .dv = dvPart.view(),
-                          .seqLen = localRows,
-                          .batch = batch,
-                          .numHeads = heads,
-                          .numKvHeads = kvHeads,
-                          .headDim = dim,
-                          .kvSeqLen = seqLen,
-                          .queryStart = p.start,
-                          .querySecondRow = p.secondRow,
-                          .querySecondStart = p.secondStart});
-      REQUIRE(maxRelativeError(dqMine.values(), mine(dq.values())) < 1e-12);
-      for (int64_t i = 0; i < seqLen * rowKv; ++i) {
-        dkSum[i] += dkPart.at(i);
-        dvSum[i] += dvPart.at(i);
-      }
-    }
-    INFO(n << " ranks");
-    REQUIRE(maxRelativeError(dkSum, dk.values()) < 1e-12);
-    REQUIRE(maxRelativeError(dvSum, dv.values()) < 1e-12);
-  }
+  requireSplitQueriesMatchFull(
+      SequenceSplit::Balanced,
+      {.seqLen = 12, .batch = 2, .numHeads = 4, .numKvHeads = 2, .headDim = 4},
+      rng);
 }
 
 TEST_CASE("permute_blocks moves whole blocks of dimension 0", "[kernels]") {

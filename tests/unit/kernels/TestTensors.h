@@ -1,6 +1,6 @@
 //===- TestTensors.h - kernel test tensors ----------------------*- C++ -*-===//
 // defines: Tensor, randomValues, maxRelativeError, numericGradient,
-//          weightedSum, ColumnWindow
+//          numericGradients, weightedSum, ColumnWindow
 //
 // Tests build every input from a std::vector<double>, store it in the
 // dtype under test (Tensor rounds through storeElement) and compute the
@@ -100,6 +100,27 @@ inline std::vector<double> numericGradient(
     gradient[i] = (above - below) / (2 * step);
   }
   return gradient;
+}
+
+/// numericGradient with respect to each of `inputs` in turn, the others held
+/// at their values: entry i is the gradient with respect to inputs[i].
+inline std::vector<std::vector<double>> numericGradients(
+    const std::vector<std::vector<double>> &inputs,
+    const std::function<double(const std::vector<std::vector<double>> &)>
+        &objective,
+    double step = 1e-5) {
+  std::vector<std::vector<double>> gradients;
+  for (size_t which = 0; which < inputs.size(); ++which) {
+    std::vector<std::vector<double>> point = inputs;
+    gradients.push_back(numericGradient(
+        inputs[which],
+        [&](const std::vector<double> &moved) {
+          point[which] = moved;
+          return objective(point);
+        },
+        step));
+  }
+  return gradients;
 }
 
 /// Columns [offset, offset + width) of rows `pitch` elements long: how a
