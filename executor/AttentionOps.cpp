@@ -203,13 +203,17 @@ Result<AttentionSizes> attentionSizes(const OpCall &c, const OpEnv &env) {
   return AttentionSizes{*qs, ks->numHeads, ks->seqLen, queries};
 }
 
-/// The stream's attention engine when it prepares this shape (its
-/// workspace then comes from the stream's scratch), else the backend's own
-/// kernel. A shape the library refuses runs on sharc's kernel, saying so on
-/// stderr at set-up, so a run never fails for want of the faster path.
+/// The stream's attention engine when it prepares this shape, else the
+/// backend's own kernel. A shape the library refuses runs on sharc's
+/// kernel, saying so on stderr at set-up, so a run never fails for want of
+/// the faster path. The engine works in the plan's workspace buffer when
+/// the instruction has one of the size it asks (the planner places it in
+/// the activation arena for the instruction alone), else in the stream's
+/// scratch.
 template <typename Args>
 Result<Launch> launchAttention(
     const OpCall &c, const OpEnv &env, const Args &args,
+    const TensorRef *workspace,
     std::type_identity_t<void (*)(const Args &)> cpuKernel,
     std::type_identity_t<Status (*)(const Args &, kernels::DeviceStream)>
         cudaKernel) {
@@ -227,6 +231,14 @@ Result<Launch> launchAttention(
     return launchKernel(env, args, cpuKernel, cudaKernel);
   }
   int64_t need = *bytes;
+  if (workspace && workspace->buffer->numBytes >= need) {
+    void *planned = workspace->data;
+    return Launch([args, planned](const LaunchContext &context) {
+      if (!context.attention)
+        return Status::runtimeError("the stream has no attention engine");
+      return context.attention->run(args, planned);
+    });
+  }
   env.needScratch(*c.instr, need);
   return Launch([args, need](const LaunchContext &context) {
     if (!context.attention)
@@ -270,7 +282,7 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
                              .queryStart = sizes->queries.start,
                              .querySecondRow = sizes->queries.secondRow,
                              .querySecondStart = sizes->queries.secondStart},
-      SHARC_KERNELS(attention));
+      /*workspace=*/nullptr, SHARC_KERNELS(attention));
 }
 
 Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
@@ -292,6 +304,7 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
     SHARC_TRY(isFloat(*ref, role));
     SHARC_TRY(sameShape(*ref, *like, role));
   }
+  const TensorRef *workspace = c.results.size() > 3 ? &c.results[3] : nullptr;
   return launchAttention(c, env,
                          kernels::AttentionGradArgs{
                              .q = q.cview(),
@@ -314,7 +327,7 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
                              .queryStart = sizes->queries.start,
                              .querySecondRow = sizes->queries.secondRow,
                              .querySecondStart = sizes->queries.secondStart},
-                         SHARC_KERNELS(attentionGrad));
+                         workspace, SHARC_KERNELS(attentionGrad));
 }
 
 } // namespace
@@ -329,7 +342,9 @@ void addAttentionOps(std::unordered_map<std::string, OpDef> &table) {
   table["rms_norm_rope"] = {bindRmsNormRope, 2, 1};
   table["rms_norm_rope_grad"] = {bindRmsNormRopeGrad, 3, 2};
   table["attention"] = {bindAttention, 3, 2};
-  table["attention_grad"] = {bindAttentionGrad, 6, 3};
+  // dq, dk, dv and, where the planner placed one, cuDNN's workspace.
+  table["attention_grad"] = {bindAttentionGrad, 6, 4};
+  table["attention_grad"].workspaceResults = 1;
 }
 
 } // namespace sharc::exec

@@ -187,6 +187,10 @@ struct OpDef {
   /// The last this many of the numOperands may be left out (adamw's
   /// grad_norm_sq).
   int optionalOperands = 0;
+  /// The last this many of the numResults may be left out: a workspace the
+  /// launch works in (plan::OpSchema::workspaceResults), whose bytes hold
+  /// no value, so the finite check passes over them.
+  int workspaceResults = 0;
   /// Bit k set: operand (result) k may be a column view, whose rows are
   /// row_stride elements apart; the bind passes the stride to the kernel.
   /// Every other slot must be packed, which the runtime checks before bind.

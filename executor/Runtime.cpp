@@ -155,8 +155,13 @@ Status Runtime::checkFinite(RankState &rank, const BoundInstr &bound) {
   if (instr.op == "column_insert")
     return Status::ok();
   std::vector<const TensorRef *> written;
-  for (const TensorRef &ref : bound.call.results)
-    written.push_back(&ref);
+  // A workspace result holds the kernel's scratch, not a value.
+  size_t values = bound.call.results.size();
+  if (bound.def->workspaceResults > 0)
+    values = std::min(values, static_cast<size_t>(bound.def->numResults -
+                                                  bound.def->workspaceResults));
+  for (size_t k = 0; k < values; ++k)
+    written.push_back(&bound.call.results[k]);
   for (size_t k = 0; k < bound.call.operands.size(); ++k)
     if (bound.def->updates(k))
       written.push_back(&bound.call.operands[k]);
@@ -290,15 +295,18 @@ Status Runtime::bindInstrs(RankState &rank) {
                         ? numIn > 0 && numOut == def.numResults
                         : numIn <= def.numOperands &&
                               numIn >= def.numOperands - def.optionalOperands &&
-                              numOut == def.numResults;
-    std::string expected = std::to_string(def.numOperands);
-    if (def.optionalOperands > 0)
-      expected = std::to_string(def.numOperands - def.optionalOperands) +
-                 " to " + expected;
+                              numOut <= def.numResults &&
+                              numOut >= def.numResults - def.workspaceResults;
+    auto range = [](int most, int optional) {
+      return optional > 0 ? std::to_string(most - optional) + " to " +
+                                std::to_string(most)
+                          : std::to_string(most);
+    };
     if (!countsOk)
       return Status::invalidInput(
-          context + ": expected " + expected + " operands and " +
-          std::to_string(bound.def->numResults) + " results, got " +
+          context + ": expected " +
+          range(def.numOperands, def.optionalOperands) + " operands and " +
+          range(def.numResults, def.workspaceResults) + " results, got " +
           std::to_string(instr.operands.size()) + " and " +
           std::to_string(instr.results.size()));
     bound.call.instr = &instr;

@@ -41,6 +41,7 @@ private:
   mlir::LogicalResult createSlabs();
   mlir::LogicalResult assignResults();
   mlir::LogicalResult createActivationBuffers();
+  mlir::LogicalResult createWorkspaces();
   mlir::LogicalResult createFusedWeight(ConcatOp concat);
   void createSplitViews();
   /// A column view of `base` for `piece`, `column` columns in.
@@ -60,6 +61,9 @@ private:
   /// buffers every stage holds, which no stage's may overlap.
   std::map<std::pair<plan::Region, int64_t>, int64_t> stageEnd;
   std::map<plan::Region, int64_t> sharedEnd;
+  /// Ops that work in a planned workspace (a bf16 attention_grad's cuDNN
+  /// scratch) -> its activation buffer, a result of the instruction only.
+  llvm::DenseMap<mlir::Operation *, int64_t> workspaceOf;
   /// In-place buckets: the coalesced op -> its slab buffer.
   llvm::DenseMap<mlir::Operation *, int64_t> slabOf;
   /// Per view, its slab and its offset from the slab's start.

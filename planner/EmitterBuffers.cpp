@@ -13,6 +13,7 @@
 #include "planner/BufferAssignment.h"
 #include "planner/Emitter.h"
 #include "planner/PlanRecords.h"
+#include "planner/plan/DeviceWorkspace.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -279,6 +280,34 @@ LogicalResult Emitter::createActivationBuffers() {
   }
   createSplitViews();
   return createColumnViews();
+}
+
+/// cuDNN's bf16 attention backward works in two fp32 tensors of q's size
+/// (planner/plan/DeviceWorkspace.h), 50 MiB at MiniMind's batch 4. Held
+/// beside the plan for the whole run, that is memory no tensor uses most
+/// of the step; as an activation buffer that lives for its instruction
+/// alone, it takes bytes whose activations are dead by then.
+LogicalResult Emitter::createWorkspaces() {
+  for (Operation *op : ops) {
+    auto grad = dyn_cast<AttentionGradOp>(op);
+    if (!grad || !grad.getQ().getType().getElementType().isBF16())
+      continue;
+    int64_t bytes =
+        plan::cudnnAttentionGradBytes(grad.getQ().getType().getNumElements(),
+                                      grad.getLse().getType().getNumElements());
+    plan::Buffer buffer;
+    buffer.id = static_cast<int64_t>(result.buffers.size());
+    buffer.name =
+        "attention_grad.workspace#" + std::to_string(workspaceOf.size());
+    buffer.region = plan::Region::Activation;
+    buffer.dtype = DType::F32;
+    buffer.shape = {(bytes + 3) / 4};
+    buffer.numBytes = buffer.shape[0] * 4;
+    result.buffers.push_back(buffer);
+    activationIds.push_back(buffer.id);
+    workspaceOf[op] = buffer.id;
+  }
+  return success();
 }
 
 int64_t Emitter::addColumnView(Value piece, int64_t base, int64_t column) {

@@ -24,6 +24,11 @@ using namespace sharc;
 /// activation buffers with lifetimes that respect both streams.
 LogicalResult Emitter::planSchedule() {
   schedule.graph = buildScheduleGraph(ops, bufferOf, mesh);
+  // A workspace is written by its op alone, so it orders nothing; it is
+  // listed so that its lifetime is the op's position, on the op's stream.
+  for (auto [index, op] : llvm::enumerate(ops))
+    if (auto workspace = workspaceOf.find(op); workspace != workspaceOf.end())
+      schedule.graph[index].writes.push_back(workspace->second);
   for (auto [index, op] : llvm::enumerate(ops))
     if (slabOf.count(op))
       schedule.graph[index].op = "all_reduce";

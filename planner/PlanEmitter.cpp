@@ -33,6 +33,8 @@ void Emitter::emitInstructions() {
     if (!isa<AdamWOp>(op))
       for (Value value : op->getResults())
         instr.results.push_back(bufferOf.lookup(value));
+    if (auto workspace = workspaceOf.find(op); workspace != workspaceOf.end())
+      instr.results.push_back(workspace->second);
     instr.attrs = instructionAttrs(op);
     if (auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr)) {
       instr.stage = stage.getInt();
@@ -121,7 +123,7 @@ FailureOr<plan::Plan> Emitter::emit() {
     regionEnd[region] = 0;
   if (failed(assignArguments()) || failed(createSlabs()) ||
       failed(assignResults()) || failed(createActivationBuffers()) ||
-      failed(planSchedule()))
+      failed(createWorkspaces()) || failed(planSchedule()))
     return failure();
   emitInstructions();
 

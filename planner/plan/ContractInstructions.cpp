@@ -102,14 +102,19 @@ private:
     size_t numIn = instr.operands.size(), numOut = instr.results.size();
     size_t maxIn = schema.operands.size();
     size_t minIn = maxIn - schema.optionalOperands;
+    size_t maxOut = schema.results.size();
+    size_t minOut = maxOut - schema.workspaceResults;
     bool ok = schema.variadic ? numIn >= 1 && numOut == numIn
               : schema.repeatedOperand
-                  ? numIn >= 1 && numOut == schema.results.size()
-                  : numIn >= minIn && numIn <= maxIn &&
-                        numOut == schema.results.size();
+                  ? numIn >= 1 && numOut == maxOut
+                  : numIn >= minIn && numIn <= maxIn && numOut >= minOut &&
+                        numOut <= maxOut;
     if (ok)
       return std::nullopt;
-    std::string results = counted(schema.results.size(), "result");
+    std::string results = minOut < maxOut ? std::to_string(minOut) + " or " +
+                                                counted(maxOut, "result") +
+                                                " (the last a workspace)"
+                                          : counted(maxOut, "result");
     std::string takes =
         schema.variadic          ? "one or more operands and as many results"
         : schema.repeatedOperand ? "one or more operands and " + results

@@ -45,7 +45,11 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
     const Buffer *q = operand(0), *lse = operand(4);
     if (!q || q->dtype != DType::BF16)
       return 0;
-    return cudnnAttentionGradBytes(numel(*q), lse ? numel(*lse) : 0);
+    int64_t bytes = cudnnAttentionGradBytes(numel(*q), lse ? numel(*lse) : 0);
+    // A workspace the plan places in its activation arena needs none.
+    bool planned = instr.results.size() > 3 &&
+                   plan.buffers[instr.results[3]].numBytes >= bytes;
+    return planned ? 0 : bytes;
   }
   return 0;
 }

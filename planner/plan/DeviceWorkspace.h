@@ -17,7 +17,9 @@
 //    (fp32), and cuDNN's attention backward (two fp32 tensors of q's size
 //    and a row statistic, as cuDNN 9.19 states at set-up; its deterministic
 //    backward, asked for with SHARC_CUDNN_DETERMINISTIC=1, takes several
-//    times more and is not predicted);
+//    times more and is not predicted) unless the plan gives the
+//    instruction a workspace of that size in its activation arena, as the
+//    compiler does for every bf16 attention_grad;
 //  - staging of gathers and scatters along an inner dimension (NCCL moves
 //    contiguous blocks only), per stream the largest of its own.
 // The CUDA context and NCCL's own buffers are the driver's and NCCL's, not
@@ -31,8 +33,13 @@
 
 namespace sharc::plan {
 
-/// cuBLASLt's workspace per stream: its Hopper kernels want up to this.
-inline constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
+/// cuBLASLt's workspace per stream. Offered 32 MiB, the heuristic picks
+/// kernels that ask for up to 18 MiB at MiniMind's seq-8192 shapes (4
+/// bytes at seq 2048 and hidden 4096), yet on an H200 the steps took the
+/// same time offered 0, 1, 4, 8 or 32 MiB (MiniMind seq 2048 batch 4 and 2,
+/// seq 8192 batch 2, hidden 4096; docs/benchmarks.md, fourteenth session):
+/// 1 MiB keeps the small asks and 31 MiB a stream free.
+inline constexpr int64_t kGemmWorkspaceBytes = 1ll << 20;
 
 struct DeviceWorkspace {
   int64_t gemmBytes = 0;

@@ -60,6 +60,10 @@ struct OpSchema {
   /// The one operand repeats, one or more times, each with its own 'T'
   /// (sum_squares); the results are as listed.
   bool repeatedOperand = false;
+  /// The last this many results may be left out: scratch a kernel works in
+  /// during the instruction (attention_grad's cuDNN workspace), placed in
+  /// the activation arena like any buffer but never read as a value.
+  int workspaceResults = 0;
 
   const AttrSpec *findAttr(std::string_view attr) const;
 };

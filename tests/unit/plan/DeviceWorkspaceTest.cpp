@@ -70,3 +70,38 @@ TEST_CASE("the GPU workspace follows the plan's streams, kernels and "
   CHECK(workspace.totalBytes() ==
         workspace.gemmBytes + workspace.scratchBytes + workspace.stagingBytes);
 }
+
+TEST_CASE("a workspace the plan places takes attention_grad's scratch off "
+          "its stream",
+          "[plan]") {
+  // q [64, 1, 16] bf16 and lse [1, 1, 64]: cuDNN asks 1024 x 8 + 64 x 4 +
+  // 256 = 8704 bytes.
+  auto planWith = [](const std::string &results, int64_t workspaceFloats) {
+    std::string text = R"(sharc_plan: 1
+mesh: [{name: dp, size: 1}]
+num_streams: 1
+num_events: 0
+regions: {activation: 16384}
+buffers:
+  - {id: 0, name: "q", region: activation, offset: 0, bytes: 2048, dtype: bf16, shape: [64, 1, 16]}
+  - {id: 1, name: "lse", region: activation, offset: 2048, bytes: 256, dtype: f32, shape: [1, 1, 64]}
+  - {id: 2, name: "ws", region: activation, offset: 4096, bytes: BYTES, dtype: f32, shape: [FLOATS]}
+instructions:
+  - {op: attention_grad, in: [0, 0, 0, 0, 1, 0], out: RESULTS, attrs: {head_dim: 16}}
+)";
+    text.replace(text.find("BYTES"), 5, std::to_string(workspaceFloats * 4));
+    text.replace(text.find("FLOATS"), 6, std::to_string(workspaceFloats));
+    text.replace(text.find("RESULTS"), 7, results);
+    Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
+    INFO(plan.status().message());
+    REQUIRE(plan);
+    return predictDeviceWorkspace(*plan);
+  };
+  CHECK(cudnnAttentionGradBytes(1024, 64) == 8704);
+  // Without a workspace result the stream's scratch holds cuDNN's.
+  CHECK(planWith("[0, 0, 0]", 2176).scratchBytes == 8704);
+  // With one of cuDNN's size, the stream needs none.
+  CHECK(planWith("[0, 0, 0, 2]", 2176).scratchBytes == 0);
+  // One too small is passed over: the backend falls back to the scratch.
+  CHECK(planWith("[0, 0, 0, 2]", 2175).scratchBytes == 8704);
+}

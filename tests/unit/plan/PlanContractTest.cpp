@@ -516,3 +516,59 @@ TEST_CASE("buffer overlap: column views of one base share its rows", "[plan]") {
                           "4]"));
   }
 }
+
+namespace {
+
+/// A bf16 attention backward with cuDNN's workspace planned as a fourth
+/// result (f32 scratch in the activation arena).
+const std::string kWorkspacePlan = R"(sharc_plan: 1
+mesh: [{name: dp, size: 1}]
+num_streams: 1
+num_events: 0
+regions: {input: 1024, activation: 1408}
+buffers:
+  - {id: 0, name: "q", region: input, offset: 0, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 1, name: "k", region: input, offset: 128, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 2, name: "v", region: input, offset: 256, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 3, name: "out", region: input, offset: 384, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 4, name: "lse", region: input, offset: 512, bytes: 16, dtype: f32, shape: [1, 1, 4]}
+  - {id: 5, name: "dout", region: input, offset: 768, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 6, name: "dq", region: activation, offset: 0, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 7, name: "dk", region: activation, offset: 128, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 8, name: "dv", region: activation, offset: 256, bytes: 128, dtype: bf16, shape: [4, 1, 16]}
+  - {id: 9, name: "ws", region: activation, offset: 384, bytes: 1024, dtype: f32, shape: [256]}
+instructions:
+  - {op: attention_grad, in: [0, 1, 2, 3, 4, 5], out: [6, 7, 8, 9], attrs: {head_dim: 16}}
+)";
+
+std::string withWorkspaceEdit(const std::string &from, const std::string &to) {
+  std::string text = kWorkspacePlan;
+  size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+} // namespace
+
+TEST_CASE("op schema: attention_grad may name a workspace as its last result",
+          "[plan]") {
+  for (const char *out : {"out: [6, 7, 8, 9]", "out: [6, 7, 8]"}) {
+    Result<Plan> plan =
+        parsePlan(withWorkspaceEdit("out: [6, 7, 8, 9]", out), "plan.yaml");
+    INFO(out << ": " << plan.status().message());
+    CHECK(plan.isOk());
+  }
+  SECTION("no more than one") {
+    REQUIRE(contractError(withWorkspaceEdit("out: [6, 7, 8, 9]",
+                                            "out: [6, 7, 8, 9, 9]")) ==
+            "plan.yaml:18:5: instr 0 (attention_grad): op schema: takes 6 "
+            "operands and 3 or 4 results (the last a workspace), got 6 "
+            "operands and 5 results");
+  }
+  SECTION("f32, whatever the gradients' type") {
+    REQUIRE_THAT(contractError(withWorkspaceEdit("bytes: 1024, dtype: f32",
+                                                 "bytes: 1024, dtype: bf16")),
+                 Contains("instr 0 (attention_grad): dtype: workspace (buffer "
+                          "9 'ws') is bf16, must be f32"));
+  }
+}
