@@ -59,6 +59,10 @@ struct BenchResult {
   double tokensPerSecond = 0, mfu = 0;
   double plannedPeakMiB = 0; ///< the plan's regions, one rank
   double peakMiB = -1;       ///< device bytes in use, max over ranks
+  /// The regions plus the workspace the backend allocated (cuBLASLt, kernel
+  /// scratch, staging), max over ranks: every byte sharc allocated, as the
+  /// original's allocator peak counts PyTorch's tensors and workspaces.
+  double allocatedMiB = -1;
   double firstLoss = 0, lastLoss = 0;
 };
 

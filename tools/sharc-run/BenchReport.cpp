@@ -24,7 +24,7 @@ const char *const kBenchCsvColumns =
     "world_size,batch_policy,model_batch_size,global_batch_size,scaling,"
     "layers,seq_len,num_microbatches,params,peak_mib,time_ms,"
     "tokens_per_second,worker_pp_schedule,status,mfu,planned_peak_mib,"
-    "exposed_comm_ms,predicted_step_ms,simulated_bubble,reason";
+    "exposed_comm_ms,predicted_step_ms,simulated_bubble,allocated_mib,reason";
 
 namespace {
 
@@ -246,7 +246,7 @@ Status writeCsv(const std::string &path, const BenchManifest &manifest,
         (p.predictedStepMs >= 0 ? format("%.4f", p.predictedStepMs) : "") +
         "," +
         (p.simulatedBubble >= 0 ? format("%.4f", p.simulatedBubble) : "") +
-        "," + csvField(r.reason);
+        "," + number("%.2f", r.allocatedMiB, ok) + "," + csvField(r.reason);
     csv += row + "\n";
   }
   return writeFileAtomically(path, {csv}, "CSV");

@@ -79,6 +79,11 @@ Status measure(const BenchManifest &manifest, const BenchPointSpec &point,
   for (int64_t bytes : runtime.deviceBytesInUse())
     inUse = std::max(inUse, bytes);
   result.peakMiB = inUse < 0 ? -1 : static_cast<double>(inUse) / kMiB;
+  int64_t workspace = 0;
+  for (int64_t bytes : runtime.workspaceBytes())
+    workspace = std::max(workspace, bytes);
+  result.allocatedMiB =
+      result.plannedPeakMiB + static_cast<double>(workspace) / kMiB;
   return Status::ok();
 }
 
