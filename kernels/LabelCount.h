@@ -1,6 +1,6 @@
 //===- LabelCount.h - valid labels and the loss over a step -----*- C++ -*-===//
 // defines: ValidCountArgs, CountScaleArgs, validCount, countScale
-//          (cpu::, cuda::)
+//          (cpu::, cuda::), cpu::isCounted, cpu::countValid
 //
 // The loss of a step is the mean over every valid label of the global
 // batch, whichever rank or microbatch holds it. A label counts when it is
@@ -34,6 +34,14 @@ struct CountScaleArgs {
 };
 
 namespace cpu {
+/// Whether `label` counts toward the loss: in [0, validVocab).
+inline bool isCounted(int32_t label, int64_t validVocab) {
+  return label >= 0 && label < validVocab;
+}
+/// n(labels): how many of the numTokens labels count (the cpu loss kernels
+/// divide by it).
+int64_t countValid(const int32_t *labels, int64_t numTokens,
+                   int64_t validVocab);
 void validCount(const ValidCountArgs &args);
 void countScale(const CountScaleArgs &args);
 } // namespace cpu

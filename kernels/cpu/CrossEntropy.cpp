@@ -8,6 +8,8 @@
 
 #include "kernels/CrossEntropy.h"
 
+#include "kernels/LabelCount.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,18 +17,6 @@
 
 namespace sharc::kernels::cpu {
 namespace {
-
-bool isCounted(int32_t label, int64_t validVocab) {
-  return label >= 0 && label < validVocab;
-}
-
-int64_t countValid(const int32_t *labels, int64_t numTokens,
-                   int64_t validVocab) {
-  int64_t numValid = 0;
-  for (int64_t t = 0; t < numTokens; ++t)
-    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
-  return numValid;
-}
 
 /// Loads row t's first validVocab logits and returns their log-sum-exp.
 template <typename Acc>

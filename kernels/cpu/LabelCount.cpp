@@ -9,17 +9,14 @@
 #include <algorithm>
 
 namespace sharc::kernels::cpu {
-namespace {
 
 int64_t countValid(const int32_t *labels, int64_t numTokens,
                    int64_t validVocab) {
   int64_t numValid = 0;
   for (int64_t t = 0; t < numTokens; ++t)
-    numValid += labels[t] >= 0 && labels[t] < validVocab ? 1 : 0;
+    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
   return numValid;
 }
-
-} // namespace
 
 void validCount(const ValidCountArgs &args) {
   *args.count = static_cast<float>(

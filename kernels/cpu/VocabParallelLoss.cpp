@@ -9,24 +9,14 @@
 
 #include "kernels/VocabParallelLoss.h"
 
+#include "kernels/LabelCount.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace sharc::kernels::cpu {
 namespace {
-
-bool isCounted(int32_t label, int64_t validVocab) {
-  return label >= 0 && label < validVocab;
-}
-
-int64_t countValid(const int32_t *labels, int64_t numTokens,
-                   int64_t validVocab) {
-  int64_t numValid = 0;
-  for (int64_t t = 0; t < numTokens; ++t)
-    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
-  return numValid;
-}
 
 /// Local columns [0, result) are real vocabulary; the rest is padding. A
 /// rank past validVocab owns none.
