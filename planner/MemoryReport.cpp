@@ -153,15 +153,19 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
     }
 
   // Live activation bytes per instruction, from first to last reference.
+  // A view's bytes are its base's (a column of a fused projection's
+  // output): a reference to it is one to the base, which alone counts.
   size_t numBuffers = plan.buffers.size();
   std::vector<int64_t> first(numBuffers, -1), last(numBuffers, -1);
   for (size_t i = 0; i < plan.instructions.size(); ++i) {
     const plan::Instruction &instr = plan.instructions[i];
     for (const auto *ids : {&instr.operands, &instr.results})
       for (int64_t id : *ids) {
-        if (first[id] < 0)
-          first[id] = static_cast<int64_t>(i);
-        last[id] = static_cast<int64_t>(i);
+        int64_t base =
+            plan.buffers[id].viewOf >= 0 ? plan.buffers[id].viewOf : id;
+        if (first[base] < 0)
+          first[base] = static_cast<int64_t>(i);
+        last[base] = static_cast<int64_t>(i);
       }
   }
   std::vector<int64_t> delta(plan.instructions.size() + 1, 0);
