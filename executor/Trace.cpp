@@ -2,6 +2,7 @@
 
 #include "executor/Trace.h"
 
+#include "planner/plan/ActivationLiveness.h"
 #include "planner/plan/JsonText.h"
 
 #include <cstdio>
@@ -19,6 +20,30 @@ std::string micros(int64_t nanoseconds) {
   return text;
 }
 
+/// The plan's activation bytes live at each instruction the rank ran (its
+/// pipeline stage's), as a counter ("C") sampled when the instruction
+/// started: Perfetto draws it as a graph above the streams.
+std::string liveCounter(const plan::Plan &plan,
+                        const std::vector<std::vector<TraceRecord>> &streams,
+                        const std::string &pid) {
+  std::vector<bool> ran(plan.instructions.size(), false);
+  for (const auto &records : streams)
+    for (const TraceRecord &record : records)
+      ran[static_cast<size_t>(record.instr)] = true;
+  std::vector<int64_t> live = plan::liveActivationBytes(plan, ran);
+  std::string json;
+  for (const auto &records : streams)
+    for (const TraceRecord &record : records) {
+      char mib[32];
+      std::snprintf(mib, sizeof(mib), "%.3f",
+                    static_cast<double>(live[record.instr]) / (1 << 20));
+      json += "{\"name\":\"activations MiB\",\"ph\":\"C\",\"pid\":" + pid +
+              ",\"ts\":" + micros(record.startNs) +
+              ",\"args\":{\"live\":" + mib + "}},\n";
+    }
+  return json;
+}
+
 } // namespace
 
 std::string chromeTrace(const plan::Plan &plan, const StepTrace &trace) {
@@ -29,6 +54,7 @@ std::string chromeTrace(const plan::Plan &plan, const StepTrace &trace) {
     json += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid +
             ",\"args\":{\"name\":\"rank " + pid + "\"}},\n";
     const auto &streams = trace.records[rank];
+    json += liveCounter(plan, streams, pid);
     for (size_t stream = 0; stream < streams.size(); ++stream) {
       const std::string tid = std::to_string(stream);
       json += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid +

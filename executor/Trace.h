@@ -7,7 +7,9 @@
 // and Perfetto read: one process per rank ("rank R"), one thread per stream
 // ("compute", "communication"), one complete ("X") event per instruction
 // named after its op, with ts and dur in microseconds from the step start
-// and args {instr, loc}.
+// and args {instr, loc}; and per rank a counter, "activations MiB", of the
+// plan's activation bytes live at each instruction as it started
+// (planner/plan/ActivationLiveness.h), which Perfetto draws as a graph.
 #pragma once
 
 #include "planner/plan/Plan.h"

@@ -3,6 +3,7 @@
 #include "planner/MemoryReport.h"
 
 #include "planner/StageMemory.h"
+#include "planner/plan/ActivationLiveness.h"
 #include "planner/plan/DeviceWorkspace.h"
 
 #include <algorithm>
@@ -152,37 +153,13 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
                                          plan.buffers[buffer.viewOf].numBytes);
     }
 
-  // Live activation bytes per instruction, from first to last reference.
-  // A view's bytes are its base's (a column of a fused projection's
-  // output): a reference to it is one to the base, which alone counts.
-  size_t numBuffers = plan.buffers.size();
-  std::vector<int64_t> first(numBuffers, -1), last(numBuffers, -1);
-  for (size_t i = 0; i < plan.instructions.size(); ++i) {
-    const plan::Instruction &instr = plan.instructions[i];
-    for (const auto *ids : {&instr.operands, &instr.results})
-      for (int64_t id : *ids) {
-        int64_t base =
-            plan.buffers[id].viewOf >= 0 ? plan.buffers[id].viewOf : id;
-        if (first[base] < 0)
-          first[base] = static_cast<int64_t>(i);
-        last[base] = static_cast<int64_t>(i);
-      }
-  }
-  std::vector<int64_t> delta(plan.instructions.size() + 1, 0);
-  for (size_t id = 0; id < numBuffers; ++id) {
-    if (plan.buffers[id].region != plan::Region::Activation || first[id] < 0)
-      continue;
-    delta[first[id]] += plan.buffers[id].numBytes;
-    delta[last[id] + 1] -= plan.buffers[id].numBytes;
-  }
-  int64_t live = 0;
-  for (size_t i = 0; i < plan.instructions.size(); ++i) {
-    live += delta[i];
-    if (live > report.peakLiveBytes) {
-      report.peakLiveBytes = live;
+  // Live activation bytes per instruction (a view counted as its base).
+  std::vector<int64_t> live = plan::liveActivationBytes(plan);
+  for (size_t i = 0; i < live.size(); ++i)
+    if (live[i] > report.peakLiveBytes) {
+      report.peakLiveBytes = live[i];
       report.peakInstruction = static_cast<int64_t>(i);
     }
-  }
   if (report.peakInstruction >= 0) {
     const plan::Instruction &at = plan.instructions[report.peakInstruction];
     report.peakOp = at.op;

@@ -10,8 +10,11 @@
 #include "TestPlans.h"
 
 #include <catch2/catch.hpp>
+
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -64,9 +67,17 @@ TEST_CASE("a traced step has one span per instruction per rank, on its "
   std::map<int64_t, std::map<int64_t, std::vector<Span>>> spans;
   std::map<std::pair<int64_t, int64_t>, std::string> threadNames;
   std::map<int64_t, std::string> processNames;
+  // counters[pid]: (ts, live MiB) of the "activations MiB" counter.
+  std::map<int64_t, std::vector<std::pair<double, double>>> counters;
   for (const YAML::Node &event : events) {
     std::string ph = event["ph"].as<std::string>();
     int64_t pid = event["pid"].as<int64_t>();
+    if (ph == "C") {
+      REQUIRE(event["name"].as<std::string>() == "activations MiB");
+      counters[pid].emplace_back(event["ts"].as<double>(),
+                                 event["args"]["live"].as<double>());
+      continue;
+    }
     if (ph == "M") {
       std::string name = event["args"]["name"].as<std::string>();
       if (event["name"].as<std::string>() == "thread_name")
@@ -124,6 +135,39 @@ TEST_CASE("a traced step has one span per instruction per rank, on its "
         ++waits;
       }
     REQUIRE(waits > 0);
+    // The counter: one sample as each instruction starts, of the
+    // activation bytes live then, worked out here directly: a buffer (a
+    // view as its base) is live from the first instruction naming it to
+    // the last.
+    REQUIRE(counters[pid].size() == p.instructions.size());
+    // Two streams' instructions may start in the same nanosecond.
+    std::multimap<double, double> liveAt(counters[pid].begin(),
+                                         counters[pid].end());
+    for (const auto &[instr, span] : byInstr) {
+      int64_t bytes = 0;
+      for (const plan::Buffer &buffer : p.buffers) {
+        if (buffer.region != plan::Region::Activation || buffer.viewOf >= 0)
+          continue;
+        auto names = [&](const plan::Instruction &at) {
+          for (const auto *ids : {&at.operands, &at.results})
+            for (int64_t id : *ids)
+              if (id == buffer.id || p.buffers[id].viewOf == buffer.id)
+                return true;
+          return false;
+        };
+        bool before = false, after = false;
+        for (int64_t j = 0; j <= instr; ++j)
+          before |= names(p.instructions[j]);
+        for (size_t j = instr; j < p.instructions.size(); ++j)
+          after |= names(p.instructions[j]);
+        bytes += before && after ? buffer.numBytes : 0;
+      }
+      INFO("instr " << instr);
+      auto [from, to] = liveAt.equal_range(span.ts);
+      REQUIRE(std::any_of(from, to, [&](const auto &sample) {
+        return std::abs(sample.second - bytes / 1048576.0) <= 5e-4;
+      }));
+    }
   }
 }
 
@@ -154,8 +198,11 @@ TEST_CASE("chromeTrace prints exact microseconds and escapes strings",
   INFO(json);
   REQUIRE(json.find("\"ts\":1234.567,\"dur\":765.434") != std::string::npos);
   YAML::Node root = YAML::Load(json);
-  const YAML::Node span = root["traceEvents"][2];
-  REQUIRE(span["ph"].as<std::string>() == "X");
+  YAML::Node span;
+  for (const YAML::Node &event : root["traceEvents"])
+    if (event["ph"].as<std::string>() == "X")
+      span = event;
+  REQUIRE(span.IsMap());
   REQUIRE(span["args"]["loc"].as<std::string>() == "a \"q\".yaml:1:2");
   REQUIRE(span["ts"].as<double>() == Approx(1234.567));
 }
