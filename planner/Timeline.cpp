@@ -2,7 +2,10 @@
 
 #include "planner/Timeline.h"
 #include "planner/StepSimulation.h"
+#include "planner/plan/ActivationLiveness.h"
 #include "planner/plan/JsonText.h"
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdio>
@@ -96,15 +99,49 @@ void appendNodes(std::string &json, size_t rank, const Timeline &timeline,
   }
 }
 
+/// The plan's activation bytes live at each node the rank ran, sampled as
+/// it starts: its buffers live from the first node to start that touches
+/// them to the last (plan/ActivationLiveness.h).
+void appendLiveCounter(std::string &json, size_t rank, const Timeline &timeline,
+                       const ScheduleGraph &graph, const plan::Plan &plan) {
+  std::vector<size_t> started;
+  for (size_t node = 0; node < timeline.start.size() && node < graph.size();
+       ++node)
+    if (!std::isnan(timeline.start[node]))
+      started.push_back(node);
+  std::stable_sort(started.begin(), started.end(), [&](size_t a, size_t b) {
+    return timeline.start[a] < timeline.start[b];
+  });
+  std::vector<std::vector<int64_t>> touches;
+  for (size_t node : started) {
+    touches.push_back(graph[node].reads);
+    touches.back().insert(touches.back().end(), graph[node].writes.begin(),
+                          graph[node].writes.end());
+  }
+  std::vector<int64_t> live = plan::liveActivationBytesOfSteps(plan, touches);
+  for (size_t step = 0; step < started.size(); ++step) {
+    char mib[32];
+    std::snprintf(mib, sizeof(mib), "%.3f",
+                  static_cast<double>(live[step]) / (1 << 20));
+    json += "{\"name\":\"activations MiB\",\"ph\":\"C\",\"pid\":" +
+            std::to_string(rank) +
+            ",\"ts\":" + micros(timeline.start[started[step]]) +
+            ",\"args\":{\"live\":" + mib + "}},\n";
+  }
+}
+
 } // namespace
 
 std::string chromeTrace(const std::vector<Timeline> &perRank,
                         const ScheduleGraph &graph,
-                        const std::vector<CrossRankWait> &transfers) {
+                        const std::vector<CrossRankWait> &transfers,
+                        const plan::Plan *plan) {
   std::string json = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   for (size_t rank = 0; rank < perRank.size(); ++rank) {
     appendMetadata(json, rank, perRank[rank]);
     appendNodes(json, rank, perRank[rank], graph);
+    if (plan)
+      appendLiveCounter(json, rank, perRank[rank], graph, *plan);
   }
   appendTransfers(json, perRank, transfers);
   // JSON allows no trailing comma after the last event.

@@ -17,6 +17,7 @@
 #include "planner/CostModel.h"
 #include "planner/ScheduleGraph.h"
 #include "planner/Streams.h"
+#include "planner/plan/Plan.h"
 
 #include <cstdint>
 #include <string>
@@ -58,9 +59,13 @@ Timeline simulate(const ScheduleGraph &graph, const StreamAssignment &streams,
 /// microseconds, plus metadata naming each rank ("rank R") and stream
 /// ("compute", "communication", "stream S" beyond). A node that waited for
 /// another rank carries args.wait_us; each of `transfers` is a flow arrow
-/// from the send to its recv.
+/// from the send to its recv. Given the plan whose buffer ids the graph
+/// names, each rank also gets a counter, "activations MiB": the
+/// activation bytes live as each of its nodes starts, as the measured
+/// trace of sharc-run has.
 std::string chromeTrace(const std::vector<Timeline> &perRank,
                         const ScheduleGraph &graph,
-                        const std::vector<CrossRankWait> &transfers = {});
+                        const std::vector<CrossRankWait> &transfers = {},
+                        const plan::Plan *plan = nullptr);
 
 } // namespace sharc

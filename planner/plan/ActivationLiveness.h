@@ -1,5 +1,5 @@
 //===- ActivationLiveness.h - activation bytes live at each instruction ---===//
-// defines: liveActivationBytes
+// defines: liveActivationBytes, liveActivationBytesOfSteps
 //
 // An activation buffer is live from the first instruction that names it
 // to the last, in instruction order; a view's bytes are its base's, so a
@@ -24,5 +24,12 @@ namespace sharc::plan {
 /// (a pipeline stage's), the others counting nothing and holding 0.
 std::vector<int64_t> liveActivationBytes(const Plan &plan,
                                          const std::vector<bool> &runs = {});
+
+/// The same over any sequence of steps, each listing the buffer ids it
+/// reads or writes: the compiler's simulated schedule, a step per node in
+/// the order the nodes start.
+std::vector<int64_t>
+liveActivationBytesOfSteps(const Plan &plan,
+                           const std::vector<std::vector<int64_t>> &touches);
 
 } // namespace sharc::plan

@@ -444,7 +444,7 @@ int compile(const CompileFlags &flags) {
                            "the predicted step time covers what ran\n");
     if (!flags.traceSimPath.empty()) {
       std::string trace = sharc::chromeTrace(simulation->ranks, schedule.graph,
-                                             simulation->transfers);
+                                             simulation->transfers, &plan);
       if (sharc::Status status =
               sharc::writeFileAtomically(flags.traceSimPath, {trace}, "trace");
           !status.isOk()) {

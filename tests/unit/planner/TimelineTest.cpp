@@ -155,3 +155,49 @@ TEST_CASE("the Chrome trace is JSON with one event per node and rank",
   REQUIRE(events[2]["args"]["name"].as<std::string>() == "communication");
   REQUIRE(events[4]["name"].as<std::string>() == "wgrad \"q\"");
 }
+
+TEST_CASE("given the plan, the Chrome trace counts the activations live as "
+          "each node starts",
+          "[planner]") {
+  //  compute  |a 0-1|          |b 4-5|
+  //  comm           |ar 1-4 |
+  // a writes x (1 MiB), ar reads x and writes y (0.5 MiB), b reads y and
+  // writes a gradient, which is not an activation.
+  ScheduleGraph graph = {gemm("a", 1), allReduce(3, {0}), gemm("b", 1, {1})};
+  graph[0].writes = {0};
+  graph[1].reads = {0};
+  graph[1].writes = {1};
+  graph[2].reads = {1};
+  graph[2].writes = {2};
+  plan::Plan plan;
+  for (auto [bytes, region] :
+       {std::pair{int64_t{1} << 20, plan::Region::Activation},
+        {int64_t{1} << 19, plan::Region::Activation},
+        {int64_t{256}, plan::Region::Gradient}}) {
+    plan::Buffer buffer;
+    buffer.id = static_cast<int64_t>(plan.buffers.size());
+    buffer.numBytes = bytes;
+    buffer.region = region;
+    plan.buffers.push_back(buffer);
+  }
+  Timeline timeline = run(graph, programOrder(graph));
+  YAML::Node events =
+      YAML::Load(chromeTrace({timeline}, graph, {}, &plan))["traceEvents"];
+  std::vector<std::pair<double, double>> samples; // (ts us, MiB)
+  for (const YAML::Node &event : events)
+    if (event["ph"].as<std::string>() == "C") {
+      REQUIRE(event["name"].as<std::string>() == "activations MiB");
+      samples.emplace_back(event["ts"].as<double>(),
+                           event["args"]["live"].as<double>());
+    }
+  REQUIRE(samples.size() == 3);
+  CHECK(samples[0].first == Approx(0.0));
+  CHECK(samples[0].second == Approx(1.0));
+  CHECK(samples[1].first == Approx(1000.0));
+  CHECK(samples[1].second == Approx(1.5));
+  CHECK(samples[2].first == Approx(4000.0));
+  CHECK(samples[2].second == Approx(0.5));
+  // Without the plan, no counter.
+  REQUIRE(chromeTrace({timeline}, graph).find("\"ph\":\"C\"") ==
+          std::string::npos);
+}
