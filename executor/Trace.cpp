@@ -6,6 +6,7 @@
 #include "planner/plan/JsonText.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace sharc::exec {
 
@@ -33,14 +34,9 @@ std::string liveCounter(const plan::Plan &plan,
   std::vector<int64_t> live = plan::liveActivationBytes(plan, ran);
   std::string json;
   for (const auto &records : streams)
-    for (const TraceRecord &record : records) {
-      char mib[32];
-      std::snprintf(mib, sizeof(mib), "%.3f",
-                    static_cast<double>(live[record.instr]) / (1 << 20));
-      json += "{\"name\":\"activations MiB\",\"ph\":\"C\",\"pid\":" + pid +
-              ",\"ts\":" + micros(record.startNs) +
-              ",\"args\":{\"live\":" + mib + "}},\n";
-    }
+    for (const TraceRecord &record : records)
+      json += plan::activationCounterEvent(pid, micros(record.startNs),
+                                           live[record.instr]);
   return json;
 }
 
@@ -75,10 +71,7 @@ std::string chromeTrace(const plan::Plan &plan, const StepTrace &trace) {
       }
     }
   }
-  // JSON allows no trailing comma after the last event.
-  if (json.size() >= 2 && json.compare(json.size() - 2, 2, ",\n") == 0)
-    json.erase(json.size() - 2, 1);
-  return json + "]}\n";
+  return plan::closeTraceEvents(std::move(json));
 }
 
 } // namespace sharc::exec

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace sharc {
 
@@ -119,15 +120,10 @@ void appendLiveCounter(std::string &json, size_t rank, const Timeline &timeline,
                           graph[node].writes.end());
   }
   std::vector<int64_t> live = plan::liveActivationBytesOfSteps(plan, touches);
-  for (size_t step = 0; step < started.size(); ++step) {
-    char mib[32];
-    std::snprintf(mib, sizeof(mib), "%.3f",
-                  static_cast<double>(live[step]) / (1 << 20));
-    json += "{\"name\":\"activations MiB\",\"ph\":\"C\",\"pid\":" +
-            std::to_string(rank) +
-            ",\"ts\":" + micros(timeline.start[started[step]]) +
-            ",\"args\":{\"live\":" + mib + "}},\n";
-  }
+  for (size_t step = 0; step < started.size(); ++step)
+    json += plan::activationCounterEvent(std::to_string(rank),
+                                         micros(timeline.start[started[step]]),
+                                         live[step]);
 }
 
 } // namespace
@@ -144,10 +140,7 @@ std::string chromeTrace(const std::vector<Timeline> &perRank,
       appendLiveCounter(json, rank, perRank[rank], graph, *plan);
   }
   appendTransfers(json, perRank, transfers);
-  // JSON allows no trailing comma after the last event.
-  if (json.size() >= 2 && json.compare(json.size() - 2, 2, ",\n") == 0)
-    json.erase(json.size() - 2, 1);
-  return json + "]}\n";
+  return plan::closeTraceEvents(std::move(json));
 }
 
 } // namespace sharc

@@ -33,4 +33,20 @@ std::string traceStreamName(int64_t stream) {
   return "stream " + std::to_string(stream);
 }
 
+std::string activationCounterEvent(std::string_view pid,
+                                   std::string_view tsMicros, int64_t bytes) {
+  char mib[32];
+  std::snprintf(mib, sizeof(mib), "%.3f",
+                static_cast<double>(bytes) / (1 << 20));
+  return "{\"name\":\"activations MiB\",\"ph\":\"C\",\"pid\":" +
+         std::string(pid) + ",\"ts\":" + std::string(tsMicros) +
+         ",\"args\":{\"live\":" + mib + "}},\n";
+}
+
+std::string closeTraceEvents(std::string json) {
+  if (json.size() >= 2 && json.compare(json.size() - 2, 2, ",\n") == 0)
+    json.erase(json.size() - 2, 1);
+  return json + "]}\n";
+}
+
 } // namespace sharc::plan
