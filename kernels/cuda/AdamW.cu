@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/AdamW.h"
+#include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
 #include <cuda_bf16.h>
@@ -43,53 +44,24 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 constexpr int kVec = 4;
 
-struct alignas(8) Bf16x4 {
-  __nv_bfloat16 values[kVec];
-};
-
 /// Elements [i, i + N) as float; for N == kVec, i is a multiple of kVec and
 /// the data is kVec-element aligned.
 template <int N>
 __device__ __forceinline__ void loadN(const void *data, DType dtype, int64_t i,
                                       float (&out)[N]) {
-  if constexpr (N == 1) {
-    out[0] = dtype == DType::BF16
-                 ? __bfloat162float(static_cast<const __nv_bfloat16 *>(data)[i])
-                 : static_cast<const float *>(data)[i];
-  } else if (dtype == DType::BF16) {
-    Bf16x4 pack = *reinterpret_cast<const Bf16x4 *>(
-        static_cast<const __nv_bfloat16 *>(data) + i);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      out[k] = __bfloat162float(pack.values[k]);
-  } else {
-    float4 pack =
-        *reinterpret_cast<const float4 *>(static_cast<const float *>(data) + i);
-    out[0] = pack.x;
-    out[1] = pack.y;
-    out[2] = pack.z;
-    out[3] = pack.w;
-  }
+  if constexpr (N == 1)
+    out[0] = loadAs(ConstTensorView{data, dtype}, i);
+  else
+    loadVec4(data, dtype, i, out);
 }
 
 template <int N>
 __device__ __forceinline__ void storeN(void *data, DType dtype, int64_t i,
                                        const float (&in)[N]) {
-  if constexpr (N == 1) {
-    if (dtype == DType::BF16)
-      static_cast<__nv_bfloat16 *>(data)[i] = __float2bfloat16_rn(in[0]);
-    else
-      static_cast<float *>(data)[i] = in[0];
-  } else if (dtype == DType::BF16) {
-    Bf16x4 pack;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      pack.values[k] = __float2bfloat16_rn(in[k]);
-    *reinterpret_cast<Bf16x4 *>(static_cast<__nv_bfloat16 *>(data) + i) = pack;
-  } else {
-    *reinterpret_cast<float4 *>(static_cast<float *>(data) + i) =
-        make_float4(in[0], in[1], in[2], in[3]);
-  }
+  if constexpr (N == 1)
+    storeAs(TensorView{data, dtype}, i, in[0]);
+  else
+    storeVec4(data, dtype, i, in);
 }
 
 /// The value `value` takes after a store to `dtype` and a load back.
@@ -210,11 +182,8 @@ bool allVectorAligned(const AdamWArgs &a) {
 
 /// The storage types the kernels take: f32 or bf16, and an f32 master.
 Status checkTypes(const AdamWArgs &a, const char *what) {
-  for (DType dtype : {a.param.dtype, a.m.dtype, a.v.dtype, a.grad.dtype})
-    if (dtype != DType::F32 && dtype != DType::BF16)
-      return Status::invalidInput(std::string(what) + ": " + dtypeName(dtype) +
-                                  " storage is not supported on the device "
-                                  "(expected f32 or bf16)");
+  SHARC_TRY(checkFloatStorage(
+      what, {a.param.dtype, a.m.dtype, a.v.dtype, a.grad.dtype}));
   if (a.master.data && a.master.dtype != DType::F32)
     return Status::invalidInput(std::string(what) + ": a " +
                                 dtypeName(a.master.dtype) +

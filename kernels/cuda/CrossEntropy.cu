@@ -129,14 +129,6 @@ __global__ void __launch_bounds__(kGradThreads)
   }
 }
 
-Status checkFloat(const char *kernel, DType dtype) {
-  if (dtype == DType::F32 || dtype == DType::BF16)
-    return Status::ok();
-  return Status::invalidInput(std::string(kernel) + ": " + dtypeName(dtype) +
-                              " storage is not supported on the device "
-                              "(expected f32 or bf16)");
-}
-
 } // namespace
 
 int64_t crossEntropyScratchBytes(const CrossEntropyArgs &args) {
@@ -145,7 +137,7 @@ int64_t crossEntropyScratchBytes(const CrossEntropyArgs &args) {
 }
 
 Status crossEntropy(const CrossEntropyArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloat("crossEntropyKernel", args.logits.dtype));
+  SHARC_TRY(checkFloatStorage("crossEntropyKernel", {args.logits.dtype}));
   if (args.numTokens > 0 && !args.scratch)
     return Status::invalidInput("crossEntropyKernel: no scratch, " +
                                 std::to_string(crossEntropyScratchBytes(args)) +
@@ -164,8 +156,8 @@ Status crossEntropy(const CrossEntropyArgs &args, DeviceStream stream) {
 }
 
 Status crossEntropyGrad(const CrossEntropyGradArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloat("crossEntropyGradKernel", args.logits.dtype));
-  SHARC_TRY(checkFloat("crossEntropyGradKernel", args.dlogits.dtype));
+  SHARC_TRY(checkFloatStorage("crossEntropyGradKernel",
+                              {args.logits.dtype, args.dlogits.dtype}));
   if (args.numTokens <= 0 || args.vocab <= 0)
     return Status::ok();
   int numSms = 0;

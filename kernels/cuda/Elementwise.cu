@@ -32,49 +32,24 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 constexpr int kVec = 4;
 
-struct alignas(8) Bf16x4 {
-  __nv_bfloat16 values[kVec];
-};
-
 /// Elements [i, i + N) as float; for N == kVec, i is a multiple of kVec and
 /// the data is kVec-element aligned.
 template <int N>
 __device__ __forceinline__ void loadN(ConstTensorView view, int64_t i,
                                       float (&out)[N]) {
-  if constexpr (N == 1) {
+  if constexpr (N == 1)
     out[0] = loadAs(view, i);
-  } else if (view.dtype == DType::BF16) {
-    Bf16x4 pack = *reinterpret_cast<const Bf16x4 *>(
-        static_cast<const __nv_bfloat16 *>(view.data) + i);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      out[k] = __bfloat162float(pack.values[k]);
-  } else {
-    float4 pack = *reinterpret_cast<const float4 *>(
-        static_cast<const float *>(view.data) + i);
-    out[0] = pack.x;
-    out[1] = pack.y;
-    out[2] = pack.z;
-    out[3] = pack.w;
-  }
+  else
+    loadVec4(view, i, out);
 }
 
 template <int N>
 __device__ __forceinline__ void storeN(TensorView view, int64_t i,
                                        const float (&in)[N]) {
-  if constexpr (N == 1) {
+  if constexpr (N == 1)
     storeAs(view, i, in[0]);
-  } else if (view.dtype == DType::BF16) {
-    Bf16x4 pack;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      pack.values[k] = __float2bfloat16_rn(in[k]);
-    *reinterpret_cast<Bf16x4 *>(static_cast<__nv_bfloat16 *>(view.data) + i) =
-        pack;
-  } else {
-    *reinterpret_cast<float4 *>(static_cast<float *>(view.data) + i) =
-        make_float4(in[0], in[1], in[2], in[3]);
-  }
+  else
+    storeVec4(view, i, in);
 }
 
 __device__ __forceinline__ float sigmoid(float value) {
@@ -191,16 +166,6 @@ __global__ void fillKernel(Word *out, int64_t numel, Word bits) {
     out[i] = bits;
 }
 
-Status checkFloats(const char *kernel, std::initializer_list<DType> dtypes) {
-  for (DType dtype : dtypes)
-    if (dtype != DType::F32 && dtype != DType::BF16)
-      return Status::invalidInput(std::string(kernel) + ": " +
-                                  dtypeName(dtype) +
-                                  " storage is not supported on the device "
-                                  "(expected f32 or bf16)");
-  return Status::ok();
-}
-
 /// A packed call needs rows at least as long as y's.
 Status checkPacked(const char *kernel, int64_t width, int64_t packedStride) {
   if (packedStride != 0 && (width <= 0 || packedStride < width))
@@ -255,8 +220,8 @@ __global__ void countNonFiniteKernel(ConstTensorView x, int64_t numel,
 } // namespace
 
 Status add(const AddArgs &args, DeviceStream stream) {
-  SHARC_TRY(
-      checkFloats("addKernel", {args.a.dtype, args.b.dtype, args.y.dtype}));
+  SHARC_TRY(checkFloatStorage("addKernel",
+                              {args.a.dtype, args.b.dtype, args.y.dtype}));
   if (args.numel <= 0)
     return Status::ok();
   int64_t vectorEnd = vectorEndFor(args.numel, {args.a, args.b, args.y});
@@ -266,8 +231,8 @@ Status add(const AddArgs &args, DeviceStream stream) {
 }
 
 Status swiglu(const SwigluArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloats("swigluKernel",
-                        {args.gate.dtype, args.up.dtype, args.y.dtype}));
+  SHARC_TRY(checkFloatStorage("swigluKernel",
+                              {args.gate.dtype, args.up.dtype, args.y.dtype}));
   if (args.numel <= 0)
     return Status::ok();
   SHARC_TRY(checkPacked("swigluKernel", args.width, args.packedStride));
@@ -282,9 +247,9 @@ Status swiglu(const SwigluArgs &args, DeviceStream stream) {
 }
 
 Status swigluGrad(const SwigluGradArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloats("swigluGradKernel",
-                        {args.gate.dtype, args.up.dtype, args.dy.dtype,
-                         args.dgate.dtype, args.dup.dtype}));
+  SHARC_TRY(checkFloatStorage("swigluGradKernel",
+                              {args.gate.dtype, args.up.dtype, args.dy.dtype,
+                               args.dgate.dtype, args.dup.dtype}));
   if (args.numel <= 0)
     return Status::ok();
   SHARC_TRY(checkPacked("swigluGradKernel", args.width, args.packedStride));
@@ -321,7 +286,7 @@ Status fill(const FillArgs &args, DeviceStream stream) {
 }
 
 Status scale(const ScaleArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloats("scaleKernel", {args.x.dtype, args.y.dtype}));
+  SHARC_TRY(checkFloatStorage("scaleKernel", {args.x.dtype, args.y.dtype}));
   if (args.numel <= 0)
     return Status::ok();
   int64_t vectorEnd = vectorEndFor(args.numel, {args.x, args.y});

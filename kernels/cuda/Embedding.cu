@@ -53,44 +53,6 @@ constexpr int kListCapacity = 4096;
 constexpr int64_t kHiddenTile = 1024;
 constexpr int kHeavyColumnsPerThread = kHiddenTile / kGradThreads;
 
-struct alignas(8) Bf16x4 {
-  __nv_bfloat16 values[kVec];
-};
-
-/// Elements [i, i + 4) of a view aligned to 4 elements; i % 4 == 0.
-__device__ __forceinline__ void load4(ConstTensorView view, int64_t i,
-                                      float (&out)[kVec]) {
-  if (view.dtype == DType::BF16) {
-    Bf16x4 pack = *reinterpret_cast<const Bf16x4 *>(
-        static_cast<const __nv_bfloat16 *>(view.data) + i);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      out[k] = __bfloat162float(pack.values[k]);
-  } else {
-    float4 pack = *reinterpret_cast<const float4 *>(
-        static_cast<const float *>(view.data) + i);
-    out[0] = pack.x;
-    out[1] = pack.y;
-    out[2] = pack.z;
-    out[3] = pack.w;
-  }
-}
-
-__device__ __forceinline__ void store4(TensorView view, int64_t i,
-                                       const float (&in)[kVec]) {
-  if (view.dtype == DType::BF16) {
-    Bf16x4 pack;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      pack.values[k] = __float2bfloat16_rn(in[k]);
-    *reinterpret_cast<Bf16x4 *>(static_cast<__nv_bfloat16 *>(view.data) + i) =
-        pack;
-  } else {
-    *reinterpret_cast<float4 *>(static_cast<float *>(view.data) + i) =
-        make_float4(in[0], in[1], in[2], in[3]);
-  }
-}
-
 __global__ void __launch_bounds__(kThreads)
     embeddingKernel(ConstTensorView table, const int32_t *ids, TensorView out,
                     int64_t numRows, int64_t hidden, int64_t vocabStart,
@@ -104,8 +66,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t h = threadIdx.x * kVec; h < hidden; h += blockDim.x * kVec) {
       float values[kVec] = {};
       if (isHit)
-        load4(table, tableBase + h, values);
-      store4(out, outBase + h, values);
+        loadVec4(table, tableBase + h, values);
+      storeVec4(out, outBase + h, values);
     }
     return;
   }
@@ -145,12 +107,12 @@ __device__ void sumListedRows(ConstTensorView dout, TensorView dtable,
         float sums[kVec] = {};
         for (int k = listBegin; k < listEnd; ++k) {
           float values[kVec];
-          load4(dout, shared.tokens[k] * shape.hidden + h, values);
+          loadVec4(dout, shared.tokens[k] * shape.hidden + h, values);
 #pragma unroll
           for (int j = 0; j < kVec; ++j)
             sums[j] += values[j];
         }
-        store4(dtable, outBase + h, sums);
+        storeVec4(dtable, outBase + h, sums);
       }
     } else {
       for (int64_t h = hBegin + lane; h < hEnd; h += 32) {
@@ -316,16 +278,6 @@ __global__ void __launch_bounds__(kGradThreads)
   }
 }
 
-Status checkFloats(const char *kernel, DType a, DType b) {
-  for (DType dtype : {a, b})
-    if (dtype != DType::F32 && dtype != DType::BF16)
-      return Status::invalidInput(std::string(kernel) + ": " +
-                                  dtypeName(dtype) +
-                                  " storage is not supported on the device "
-                                  "(expected f32 or bf16)");
-  return Status::ok();
-}
-
 bool isVectorAligned(const void *data, DType dtype) {
   return reinterpret_cast<uintptr_t>(data) % (kVec * dtypeSize(dtype)) == 0;
 }
@@ -333,7 +285,8 @@ bool isVectorAligned(const void *data, DType dtype) {
 } // namespace
 
 Status embedding(const EmbeddingArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloats("embeddingKernel", args.table.dtype, args.out.dtype));
+  SHARC_TRY(
+      checkFloatStorage("embeddingKernel", {args.table.dtype, args.out.dtype}));
   if (args.numTokens <= 0 || args.hidden <= 0)
     return Status::ok();
   bool vectorized = args.hidden % kVec == 0 &&
@@ -346,8 +299,8 @@ Status embedding(const EmbeddingArgs &args, DeviceStream stream) {
 }
 
 Status embeddingGrad(const EmbeddingGradArgs &args, DeviceStream stream) {
-  SHARC_TRY(
-      checkFloats("embeddingGradKernel", args.dout.dtype, args.dtable.dtype));
+  SHARC_TRY(checkFloatStorage("embeddingGradKernel",
+                              {args.dout.dtype, args.dtable.dtype}));
   if (args.numRows <= 0 || args.hidden <= 0)
     return Status::ok();
   // About kListCapacity / 2 expected hits per block: one batch in the

@@ -187,16 +187,6 @@ __global__ void __launch_bounds__(kSumThreads)
   storeAs(dw, c, total);
 }
 
-Status checkFloats(const char *kernel, std::initializer_list<DType> dtypes) {
-  for (DType dtype : dtypes)
-    if (dtype != DType::F32 && dtype != DType::BF16)
-      return Status::invalidInput(std::string(kernel) + ": " +
-                                  dtypeName(dtype) +
-                                  " storage is not supported on the device "
-                                  "(expected f32 or bf16)");
-  return Status::ok();
-}
-
 Status checkShape(const char *kernel, int64_t cols, int64_t groupSize) {
   if (cols % groupSize == 0)
     return Status::ok();
@@ -244,8 +234,8 @@ UnitLaunch gradLaunchFor(const RmsNormGradArgs &args) {
 } // namespace
 
 Status rmsNorm(const RmsNormArgs &args, DeviceStream stream) {
-  SHARC_TRY(
-      checkFloats("rmsNormKernel", {args.x.dtype, args.w.dtype, args.y.dtype}));
+  SHARC_TRY(checkFloatStorage("rmsNormKernel",
+                              {args.x.dtype, args.w.dtype, args.y.dtype}));
   if (args.groupSize <= 0)
     return Status::ok();
   SHARC_TRY(checkShape("rmsNormKernel", args.cols, args.groupSize));
@@ -279,9 +269,9 @@ int64_t rmsNormGradScratchBytes(const RmsNormGradArgs &args) {
 }
 
 Status rmsNormGrad(const RmsNormGradArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloats("rmsNormGradKernel",
-                        {args.x.dtype, args.w.dtype, args.dy.dtype,
-                         args.dx.dtype, args.dw.dtype}));
+  SHARC_TRY(checkFloatStorage("rmsNormGradKernel",
+                              {args.x.dtype, args.w.dtype, args.dy.dtype,
+                               args.dx.dtype, args.dw.dtype}));
   if (args.r.data && args.r.dtype != args.dx.dtype)
     return Status::invalidInput(
         "rmsNormGradKernel: the addend must have dx's dtype");

@@ -64,12 +64,7 @@ __global__ void ropeKernel(ConstTensorView x, TensorView y,
 } // namespace
 
 Status rope(const RopeArgs &args, DeviceStream stream) {
-  for (DType dtype : {args.x.dtype, args.y.dtype})
-    if (dtype != DType::F32 && dtype != DType::BF16)
-      return Status::invalidInput(std::string("ropeKernel: ") +
-                                  dtypeName(dtype) +
-                                  " storage is not supported on the device "
-                                  "(expected f32 or bf16)");
+  SHARC_TRY(checkFloatStorage("ropeKernel", {args.x.dtype, args.y.dtype}));
   int64_t half = args.headDim / 2;
   if (half > kRopeMaxHalf)
     return Status::invalidInput(

@@ -15,6 +15,7 @@
 
 #include "kernels/SumSquares.h"
 #include "kernels/cuda/BlockReduce.cuh"
+#include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 
 #include <cuda_bf16.h>
@@ -102,11 +103,7 @@ SumSquares::create(const SumSquaresArgs &args) {
   std::vector<SquaresChunk> chunks;
   for (size_t t = 0; t < numTensors; ++t) {
     DType dtype = args.xs[t].dtype;
-    if (dtype != DType::F32 && dtype != DType::BF16)
-      return Status::invalidInput(std::string("sumSquaresKernel: ") +
-                                  dtypeName(dtype) +
-                                  " storage is not supported on the device "
-                                  "(expected f32 or bf16)");
+    SHARC_TRY(checkFloatStorage("sumSquaresKernel", {dtype}));
     if (args.replicas[t] < 1)
       return Status::invalidInput("sumSquaresKernel: replicas must be >= 1");
     tensors.push_back(

@@ -136,16 +136,6 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-Status checkFloats(const char *kernel, std::initializer_list<DType> dtypes) {
-  for (DType dtype : dtypes)
-    if (dtype != DType::F32 && dtype != DType::BF16)
-      return Status::invalidInput(std::string(kernel) + ": " +
-                                  dtypeName(dtype) +
-                                  " storage is not supported on the device "
-                                  "(expected f32 or bf16)");
-  return Status::ok();
-}
-
 int64_t localValidColumns(int64_t localVocab, int64_t vocabStart,
                           int64_t validVocab) {
   return std::clamp<int64_t>(validVocab - vocabStart, 0, localVocab);
@@ -154,8 +144,8 @@ int64_t localValidColumns(int64_t localVocab, int64_t vocabStart,
 } // namespace
 
 Status vocabMax(const VocabMaxArgs &args, DeviceStream stream) {
-  SHARC_TRY(
-      checkFloats("vocabMaxKernel", {args.logits.dtype, args.vocabMax.dtype}));
+  SHARC_TRY(checkFloatStorage("vocabMaxKernel",
+                              {args.logits.dtype, args.vocabMax.dtype}));
   if (args.numTokens <= 0)
     return Status::ok();
   int64_t numLocal =
@@ -167,8 +157,8 @@ Status vocabMax(const VocabMaxArgs &args, DeviceStream stream) {
 }
 
 Status targetLogit(const TargetLogitArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloats("targetLogitKernel",
-                        {args.logits.dtype, args.targetLogit.dtype}));
+  SHARC_TRY(checkFloatStorage("targetLogitKernel",
+                              {args.logits.dtype, args.targetLogit.dtype}));
   if (args.numTokens <= 0)
     return Status::ok();
   auto numBlocks =
@@ -180,7 +170,8 @@ Status targetLogit(const TargetLogitArgs &args, DeviceStream stream) {
 }
 
 Status sumExp(const SumExpArgs &args, DeviceStream stream) {
-  SHARC_TRY(checkFloats("sumExpKernel", {args.logits.dtype, args.vocabMax.dtype,
+  SHARC_TRY(
+      checkFloatStorage("sumExpKernel", {args.logits.dtype, args.vocabMax.dtype,
                                          args.sumExp.dtype}));
   if (args.numTokens <= 0)
     return Status::ok();
@@ -194,7 +185,7 @@ Status sumExp(const SumExpArgs &args, DeviceStream stream) {
 
 Status vocabParallelLoss(const VocabParallelLossArgs &args,
                          DeviceStream stream) {
-  SHARC_TRY(checkFloats(
+  SHARC_TRY(checkFloatStorage(
       "vocabParallelLossKernel",
       {args.vocabMax.dtype, args.targetLogit.dtype, args.sumExp.dtype}));
   vocabParallelLossKernel<<<1, kLossThreads, 0, stream>>>(
@@ -205,9 +196,9 @@ Status vocabParallelLoss(const VocabParallelLossArgs &args,
 
 Status vocabParallelLossGrad(const VocabParallelLossGradArgs &args,
                              DeviceStream stream) {
-  SHARC_TRY(checkFloats("vocabParallelLossGradKernel",
-                        {args.logits.dtype, args.vocabMax.dtype,
-                         args.sumExp.dtype, args.dlogits.dtype}));
+  SHARC_TRY(checkFloatStorage("vocabParallelLossGradKernel",
+                              {args.logits.dtype, args.vocabMax.dtype,
+                               args.sumExp.dtype, args.dlogits.dtype}));
   if (args.numTokens <= 0 || args.localVocab <= 0)
     return Status::ok();
   int64_t numLocal =

@@ -2,9 +2,10 @@
 // defines: AttentionShape, shaped, rowsAt, referenceAttention,
 //          requireSplitQueriesMatchFull
 //
-// The cpu attention tests (KernelsAttentionTest, KernelsRingAttentionTest,
-// KernelsSequenceSplitTest) state a shape once and set its sizes and row
-// positions on AttentionArgs or AttentionGradArgs with `shaped`:
+// The attention tests (KernelsAttentionTest, KernelsRingAttentionTest,
+// KernelsSequenceSplitTest; KernelsCudaAttentionTest's `sized`) state a shape
+// once and set its sizes and row positions on AttentionArgs or
+// AttentionGradArgs with `shaped`:
 //
 //   AttentionShape shape{seqLen, batch, heads, kvHeads, dim};
 //   cpu::attention(shaped(AttentionArgs{.q = q.cview(), .k = k.cview(),

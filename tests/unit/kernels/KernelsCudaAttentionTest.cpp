@@ -14,6 +14,7 @@
 #if SHARC_WITH_CUDNN
 #include "kernels/cuda/CudnnAttention.h"
 #endif
+#include "tests/unit/kernels/AttentionTestShapes.h"
 #include "tests/unit/kernels/TestTensors.h"
 
 #include <catch2/catch.hpp>
@@ -148,18 +149,16 @@ Inputs randomInputs(const Shape &shape, DType dtype, std::mt19937 &rng) {
           Tensor(dtype, randomValues(shape.kvNumel(), rng))};
 }
 
-/// `args` with `shape`'s sizes and query positions.
+/// `args` with `shape`'s sizes and query positions (the cpu tests' `shaped`,
+/// keys from position 0).
 template <typename Args> Args sized(Args args, const Shape &shape) {
-  args.seqLen = shape.seqLen;
-  args.batch = shape.batch;
-  args.numHeads = shape.numHeads;
-  args.numKvHeads = shape.numKvHeads;
-  args.headDim = shape.headDim;
-  args.kvSeqLen = shape.kvSeqLen;
-  args.queryStart = shape.queryStart;
-  args.querySecondRow = shape.querySecondRow;
-  args.querySecondStart = shape.querySecondStart;
-  return args;
+  return test::shaped(args,
+                      test::AttentionShape{shape.seqLen, shape.batch,
+                                           shape.numHeads, shape.numKvHeads,
+                                           shape.headDim},
+                      shape.kvSeqLen,
+                      RowPositions{shape.queryStart, shape.querySecondRow,
+                                   shape.querySecondStart});
 }
 
 struct CpuForward {
