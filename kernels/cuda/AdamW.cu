@@ -44,26 +44,6 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 constexpr int kVec = 4;
 
-/// Elements [i, i + N) as float; for N == kVec, i is a multiple of kVec and
-/// the data is kVec-element aligned.
-template <int N>
-__device__ __forceinline__ void loadN(const void *data, DType dtype, int64_t i,
-                                      float (&out)[N]) {
-  if constexpr (N == 1)
-    out[0] = loadAs(ConstTensorView{data, dtype}, i);
-  else
-    loadVec4(data, dtype, i, out);
-}
-
-template <int N>
-__device__ __forceinline__ void storeN(void *data, DType dtype, int64_t i,
-                                       const float (&in)[N]) {
-  if constexpr (N == 1)
-    storeAs(TensorView{data, dtype}, i, in[0]);
-  else
-    storeVec4(data, dtype, i, in);
-}
-
 /// The value `value` takes after a store to `dtype` and a load back.
 __device__ __forceinline__ float roundTo(DType dtype, float value) {
   if (dtype == DType::BF16)
@@ -110,10 +90,10 @@ __device__ __forceinline__ void loadInputs(const AdamWViews &views, int64_t i,
   // bf16-mixed: the update is the master's; param only receives it.
   const void *weights = views.master ? views.master : views.param;
   DType weightsType = views.master ? views.masterType : views.paramType;
-  loadN(views.grad, views.gradType, i, in.grads);
-  loadN(weights, weightsType, i, in.params);
-  loadN(views.m, views.mType, i, in.ms);
-  loadN(views.v, views.vType, i, in.vs);
+  loadN(ConstTensorView{views.grad, views.gradType}, i, in.grads);
+  loadN(ConstTensorView{weights, weightsType}, i, in.params);
+  loadN(ConstTensorView{views.m, views.mType}, i, in.ms);
+  loadN(ConstTensorView{views.v, views.vType}, i, in.vs);
 }
 
 template <int N>
@@ -136,10 +116,10 @@ updateAndStore(const AdamWViews &views, const AdamWScalars &s, float gradScale,
     in.vs[k] = v;
   }
   if (views.master)
-    storeN(views.master, views.masterType, i, in.params);
-  storeN(views.param, views.paramType, i, in.params);
-  storeN(views.m, views.mType, i, in.ms);
-  storeN(views.v, views.vType, i, in.vs);
+    storeN(TensorView{views.master, views.masterType}, i, in.params);
+  storeN(TensorView{views.param, views.paramType}, i, in.params);
+  storeN(TensorView{views.m, views.mType}, i, in.ms);
+  storeN(TensorView{views.v, views.vType}, i, in.vs);
 }
 
 template <int N>

@@ -2,10 +2,10 @@
 //
 // Shared by the dense and the vocab-parallel cross entropy: which labels
 // count (kernels/CrossEntropy.h: any label outside [0, validVocab) is
-// ignored) and a block reduction whose result has the same bits in every
-// thread and on every run; by both RMSNorm paths, the sum over a team of
-// threads that owns one row; and by both norm + rope paths, a block's dw
-// row summed over its warps in order.
+// ignored), the gradient's scale over them, and a block reduction whose result
+// has the same bits in every thread and on every run; by both RMSNorm paths,
+// the sum over a team of threads that owns one row; and by both norm + rope
+// paths, a block's dw row summed over its warps in order.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -46,6 +46,20 @@ __device__ inline T blockReduce(T value, Op op, T *scratch) {
     total = op(total, scratch[w]);
   __syncthreads();
   return total;
+}
+
+/// What every logit's gradient is scaled by in the losses' backward
+/// kernels: dloss over the labels that count (at least one), each block
+/// counting them itself rather than in a launch of its own. Every thread of
+/// the block must call it; `scratch` holds one long long per warp.
+__device__ inline float lossGradScale(const int32_t *labels, int64_t numTokens,
+                                      int64_t validVocab, const float *dloss,
+                                      long long *scratch) {
+  long long numValid = 0;
+  for (int64_t t = threadIdx.x; t < numTokens; t += blockDim.x)
+    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
+  numValid = blockReduce(numValid, SumOp(), scratch);
+  return *dloss / static_cast<float>(numValid > 1 ? numValid : 1);
 }
 
 /// Sum over a team of `teamLanes` (a power of two up to a block)

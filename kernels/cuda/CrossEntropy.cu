@@ -106,11 +106,8 @@ __global__ void __launch_bounds__(kGradThreads)
                            int64_t validVocab) {
   __shared__ float scratch[32];
   __shared__ long long countScratch[32];
-  long long numValid = 0;
-  for (int64_t t = threadIdx.x; t < numTokens; t += blockDim.x)
-    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
-  numValid = blockReduce(numValid, SumOp(), countScratch);
-  float rowScale = *dloss / static_cast<float>(numValid > 1 ? numValid : 1);
+  float rowScale =
+      lossGradScale(labels, numTokens, validVocab, dloss, countScratch);
   for (int64_t t = blockIdx.x; t < numTokens; t += gridDim.x) {
     int32_t label = labels[t];
     int64_t base = t * vocab;

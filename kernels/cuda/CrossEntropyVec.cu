@@ -142,11 +142,8 @@ __global__ void __launch_bounds__(kBlockThreads)
                               int64_t vocab, int64_t validVocab) {
   constexpr int E = Vec<T>::kElems;
   __shared__ long long countScratch[32];
-  long long numValid = 0;
-  for (int64_t t = threadIdx.x; t < numTokens; t += blockDim.x)
-    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
-  numValid = blockReduce(numValid, SumOp(), countScratch);
-  float rowScale = *dloss / static_cast<float>(numValid > 1 ? numValid : 1);
+  float rowScale =
+      lossGradScale(labels, numTokens, validVocab, dloss, countScratch);
   int lane = threadIdx.x % 32;
   int64_t fullVecs = validVocab / E;
   for (int64_t t =

@@ -1,6 +1,6 @@
 //===- ElementAccess.cuh - elements of a bf16 or f32 view -------*- C++ -*-===//
-// defines: loadAs, storeAs, Bf16x4, loadVec4, storeVec4, checkFloatStorage
-//          (cuda::)
+// defines: loadAs, storeAs, Bf16x4, loadVec4, storeVec4, loadN, storeN,
+//          checkFloatStorage (cuda::)
 //
 // The kernels keep fp32 math over bf16 or f32 storage (the cpu twins'
 // semantics, kernels/TensorView.h): loadAs widens an element to float,
@@ -88,6 +88,28 @@ __device__ __forceinline__ void loadVec4(ConstTensorView view, int64_t i,
 __device__ __forceinline__ void storeVec4(TensorView view, int64_t i,
                                           const float (&in)[4]) {
   storeVec4(view.data, view.dtype, i, in);
+}
+
+/// Elements [i, i + N) as float, N 1 or 4 (loadAs or loadVec4): the vector
+/// kernels' body written once for their aligned groups and their tail.
+template <int N>
+__device__ __forceinline__ void loadN(ConstTensorView view, int64_t i,
+                                      float (&out)[N]) {
+  static_assert(N == 1 || N == 4, "one element or a vector of four");
+  if constexpr (N == 1)
+    out[0] = loadAs(view, i);
+  else
+    loadVec4(view, i, out);
+}
+
+template <int N>
+__device__ __forceinline__ void storeN(TensorView view, int64_t i,
+                                       const float (&in)[N]) {
+  static_assert(N == 1 || N == 4, "one element or a vector of four");
+  if constexpr (N == 1)
+    storeAs(view, i, in[0]);
+  else
+    storeVec4(view, i, in);
 }
 
 /// Refuses any storage but f32 and bf16, naming `kernel`: what every

@@ -32,26 +32,6 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 constexpr int kVec = 4;
 
-/// Elements [i, i + N) as float; for N == kVec, i is a multiple of kVec and
-/// the data is kVec-element aligned.
-template <int N>
-__device__ __forceinline__ void loadN(ConstTensorView view, int64_t i,
-                                      float (&out)[N]) {
-  if constexpr (N == 1)
-    out[0] = loadAs(view, i);
-  else
-    loadVec4(view, i, out);
-}
-
-template <int N>
-__device__ __forceinline__ void storeN(TensorView view, int64_t i,
-                                       const float (&in)[N]) {
-  if constexpr (N == 1)
-    storeAs(view, i, in[0]);
-  else
-    storeVec4(view, i, in);
-}
-
 __device__ __forceinline__ float sigmoid(float value) {
   return 1.0f / (1.0f + expf(-value));
 }

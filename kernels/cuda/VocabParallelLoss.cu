@@ -112,11 +112,8 @@ __global__ void __launch_bounds__(kRowThreads)
                                 int64_t localVocab, int64_t vocabStart,
                                 int64_t validVocab, int64_t numLocal) {
   __shared__ long long countScratch[32];
-  long long numValid = 0;
-  for (int64_t t = threadIdx.x; t < numTokens; t += blockDim.x)
-    numValid += isCounted(labels[t], validVocab) ? 1 : 0;
-  numValid = blockReduce(numValid, SumOp(), countScratch);
-  float rowScale = *dloss / static_cast<float>(numValid > 1 ? numValid : 1);
+  float rowScale =
+      lossGradScale(labels, numTokens, validVocab, dloss, countScratch);
   for (int64_t t = blockIdx.x; t < numTokens; t += gridDim.x) {
     int32_t label = labels[t];
     int64_t base = t * localVocab;
