@@ -2,10 +2,11 @@
 //
 // Shared by the dense and the vocab-parallel cross entropy: which labels
 // count (kernels/CrossEntropy.h: any label outside [0, validVocab) is
-// ignored), the gradient's scale over them, and a block reduction whose result
-// has the same bits in every thread and on every run; by both RMSNorm paths,
-// the sum over a team of threads that owns one row; and by both norm + rope
-// paths, a block's dw row summed over its warps in order.
+// ignored), the gradient's scale over them, and a block reduction whose
+// result has the same bits in every thread and on every run; by both RMSNorm
+// paths, the sum over a team of threads that owns one row and a block's dw
+// row summed over its teams in order; and by both norm + rope paths, a
+// block's dw row summed over its warps in order.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -97,6 +98,19 @@ __device__ inline void sumRowsInOrder(const float (&rows)[kRows][kCols],
     float sum = rows[0][c];
     for (int r = 1; r < kRows; ++r)
       sum += rows[r][c];
+    out[c] = sum;
+  }
+}
+
+/// out[c] = rows[c] + rows[cols + c] + ... over `numRows` rows of `cols`
+/// floats, in row order: a block's partial dw from its teams' sums. Call
+/// after a barrier that made the rows visible.
+__device__ inline void sumRowsInOrder(const float *rows, int numRows,
+                                      int64_t cols, float *out) {
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float sum = rows[c];
+    for (int r = 1; r < numRows; ++r)
+      sum += rows[r * cols + c];
     out[c] = sum;
   }
 }

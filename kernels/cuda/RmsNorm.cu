@@ -156,13 +156,8 @@ __global__ void __launch_bounds__(kMaxTeam)
     }
   }
   __syncthreads();
-  float *blockSums = partials + static_cast<int64_t>(blockIdx.x) * groupSize;
-  for (int64_t c = threadIdx.x; c < groupSize; c += blockDim.x) {
-    float sum = teamSums[c];
-    for (int t = 1; t < teamsPerBlock; ++t)
-      sum += teamSums[t * groupSize + c];
-    blockSums[c] = sum;
-  }
+  sumRowsInOrder(teamSums, teamsPerBlock, groupSize,
+                 partials + static_cast<int64_t>(blockIdx.x) * groupSize);
 }
 
 /// dw[c] = the numPartials rows of partials summed at column c: thread

@@ -181,13 +181,8 @@ __global__ void __launch_bounds__(kVecBlockThreads)
       mySums[static_cast<int64_t>(vec) * E + i] = dwSums[k][i];
   }
   __syncthreads();
-  float *blockSums = partials + static_cast<int64_t>(blockIdx.x) * groupSize;
-  for (int64_t c = threadIdx.x; c < groupSize; c += blockDim.x) {
-    float sum = teamSums[c];
-    for (int t = 1; t < teamsPerBlock; ++t)
-      sum += teamSums[t * groupSize + c];
-    blockSums[c] = sum;
-  }
+  sumRowsInOrder(teamSums, teamsPerBlock, groupSize,
+                 partials + static_cast<int64_t>(blockIdx.x) * groupSize);
 }
 
 /// The vector path's shape: lanes per team and blocks, or none (numBlocks
