@@ -45,18 +45,7 @@ void requireMicrobatchParity(const std::string &mode, int64_t tp, int64_t dp,
             << (fuse ? ", fused" : ""));
   TrainedRun split = train(compileTiny(count, layout));
   TrainedRun whole = train(compileTiny(1, dense));
-  REQUIRE(
-      compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
-      static_cast<int>(whole.params.tensors.size()));
-  for (int step = 0; step < kSteps; ++step) {
-    INFO("step " << step << ": " << split.losses[step] << " vs "
-                 << whole.losses[step]);
-    REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
-            1e-5 * std::abs(whole.losses[step]));
-  }
-  // Adam's first steps move an element with a near-zero gradient by up to
-  // 2 lr on fp32 noise, so parameters are compared more loosely.
-  compareTensors(split.params, whole.params, "", 2e-3);
+  requireTrainsLikeDense(split, whole, 2e-3);
 }
 
 } // namespace

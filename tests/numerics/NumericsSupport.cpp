@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -250,4 +251,44 @@ testing::TrainedRun testing::trainOnRandomTokens(const plan::Plan &plan,
   REQUIRE(params.isOk());
   run.params = std::move(*params);
   return run;
+}
+
+void testing::requireTrainsLikeDense(const TrainedRun &split,
+                                     const TrainedRun &whole,
+                                     double paramTolerance) {
+  int numParams = static_cast<int>(whole.params.tensors.size());
+  REQUIRE(compareTensors(split.firstOutputs, whole.firstOutputs,
+                         "grad:", 1e-5) == numParams);
+  REQUIRE(split.losses.size() == whole.losses.size());
+  for (size_t step = 0; step < whole.losses.size(); ++step) {
+    INFO("step " << step << ": " << split.losses[step] << " vs "
+                 << whole.losses[step]);
+    REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
+            1e-5 * std::abs(whole.losses[step]));
+  }
+  if (paramTolerance > 0)
+    REQUIRE(compareTensors(split.params, whole.params, "", paramTolerance) ==
+            numParams);
+}
+
+void testing::requireStageActivationUnits(
+    const StageActivationBytes &stageBytes, int64_t numStages) {
+  std::vector<int64_t> two = stageBytes(2, "gpipe"),
+                       three = stageBytes(3, "gpipe"),
+                       gpipe = stageBytes(8, "gpipe"),
+                       oneFOneB = stageBytes(8, "1f1b");
+  REQUIRE(two.size() == static_cast<size_t>(numStages));
+  for (int64_t r = 0; r < numStages; ++r) {
+    int64_t unit = three[r] - two[r], base = two[r] - 2 * unit;
+    INFO("stage " << r << ": unit " << unit << " B, base " << base
+                  << " B, gpipe x8 " << gpipe[r] << " B, 1f1b x8 "
+                  << oneFOneB[r] << " B");
+    REQUIRE(unit > 0);
+    auto near = [&](int64_t actual, int64_t units) {
+      return std::abs(static_cast<double>(actual - (base + units * unit))) <
+             0.5 * static_cast<double>(unit);
+    };
+    REQUIRE(near(gpipe[r], 8));
+    REQUIRE(near(oneFOneB[r], std::min<int64_t>(numStages - r, 8)));
+  }
 }

@@ -1,8 +1,8 @@
 //===- NumericsSupport.h - numerics test helpers ----------------*- C++ -*-===//
 // defines: compilePlan, compileEdited, compileTinyBatch, makeRuntime,
-// maxAbsError, maxAbs,
-//          relativeL2, fixturePath, valuesOf, compareTensors, TrainedRun,
-//          trainOnRandomTokens
+//          maxAbsError, maxAbs, relativeL2, fixturePath, valuesOf,
+//          compareTensors, TrainedRun, trainOnRandomTokens,
+//          requireTrainsLikeDense, requireStageActivationUnits
 //
 // The numerics tests compile a model file in-process (the same driver as
 // `sharc compile`), run the plan on the CPU backend and compare tensors
@@ -13,6 +13,8 @@
 #include "planner/plan/SafeTensors.h"
 #include "tools/sharc/CompileDriver.h"
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,5 +88,29 @@ struct TrainedRun {
 TrainedRun trainOnRandomTokens(const plan::Plan &plan, int steps,
                                uint64_t paramSeed, uint32_t dataSeed,
                                bool scatteredLabels = false);
+
+/// What a sharded layout's parity test asks of its run against the dense
+/// one from the same weights and data: every gradient after the first step
+/// within 1e-5 of the dense one's largest element, every step's loss within
+/// 1e-5 relative, and, where `paramTolerance` > 0, every parameter after
+/// the last step within it (Adam's first steps move an element with a
+/// near-zero gradient by up to 2 lr on fp32 noise, so 2e-3 where the
+/// reduction order differs).
+void requireTrainsLikeDense(const TrainedRun &split, const TrainedRun &whole,
+                            double paramTolerance = 0);
+
+/// Each pipeline stage's planned activation bytes (the memory report's) for
+/// a plan of `count` microbatches under `schedule`.
+using StageActivationBytes = std::function<std::vector<int64_t>(
+    int64_t count, const std::string &schedule)>;
+
+/// The planner's per-stage activation memory against the analytic count:
+/// a stage holds base + M x unit, unit one microbatch's saved activations
+/// (measured from GPipe at M = 2 and 3); at M = 8 GPipe must hold 8 units
+/// and 1F1B min(stages - r, 8) on stage r. Best fit packs a little
+/// differently at each count (alignment, the accumulators' places), so the
+/// count of units is what must be exact: each within half a unit.
+void requireStageActivationUnits(const StageActivationBytes &stageBytes,
+                                 int64_t numStages);
 
 } // namespace sharc::testing

@@ -105,15 +105,7 @@ void requireMicrobatchParity(const std::string &model, int64_t layers,
   TrainedRun whole =
       trainOnRandomTokens(compileLayers(model, layers, dense, false, 1), kSteps,
                           5, 13, /*scatteredLabels=*/true);
-  REQUIRE(
-      compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
-      static_cast<int>(whole.params.tensors.size()));
-  for (int step = 0; step < kSteps; ++step) {
-    INFO("step " << step << ": " << split.losses[step] << " vs "
-                 << whole.losses[step]);
-    REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
-            1e-5 * std::abs(whole.losses[step]));
-  }
+  requireTrainsLikeDense(split, whole);
 }
 
 } // namespace
@@ -195,7 +187,7 @@ TEST_CASE("1F1B under cp keeps min(P - r, M) microbatches of activations",
   constexpr int64_t kStages = 4;
   for (const char *exchange : {"a2a", "all_gather"}) {
     INFO("--cp-comm " << exchange);
-    auto stageBytes = [&](int64_t count, const char *schedule) {
+    auto stageBytes = [&](int64_t count, const std::string &schedule) {
       PipelineOptions layout =
           layoutOf("pp_cp", kStages, exchange, [schedule](PipelineOptions &l) {
             l.ppSchedule = schedule;
@@ -217,22 +209,6 @@ TEST_CASE("1F1B under cp keeps min(P - r, M) microbatches of activations",
         bytes.push_back(stage.activationBytes);
       return bytes;
     };
-    std::vector<int64_t> two = stageBytes(2, "gpipe"),
-                         three = stageBytes(3, "gpipe"),
-                         gpipe = stageBytes(8, "gpipe"),
-                         oneFOneB = stageBytes(8, "1f1b");
-    for (int64_t r = 0; r < kStages; ++r) {
-      int64_t unit = three[r] - two[r], base = two[r] - 2 * unit;
-      INFO("stage " << r << ": unit " << unit << " B, base " << base
-                    << " B, gpipe x8 " << gpipe[r] << " B, 1f1b x8 "
-                    << oneFOneB[r] << " B");
-      REQUIRE(unit > 0);
-      auto near = [&](int64_t actual, int64_t units) {
-        return std::abs(static_cast<double>(actual - (base + units * unit))) <
-               0.5 * static_cast<double>(unit);
-      };
-      REQUIRE(near(gpipe[r], 8));
-      REQUIRE(near(oneFOneB[r], std::min<int64_t>(kStages - r, 8)));
-    }
+    requireStageActivationUnits(stageBytes, kStages);
   }
 }

@@ -97,18 +97,7 @@ void requirePipelineParity(int64_t layers, int64_t stages, int64_t count,
   TrainedRun whole =
       trainOnRandomTokens(compileTiny(layers, 1, dense, 0, tied), kSteps, 5, 13,
                           /*scatteredLabels=*/true);
-  REQUIRE(
-      compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
-      static_cast<int>(whole.params.tensors.size()));
-  for (int step = 0; step < kSteps; ++step) {
-    INFO("step " << step << ": " << split.losses[step] << " vs "
-                 << whole.losses[step]);
-    REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
-            1e-5 * std::abs(whole.losses[step]));
-  }
-  // Adam's first steps move an element with a near-zero gradient by up to
-  // 2 lr on fp32 noise, so parameters are compared more loosely.
-  compareTensors(split.params, whole.params, "", 2e-3);
+  requireTrainsLikeDense(split, whole, 2e-3);
 }
 
 } // namespace
@@ -171,25 +160,7 @@ TEST_CASE("1F1B keeps min(P - r, M) microbatches of activations a stage",
       bytes.push_back(stage.activationBytes);
     return bytes;
   };
-  std::vector<int64_t> two = stageBytes(2, "gpipe"),
-                       three = stageBytes(3, "gpipe"),
-                       gpipe = stageBytes(8, "gpipe"),
-                       oneFOneB = stageBytes(8, "1f1b");
-  for (int64_t r = 0; r < kStages; ++r) {
-    int64_t unit = three[r] - two[r], base = two[r] - 2 * unit;
-    INFO("stage " << r << ": unit " << unit << " B, base " << base
-                  << " B, gpipe x8 " << gpipe[r] << " B, 1f1b x8 "
-                  << oneFOneB[r] << " B");
-    REQUIRE(unit > 0);
-    // Best fit packs a little differently at each count (alignment, the
-    // accumulators' places): the count of units is what must be exact.
-    auto near = [&](int64_t actual, int64_t units) {
-      return std::abs(static_cast<double>(actual - (base + units * unit))) <
-             0.5 * static_cast<double>(unit);
-    };
-    REQUIRE(near(gpipe[r], 8));
-    REQUIRE(near(oneFOneB[r], std::min<int64_t>(kStages - r, 8)));
-  }
+  requireStageActivationUnits(stageBytes, kStages);
 }
 
 TEST_CASE("production pp plans train like the dense model",
@@ -230,12 +201,7 @@ TEST_CASE("tp=2 x pp=2 equals the dense step", "[numerics][pipeline]") {
     TrainedRun split = trainOnRandomTokens(piped, kSteps, 5, 13, true);
     TrainedRun whole =
         trainOnRandomTokens(compileTiny(3, 1, dense), kSteps, 5, 13, true);
-    REQUIRE(
-        compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
-        static_cast<int>(whole.params.tensors.size()));
-    for (int step = 0; step < kSteps; ++step)
-      REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
-              1e-5 * std::abs(whole.losses[step]));
+    requireTrainsLikeDense(split, whole);
   }
 }
 
@@ -255,12 +221,7 @@ TEST_CASE("dp=2 x pp=2 equals the dense step", "[numerics][pipeline]") {
     TrainedRun split = trainOnRandomTokens(piped, kSteps, 5, 13, true);
     TrainedRun whole =
         trainOnRandomTokens(compileTiny(layers, 1, dense), kSteps, 5, 13, true);
-    REQUIRE(
-        compareTensors(split.firstOutputs, whole.firstOutputs, "grad:", 1e-5) ==
-        static_cast<int>(whole.params.tensors.size()));
-    for (int step = 0; step < kSteps; ++step)
-      REQUIRE(std::abs(split.losses[step] - whole.losses[step]) <=
-              1e-5 * std::abs(whole.losses[step]));
+    requireTrainsLikeDense(split, whole);
   }
 }
 
