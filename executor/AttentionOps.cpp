@@ -172,6 +172,12 @@ struct AttentionSizes {
   HeadSizes q;
   int64_t numKvHeads, kvSeqLen;
   kernels::RowPositions queries;
+
+  /// The keys start at position 0 (all of them, in order).
+  kernels::AttentionExtent extent() const {
+    return {q.seqLen,  q.batch,  q.numHeads, numKvHeads,
+            q.headDim, kvSeqLen, queries,    {}};
+  }
 };
 
 /// Checks q, k, v (operands 0..2) and returns their sizes.
@@ -267,21 +273,14 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
   SHARC_TRY(lseShape(lse, s));
   return launchAttention(
       c, env,
-      kernels::AttentionArgs{.q = c.operands[0].cview(),
-                             .k = c.operands[1].cview(),
-                             .v = c.operands[2].cview(),
-                             .out = out.view(),
-                             .lse = static_cast<float *>(lse.data),
-                             .seqLen = s.seqLen,
-                             .batch = s.batch,
-                             .numHeads = s.numHeads,
-                             .numKvHeads = sizes->numKvHeads,
-                             .headDim = s.headDim,
-                             .vPitch = c.operands[2].buffer->rowStride,
-                             .kvSeqLen = sizes->kvSeqLen,
-                             .queryStart = sizes->queries.start,
-                             .querySecondRow = sizes->queries.secondRow,
-                             .querySecondStart = sizes->queries.secondStart},
+      kernels::withExtent(
+          kernels::AttentionArgs{.q = c.operands[0].cview(),
+                                 .k = c.operands[1].cview(),
+                                 .v = c.operands[2].cview(),
+                                 .out = out.view(),
+                                 .lse = static_cast<float *>(lse.data),
+                                 .vPitch = c.operands[2].buffer->rowStride},
+          sizes->extent()),
       /*workspace=*/nullptr, SHARC_KERNELS(attention));
 }
 
@@ -306,27 +305,20 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
   }
   const TensorRef *workspace = c.results.size() > 3 ? &c.results[3] : nullptr;
   return launchAttention(c, env,
-                         kernels::AttentionGradArgs{
-                             .q = q.cview(),
-                             .k = k.cview(),
-                             .v = c.operands[2].cview(),
-                             .out = out.cview(),
-                             .dout = dout.cview(),
-                             .lse = static_cast<const float *>(lse.data),
-                             .dq = dq.view(),
-                             .dk = dk.view(),
-                             .dv = dv.view(),
-                             .seqLen = s.seqLen,
-                             .batch = s.batch,
-                             .numHeads = s.numHeads,
-                             .numKvHeads = sizes->numKvHeads,
-                             .headDim = s.headDim,
-                             .vPitch = c.operands[2].buffer->rowStride,
-                             .dvPitch = dv.buffer->rowStride,
-                             .kvSeqLen = sizes->kvSeqLen,
-                             .queryStart = sizes->queries.start,
-                             .querySecondRow = sizes->queries.secondRow,
-                             .querySecondStart = sizes->queries.secondStart},
+                         kernels::withExtent(
+                             kernels::AttentionGradArgs{
+                                 .q = q.cview(),
+                                 .k = k.cview(),
+                                 .v = c.operands[2].cview(),
+                                 .out = out.cview(),
+                                 .dout = dout.cview(),
+                                 .lse = static_cast<const float *>(lse.data),
+                                 .dq = dq.view(),
+                                 .dk = dk.view(),
+                                 .dv = dv.view(),
+                                 .vPitch = c.operands[2].buffer->rowStride,
+                                 .dvPitch = dv.buffer->rowStride},
+                             sizes->extent()),
                          workspace, SHARC_KERNELS(attentionGrad));
 }
 

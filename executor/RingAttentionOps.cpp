@@ -115,6 +115,11 @@ struct BlockSizes {
   int64_t seqLen, batch, numHeads, numKvHeads, headDim, kvSeqLen;
   kernels::RowPositions queries, keys;
   bool masked;
+
+  kernels::AttentionExtent extent() const {
+    return {seqLen,  batch,    numHeads, numKvHeads,
+            headDim, kvSeqLen, queries,  keys};
+  }
 };
 
 Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
@@ -184,23 +189,13 @@ Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
                        fillLaunch(env, lse, kernels::kEmptyRowLse)});
   return launchKernel(
       env,
-      kernels::AttentionArgs{.q = c.operands[0].cview(),
-                             .k = c.operands[1].cview(),
-                             .v = c.operands[2].cview(),
-                             .out = out.view(),
-                             .lse = static_cast<float *>(lse.data),
-                             .seqLen = s->seqLen,
-                             .batch = s->batch,
-                             .numHeads = s->numHeads,
-                             .numKvHeads = s->numKvHeads,
-                             .headDim = s->headDim,
-                             .kvSeqLen = s->kvSeqLen,
-                             .queryStart = s->queries.start,
-                             .keyStart = s->keys.start,
-                             .querySecondRow = s->queries.secondRow,
-                             .querySecondStart = s->queries.secondStart,
-                             .keySecondRow = s->keys.secondRow,
-                             .keySecondStart = s->keys.secondStart},
+      kernels::withExtent(
+          kernels::AttentionArgs{.q = c.operands[0].cview(),
+                                 .k = c.operands[1].cview(),
+                                 .v = c.operands[2].cview(),
+                                 .out = out.view(),
+                                 .lse = static_cast<float *>(lse.data)},
+          s->extent()),
       SHARC_KERNELS(attention));
 }
 
@@ -226,31 +221,21 @@ Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
   if (s->masked)
     return inSequence({fillLaunch(env, dq, 0.0), fillLaunch(env, dk, 0.0),
                        fillLaunch(env, dv, 0.0)});
-  return launchKernel(
-      env,
-      kernels::AttentionGradArgs{.q = q.cview(),
-                                 .k = k.cview(),
-                                 .v = c.operands[2].cview(),
-                                 .out = out.cview(),
-                                 .dout = dout.cview(),
-                                 .lse = static_cast<const float *>(lse.data),
-                                 .dlse = static_cast<const float *>(dlse.data),
-                                 .dq = dq.view(),
-                                 .dk = dk.view(),
-                                 .dv = dv.view(),
-                                 .seqLen = s->seqLen,
-                                 .batch = s->batch,
-                                 .numHeads = s->numHeads,
-                                 .numKvHeads = s->numKvHeads,
-                                 .headDim = s->headDim,
-                                 .kvSeqLen = s->kvSeqLen,
-                                 .queryStart = s->queries.start,
-                                 .keyStart = s->keys.start,
-                                 .querySecondRow = s->queries.secondRow,
-                                 .querySecondStart = s->queries.secondStart,
-                                 .keySecondRow = s->keys.secondRow,
-                                 .keySecondStart = s->keys.secondStart},
-      SHARC_KERNELS(attentionGrad));
+  return launchKernel(env,
+                      kernels::withExtent(
+                          kernels::AttentionGradArgs{
+                              .q = q.cview(),
+                              .k = k.cview(),
+                              .v = c.operands[2].cview(),
+                              .out = out.cview(),
+                              .dout = dout.cview(),
+                              .lse = static_cast<const float *>(lse.data),
+                              .dlse = static_cast<const float *>(dlse.data),
+                              .dq = dq.view(),
+                              .dk = dk.view(),
+                              .dv = dv.view()},
+                          s->extent()),
+                      SHARC_KERNELS(attentionGrad));
 }
 
 /// Rows of an [S, B, H*D] partial whose lse is [B, H, S].

@@ -1,6 +1,6 @@
 //===- Attention.h - causal grouped-query attention -------------*- C++ -*-===//
-// defines: AttentionArgs, AttentionGradArgs, attention, attentionGrad (cpu::,
-// cuda::)
+// defines: AttentionArgs, AttentionGradArgs, AttentionExtent, withExtent,
+//          attention, attentionGrad (cpu::, cuda::)
 //
 // q is [seqLen, batch, numHeads*headDim], k and v [seqLen, batch,
 // numKvHeads*headDim] (sequence first); query head h uses KV head
@@ -89,6 +89,35 @@ struct AttentionGradArgs {
     return {0, keySecondRow, keySecondStart - keyStart};
   }
 };
+
+/// The sizes and row positions AttentionArgs and AttentionGradArgs share,
+/// stated once by a caller and set on either with withExtent: queries and
+/// keys at global positions (one run, or two under the balanced split);
+/// kvSeqLen 0 means seqLen.
+struct AttentionExtent {
+  int64_t seqLen = 0, batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
+  int64_t kvSeqLen = 0;
+  RowPositions queries = {}, keys = {};
+};
+
+/// `args` with `extent`'s sizes and positions; its views, pitches and lse
+/// are left as they were.
+template <typename Args>
+Args withExtent(Args args, const AttentionExtent &extent) {
+  args.seqLen = extent.seqLen;
+  args.batch = extent.batch;
+  args.numHeads = extent.numHeads;
+  args.numKvHeads = extent.numKvHeads;
+  args.headDim = extent.headDim;
+  args.kvSeqLen = extent.kvSeqLen;
+  args.queryStart = extent.queries.start;
+  args.querySecondRow = extent.queries.secondRow;
+  args.querySecondStart = extent.queries.secondStart;
+  args.keyStart = extent.keys.start;
+  args.keySecondRow = extent.keys.secondRow;
+  args.keySecondStart = extent.keys.secondStart;
+  return args;
+}
 
 namespace cpu {
 void attention(const AttentionArgs &args);

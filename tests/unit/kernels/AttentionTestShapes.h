@@ -49,19 +49,10 @@ struct AttentionShape {
 template <typename Args>
 Args shaped(Args args, const AttentionShape &shape, int64_t kvSeqLen = 0,
             RowPositions queries = {}, RowPositions keys = {}) {
-  args.seqLen = shape.seqLen;
-  args.batch = shape.batch;
-  args.numHeads = shape.numHeads;
-  args.numKvHeads = shape.numKvHeads;
-  args.headDim = shape.headDim;
-  args.kvSeqLen = kvSeqLen;
-  args.queryStart = queries.start;
-  args.querySecondRow = queries.secondRow;
-  args.querySecondStart = queries.secondStart;
-  args.keyStart = keys.start;
-  args.keySecondRow = keys.secondRow;
-  args.keySecondStart = keys.secondStart;
-  return args;
+  return withExtent(args,
+                    AttentionExtent{shape.seqLen, shape.batch, shape.numHeads,
+                                    shape.numKvHeads, shape.headDim, kvSeqLen,
+                                    queries, keys});
 }
 
 /// The `numRows` rows of `all` (rowNumel values each) at `positions`.

@@ -189,29 +189,20 @@ TEST_CASE("cuda attention on balanced blocks masks by global positions like "
   for (DType dtype : kFloatTypes)
     for (const BalancedShape &s : kBalancedShapes) {
       INFO(dtypeName(dtype) << ", " << s.name());
-      const RowPositions queries = s.queries(), keys = s.keys();
+      const AttentionExtent extent{s.rows(),     s.batch,   s.numHeads,
+                                   s.numKvHeads, s.headDim, s.rows(),
+                                   s.queries(),  s.keys()};
       Pair q(dtype, randomValues(s.qNumel(), rng, 2.0));
       Pair k(dtype, randomValues(s.kvNumel(), rng, 2.0));
       Pair v(dtype, randomValues(s.kvNumel(), rng));
       Pair out(dtype, s.qNumel()), lse(DType::F32, s.lseNumel());
       auto forward = [&](bool onDevice) {
-        return AttentionArgs{.q = q.in(onDevice),
-                             .k = k.in(onDevice),
-                             .v = v.in(onDevice),
-                             .out = out.out(onDevice),
-                             .lse = floats(lse, onDevice),
-                             .seqLen = s.rows(),
-                             .batch = s.batch,
-                             .numHeads = s.numHeads,
-                             .numKvHeads = s.numKvHeads,
-                             .headDim = s.headDim,
-                             .kvSeqLen = s.rows(),
-                             .queryStart = queries.start,
-                             .keyStart = keys.start,
-                             .querySecondRow = queries.secondRow,
-                             .querySecondStart = queries.secondStart,
-                             .keySecondRow = keys.secondRow,
-                             .keySecondStart = keys.secondStart};
+        return withExtent(AttentionArgs{.q = q.in(onDevice),
+                                        .k = k.in(onDevice),
+                                        .v = v.in(onDevice),
+                                        .out = out.out(onDevice),
+                                        .lse = floats(lse, onDevice)},
+                          extent);
       };
       cpu::attention(forward(false));
       requireRan(cuda::attention(forward(true), nullptr));
@@ -225,28 +216,17 @@ TEST_CASE("cuda attention on balanced blocks masks by global positions like "
       Pair dq(dtype, s.qNumel()), dk(dtype, s.kvNumel()),
           dv(dtype, s.kvNumel());
       auto backward = [&](bool onDevice) {
-        return AttentionGradArgs{.q = q.in(onDevice),
-                                 .k = k.in(onDevice),
-                                 .v = v.in(onDevice),
-                                 .out = outIn.in(onDevice),
-                                 .dout = dout.in(onDevice),
-                                 .lse = floats(lseIn, onDevice),
-                                 .dlse = floats(dlse, onDevice),
-                                 .dq = dq.out(onDevice),
-                                 .dk = dk.out(onDevice),
-                                 .dv = dv.out(onDevice),
-                                 .seqLen = s.rows(),
-                                 .batch = s.batch,
-                                 .numHeads = s.numHeads,
-                                 .numKvHeads = s.numKvHeads,
-                                 .headDim = s.headDim,
-                                 .kvSeqLen = s.rows(),
-                                 .queryStart = queries.start,
-                                 .keyStart = keys.start,
-                                 .querySecondRow = queries.secondRow,
-                                 .querySecondStart = queries.secondStart,
-                                 .keySecondRow = keys.secondRow,
-                                 .keySecondStart = keys.secondStart};
+        return withExtent(AttentionGradArgs{.q = q.in(onDevice),
+                                            .k = k.in(onDevice),
+                                            .v = v.in(onDevice),
+                                            .out = outIn.in(onDevice),
+                                            .dout = dout.in(onDevice),
+                                            .lse = floats(lseIn, onDevice),
+                                            .dlse = floats(dlse, onDevice),
+                                            .dq = dq.out(onDevice),
+                                            .dk = dk.out(onDevice),
+                                            .dv = dv.out(onDevice)},
+                          extent);
       };
       cpu::attentionGrad(backward(false));
       requireRan(cuda::attentionGrad(backward(true), nullptr));
