@@ -28,9 +28,6 @@ namespace {
 struct BlockShape {
   int64_t blockLen, batch, numHeads, numKvHeads, headDim;
   int64_t queryBlock, keyBlock; ///< key block <= query block
-  int64_t qNumel() const { return blockLen * batch * numHeads * headDim; }
-  int64_t kvNumel() const { return blockLen * batch * numKvHeads * headDim; }
-  int64_t lseNumel() const { return batch * numHeads * blockLen; }
   std::string name() const {
     return "block " + std::to_string(blockLen) + ", batch " +
            std::to_string(batch) + ", heads " + std::to_string(numHeads) + "/" +
@@ -53,75 +50,6 @@ const float *floats(const Pair &pair, bool onDevice) {
   return static_cast<const float *>(pair.in(onDevice).data);
 }
 
-} // namespace
-
-TEST_CASE("cuda attention on one key block, dlse included, matches the cpu",
-          "[kernels][gpu]") {
-  std::mt19937 rng(51);
-  for (DType dtype : kFloatTypes)
-    for (const BlockShape &s : kShapes) {
-      INFO(dtypeName(dtype) << ", " << s.name());
-      Pair q(dtype, randomValues(s.qNumel(), rng, 2.0));
-      Pair k(dtype, randomValues(s.kvNumel(), rng, 2.0));
-      Pair v(dtype, randomValues(s.kvNumel(), rng));
-      Pair out(dtype, s.qNumel()), lse(DType::F32, s.lseNumel());
-      auto forward = [&](bool onDevice) {
-        return AttentionArgs{.q = q.in(onDevice),
-                             .k = k.in(onDevice),
-                             .v = v.in(onDevice),
-                             .out = out.out(onDevice),
-                             .lse = floats(lse, onDevice),
-                             .seqLen = s.blockLen,
-                             .batch = s.batch,
-                             .numHeads = s.numHeads,
-                             .numKvHeads = s.numKvHeads,
-                             .headDim = s.headDim,
-                             .kvSeqLen = s.blockLen,
-                             .queryStart = s.queryBlock * s.blockLen,
-                             .keyStart = s.keyBlock * s.blockLen};
-      };
-      cpu::attention(forward(false));
-      requireRan(cuda::attention(forward(true), nullptr));
-      out.requireMatch(tolerance(dtype, 1e-4));
-      lse.requireMatch(tolerance(dtype, 1e-5));
-
-      // The backward reads the cpu's forward on both sides.
-      Pair outIn(dtype, out.host().values()),
-          lseIn(DType::F32, lse.host().values());
-      Pair dout(dtype, randomValues(s.qNumel(), rng));
-      Pair dlse(DType::F32, randomValues(s.lseNumel(), rng));
-      Pair dq(dtype, s.qNumel()), dk(dtype, s.kvNumel()),
-          dv(dtype, s.kvNumel());
-      auto backward = [&](bool onDevice) {
-        return AttentionGradArgs{.q = q.in(onDevice),
-                                 .k = k.in(onDevice),
-                                 .v = v.in(onDevice),
-                                 .out = outIn.in(onDevice),
-                                 .dout = dout.in(onDevice),
-                                 .lse = floats(lseIn, onDevice),
-                                 .dlse = floats(dlse, onDevice),
-                                 .dq = dq.out(onDevice),
-                                 .dk = dk.out(onDevice),
-                                 .dv = dv.out(onDevice),
-                                 .seqLen = s.blockLen,
-                                 .batch = s.batch,
-                                 .numHeads = s.numHeads,
-                                 .numKvHeads = s.numKvHeads,
-                                 .headDim = s.headDim,
-                                 .kvSeqLen = s.blockLen,
-                                 .queryStart = s.queryBlock * s.blockLen,
-                                 .keyStart = s.keyBlock * s.blockLen};
-      };
-      cpu::attentionGrad(backward(false));
-      requireRan(cuda::attentionGrad(backward(true), nullptr));
-      dq.requireMatch(tolerance(dtype, 1e-4));
-      dk.requireMatch(tolerance(dtype, 1e-4));
-      dv.requireMatch(tolerance(dtype, 1e-4));
-    }
-}
-
-namespace {
-
 /// A balanced block (kernels/SequencePositions.h): rank `rank` of `size`
 /// holds query chunks rank and 2 size - 1 - rank, of `chunk` rows each, and
 /// the K/V block of rank `keyRank` holds that rank's two chunks.
@@ -129,9 +57,6 @@ struct BalancedShape {
   int64_t chunk, batch, numHeads, numKvHeads, headDim;
   int64_t size, rank, keyRank;
   int64_t rows() const { return 2 * chunk; }
-  int64_t qNumel() const { return rows() * batch * numHeads * headDim; }
-  int64_t kvNumel() const { return rows() * batch * numKvHeads * headDim; }
-  int64_t lseNumel() const { return batch * numHeads * rows(); }
   RowPositions queries() const {
     return rowPositions(SequenceSplit::Balanced, rank, size, rows());
   }
@@ -180,7 +105,75 @@ void requireLseMatch(const Pair &lse, double maxError) {
   REQUIRE(maxRelativeError(deviceSeen, hostSeen) <= maxError);
 }
 
+/// cuda::attention and cuda::attentionGrad (with dlse) on random q, k, v of
+/// `extent` against cpu:: on the same stored inputs; the backward reads the
+/// cpu's forward on both sides.
+void requireBlockMatchesCpu(DType dtype, const AttentionExtent &extent,
+                            std::mt19937 &rng) {
+  int64_t qNumel =
+      extent.seqLen * extent.batch * extent.numHeads * extent.headDim;
+  int64_t kvNumel =
+      extent.kvSeqLen * extent.batch * extent.numKvHeads * extent.headDim;
+  int64_t lseNumel = extent.batch * extent.numHeads * extent.seqLen;
+  Pair q(dtype, randomValues(qNumel, rng, 2.0));
+  Pair k(dtype, randomValues(kvNumel, rng, 2.0));
+  Pair v(dtype, randomValues(kvNumel, rng));
+  Pair out(dtype, qNumel), lse(DType::F32, lseNumel);
+  auto forward = [&](bool onDevice) {
+    return withExtent(AttentionArgs{.q = q.in(onDevice),
+                                    .k = k.in(onDevice),
+                                    .v = v.in(onDevice),
+                                    .out = out.out(onDevice),
+                                    .lse = floats(lse, onDevice)},
+                      extent);
+  };
+  cpu::attention(forward(false));
+  requireRan(cuda::attention(forward(true), nullptr));
+  out.requireMatch(tolerance(dtype, 1e-4));
+  requireLseMatch(lse, tolerance(dtype, 1e-5));
+
+  Pair outIn(dtype, out.host().values()),
+      lseIn(DType::F32, lse.host().values());
+  Pair dout(dtype, randomValues(qNumel, rng));
+  Pair dlse(DType::F32, randomValues(lseNumel, rng));
+  Pair dq(dtype, qNumel), dk(dtype, kvNumel), dv(dtype, kvNumel);
+  auto backward = [&](bool onDevice) {
+    return withExtent(AttentionGradArgs{.q = q.in(onDevice),
+                                        .k = k.in(onDevice),
+                                        .v = v.in(onDevice),
+                                        .out = outIn.in(onDevice),
+                                        .dout = dout.in(onDevice),
+                                        .lse = floats(lseIn, onDevice),
+                                        .dlse = floats(dlse, onDevice),
+                                        .dq = dq.out(onDevice),
+                                        .dk = dk.out(onDevice),
+                                        .dv = dv.out(onDevice)},
+                      extent);
+  };
+  cpu::attentionGrad(backward(false));
+  requireRan(cuda::attentionGrad(backward(true), nullptr));
+  dq.requireMatch(tolerance(dtype, 1e-4));
+  dk.requireMatch(tolerance(dtype, 1e-4));
+  dv.requireMatch(tolerance(dtype, 1e-4));
+}
+
 } // namespace
+
+TEST_CASE("cuda attention on one key block, dlse included, matches the cpu",
+          "[kernels][gpu]") {
+  std::mt19937 rng(51);
+  for (DType dtype : kFloatTypes)
+    for (const BlockShape &s : kShapes) {
+      INFO(dtypeName(dtype) << ", " << s.name());
+      requireBlockMatchesCpu(
+          dtype,
+          AttentionExtent{s.blockLen, s.batch, s.numHeads, s.numKvHeads,
+                          s.headDim, s.blockLen,
+                          RowPositions{s.queryBlock * s.blockLen},
+                          RowPositions{s.keyBlock * s.blockLen}},
+          rng);
+    }
+}
 
 TEST_CASE("cuda attention on balanced blocks masks by global positions like "
           "the cpu",
@@ -189,50 +182,11 @@ TEST_CASE("cuda attention on balanced blocks masks by global positions like "
   for (DType dtype : kFloatTypes)
     for (const BalancedShape &s : kBalancedShapes) {
       INFO(dtypeName(dtype) << ", " << s.name());
-      const AttentionExtent extent{s.rows(),     s.batch,   s.numHeads,
-                                   s.numKvHeads, s.headDim, s.rows(),
-                                   s.queries(),  s.keys()};
-      Pair q(dtype, randomValues(s.qNumel(), rng, 2.0));
-      Pair k(dtype, randomValues(s.kvNumel(), rng, 2.0));
-      Pair v(dtype, randomValues(s.kvNumel(), rng));
-      Pair out(dtype, s.qNumel()), lse(DType::F32, s.lseNumel());
-      auto forward = [&](bool onDevice) {
-        return withExtent(AttentionArgs{.q = q.in(onDevice),
-                                        .k = k.in(onDevice),
-                                        .v = v.in(onDevice),
-                                        .out = out.out(onDevice),
-                                        .lse = floats(lse, onDevice)},
-                          extent);
-      };
-      cpu::attention(forward(false));
-      requireRan(cuda::attention(forward(true), nullptr));
-      out.requireMatch(tolerance(dtype, 1e-4));
-      requireLseMatch(lse, tolerance(dtype, 1e-5));
-
-      Pair outIn(dtype, out.host().values()),
-          lseIn(DType::F32, lse.host().values());
-      Pair dout(dtype, randomValues(s.qNumel(), rng));
-      Pair dlse(DType::F32, randomValues(s.lseNumel(), rng));
-      Pair dq(dtype, s.qNumel()), dk(dtype, s.kvNumel()),
-          dv(dtype, s.kvNumel());
-      auto backward = [&](bool onDevice) {
-        return withExtent(AttentionGradArgs{.q = q.in(onDevice),
-                                            .k = k.in(onDevice),
-                                            .v = v.in(onDevice),
-                                            .out = outIn.in(onDevice),
-                                            .dout = dout.in(onDevice),
-                                            .lse = floats(lseIn, onDevice),
-                                            .dlse = floats(dlse, onDevice),
-                                            .dq = dq.out(onDevice),
-                                            .dk = dk.out(onDevice),
-                                            .dv = dv.out(onDevice)},
-                          extent);
-      };
-      cpu::attentionGrad(backward(false));
-      requireRan(cuda::attentionGrad(backward(true), nullptr));
-      dq.requireMatch(tolerance(dtype, 1e-4));
-      dk.requireMatch(tolerance(dtype, 1e-4));
-      dv.requireMatch(tolerance(dtype, 1e-4));
+      requireBlockMatchesCpu(dtype,
+                             AttentionExtent{s.rows(), s.batch, s.numHeads,
+                                             s.numKvHeads, s.headDim, s.rows(),
+                                             s.queries(), s.keys()},
+                             rng);
     }
 }
 
