@@ -79,29 +79,8 @@ void requireProductionParity(const CpLayout &c, bool scatteredLabels) {
   TrainedRun dense =
       trainOnRandomTokens(compilePlan(c.model, PipelineOptions{}, false),
                           kSteps, 7, 11, scatteredLabels);
-  for (int step = 0; step < kSteps; ++step) {
-    INFO("step " << step << ": " << sharded.losses[step] << " vs "
-                 << dense.losses[step]);
-    REQUIRE(std::abs(sharded.losses[step] - dense.losses[step]) <=
-            1e-5 * std::abs(dense.losses[step]));
-  }
-  REQUIRE(sharded.params.tensors.size() == dense.params.tensors.size());
-  for (const plan::NamedTensor &reference : dense.params.tensors) {
-    const plan::NamedTensor *tensor = sharded.params.find(reference.name);
-    REQUIRE(tensor);
-    std::vector<double> want = valuesOf(reference);
-    std::vector<double> have = valuesOf(*tensor);
-    REQUIRE(have.size() >= want.size()); // a padded vocabulary adds rows
-    have.resize(want.size());
-    double meanError = 0, meanDense = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      meanError += std::abs(have[i] - want[i]) / want.size();
-      meanDense += std::abs(want[i]) / want.size();
-    }
-    INFO(reference.name << ": mean |error| " << meanError << ", mean |dense| "
-                        << meanDense);
-    REQUIRE(meanError <= 1e-4 * meanDense);
-  }
+  requireLossesMatch(sharded, dense);
+  requireParamsMatchByMean(sharded, dense);
 }
 
 void requireBoth(const CpLayout &c) {

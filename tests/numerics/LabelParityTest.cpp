@@ -48,12 +48,7 @@ void requireLabelParity(const Layout &layout, const TrainedRun &dense,
                    << " microbatches");
   TrainedRun run =
       train(compileTinyBatch(kBatch, layout.microbatches, pipeline));
-  for (int step = 0; step < kSteps; ++step) {
-    INFO("step " << step << ": " << run.losses[step] << " vs "
-                 << dense.losses[step]);
-    REQUIRE(std::abs(run.losses[step] - dense.losses[step]) <=
-            1e-5 * std::abs(dense.losses[step]));
-  }
+  requireLossesMatch(run, dense);
   if (!production)
     REQUIRE(
         compareTensors(run.firstOutputs, dense.firstOutputs, "grad:", 1e-5) ==

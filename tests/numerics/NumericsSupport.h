@@ -2,6 +2,7 @@
 // defines: compilePlan, compileEdited, compileTinyBatch, makeRuntime,
 //          maxAbsError, maxAbs, relativeL2, fixturePath, valuesOf,
 //          compareTensors, TrainedRun, trainOnRandomTokens,
+//          requireLossesMatch, requireParamsMatchByMean,
 //          requireTrainsLikeDense, requireStageActivationUnits
 //
 // The numerics tests compile a model file in-process (the same driver as
@@ -88,6 +89,17 @@ struct TrainedRun {
 TrainedRun trainOnRandomTokens(const plan::Plan &plan, int steps,
                                uint64_t paramSeed, uint32_t dataSeed,
                                bool scatteredLabels = false);
+
+/// Every step's loss of `run` within 1e-5 relative of `dense`'s: fp32 sums
+/// in another order move the loss by a few ulps a step.
+void requireLossesMatch(const TrainedRun &run, const TrainedRun &dense);
+
+/// Every parameter of `dense` after the last step against `run`'s, by the
+/// mean (as executor/Validation: Adam's first steps move an element with a
+/// near-zero gradient by up to 2 lr on fp32 noise alone): mean |error| at
+/// most 1e-4 of mean |dense|. A padded vocabulary adds rows after the dense
+/// ones that are never read; only the dense prefix is compared.
+void requireParamsMatchByMean(const TrainedRun &run, const TrainedRun &dense);
 
 /// What a sharded layout's parity test asks of its run against the dense
 /// one from the same weights and data: every gradient after the first step

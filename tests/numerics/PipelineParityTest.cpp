@@ -174,12 +174,7 @@ TEST_CASE("production pp plans train like the dense model",
     TrainedRun piped = trainOnRandomTokens(compileTiny(3, 4, layout), 4, 7, 11);
     TrainedRun dense =
         trainOnRandomTokens(compileTiny(3, 1, PipelineOptions{}), 4, 7, 11);
-    for (int step = 0; step < 4; ++step) {
-      INFO("step " << step << ": " << piped.losses[step] << " vs "
-                   << dense.losses[step]);
-      REQUIRE(std::abs(piped.losses[step] - dense.losses[step]) <=
-              1e-5 * std::abs(dense.losses[step]));
-    }
+    requireLossesMatch(piped, dense);
     REQUIRE(compareTensors(piped.params, dense.params, "", 2e-3) ==
             static_cast<int>(dense.params.tensors.size()));
   }

@@ -42,34 +42,8 @@ void requireProductionParity(const std::string &model, const std::string &mode,
              << cpSize);
   TrainedRun sharded = train(compilePlan(model, layout, /*emitLogits=*/false));
   TrainedRun dense = train(compilePlan(model, PipelineOptions{}, false));
-  for (int step = 0; step < kSteps; ++step) {
-    INFO("step " << step << ": " << sharded.losses[step] << " vs "
-                 << dense.losses[step]);
-    // fp32 sums in another order: a few ulps of the loss per step.
-    REQUIRE(std::abs(sharded.losses[step] - dense.losses[step]) <=
-            1e-5 * std::abs(dense.losses[step]));
-  }
-  REQUIRE(sharded.params.tensors.size() == dense.params.tensors.size());
-  for (const plan::NamedTensor &reference : dense.params.tensors) {
-    const plan::NamedTensor *tensor = sharded.params.find(reference.name);
-    REQUIRE(tensor);
-    std::vector<double> want = valuesOf(reference);
-    // A padded vocabulary adds rows after the dense ones; they are never
-    // read, so only the dense prefix is compared.
-    std::vector<double> have = valuesOf(*tensor);
-    REQUIRE(have.size() >= want.size());
-    have.resize(want.size());
-    double meanError = 0, meanDense = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      meanError += std::abs(have[i] - want[i]) / want.size();
-      meanDense += std::abs(want[i]) / want.size();
-    }
-    INFO(reference.name << ": mean |error| " << meanError << ", mean |dense| "
-                        << meanDense);
-    // As executor/Validation: the mean, since Adam's first steps move a
-    // near-zero gradient's element by up to 2 lr on fp32 noise alone.
-    REQUIRE(meanError <= 1e-4 * meanDense);
-  }
+  requireLossesMatch(sharded, dense);
+  requireParamsMatchByMean(sharded, dense);
 }
 
 } // namespace
