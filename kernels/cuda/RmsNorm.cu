@@ -52,7 +52,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <string>
 
 namespace sharc::kernels::cuda {

@@ -29,7 +29,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <string>
 
 namespace sharc::kernels::cuda {
