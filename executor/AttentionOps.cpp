@@ -166,22 +166,11 @@ Result<Launch> bindRmsNormRopeGrad(const OpCall &c, const OpEnv &env) {
       SHARC_KERNELS_WITH_SCRATCH(rmsNormRopeGrad));
 }
 
-/// q's sizes, the KV heads, and the keys' sequence length and the global
-/// positions of q's rows (kernels/Attention.h).
-struct AttentionSizes {
-  HeadSizes q;
-  int64_t numKvHeads, kvSeqLen;
-  kernels::RowPositions queries;
-
-  /// The keys start at position 0 (all of them, in order).
-  kernels::AttentionExtent extent() const {
-    return {q.seqLen,  q.batch,  q.numHeads, numKvHeads,
-            q.headDim, kvSeqLen, queries,    {}};
-  }
-};
-
-/// Checks q, k, v (operands 0..2) and returns their sizes.
-Result<AttentionSizes> attentionSizes(const OpCall &c, const OpEnv &env) {
+/// Checks q, k, v (operands 0..2) and returns their sizes and the global
+/// positions of q's rows; the keys start at position 0 (all of them, in
+/// order).
+Result<kernels::AttentionExtent> attentionSizes(const OpCall &c,
+                                                const OpEnv &env) {
   const TensorRef &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
   auto qs = headSizes(q, *c.instr, "q");
   if (!qs)
@@ -206,7 +195,13 @@ Result<AttentionSizes> attentionSizes(const OpCall &c, const OpEnv &env) {
     return Status::invalidInput(std::to_string(ks->numHeads) +
                                 " kv heads do not divide " +
                                 std::to_string(qs->numHeads) + " query heads");
-  return AttentionSizes{*qs, ks->numHeads, ks->seqLen, queries};
+  return kernels::AttentionExtent{.seqLen = qs->seqLen,
+                                  .batch = qs->batch,
+                                  .numHeads = qs->numHeads,
+                                  .numKvHeads = ks->numHeads,
+                                  .headDim = qs->headDim,
+                                  .kvSeqLen = ks->seqLen,
+                                  .queries = queries};
 }
 
 /// The stream's attention engine when it prepares this shape, else the
@@ -257,7 +252,7 @@ Result<Launch> launchAttention(
   });
 }
 
-Status lseShape(const TensorRef &lse, const HeadSizes &s) {
+Status lseShape(const TensorRef &lse, const kernels::AttentionExtent &s) {
   SHARC_TRY(dtypeIs(lse, DType::F32, "lse"));
   return numelIs(lse, s.batch * s.numHeads * s.seqLen, "lse");
 }
@@ -266,11 +261,10 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
   auto sizes = attentionSizes(c, env);
   if (!sizes)
     return sizes.status();
-  const HeadSizes &s = sizes->q;
   const TensorRef &out = c.results[0], &lse = c.results[1];
   SHARC_TRY(isFloat(out, "out"));
   SHARC_TRY(sameShape(out, c.operands[0], "out"));
-  SHARC_TRY(lseShape(lse, s));
+  SHARC_TRY(lseShape(lse, *sizes));
   return launchAttention(
       c, env,
       kernels::withExtent(
@@ -280,7 +274,7 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
                                  .out = out.view(),
                                  .lse = static_cast<float *>(lse.data),
                                  .vPitch = c.operands[2].buffer->rowStride},
-          sizes->extent()),
+          *sizes),
       /*workspace=*/nullptr, SHARC_KERNELS(attention));
 }
 
@@ -288,13 +282,12 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
   auto sizes = attentionSizes(c, env);
   if (!sizes)
     return sizes.status();
-  const HeadSizes &s = sizes->q;
   const TensorRef &q = c.operands[0], &k = c.operands[1];
   const TensorRef &out = c.operands[3], &lse = c.operands[4],
                   &dout = c.operands[5];
   SHARC_TRY(isFloat(out, "out"));
   SHARC_TRY(sameShape(out, q, "out"));
-  SHARC_TRY(lseShape(lse, s));
+  SHARC_TRY(lseShape(lse, *sizes));
   SHARC_TRY(isFloat(dout, "dout"));
   SHARC_TRY(sameShape(dout, q, "dout"));
   const TensorRef &dq = c.results[0], &dk = c.results[1], &dv = c.results[2];
@@ -318,7 +311,7 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
                                  .dv = dv.view(),
                                  .vPitch = c.operands[2].buffer->rowStride,
                                  .dvPitch = dv.buffer->rowStride},
-                             sizes->extent()),
+                             *sizes),
                          workspace, SHARC_KERNELS(attentionGrad));
 }
 

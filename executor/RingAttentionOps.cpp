@@ -107,19 +107,13 @@ Result<Launch> bindRingShift(const OpCall &c, const OpEnv &env) {
   return inSequence(std::move(parts));
 }
 
-/// Sizes of a ring block: q [S, B, Hq*D], k and v [Sk, B, Hkv*D], and where
+/// Sizes of a ring block (q [S, B, Hq*D], k and v [Sk, B, Hkv*D]) and where
 /// its queries and keys sit in the sequence (one run each on the
 /// contiguous split, two on the balanced one); `masked` when no query sees
 /// a key (the block is later than every query, or none arrived).
 struct BlockSizes {
-  int64_t seqLen, batch, numHeads, numKvHeads, headDim, kvSeqLen;
-  kernels::RowPositions queries, keys;
+  kernels::AttentionExtent extent;
   bool masked;
-
-  kernels::AttentionExtent extent() const {
-    return {seqLen,  batch,    numHeads, numKvHeads,
-            headDim, kvSeqLen, queries,  keys};
-  }
 };
 
 Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
@@ -135,21 +129,18 @@ Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
           " is not a multiple of head_dim " + std::to_string(headDim));
   }
   SHARC_TRY(sameShape(v, k, "v"));
-  BlockSizes s{q.shape()[0],
-               q.shape()[1],
-               q.shape()[2] / headDim,
-               k.shape()[2] / headDim,
-               headDim,
-               k.shape()[0],
-               {},
-               {},
-               false};
-  if (k.shape()[1] != s.batch)
+  kernels::AttentionExtent e{.seqLen = q.shape()[0],
+                             .batch = q.shape()[1],
+                             .numHeads = q.shape()[2] / headDim,
+                             .numKvHeads = k.shape()[2] / headDim,
+                             .headDim = headDim,
+                             .kvSeqLen = k.shape()[0]};
+  if (k.shape()[1] != e.batch)
     return Status::invalidInput("k's batch differs from q's");
-  if (s.numKvHeads == 0 || s.numHeads % s.numKvHeads != 0)
-    return Status::invalidInput(std::to_string(s.numKvHeads) +
+  if (e.numKvHeads == 0 || e.numHeads % e.numKvHeads != 0)
+    return Status::invalidInput(std::to_string(e.numKvHeads) +
                                 " kv heads do not divide " +
-                                std::to_string(s.numHeads) + " query heads");
+                                std::to_string(e.numHeads) + " query heads");
   std::string axis = c.instr->getString("position_axis");
   int64_t coord = env.coord(axis), size = env.axisSize(axis);
   int64_t keyBlock = coord - c.instr->getInt("kv_shift", 0);
@@ -158,22 +149,23 @@ Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
                    : kernels::SequenceSplit::Contiguous;
   if (split == kernels::SequenceSplit::Balanced) {
     // The full ring: step s holds the block of rank coord - s mod size.
-    if (size > 1 && (s.seqLen % 2 != 0 || s.kvSeqLen % 2 != 0))
+    if (size > 1 && (e.seqLen % 2 != 0 || e.kvSeqLen % 2 != 0))
       return Status::invalidInput(
           "the balanced split needs even q and k blocks (two chunks), got " +
-          std::to_string(s.seqLen) + " and " + std::to_string(s.kvSeqLen));
+          std::to_string(e.seqLen) + " and " + std::to_string(e.kvSeqLen));
     keyBlock = (keyBlock % size + size) % size;
   }
-  s.queries = kernels::rowPositions(split, coord, size, s.seqLen);
-  s.keys = kernels::rowPositions(split, keyBlock, size, s.kvSeqLen);
-  s.masked = keyBlock < 0 || s.seqLen == 0 ||
-             s.keys.at(0) > s.queries.at(s.seqLen - 1);
-  return s;
+  e.queries = kernels::rowPositions(split, coord, size, e.seqLen);
+  e.keys = kernels::rowPositions(split, keyBlock, size, e.kvSeqLen);
+  bool masked = keyBlock < 0 || e.seqLen == 0 ||
+                e.keys.at(0) > e.queries.at(e.seqLen - 1);
+  return BlockSizes{e, masked};
 }
 
-Status lseIs(const TensorRef &lse, const BlockSizes &s, const char *role) {
+Status lseIs(const TensorRef &lse, const kernels::AttentionExtent &e,
+             const char *role) {
   SHARC_TRY(dtypeIs(lse, DType::F32, role));
-  return numelIs(lse, s.batch * s.numHeads * s.seqLen, role);
+  return numelIs(lse, e.batch * e.numHeads * e.seqLen, role);
 }
 
 Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
@@ -183,7 +175,7 @@ Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
   const TensorRef &out = c.results[0], &lse = c.results[1];
   SHARC_TRY(isFloat(out, "out"));
   SHARC_TRY(sameShape(out, c.operands[0], "out"));
-  SHARC_TRY(lseIs(lse, *s, "lse"));
+  SHARC_TRY(lseIs(lse, s->extent, "lse"));
   if (s->masked)
     return inSequence({fillLaunch(env, out, 0.0),
                        fillLaunch(env, lse, kernels::kEmptyRowLse)});
@@ -195,7 +187,7 @@ Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
                                  .v = c.operands[2].cview(),
                                  .out = out.view(),
                                  .lse = static_cast<float *>(lse.data)},
-          s->extent()),
+          s->extent),
       SHARC_KERNELS(attention));
 }
 
@@ -210,8 +202,8 @@ Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
     SHARC_TRY(isFloat(*ref, role));
     SHARC_TRY(sameShape(*ref, q, role));
   }
-  SHARC_TRY(lseIs(lse, *s, "lse"));
-  SHARC_TRY(lseIs(dlse, *s, "dlse"));
+  SHARC_TRY(lseIs(lse, s->extent, "lse"));
+  SHARC_TRY(lseIs(dlse, s->extent, "dlse"));
   const TensorRef &dq = c.results[0], &dk = c.results[1], &dv = c.results[2];
   for (auto [ref, like, role] :
        {std::tuple{&dq, &q, "dq"}, {&dk, &k, "dk"}, {&dv, &k, "dv"}}) {
@@ -234,7 +226,7 @@ Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
                               .dq = dq.view(),
                               .dk = dk.view(),
                               .dv = dv.view()},
-                          s->extent()),
+                          s->extent),
                       SHARC_KERNELS(attentionGrad));
 }
 
