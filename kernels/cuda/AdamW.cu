@@ -79,60 +79,80 @@ __device__ __forceinline__ float gradScaleOf(const AdamWViews &views) {
   return scale < 1.0f ? scale : 1.0f;
 }
 
+/// What a kernel knows of its tensors' storage when it is compiled: only what
+/// the views say at run time, or that param, m, v and the gradient are all
+/// bf16 with no master (pure bf16 training). The update is bound by its
+/// instruction issue (the correctly rounded divisions and square root), so
+/// the per-element dtype tests of the first are worth compiling away.
+enum class Storage { FromViews, AllBf16 };
+
+template <Storage S> __device__ __forceinline__ DType storageOf(DType dtype) {
+  return S == Storage::AllBf16 ? DType::BF16 : dtype;
+}
+
+template <Storage S>
+__device__ __forceinline__ void *masterOf(const AdamWViews &views) {
+  return S == Storage::AllBf16 ? nullptr : views.master;
+}
+
 /// Elements [i, i + N) of an update's four inputs, as float.
 template <int N> struct UpdateInputs {
   float grads[N], params[N], ms[N], vs[N];
 };
 
-template <int N>
+template <Storage S, int N>
 __device__ __forceinline__ void loadInputs(const AdamWViews &views, int64_t i,
                                            UpdateInputs<N> &in) {
   // bf16-mixed: the update is the master's; param only receives it.
-  const void *weights = views.master ? views.master : views.param;
-  DType weightsType = views.master ? views.masterType : views.paramType;
-  loadN(ConstTensorView{views.grad, views.gradType}, i, in.grads);
-  loadN(ConstTensorView{weights, weightsType}, i, in.params);
-  loadN(ConstTensorView{views.m, views.mType}, i, in.ms);
-  loadN(ConstTensorView{views.v, views.vType}, i, in.vs);
+  const void *master = masterOf<S>(views);
+  const void *weights = master ? master : views.param;
+  DType weightsType = master ? views.masterType : views.paramType;
+  loadN(ConstTensorView{views.grad, storageOf<S>(views.gradType)}, i, in.grads);
+  loadN(ConstTensorView{weights, storageOf<S>(weightsType)}, i, in.params);
+  loadN(ConstTensorView{views.m, storageOf<S>(views.mType)}, i, in.ms);
+  loadN(ConstTensorView{views.v, storageOf<S>(views.vType)}, i, in.vs);
 }
 
-template <int N>
+template <Storage S, int N>
 __device__ __forceinline__ void
 updateAndStore(const AdamWViews &views, const AdamWScalars &s, float gradScale,
                int64_t i, UpdateInputs<N> &in) {
-  DType weightsType = views.master ? views.masterType : views.paramType;
+  void *master = masterOf<S>(views);
+  DType weightsType = storageOf<S>(master ? views.masterType : views.paramType);
+  DType mType = storageOf<S>(views.mType), vType = storageOf<S>(views.vType);
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     float grad = __fmul_rn(in.grads[k], gradScale);
     float param = roundTo(weightsType, __fmul_rn(in.params[k], s.decay));
-    float m = roundTo(views.mType, __fadd_rn(__fmul_rn(s.beta1, in.ms[k]),
-                                             __fmul_rn(s.oneMinusBeta1, grad)));
+    float m = roundTo(mType, __fadd_rn(__fmul_rn(s.beta1, in.ms[k]),
+                                       __fmul_rn(s.oneMinusBeta1, grad)));
     float gradSquared = __fmul_rn(__fmul_rn(s.oneMinusBeta2, grad), grad);
-    float v = roundTo(views.vType,
-                      __fadd_rn(__fmul_rn(s.beta2, in.vs[k]), gradSquared));
+    float v =
+        roundTo(vType, __fadd_rn(__fmul_rn(s.beta2, in.vs[k]), gradSquared));
     float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.bc2Sqrt), s.eps);
     in.params[k] = __fsub_rn(param, __fdiv_rn(__fmul_rn(s.stepSize, m), denom));
     in.ms[k] = m;
     in.vs[k] = v;
   }
-  if (views.master)
-    storeN(TensorView{views.master, views.masterType}, i, in.params);
-  storeN(TensorView{views.param, views.paramType}, i, in.params);
-  storeN(TensorView{views.m, views.mType}, i, in.ms);
-  storeN(TensorView{views.v, views.vType}, i, in.vs);
+  if (master)
+    storeN(TensorView{master, views.masterType}, i, in.params);
+  storeN(TensorView{views.param, storageOf<S>(views.paramType)}, i, in.params);
+  storeN(TensorView{views.m, mType}, i, in.ms);
+  storeN(TensorView{views.v, vType}, i, in.vs);
 }
 
-template <int N>
+template <Storage S, int N>
 __device__ __forceinline__ void updateElements(const AdamWViews &views,
                                                const AdamWScalars &s,
                                                float gradScale, int64_t i) {
   UpdateInputs<N> in;
-  loadInputs(views, i, in);
-  updateAndStore(views, s, gradScale, i, in);
+  loadInputs<S>(views, i, in);
+  updateAndStore<S>(views, s, gradScale, i, in);
 }
 
 /// `deviceScalars`, where given, replaces `scalars` (a graph replay's
 /// step).
+template <Storage S>
 __global__ void adamwKernel(AdamWViews views, AdamWScalars scalars,
                             const AdamWScalars *deviceScalars, int64_t numel,
                             int64_t vectorEnd) {
@@ -142,9 +162,9 @@ __global__ void adamwKernel(AdamWViews views, AdamWScalars scalars,
   int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = first * kVec; i < vectorEnd; i += stride * kVec)
-    updateElements<kVec>(views, scalars, gradScale, i);
+    updateElements<S, kVec>(views, scalars, gradScale, i);
   for (int64_t i = vectorEnd + first; i < numel; i += stride)
-    updateElements<1>(views, scalars, gradScale, i);
+    updateElements<S, 1>(views, scalars, gradScale, i);
 }
 
 bool isVectorAligned(const void *data, DType dtype) {
@@ -158,6 +178,13 @@ bool allVectorAligned(const AdamWArgs &a) {
          isVectorAligned(a.v.data, a.v.dtype) &&
          isVectorAligned(a.grad.data, a.grad.dtype) &&
          (!a.master.data || isVectorAligned(a.master.data, a.master.dtype));
+}
+
+/// Whether the update is pure bf16 (Storage::AllBf16).
+bool isAllBf16(const AdamWArgs &a) {
+  return a.param.dtype == DType::BF16 && a.m.dtype == DType::BF16 &&
+         a.v.dtype == DType::BF16 && a.grad.dtype == DType::BF16 &&
+         !a.master.data;
 }
 
 /// The storage types the kernels take: f32 or bf16, and an f32 master.
@@ -197,6 +224,7 @@ struct GroupChunk {
   int64_t begin, end;
 };
 
+template <Storage S>
 __global__ void __launch_bounds__(kThreads, 4)
     adamwGroupKernel(const GroupTensor *tensors, const GroupChunk *chunks,
                      const char *stepConstants) {
@@ -214,15 +242,15 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u)
       if (i + u * kStep < vectorEnd)
-        loadInputs(views, i + u * kStep, in[u]);
+        loadInputs<S>(views, i + u * kStep, in[u]);
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u)
       if (i + u * kStep < vectorEnd)
-        updateAndStore(views, scalars, gradScale, i + u * kStep, in[u]);
+        updateAndStore<S>(views, scalars, gradScale, i + u * kStep, in[u]);
   }
   for (int64_t i = std::max(chunk.begin, tensor.vectorEnd) + threadIdx.x;
        i < chunk.end; i += kThreads)
-    updateElements<1>(views, scalars, gradScale, i);
+    updateElements<S, 1>(views, scalars, gradScale, i);
 }
 
 } // namespace
@@ -231,6 +259,7 @@ struct AdamWGroup::Tables {
   GroupTensor *tensors = nullptr;
   GroupChunk *chunks = nullptr;
   int64_t numChunks = 0;
+  bool allBf16 = true; ///< every member pure bf16: Storage::AllBf16
   ~Tables() {
     cudaFree(tensors);
     cudaFree(chunks);
@@ -246,9 +275,11 @@ AdamWGroup::create(const std::vector<AdamWArgs> &members,
     return Status::invalidInput("adamw group: one scalars offset per tensor");
   std::vector<GroupTensor> tensors;
   std::vector<GroupChunk> chunks;
+  bool allBf16 = true;
   for (size_t t = 0; t < members.size(); ++t) {
     const AdamWArgs &a = members[t];
     SHARC_TRY(checkTypes(a, "adamw group"));
+    allBf16 = allBf16 && isAllBf16(a);
     bool aligned = allVectorAligned(a);
     tensors.push_back({viewsOf(a), a.numel, aligned ? a.numel / kVec * kVec : 0,
                        scalarsOffsets[t]});
@@ -260,6 +291,7 @@ AdamWGroup::create(const std::vector<AdamWArgs> &members,
   group->tables_ = std::make_unique<Tables>();
   Tables &tables = *group->tables_;
   tables.numChunks = static_cast<int64_t>(chunks.size());
+  tables.allBf16 = allBf16;
   if (chunks.empty())
     return Result<std::unique_ptr<AdamWGroup>>(std::move(group));
   SHARC_CUDA(cudaMalloc(&tables.tensors, tensors.size() * sizeof(GroupTensor)));
@@ -278,9 +310,11 @@ Status AdamWGroup::run(const void *stepConstants, DeviceStream stream) const {
     return Status::ok();
   if (!stepConstants)
     return Status::invalidInput("adamw group: no step constants");
-  adamwGroupKernel<<<static_cast<unsigned>(tables_->numChunks), kThreads, 0,
-                     stream>>>(tables_->tensors, tables_->chunks,
-                               static_cast<const char *>(stepConstants));
+  auto kernel = tables_->allBf16 ? adamwGroupKernel<Storage::AllBf16>
+                                 : adamwGroupKernel<Storage::FromViews>;
+  kernel<<<static_cast<unsigned>(tables_->numChunks), kThreads, 0, stream>>>(
+      tables_->tensors, tables_->chunks,
+      static_cast<const char *>(stepConstants));
   return launchStatus("adamwGroupKernel");
 }
 
@@ -295,8 +329,10 @@ Status adamw(const AdamWArgs &args, DeviceStream stream) {
   int64_t numThreads = vectorEnd / kVec + (args.numel - vectorEnd);
   auto numBlocks = static_cast<unsigned>(
       std::min(ceilDiv(numThreads, kThreads), kMaxBlocks));
-  adamwKernel<<<numBlocks, kThreads, 0, stream>>>(
-      views, scalars, args.deviceScalars, args.numel, vectorEnd);
+  auto kernel = isAllBf16(args) ? adamwKernel<Storage::AllBf16>
+                                : adamwKernel<Storage::FromViews>;
+  kernel<<<numBlocks, kThreads, 0, stream>>>(views, scalars, args.deviceScalars,
+                                             args.numel, vectorEnd);
   return launchStatus("adamwKernel");
 }
 

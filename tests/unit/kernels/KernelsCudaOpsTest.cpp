@@ -363,34 +363,26 @@ TEST_CASE("cuda adamw equals the cpu's bits in every storage mix", "[gpu]") {
     }
 }
 
-TEST_CASE("a grouped cuda adamw equals the cpu's bits, tensor by tensor",
-          "[gpu]") {
-  if (sharc::kernels::cuda::deviceCount() == 0)
-    std::exit(77);
-  // Sizes below, at and across the kernel's 4096-element chunks and its
-  // batches of vector steps; unaligned tensors (offset 1); both storage types;
-  // each tensor its own step, lr and weight decay, read from a device table of
-  // scalars.
-  struct Member {
-    DType dtype;
-    int64_t numel, offset, step;
-    double lr, weightDecay;
-  };
-  const Member members[] = {{DType::F32, 96, 0, 1, 1e-3, 0.0},
-                            {DType::BF16, 16384, 0, 2, 2e-3, 0.1},
-                            {DType::F32, 40000, 1, 3, 5e-4, 0.01},
-                            {DType::BF16, 50001, 1, 4, 1e-4, 0.1},
-                            {DType::F32, 1, 0, 5, 1e-2, 0.0},
-                            // aligned, ending inside a thread's batch of
-                            // vector steps, then 3 scalar elements
-                            {DType::BF16, 19467, 0, 6, 3e-4, 0.05},
-                            {DType::F32, 70000, 0, 7, 1e-3, 0.01}};
-  std::mt19937 rng(71);
+namespace {
+
+/// One tensor of a grouped AdamW: its storage, size, offset from vector
+/// alignment, and its own step, lr and weight decay (read from a device table
+/// of scalars).
+struct GroupMember {
+  DType dtype;
+  int64_t numel, offset, step;
+  double lr, weightDecay;
+};
+
+/// Updates `members` as one AdamWGroup on the device and each alone on the
+/// cpu, and requires the same bits in every param, m and v.
+void requireGroupMatchesCpu(const std::vector<GroupMember> &members,
+                            std::mt19937 &rng) {
   std::vector<std::unique_ptr<Pair>> tensors; // param, m, v, grad per member
   std::vector<AdamWArgs> hostArgs, deviceArgs;
   std::vector<AdamWStepScalars> scalars;
   std::vector<int64_t> offsets;
-  for (const Member &member : members) {
+  for (const GroupMember &member : members) {
     std::vector<double> vValues = randomValues(member.numel, rng, 0.01);
     for (double &value : vValues)
       value = std::abs(value);
@@ -429,6 +421,37 @@ TEST_CASE("a grouped cuda adamw equals the cpu's bits, tensor by tensor",
   for (size_t i = 0; i < tensors.size(); ++i) {
     INFO("member " << i / 4 << ", tensor " << i % 4);
     tensors[i]->requireMatch(0.0);
+  }
+}
+
+} // namespace
+
+TEST_CASE("a grouped cuda adamw equals the cpu's bits, tensor by tensor",
+          "[gpu]") {
+  if (sharc::kernels::cuda::deviceCount() == 0)
+    std::exit(77);
+  // Sizes below, at and across the kernel's 4096-element chunks and its
+  // batches of vector steps; unaligned tensors (offset 1); both storage types.
+  const std::vector<GroupMember> mixed = {
+      {DType::F32, 96, 0, 1, 1e-3, 0.0},
+      {DType::BF16, 16384, 0, 2, 2e-3, 0.1},
+      {DType::F32, 40000, 1, 3, 5e-4, 0.01},
+      {DType::BF16, 50001, 1, 4, 1e-4, 0.1},
+      {DType::F32, 1, 0, 5, 1e-2, 0.0},
+      // aligned, ending inside a thread's batch of vector steps, then 3
+      // scalar elements
+      {DType::BF16, 19467, 0, 6, 3e-4, 0.05},
+      {DType::F32, 70000, 0, 7, 1e-3, 0.01}};
+  std::mt19937 rng(71);
+  SECTION("f32 and bf16 members") { requireGroupMatchesCpu(mixed, rng); }
+  // Every member pure bf16: the kernel compiled for that storage alone.
+  SECTION("bf16 members") {
+    std::vector<GroupMember> bf16;
+    for (GroupMember member : mixed) {
+      member.dtype = DType::BF16;
+      bf16.push_back(member);
+    }
+    requireGroupMatchesCpu(bf16, rng);
   }
 }
 
