@@ -16,7 +16,7 @@
 // master, numel * (|p| + 2 * (|master| + |m| + |v|) + |g|).
 //
 // AdamWGroup updates many tensors in one launch (adamwGroupKernel): a
-// table of fixed-size chunks, each with its tensor's views, uploaded once,
+// table of the tensors and one of fixed-size chunks, both uploaded once,
 // one block per chunk (a batch of vector steps of each thread, all loaded
 // before any is updated), each tensor's scalars read from the step
 // constants. A model's 91 small updates took 0.76 ms as separate launches
@@ -208,42 +208,47 @@ constexpr int kStepsInFlight = 2;
 /// 111-118 us (32% of DRAM throughput, 2 blocks an SM for registers); a chunk
 /// of one batch of 1, 2 or 4 steps at 4 blocks an SM, 86-91, 75-79 and 100-103
 /// us. The kernel is then bound by its correctly rounded divisions and square
-/// roots (67% of SM throughput), which keep the cpu's bits. Loops of 2, 4 and
-/// 8 batches a block (sixteenth session, MiniMind batch 2, traced): the
-/// step's updates 443.8, 462.1 and 485.3 us against 444.8 for one.
+/// roots (67% of SM throughput), which keep the cpu's bits.
 constexpr int64_t kChunkElements = int64_t(kThreads) * kVec * kStepsInFlight;
 
-/// Block b updates chunk b: elements [begin, end) of one tensor (vector
-/// steps up to vectorEnd), with that tensor's scalars at scalarsOffset in
-/// the step constants. The views are the chunk's own copy, so a block's data
-/// loads wait on one table read, not on two dependent ones.
-struct GroupChunk {
+/// One tensor of a group, as the device reads it.
+struct GroupTensor {
   AdamWViews views;
-  int64_t begin, end, vectorEnd, scalarsOffset;
+  int64_t numel, vectorEnd, scalarsOffset;
+};
+
+/// Block b updates chunk b: elements [begin, end) of one tensor, with that
+/// tensor's scalars from the step constants.
+struct GroupChunk {
+  int32_t tensor;
+  int64_t begin, end;
 };
 
 template <Storage S>
 __global__ void __launch_bounds__(kThreads, 4)
-    adamwGroupKernel(const GroupChunk *chunks, const char *stepConstants) {
-  const GroupChunk chunk = chunks[blockIdx.x];
-  const AdamWViews &views = chunk.views;
+    adamwGroupKernel(const GroupTensor *tensors, const GroupChunk *chunks,
+                     const char *stepConstants) {
+  GroupChunk chunk = chunks[blockIdx.x];
+  const GroupTensor &tensor = tensors[chunk.tensor];
+  AdamWViews views = tensor.views;
   AdamWScalars scalars = *reinterpret_cast<const AdamWScalars *>(
-      stepConstants + chunk.scalarsOffset);
+      stepConstants + tensor.scalarsOffset);
   float gradScale = gradScaleOf(views);
+  int64_t vectorEnd = std::min(chunk.end, tensor.vectorEnd);
   constexpr int64_t kStep = int64_t(kThreads) * kVec;
-  for (int64_t i = chunk.begin + threadIdx.x * kVec; i < chunk.vectorEnd;
+  for (int64_t i = chunk.begin + threadIdx.x * kVec; i < vectorEnd;
        i += kStep * kStepsInFlight) {
     UpdateInputs<kVec> in[kStepsInFlight];
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u)
-      if (i + u * kStep < chunk.vectorEnd)
+      if (i + u * kStep < vectorEnd)
         loadInputs<S>(views, i + u * kStep, in[u]);
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u)
-      if (i + u * kStep < chunk.vectorEnd)
+      if (i + u * kStep < vectorEnd)
         updateAndStore<S>(views, scalars, gradScale, i + u * kStep, in[u]);
   }
-  for (int64_t i = std::max(chunk.begin, chunk.vectorEnd) + threadIdx.x;
+  for (int64_t i = std::max(chunk.begin, tensor.vectorEnd) + threadIdx.x;
        i < chunk.end; i += kThreads)
     updateElements<S, 1>(views, scalars, gradScale, i);
 }
@@ -251,10 +256,14 @@ __global__ void __launch_bounds__(kThreads, 4)
 } // namespace
 
 struct AdamWGroup::Tables {
+  GroupTensor *tensors = nullptr;
   GroupChunk *chunks = nullptr;
   int64_t numChunks = 0;
   bool allBf16 = true; ///< every member pure bf16: Storage::AllBf16
-  ~Tables() { cudaFree(chunks); }
+  ~Tables() {
+    cudaFree(tensors);
+    cudaFree(chunks);
+  }
 };
 
 AdamWGroup::~AdamWGroup() = default;
@@ -264,18 +273,19 @@ AdamWGroup::create(const std::vector<AdamWArgs> &members,
                    const std::vector<int64_t> &scalarsOffsets) {
   if (members.size() != scalarsOffsets.size())
     return Status::invalidInput("adamw group: one scalars offset per tensor");
+  std::vector<GroupTensor> tensors;
   std::vector<GroupChunk> chunks;
   bool allBf16 = true;
   for (size_t t = 0; t < members.size(); ++t) {
     const AdamWArgs &a = members[t];
     SHARC_TRY(checkTypes(a, "adamw group"));
     allBf16 = allBf16 && isAllBf16(a);
-    int64_t vectorEnd = allVectorAligned(a) ? a.numel / kVec * kVec : 0;
-    for (int64_t begin = 0; begin < a.numel; begin += kChunkElements) {
-      int64_t end = std::min(a.numel, begin + kChunkElements);
-      chunks.push_back({viewsOf(a), begin, end, std::min(end, vectorEnd),
-                        scalarsOffsets[t]});
-    }
+    bool aligned = allVectorAligned(a);
+    tensors.push_back({viewsOf(a), a.numel, aligned ? a.numel / kVec * kVec : 0,
+                       scalarsOffsets[t]});
+    for (int64_t begin = 0; begin < a.numel; begin += kChunkElements)
+      chunks.push_back({static_cast<int32_t>(t), begin,
+                        std::min(a.numel, begin + kChunkElements)});
   }
   std::unique_ptr<AdamWGroup> group(new AdamWGroup());
   group->tables_ = std::make_unique<Tables>();
@@ -284,7 +294,11 @@ AdamWGroup::create(const std::vector<AdamWArgs> &members,
   tables.allBf16 = allBf16;
   if (chunks.empty())
     return Result<std::unique_ptr<AdamWGroup>>(std::move(group));
+  SHARC_CUDA(cudaMalloc(&tables.tensors, tensors.size() * sizeof(GroupTensor)));
   SHARC_CUDA(cudaMalloc(&tables.chunks, chunks.size() * sizeof(GroupChunk)));
+  SHARC_CUDA(cudaMemcpy(tables.tensors, tensors.data(),
+                        tensors.size() * sizeof(GroupTensor),
+                        cudaMemcpyHostToDevice));
   SHARC_CUDA(cudaMemcpy(tables.chunks, chunks.data(),
                         chunks.size() * sizeof(GroupChunk),
                         cudaMemcpyHostToDevice));
@@ -299,7 +313,8 @@ Status AdamWGroup::run(const void *stepConstants, DeviceStream stream) const {
   auto kernel = tables_->allBf16 ? adamwGroupKernel<Storage::AllBf16>
                                  : adamwGroupKernel<Storage::FromViews>;
   kernel<<<static_cast<unsigned>(tables_->numChunks), kThreads, 0, stream>>>(
-      tables_->chunks, static_cast<const char *>(stepConstants));
+      tables_->tensors, tables_->chunks,
+      static_cast<const char *>(stepConstants));
   return launchStatus("adamwGroupKernel");
 }
 
