@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "executor/AttentionViews.h"
 #include "executor/OpTable.h"
 
 #include "kernels/Attention.h"
@@ -252,11 +253,6 @@ Result<Launch> launchAttention(
   });
 }
 
-Status lseShape(const TensorRef &lse, const kernels::AttentionExtent &s) {
-  SHARC_TRY(dtypeIs(lse, DType::F32, "lse"));
-  return numelIs(lse, s.batch * s.numHeads * s.seqLen, "lse");
-}
-
 Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
   auto sizes = attentionSizes(c, env);
   if (!sizes)
@@ -264,7 +260,7 @@ Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
   const TensorRef &out = c.results[0], &lse = c.results[1];
   SHARC_TRY(isFloat(out, "out"));
   SHARC_TRY(sameShape(out, c.operands[0], "out"));
-  SHARC_TRY(lseShape(lse, *sizes));
+  SHARC_TRY(lseMatches(lse, *sizes, "lse"));
   return launchAttention(
       c, env,
       kernels::withExtent(
@@ -282,25 +278,42 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
   auto sizes = attentionSizes(c, env);
   if (!sizes)
     return sizes.status();
+  auto args = attentionGradArgs(c, *sizes);
+  if (!args)
+    return args.status();
+  args->vPitch = c.operands[2].buffer->rowStride;
+  args->dvPitch = c.results[2].buffer->rowStride;
+  const TensorRef *workspace = c.results.size() > 3 ? &c.results[3] : nullptr;
+  return launchAttention(c, env, *args, workspace,
+                         SHARC_KERNELS(attentionGrad));
+}
+
+} // namespace
+
+Status lseMatches(const TensorRef &lse, const kernels::AttentionExtent &extent,
+                  const char *role) {
+  SHARC_TRY(dtypeIs(lse, DType::F32, role));
+  return numelIs(lse, extent.batch * extent.numHeads * extent.seqLen, role);
+}
+
+Result<kernels::AttentionGradArgs>
+attentionGradArgs(const OpCall &c, const kernels::AttentionExtent &extent) {
   const TensorRef &q = c.operands[0], &k = c.operands[1];
   const TensorRef &out = c.operands[3], &lse = c.operands[4],
                   &dout = c.operands[5];
-  SHARC_TRY(isFloat(out, "out"));
-  SHARC_TRY(sameShape(out, q, "out"));
-  SHARC_TRY(lseShape(lse, *sizes));
-  SHARC_TRY(isFloat(dout, "dout"));
-  SHARC_TRY(sameShape(dout, q, "dout"));
+  for (auto [ref, role] : {std::pair{&out, "out"}, std::pair{&dout, "dout"}}) {
+    SHARC_TRY(isFloat(*ref, role));
+    SHARC_TRY(sameShape(*ref, q, role));
+  }
+  SHARC_TRY(lseMatches(lse, extent, "lse"));
   const TensorRef &dq = c.results[0], &dk = c.results[1], &dv = c.results[2];
   for (auto [ref, like, role] :
        {std::tuple{&dq, &q, "dq"}, {&dk, &k, "dk"}, {&dv, &k, "dv"}}) {
     SHARC_TRY(isFloat(*ref, role));
     SHARC_TRY(sameShape(*ref, *like, role));
   }
-  const TensorRef *workspace = c.results.size() > 3 ? &c.results[3] : nullptr;
-  return launchAttention(c, env,
-                         kernels::withExtent(
-                             kernels::AttentionGradArgs{
-                                 .q = q.cview(),
+  return kernels::withExtent(
+      kernels::AttentionGradArgs{.q = q.cview(),
                                  .k = k.cview(),
                                  .v = c.operands[2].cview(),
                                  .out = out.cview(),
@@ -308,14 +321,9 @@ Result<Launch> bindAttentionGrad(const OpCall &c, const OpEnv &env) {
                                  .lse = static_cast<const float *>(lse.data),
                                  .dq = dq.view(),
                                  .dk = dk.view(),
-                                 .dv = dv.view(),
-                                 .vPitch = c.operands[2].buffer->rowStride,
-                                 .dvPitch = dv.buffer->rowStride},
-                             *sizes),
-                         workspace, SHARC_KERNELS(attentionGrad));
+                                 .dv = dv.view()},
+      extent);
 }
-
-} // namespace
 
 void addAttentionOps(std::unordered_map<std::string, OpDef> &table) {
   table["rope"] = {bindRope<false>, 1, 1};

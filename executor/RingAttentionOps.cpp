@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "executor/AttentionViews.h"
 #include "executor/OpTable.h"
 
 #include "kernels/Attention.h"
@@ -162,12 +163,6 @@ Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
   return BlockSizes{e, masked};
 }
 
-Status lseIs(const TensorRef &lse, const kernels::AttentionExtent &e,
-             const char *role) {
-  SHARC_TRY(dtypeIs(lse, DType::F32, role));
-  return numelIs(lse, e.batch * e.numHeads * e.seqLen, role);
-}
-
 Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
   auto s = blockSizes(c, env);
   if (!s)
@@ -175,7 +170,7 @@ Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
   const TensorRef &out = c.results[0], &lse = c.results[1];
   SHARC_TRY(isFloat(out, "out"));
   SHARC_TRY(sameShape(out, c.operands[0], "out"));
-  SHARC_TRY(lseIs(lse, s->extent, "lse"));
+  SHARC_TRY(lseMatches(lse, s->extent, "lse"));
   if (s->masked)
     return inSequence({fillLaunch(env, out, 0.0),
                        fillLaunch(env, lse, kernels::kEmptyRowLse)});
@@ -195,39 +190,17 @@ Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
   auto s = blockSizes(c, env);
   if (!s)
     return s.status();
-  const TensorRef &q = c.operands[0], &k = c.operands[1];
-  const TensorRef &out = c.operands[3], &lse = c.operands[4],
-                  &dout = c.operands[5], &dlse = c.operands[6];
-  for (auto [ref, role] : {std::pair{&out, "out"}, std::pair{&dout, "dout"}}) {
-    SHARC_TRY(isFloat(*ref, role));
-    SHARC_TRY(sameShape(*ref, q, role));
-  }
-  SHARC_TRY(lseIs(lse, s->extent, "lse"));
-  SHARC_TRY(lseIs(dlse, s->extent, "dlse"));
-  const TensorRef &dq = c.results[0], &dk = c.results[1], &dv = c.results[2];
-  for (auto [ref, like, role] :
-       {std::tuple{&dq, &q, "dq"}, {&dk, &k, "dk"}, {&dv, &k, "dv"}}) {
-    SHARC_TRY(isFloat(*ref, role));
-    SHARC_TRY(sameShape(*ref, *like, role));
-  }
+  auto args = attentionGradArgs(c, s->extent);
+  if (!args)
+    return args.status();
+  const TensorRef &dlse = c.operands[6];
+  SHARC_TRY(lseMatches(dlse, s->extent, "dlse"));
+  args->dlse = static_cast<const float *>(dlse.data);
   if (s->masked)
-    return inSequence({fillLaunch(env, dq, 0.0), fillLaunch(env, dk, 0.0),
-                       fillLaunch(env, dv, 0.0)});
-  return launchKernel(env,
-                      kernels::withExtent(
-                          kernels::AttentionGradArgs{
-                              .q = q.cview(),
-                              .k = k.cview(),
-                              .v = c.operands[2].cview(),
-                              .out = out.cview(),
-                              .dout = dout.cview(),
-                              .lse = static_cast<const float *>(lse.data),
-                              .dlse = static_cast<const float *>(dlse.data),
-                              .dq = dq.view(),
-                              .dk = dk.view(),
-                              .dv = dv.view()},
-                          s->extent),
-                      SHARC_KERNELS(attentionGrad));
+    return inSequence({fillLaunch(env, c.results[0], 0.0),
+                       fillLaunch(env, c.results[1], 0.0),
+                       fillLaunch(env, c.results[2], 0.0)});
+  return launchKernel(env, *args, SHARC_KERNELS(attentionGrad));
 }
 
 /// Rows of an [S, B, H*D] partial whose lse is [B, H, S].
