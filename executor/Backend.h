@@ -121,6 +121,12 @@ public:
   virtual Status replayStep() {
     return Status::invalidInput("this backend cannot capture a step");
   }
+  /// Whether an update since the last call stored a NaN or an infinity (the
+  /// flag every LaunchContext's nonFinite points at), clearing it; called
+  /// after finishStep. A plain host read on both backends: on a device the
+  /// flag is in host memory the kernels write through the bus, so a step
+  /// that stays finite costs no copy.
+  virtual bool takeNonFiniteUpdate() = 0;
   /// Checking mode: how many of the numel float elements at `data` are NaN
   /// or infinite once `stream`'s work so far has finished (waits for it on
   /// a device).

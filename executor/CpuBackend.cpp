@@ -8,6 +8,7 @@
 #include "executor/EventBoard.h"
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace sharc::exec {
@@ -58,12 +59,17 @@ public:
     // The stream's launches ran to completion on this thread.
     return kernels::cpu::countNonFinite({data, dtype}, numel);
   }
+  bool takeNonFiniteUpdate() override {
+    // Set by the rank's stream threads, read once they have all returned.
+    return std::exchange(nonFinite_, 0u) != 0;
+  }
   void abort() override { events_.abort(); }
 
   /// One communicator per stream, each from that stream's CommWorld.
   void addStream(LocalCommunicator comm) {
     comms_.push_back(std::make_unique<LocalCommunicator>(comm));
-    contexts_.push_back(LaunchContext{.comm = comms_.back().get()});
+    contexts_.push_back(
+        LaunchContext{.comm = comms_.back().get(), .nonFinite = &nonFinite_});
   }
 
 private:
@@ -72,6 +78,7 @@ private:
   double timeoutSeconds_;
   std::vector<std::unique_ptr<LocalCommunicator>> comms_;
   std::vector<LaunchContext> contexts_;
+  unsigned nonFinite_ = 0;
 };
 
 class CpuBackend final : public Backend {

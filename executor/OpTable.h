@@ -166,6 +166,9 @@ struct LaunchContext {
   /// The schedule's factor on every adamw's `lr` this step (Plan.h's
   /// LrSchedule); 1 without one.
   double lrScale = 1.0;
+  /// The rank's flag that an update stored a NaN or an infinity
+  /// (kernels/AdamW.h's nonFinite), where its kernels can write it.
+  unsigned *nonFinite = nullptr;
 };
 
 using Launch = std::function<Status(const LaunchContext &)>;

@@ -97,6 +97,7 @@ Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
       if (!context.stepConstants)
         return Status::runtimeError("adamw: the rank has no step constants");
       kernels::AdamWArgs stepArgs = args;
+      stepArgs.nonFinite = context.nonFinite;
       stepArgs.deviceScalars =
           reinterpret_cast<const kernels::AdamWStepScalars *>(
               static_cast<const char *>(context.stepConstants) + offset);
@@ -107,6 +108,7 @@ Result<Launch> bindAdamW(const OpCall &c, const OpEnv &env) {
   return Launch([args = *args, cpuKernel, cudaKernel,
                  onDevice = env.onDevice](const LaunchContext &context) {
     kernels::AdamWArgs stepArgs = args;
+    stepArgs.nonFinite = context.nonFinite;
     stepArgs.step = context.step;
     stepArgs.lr = args.lr * context.lrScale;
     if (onDevice)
@@ -161,7 +163,8 @@ Result<Launch> bindAdamWGroup(const std::vector<const OpCall *> &calls,
   // A Launch is copied; the group's device tables are shared.
   std::shared_ptr<const kernels::cuda::AdamWGroup> shared = std::move(*group);
   return Launch([shared](const LaunchContext &context) {
-    return shared->run(context.stepConstants, context.stream);
+    return shared->run(context.stepConstants, context.nonFinite,
+                       context.stream);
   });
 #else
   return Status::invalidInput("this build has no CUDA kernel for the op");

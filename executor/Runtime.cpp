@@ -399,6 +399,14 @@ Result<StepStats> Runtime::step() {
   if (!seconds)
     return seconds.status();
   stats.seconds = *seconds;
+  bool nonFinite = false;
+  for (auto &rank : ranks_)
+    nonFinite = rank->device->takeNonFiniteUpdate() || nonFinite;
+  // Every process learns it, so that all of them stop at the same step.
+  auto anyNonFinite = processes_->max(nonFinite ? 1.0 : 0.0);
+  if (!anyNonFinite)
+    return anyNonFinite.status();
+  stats.nonFiniteUpdate = *anyNonFinite > 0;
   stats.loss = std::numeric_limits<double>::quiet_NaN();
   if (plan_.findOutput("loss")) {
     auto loss = readLoss();

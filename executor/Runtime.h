@@ -85,6 +85,9 @@ struct StepStats {
   /// The global gradient norm before clipping (the square root of the
   /// `grad_norm_sq` output); NaN in a plan that does not clip.
   double gradNorm = std::numeric_limits<double>::quiet_NaN();
+  /// Whether an optimizer update of this step, on any rank of any process,
+  /// stored a NaN or an infinity (Divergence.h names which tensor).
+  bool nonFiniteUpdate = false;
 };
 
 class Runtime {

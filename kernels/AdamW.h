@@ -18,6 +18,11 @@
 // one f32 in the kernel's memory) g is first scaled, in fp32, as
 // torch.nn.utils.clip_grad_norm_ does:
 //   g = g * min(1, maxNorm / (sqrt(gradNormSq) + 1e-6))
+// Where nonFinite is given, an update that stores a NaN or an infinity in
+// p, m, v or the master (as its storage type holds it: a finite f32 that
+// rounds to a bf16 infinity counts) sets *nonFinite to 1; nothing clears
+// it. The runtime reads it after each step, so a run that diverged stops at
+// that step without the state being copied to the host (Divergence.h).
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -52,6 +57,9 @@ struct AdamWArgs {
   float maxNorm = 0.0f;
   /// bf16-mixed: the f32 master of param (data null: none).
   TensorView master = {};
+  /// Set to 1 when a stored value is not finite (host memory on the cpu,
+  /// memory the device can write on a GPU); null: not recorded.
+  unsigned *nonFinite = nullptr;
 };
 
 /// The factor clipping scales every gradient by, each operation an fp32 one
@@ -86,7 +94,8 @@ Status adamw(const AdamWArgs &args, DeviceStream stream);
 /// Many adamw updates as one launch: the tensors of `members` (their step
 /// and lr are ignored) with member t's scalars read at byte
 /// scalarsOffsets[t] of the step-constants table given to run(). The same
-/// arithmetic as adamw, so the same bits.
+/// arithmetic as adamw, so the same bits; the members' nonFinite is ignored,
+/// run() takes the group's.
 class AdamWGroup {
 public:
   static Result<std::unique_ptr<AdamWGroup>>
@@ -95,7 +104,8 @@ public:
   ~AdamWGroup();
   AdamWGroup(const AdamWGroup &) = delete;
   AdamWGroup &operator=(const AdamWGroup &) = delete;
-  Status run(const void *stepConstants, DeviceStream stream) const;
+  Status run(const void *stepConstants, unsigned *nonFinite,
+             DeviceStream stream) const;
 
 private:
   AdamWGroup() = default;

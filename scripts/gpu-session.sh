@@ -140,10 +140,14 @@ for step in $steps; do
       ${GRAPH_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/plans/small-bf16-ddp.plan "$stage"/bench/dense.plan "$stage"/bench/tp_sp_async_vp.plan} \
       2>&1 | tee "$out/graph.log" ;;
   check)
-    # --check names the first instruction whose output went non-finite.
+    # --check names the first instruction whose output went non-finite;
+    # without it, a step whose updates stored an infinity stops the run.
     for plan in small-f32-dense small-bf16-dense; do
       "$root/tests/gpu/check-nonfinite.sh" "$run" "$stage/plans/$plan.plan"
-    done 2>&1 | tee "$out/check.log" ;;
+      "$root/tests/gpu/diverge-step.sh" "$run" "$stage/plans/$plan.plan"
+    done 2>&1 | tee "$out/check.log"
+    "$root/tests/gpu/diverge-step.sh" "$run" "$stage/plans/small-f32-ddp.plan" \
+      --share-gpus 2>&1 | tee -a "$out/check.log" ;;
   hf)
     # transformers' Qwen3ForCausalLM on sharc's exports against sharc's logits.
     python3 "$root/tests/gpu/hf-logits.py" "$stage"/hf/*/ 2>&1 |

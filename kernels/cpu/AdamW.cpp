@@ -44,6 +44,7 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
       args.gradNormSq
           ? static_cast<Acc>(clipScale(*args.gradNormSq, args.maxNorm))
           : Acc(1);
+  bool allFinite = true;
   for (int64_t i = 0; i < args.numel; ++i) {
     Acc grad = static_cast<Acc>(loadElement(args.grad, i)) * gradScale;
     // bf16-mixed: the update is the master's; param only receives it.
@@ -60,7 +61,13 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
     storeElement(args.param, i, param);
     storeElement(args.m, i, m);
     storeElement(args.v, i, v);
+    // m and v are rounded already; param as its own storage holds it (a
+    // finite f32 may round to a bf16 infinity), which covers the master.
+    allFinite = allFinite && std::isfinite(m) && std::isfinite(v) &&
+                std::isfinite(roundTo(args.param.dtype, param));
   }
+  if (!allFinite && args.nonFinite)
+    *args.nonFinite = 1;
 }
 
 } // namespace

@@ -23,6 +23,11 @@
 // on an H200 (sharc-adamw now gathers them into runs of up to 8 MiB of
 // gradients, data parallelism's buckets being runs already).
 //
+// Non-finite stores: each thread keeps the largest magnitude (as bits) of
+// what it stored, a bf16 parameter's shifted so that the f32 values which
+// round to a bf16 infinity also reach the f32 infinity's bits, and sets
+// the flag once at its end: two integer operations per stored value.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/AdamW.h"
@@ -113,13 +118,30 @@ __device__ __forceinline__ void loadInputs(const AdamWViews &views, int64_t i,
   loadN(ConstTensorView{views.v, storageOf<S>(views.vType)}, i, in.vs);
 }
 
+/// The bits of |value|: a NaN or an infinity is at least kInfBits.
+__device__ __forceinline__ unsigned magnitudeBits(float value) {
+  return __float_as_uint(value) & 0x7fffffffu;
+}
+constexpr unsigned kInfBits = 0x7f800000u;
+/// Added to the magnitude of an f32 about to be stored as bf16: from the
+/// midpoint between bf16's largest finite value (0x7f7f0000) and its
+/// infinity up, round to nearest even stores the infinity.
+constexpr unsigned kBf16RoundsToInf = kInfBits - 0x7f7f8000u;
+
+/// Updates elements [i, i + N), stores them, and raises `stored` to the
+/// magnitude bits of each value stored (the bf16 parameter's shifted by
+/// kBf16RoundsToInf), so that stored >= kInfBits iff one was not finite.
 template <Storage S, int N>
 __device__ __forceinline__ void
 updateAndStore(const AdamWViews &views, const AdamWScalars &s, float gradScale,
-               int64_t i, UpdateInputs<N> &in) {
+               int64_t i, UpdateInputs<N> &in, unsigned &stored) {
   void *master = masterOf<S>(views);
   DType weightsType = storageOf<S>(master ? views.masterType : views.paramType);
   DType mType = storageOf<S>(views.mType), vType = storageOf<S>(views.vType);
+  // The parameter's stored value covers the master's (an f32 infinity stays
+  // one as bf16).
+  unsigned paramShift =
+      storageOf<S>(views.paramType) == DType::BF16 ? kBf16RoundsToInf : 0u;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     float grad = __fmul_rn(in.grads[k], gradScale);
@@ -133,6 +155,8 @@ updateAndStore(const AdamWViews &views, const AdamWScalars &s, float gradScale,
     in.params[k] = __fsub_rn(param, __fdiv_rn(__fmul_rn(s.stepSize, m), denom));
     in.ms[k] = m;
     in.vs[k] = v;
+    stored = max(stored, max(magnitudeBits(m), magnitudeBits(v)));
+    stored = max(stored, magnitudeBits(in.params[k]) + paramShift);
   }
   if (master)
     storeN(TensorView{master, views.masterType}, i, in.params);
@@ -142,12 +166,19 @@ updateAndStore(const AdamWViews &views, const AdamWScalars &s, float gradScale,
 }
 
 template <Storage S, int N>
-__device__ __forceinline__ void updateElements(const AdamWViews &views,
-                                               const AdamWScalars &s,
-                                               float gradScale, int64_t i) {
+__device__ __forceinline__ void
+updateElements(const AdamWViews &views, const AdamWScalars &s, float gradScale,
+               int64_t i, unsigned &stored) {
   UpdateInputs<N> in;
   loadInputs<S>(views, i, in);
-  updateAndStore<S>(views, s, gradScale, i, in);
+  updateAndStore<S>(views, s, gradScale, i, in, stored);
+}
+
+/// A thread's end: the flag, when what it stored was not all finite.
+__device__ __forceinline__ void recordNonFinite(unsigned stored,
+                                                unsigned *nonFinite) {
+  if (stored >= kInfBits && nonFinite)
+    *nonFinite = 1u;
 }
 
 /// `deviceScalars`, where given, replaces `scalars` (a graph replay's
@@ -155,16 +186,18 @@ __device__ __forceinline__ void updateElements(const AdamWViews &views,
 template <Storage S>
 __global__ void adamwKernel(AdamWViews views, AdamWScalars scalars,
                             const AdamWScalars *deviceScalars, int64_t numel,
-                            int64_t vectorEnd) {
+                            int64_t vectorEnd, unsigned *nonFinite) {
   if (deviceScalars)
     scalars = *deviceScalars;
   float gradScale = gradScaleOf(views);
   int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  unsigned stored = 0;
   for (int64_t i = first * kVec; i < vectorEnd; i += stride * kVec)
-    updateElements<S, kVec>(views, scalars, gradScale, i);
+    updateElements<S, kVec>(views, scalars, gradScale, i, stored);
   for (int64_t i = vectorEnd + first; i < numel; i += stride)
-    updateElements<S, 1>(views, scalars, gradScale, i);
+    updateElements<S, 1>(views, scalars, gradScale, i, stored);
+  recordNonFinite(stored, nonFinite);
 }
 
 bool isVectorAligned(const void *data, DType dtype) {
@@ -227,7 +260,7 @@ struct GroupChunk {
 template <Storage S>
 __global__ void __launch_bounds__(kThreads, 4)
     adamwGroupKernel(const GroupTensor *tensors, const GroupChunk *chunks,
-                     const char *stepConstants) {
+                     const char *stepConstants, unsigned *nonFinite) {
   GroupChunk chunk = chunks[blockIdx.x];
   const GroupTensor &tensor = tensors[chunk.tensor];
   AdamWViews views = tensor.views;
@@ -236,6 +269,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   float gradScale = gradScaleOf(views);
   int64_t vectorEnd = std::min(chunk.end, tensor.vectorEnd);
   constexpr int64_t kStep = int64_t(kThreads) * kVec;
+  unsigned stored = 0;
   for (int64_t i = chunk.begin + threadIdx.x * kVec; i < vectorEnd;
        i += kStep * kStepsInFlight) {
     UpdateInputs<kVec> in[kStepsInFlight];
@@ -246,11 +280,13 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
     for (int u = 0; u < kStepsInFlight; ++u)
       if (i + u * kStep < vectorEnd)
-        updateAndStore<S>(views, scalars, gradScale, i + u * kStep, in[u]);
+        updateAndStore<S>(views, scalars, gradScale, i + u * kStep, in[u],
+                          stored);
   }
   for (int64_t i = std::max(chunk.begin, tensor.vectorEnd) + threadIdx.x;
        i < chunk.end; i += kThreads)
-    updateElements<S, 1>(views, scalars, gradScale, i);
+    updateElements<S, 1>(views, scalars, gradScale, i, stored);
+  recordNonFinite(stored, nonFinite);
 }
 
 } // namespace
@@ -305,7 +341,8 @@ AdamWGroup::create(const std::vector<AdamWArgs> &members,
   return Result<std::unique_ptr<AdamWGroup>>(std::move(group));
 }
 
-Status AdamWGroup::run(const void *stepConstants, DeviceStream stream) const {
+Status AdamWGroup::run(const void *stepConstants, unsigned *nonFinite,
+                       DeviceStream stream) const {
   if (tables_->numChunks == 0)
     return Status::ok();
   if (!stepConstants)
@@ -314,7 +351,7 @@ Status AdamWGroup::run(const void *stepConstants, DeviceStream stream) const {
                                  : adamwGroupKernel<Storage::FromViews>;
   kernel<<<static_cast<unsigned>(tables_->numChunks), kThreads, 0, stream>>>(
       tables_->tensors, tables_->chunks,
-      static_cast<const char *>(stepConstants));
+      static_cast<const char *>(stepConstants), nonFinite);
   return launchStatus("adamwGroupKernel");
 }
 
@@ -332,7 +369,8 @@ Status adamw(const AdamWArgs &args, DeviceStream stream) {
   auto kernel = isAllBf16(args) ? adamwKernel<Storage::AllBf16>
                                 : adamwKernel<Storage::FromViews>;
   kernel<<<numBlocks, kThreads, 0, stream>>>(views, scalars, args.deviceScalars,
-                                             args.numel, vectorEnd);
+                                             args.numel, vectorEnd,
+                                             args.nonFinite);
   return launchStatus("adamwKernel");
 }
 

@@ -122,6 +122,17 @@ Status checkDivergence(const exec::Runtime &runtime, int64_t step) {
   return Status::ok();
 }
 
+/// Step `step`'s updates stored a NaN or an infinity: the error naming the
+/// tensor that holds one.
+Status divergedAt(const exec::Runtime &runtime, int64_t step) {
+  if (Status status = checkDivergence(runtime, step); !status)
+    return status;
+  // The flag and the state disagree only if the state changed since.
+  return Status::runtimeError("step " + std::to_string(step) +
+                              ": an AdamW update stored a NaN or an infinity: "
+                              "the run diverged; nothing was saved");
+}
+
 int run(const RunFlags &options, bool stepsGiven,
         std::shared_ptr<exec::Processes> processes) {
   auto plan = plan::readPlanFile(options.planPath);
@@ -279,12 +290,11 @@ int run(const RunFlags &options, bool stepsGiven,
           Status::runtimeError("the loss of step " + std::to_string(step) +
                                " is " + std::to_string(stats->loss) +
                                ": the run diverged; nothing was saved"));
-    // On the cpu the state is in host memory, so every step is checked;
-    // on a GPU that would copy it to the host each step, so only the state
-    // a checkpoint would hold is (below).
-    if (rt.backendName() == std::string("cpu"))
-      if (Status status = checkDivergence(rt, step); !status)
-        return fail(status);
+    // The updates flag a NaN or an infinity they store (kernels/AdamW.h),
+    // on every backend at no cost to a finite step; only then is the state
+    // gathered to name the tensor.
+    if (stats->nonFiniteUpdate)
+      return fail(divergedAt(rt, step));
     exec::StepRecord record = metrics.record(step, *stats);
     if (baseLr >= 0)
       record.lr = baseLr * plan->lrSchedule.factor(step);

@@ -6,6 +6,7 @@
 #include "kernels/Matmul.h"
 #include "kernels/RmsNorm.h"
 #include "kernels/Rope.h"
+#include "tests/unit/kernels/AdamWNonFiniteCases.h"
 #include "tests/unit/kernels/TestTensors.h"
 
 #include <catch2/catch.hpp>
@@ -16,6 +17,9 @@
 using namespace sharc;
 using namespace sharc::kernels;
 using sharc::kernels::test::maxRelativeError;
+using sharc::kernels::test::NonFiniteCase;
+using sharc::kernels::test::nonFiniteCases;
+using sharc::kernels::test::NonFiniteUpdate;
 using sharc::kernels::test::randomValues;
 using sharc::kernels::test::Tensor;
 
@@ -191,4 +195,40 @@ TEST_CASE("adamw with an f32 master is the f32 update, param its rounding",
   // Pure bf16 rounds every update away from the f32 run; the master does
   // not (relative error of a bf16 store is up to 2^-9).
   REQUIRE(maxRelativeError(pureBf16.values(), reference.values()) > 1e-4);
+}
+
+TEST_CASE("adamw flags exactly the updates that store a NaN or an infinity",
+          "[kernels]") {
+  const int64_t numel = 37;
+  std::mt19937 rng(37);
+  for (const NonFiniteCase &c : nonFiniteCases())
+    for (unsigned before : {0u, 1u}) {
+      INFO(c.name << ", flag " << before << " before");
+      NonFiniteUpdate u(c, numel, 11, rng);
+      Tensor weights(c.master ? DType::F32 : u.paramType, u.weights),
+          param(u.paramType, u.param), m(u.stateType, u.m), v(u.stateType, u.v),
+          grad(u.gradType, u.grad);
+      unsigned flag = before;
+      AdamWArgs args{.param = c.master ? param.view() : weights.view(),
+                     .m = m.view(),
+                     .v = v.view(),
+                     .grad = grad.cview(),
+                     .numel = numel,
+                     .step = 2,
+                     .lr = 1e-3,
+                     .weightDecay = c.weightDecay,
+                     .nonFinite = &flag};
+      if (c.master)
+        args.master = weights.view();
+      cpu::adamw(args);
+      // The flag is only ever set: a finite update leaves a 1 as it is.
+      REQUIRE(flag == (c.storesNonFinite ? 1u : before));
+      const Tensor &stored = c.master ? param : weights;
+      bool allFinite = true;
+      const std::vector<const Tensor *> storedTensors = {&stored, &m, &v};
+      for (const Tensor *tensor : storedTensors)
+        for (double value : tensor->values())
+          allFinite = allFinite && std::isfinite(value);
+      REQUIRE(allFinite == !c.storesNonFinite);
+    }
 }

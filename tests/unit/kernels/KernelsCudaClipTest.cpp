@@ -96,7 +96,7 @@ TEST_CASE("a clipped cuda adamw equals the cpu's bits, alone and grouped",
         auto group = cuda::AdamWGroup::create({args(true)}, {0});
         INFO(group.status().message());
         REQUIRE(group);
-        requireRan((*group)->run(table.data(), nullptr));
+        requireRan((*group)->run(table.data(), nullptr, nullptr));
       }
       param.requireMatch(0.0);
       m.requireMatch(0.0);

@@ -19,6 +19,7 @@
 #include "kernels/RmsNorm.h"
 #include "kernels/Rope.h"
 #include "kernels/cuda/DeviceInfo.h"
+#include "tests/unit/kernels/AdamWNonFiniteCases.h"
 #include "tests/unit/kernels/CudaPairs.h"
 #include "tests/unit/kernels/TestTensors.h"
 
@@ -417,7 +418,7 @@ void requireGroupMatchesCpu(const std::vector<GroupMember> &members,
   auto group = cuda::AdamWGroup::create(deviceArgs, offsets);
   INFO(group.status().message());
   REQUIRE(group);
-  requireRan((*group)->run(table.data(), nullptr));
+  requireRan((*group)->run(table.data(), nullptr, nullptr));
   for (size_t i = 0; i < tensors.size(); ++i) {
     INFO("member " << i / 4 << ", tensor " << i % 4);
     tensors[i]->requireMatch(0.0);
@@ -453,6 +454,63 @@ TEST_CASE("a grouped cuda adamw equals the cpu's bits, tensor by tensor",
     }
     requireGroupMatchesCpu(bf16, rng);
   }
+}
+
+TEST_CASE("cuda adamw flags a non-finite store as the cpu does, alone and "
+          "grouped",
+          "[gpu]") {
+  if (sharc::kernels::cuda::deviceCount() == 0)
+    std::exit(77);
+  const int64_t numel = 1001; // vectors of 4, then a tail of 1
+  std::mt19937 rng(73);
+  DeviceBuffer flag(sizeof(unsigned)), table(sizeof(AdamWStepScalars));
+  for (const NonFiniteCase &c : nonFiniteCases())
+    // In a vector step and in the tail; aligned, and not (offset 1).
+    for (int64_t special : {517, 1000})
+      for (int64_t offset : {0, 1})
+        for (bool grouped : {false, true}) {
+          INFO(c.name << ", element " << special << ", offset " << offset
+                      << (grouped ? ", grouped" : ", alone"));
+          NonFiniteUpdate u(c, numel, special, rng);
+          Pair weights(c.master ? DType::F32 : u.paramType, u.weights, offset),
+              param(u.paramType, u.param, offset), m(u.stateType, u.m, offset),
+              v(u.stateType, u.v, offset), grad(u.gradType, u.grad, offset);
+          unsigned hostFlag = 0, deviceFlag = 0;
+          auto *onDeviceFlag = static_cast<unsigned *>(flag.data());
+          // The update of `weights`, or of its bf16 param with `weights`
+          // the master.
+          auto args = [&](bool onDevice) {
+            AdamWArgs result{.param = weights.out(onDevice),
+                             .m = m.out(onDevice),
+                             .v = v.out(onDevice),
+                             .grad = grad.in(onDevice),
+                             .numel = numel,
+                             .step = 2,
+                             .lr = 1e-3,
+                             .weightDecay = c.weightDecay};
+            result.nonFinite = onDevice ? onDeviceFlag : &hostFlag;
+            if (c.master) {
+              result.master = result.param;
+              result.param = param.out(onDevice);
+            }
+            return result;
+          };
+          cpu::adamw(args(false));
+          flag.upload(&deviceFlag);
+          if (grouped) {
+            AdamWStepScalars scalars = adamwScalars(args(false));
+            table.upload(&scalars);
+            auto group = cuda::AdamWGroup::create({args(true)}, {0});
+            INFO(group.status().message());
+            REQUIRE(group);
+            requireRan((*group)->run(table.data(), onDeviceFlag, nullptr));
+          } else {
+            requireRan(cuda::adamw(args(true), nullptr));
+          }
+          flag.download(&deviceFlag);
+          REQUIRE(hostFlag == (c.storesNonFinite ? 1u : 0u));
+          REQUIRE(deviceFlag == hostFlag);
+        }
 }
 
 TEST_CASE("cuda kernels reject f64 and i32 storage as invalid input", "[gpu]") {
