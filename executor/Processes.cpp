@@ -43,9 +43,21 @@ int64_t launcherWorldSize() {
 } // namespace
 
 Result<double> Processes::max(double value) {
-  std::vector<double> all(static_cast<size_t>(count()));
-  SHARC_TRY(allGather(&value, all.data(), sizeof(double)));
-  return *std::max_element(all.begin(), all.end());
+  auto largest = max(std::vector<double>{value});
+  if (!largest)
+    return largest.status();
+  return largest->front();
+}
+
+Result<std::vector<double>> Processes::max(const std::vector<double> &values) {
+  size_t n = values.size();
+  std::vector<double> all(n * static_cast<size_t>(count()));
+  SHARC_TRY(allGather(values.data(), all.data(),
+                      static_cast<int64_t>(n * sizeof(double))));
+  std::vector<double> largest(values);
+  for (size_t at = 0; at < all.size(); ++at)
+    largest[at % n] = std::max(largest[at % n], all[at]);
+  return largest;
 }
 
 Result<RankSpan> Processes::span(int64_t world) const {

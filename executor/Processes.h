@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace sharc::exec {
 
@@ -53,6 +54,9 @@ public:
 
   /// The largest of every process's `value`.
   Result<double> max(double value);
+  /// Element by element, the largest of every process's `values` (each
+  /// process passes as many): several maxima in one exchange.
+  Result<std::vector<double>> max(const std::vector<double> &values);
   /// The ranks this process drives: world / count() consecutive ones; a
   /// world the processes do not divide evenly is invalid input.
   Result<RankSpan> span(int64_t world) const;

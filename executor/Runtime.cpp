@@ -393,20 +393,19 @@ Result<StepStats> Runtime::step() {
   lrScale_ = plan_.lrSchedule.factor(nextStep_);
   SHARC_TRY(runProgram(order_.streamInstrs, planOrder_, options_.recordTrace));
   StepStats stats;
-  auto seconds = processes_->max(
+  double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count());
-  if (!seconds)
-    return seconds.status();
-  stats.seconds = *seconds;
+          .count();
   bool nonFinite = false;
   for (auto &rank : ranks_)
     nonFinite = rank->device->takeNonFiniteUpdate() || nonFinite;
-  // Every process learns it, so that all of them stop at the same step.
-  auto anyNonFinite = processes_->max(nonFinite ? 1.0 : 0.0);
-  if (!anyNonFinite)
-    return anyNonFinite.status();
-  stats.nonFiniteUpdate = *anyNonFinite > 0;
+  // The slowest process's time; whether any process's updates stored a
+  // NaN, so that all of them stop at the same step.
+  auto maxima = processes_->max({seconds, nonFinite ? 1.0 : 0.0});
+  if (!maxima)
+    return maxima.status();
+  stats.seconds = (*maxima)[0];
+  stats.nonFiniteUpdate = (*maxima)[1] > 0;
   stats.loss = std::numeric_limits<double>::quiet_NaN();
   if (plan_.findOutput("loss")) {
     auto loss = readLoss();

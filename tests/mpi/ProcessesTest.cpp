@@ -95,3 +95,14 @@ TEST_CASE("max: the largest value of any process") {
   REQUIRE(largest.status().isOk());
   CHECK(*largest == 1.5 + static_cast<double>(processes->count() - 1));
 }
+
+TEST_CASE("max of several values: element by element, each its own largest") {
+  auto processes = join();
+  auto index = static_cast<double>(processes->index());
+  auto last = static_cast<double>(processes->count() - 1);
+  // The first grows with the index, the second shrinks, the third is 1 on
+  // process 0 alone.
+  auto largest = processes->max({index, -index, index == 0 ? 1.0 : 0.0});
+  REQUIRE(largest.status().isOk());
+  CHECK(*largest == std::vector<double>{last, 0.0, 1.0});
+}
