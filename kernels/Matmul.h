@@ -1,6 +1,6 @@
 //===- Matmul.h - linear layer GEMMs: forward, dgrad, wgrad -----*- C++ -*-===//
 // defines: MatmulArgs, MatmulDgradArgs, MatmulWgradArgs, matmul,
-//          matmulDgrad, matmulWgrad (cpu::; the CUDA
+//          matmulDgrad, matmulWgrad, useBaselineGemm (cpu::; the CUDA
 //          GEMMs are kernels/cuda/Gemm.h)
 //
 // Weights use the [out, in] layout (y = x W^T), as nn.Linear does.
@@ -45,6 +45,12 @@ namespace cpu {
 void matmul(const MatmulArgs &args);
 void matmulDgrad(const MatmulDgradArgs &args);
 void matmulWgrad(const MatmulWgradArgs &args);
+
+/// The f32 core is built for the target's baseline and, on x86-64, for
+/// AVX2, which every call takes where the cpu has it; the bits are the
+/// same. From useBaselineGemm(true) until useBaselineGemm(false) every call
+/// takes the baseline build, so that tests can compare the two.
+void useBaselineGemm(bool baseline);
 } // namespace cpu
 
 } // namespace sharc::kernels
