@@ -12,6 +12,7 @@
 #include "kernels/AdamW.h"
 
 #include <cmath>
+#include <type_traits>
 
 namespace sharc::kernels::cpu {
 namespace {
@@ -30,43 +31,114 @@ template <typename Acc> Acc roundTo(DType dtype, Acc value) {
   return value;
 }
 
-template <typename Acc> void adamwImpl(const AdamWArgs &args) {
-  double step = static_cast<double>(args.step);
-  Acc beta1 = static_cast<Acc>(args.beta1);
-  Acc beta2 = static_cast<Acc>(args.beta2);
-  Acc oneMinusBeta1 = static_cast<Acc>(1.0 - args.beta1);
-  Acc oneMinusBeta2 = static_cast<Acc>(1.0 - args.beta2);
-  Acc decay = static_cast<Acc>(1.0 - args.lr * args.weightDecay);
-  Acc stepSize = static_cast<Acc>(args.lr / (1.0 - std::pow(args.beta1, step)));
-  Acc bc2Sqrt = static_cast<Acc>(std::sqrt(1.0 - std::pow(args.beta2, step)));
-  Acc eps = static_cast<Acc>(args.eps);
-  Acc gradScale =
-      args.gradNormSq
-          ? static_cast<Acc>(clipScale(*args.gradNormSq, args.maxNorm))
-          : Acc(1);
-  bool allFinite = true;
-  for (int64_t i = 0; i < args.numel; ++i) {
-    Acc grad = static_cast<Acc>(loadElement(args.grad, i)) * gradScale;
-    // bf16-mixed: the update is the master's; param only receives it.
-    const TensorView &weights = args.master.data ? args.master : args.param;
-    Acc param = static_cast<Acc>(loadElement(weights, i));
-    param = roundTo(weights.dtype, param * decay);
-    Acc m = static_cast<Acc>(loadElement(args.m, i));
-    m = roundTo(args.m.dtype, beta1 * m + oneMinusBeta1 * grad);
-    Acc v = static_cast<Acc>(loadElement(args.v, i));
-    v = roundTo(args.v.dtype, beta2 * v + oneMinusBeta2 * grad * grad);
-    param -= stepSize * m / (std::sqrt(v) / bc2Sqrt + eps);
+/// The step's scalars in Acc, each rounded once from double.
+template <typename Acc> struct Scalars {
+  Acc beta1, beta2, oneMinusBeta1, oneMinusBeta2, decay, stepSize, bc2Sqrt, eps,
+      gradScale;
+};
+
+/// An update's elements read and written through the views, each value
+/// rounded to its storage type as a store and a load would.
+template <typename Acc> struct ViewAccess {
+  const AdamWArgs &args;
+  /// bf16-mixed: the update is the master's; param only receives it.
+  const TensorView &weights = args.master.data ? args.master : args.param;
+
+  Acc grad(int64_t i) const {
+    return static_cast<Acc>(loadElement(args.grad, i));
+  }
+  Acc weight(int64_t i) const {
+    return static_cast<Acc>(loadElement(weights, i));
+  }
+  Acc m(int64_t i) const { return static_cast<Acc>(loadElement(args.m, i)); }
+  Acc v(int64_t i) const { return static_cast<Acc>(loadElement(args.v, i)); }
+  Acc roundWeight(Acc value) const { return roundTo(weights.dtype, value); }
+  Acc roundM(Acc value) const { return roundTo(args.m.dtype, value); }
+  Acc roundV(Acc value) const { return roundTo(args.v.dtype, value); }
+  Acc roundParam(Acc value) const { return roundTo(args.param.dtype, value); }
+  void store(int64_t i, Acc param, Acc m, Acc v) const {
     if (args.master.data)
       storeElement(args.master, i, param);
     storeElement(args.param, i, param);
     storeElement(args.m, i, m);
     storeElement(args.v, i, v);
+  }
+};
+
+/// The same for an update whose tensors are all f32 with no master (the
+/// cpu's usual case): float pointers, every rounding the identity, no
+/// dtype switch per element. The same values, so the same bits.
+struct F32Access {
+  const float *grads;
+  float *params, *ms, *vs;
+
+  float grad(int64_t i) const { return grads[i]; }
+  float weight(int64_t i) const { return params[i]; }
+  float m(int64_t i) const { return ms[i]; }
+  float v(int64_t i) const { return vs[i]; }
+  float roundWeight(float value) const { return value; }
+  float roundM(float value) const { return value; }
+  float roundV(float value) const { return value; }
+  float roundParam(float value) const { return value; }
+  void store(int64_t i, float param, float m, float v) const {
+    params[i] = param;
+    ms[i] = m;
+    vs[i] = v;
+  }
+};
+
+/// Every element's update; whether one stored a value that is not finite.
+template <typename Acc, typename Access>
+bool updateElements(const Scalars<Acc> &s, const Access &access,
+                    int64_t numel) {
+  bool allFinite = true;
+  for (int64_t i = 0; i < numel; ++i) {
+    Acc grad = access.grad(i) * s.gradScale;
+    Acc param = access.roundWeight(access.weight(i) * s.decay);
+    Acc m = access.roundM(s.beta1 * access.m(i) + s.oneMinusBeta1 * grad);
+    Acc v =
+        access.roundV(s.beta2 * access.v(i) + s.oneMinusBeta2 * grad * grad);
+    param -= s.stepSize * m / (std::sqrt(v) / s.bc2Sqrt + s.eps);
+    access.store(i, param, m, v);
     // m and v are rounded already; param as its own storage holds it (a
     // finite f32 may round to a bf16 infinity), which covers the master.
     allFinite = allFinite && std::isfinite(m) && std::isfinite(v) &&
-                std::isfinite(roundTo(args.param.dtype, param));
+                std::isfinite(access.roundParam(param));
   }
-  if (!allFinite && args.nonFinite)
+  return allFinite;
+}
+
+template <typename Acc> void adamwImpl(const AdamWArgs &args) {
+  double step = static_cast<double>(args.step);
+  Scalars<Acc> s{
+      .beta1 = static_cast<Acc>(args.beta1),
+      .beta2 = static_cast<Acc>(args.beta2),
+      .oneMinusBeta1 = static_cast<Acc>(1.0 - args.beta1),
+      .oneMinusBeta2 = static_cast<Acc>(1.0 - args.beta2),
+      .decay = static_cast<Acc>(1.0 - args.lr * args.weightDecay),
+      .stepSize =
+          static_cast<Acc>(args.lr / (1.0 - std::pow(args.beta1, step))),
+      .bc2Sqrt = static_cast<Acc>(std::sqrt(1.0 - std::pow(args.beta2, step))),
+      .eps = static_cast<Acc>(args.eps),
+      .gradScale =
+          args.gradNormSq
+              ? static_cast<Acc>(clipScale(*args.gradNormSq, args.maxNorm))
+              : Acc(1)};
+  auto allFinite = [&] {
+    if constexpr (std::is_same_v<Acc, float>)
+      if (args.param.dtype == DType::F32 && args.m.dtype == DType::F32 &&
+          args.v.dtype == DType::F32 && args.grad.dtype == DType::F32 &&
+          !args.master.data)
+        return updateElements(
+            s,
+            F32Access{static_cast<const float *>(args.grad.data),
+                      static_cast<float *>(args.param.data),
+                      static_cast<float *>(args.m.data),
+                      static_cast<float *>(args.v.data)},
+            args.numel);
+    return updateElements(s, ViewAccess<Acc>{args}, args.numel);
+  };
+  if (!allFinite() && args.nonFinite)
     *args.nonFinite = 1;
 }
 
