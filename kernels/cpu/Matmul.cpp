@@ -28,21 +28,40 @@ namespace sharc::kernels::cpu {
 namespace {
 
 /// Reads a [rows, cols] tensor into a contiguous array, transposed to
-/// [cols, rows] when asked.
+/// [cols, rows] when asked: in blocks of 32 x 32, so that the transposed
+/// writes stay within a few cache lines, and f32 into floats as a copy.
 template <typename Acc>
 std::vector<Acc> loadMatrix(ConstTensorView view, int64_t rows, int64_t cols,
                             bool transpose) {
   std::vector<Acc> values(rows * cols);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      Acc value = static_cast<Acc>(loadElement(view, r * cols + c));
-      values[transpose ? c * rows + r : r * cols + c] = value;
-    }
+  const float *floats = nullptr;
+  if constexpr (std::is_same_v<Acc, float>)
+    if (view.dtype == DType::F32)
+      floats = static_cast<const float *>(view.data);
+  if (floats && !transpose) {
+    std::copy(floats, floats + rows * cols, values.begin());
+    return values;
+  }
+  constexpr int64_t kBlock = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock)
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock)
+      for (int64_t r = r0; r < std::min(rows, r0 + kBlock); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + kBlock); ++c) {
+          int64_t at = r * cols + c;
+          Acc value =
+              floats ? floats[at] : static_cast<Acc>(loadElement(view, at));
+          values[transpose ? c * rows + r : at] = value;
+        }
   return values;
 }
 
 template <typename Acc>
 void storeMatrix(TensorView view, const std::vector<Acc> &values) {
+  if constexpr (std::is_same_v<Acc, float>)
+    if (view.dtype == DType::F32) {
+      std::copy(values.begin(), values.end(), static_cast<float *>(view.data));
+      return;
+    }
   for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i)
     storeElement(view, i, values[i]);
 }
