@@ -3,6 +3,7 @@
 #include "executor/cuda/CudaBackend.h"
 
 #include "executor/TransferOrder.h"
+#include "executor/cuda/MappedFlag.h"
 #include "executor/cuda/NcclCommunicator.h"
 #include "executor/cuda/SharedGpuCommunicator.h"
 #include "executor/cuda/StepGraph.h"
@@ -86,9 +87,7 @@ public:
                                  int64_t numel) override;
   bool takeNonFiniteUpdate() override {
     // The streams have drained (finishStep), so every write has landed.
-    bool set = *nonFiniteHost_ != 0;
-    *nonFiniteHost_ = 0;
-    return set;
+    return nonFinite_.take();
   }
   Status allocateStepConstants(int64_t bytes) override;
   Status uploadStepConstants(const void *table, int64_t bytes) override;
@@ -144,11 +143,7 @@ private:
   void *stepConstantsHost_ = nullptr;
   int64_t stepConstantsBytes_ = 0;
   cudaEvent_t uploaded_ = nullptr;
-  /// The updates' non-finite flag: pinned host memory mapped into the
-  /// device's address space (nonFiniteDevice_ there), so reading it after a
-  /// step needs no copy and a graph replay writes the same address.
-  volatile unsigned *nonFiniteHost_ = nullptr;
-  unsigned *nonFiniteDevice_ = nullptr;
+  MappedFlag nonFinite_; ///< the updates' (kernels/AdamW.h)
   StepGraph graph_;
   /// Checking mode's device counter of non-finite elements.
   unsigned long long *nonFiniteCount_ = nullptr;
@@ -301,8 +296,6 @@ CudaRank::~CudaRank() {
     (void)cudaFreeHost(stepConstantsHost_);
   if (uploaded_)
     (void)cudaEventDestroy(uploaded_);
-  if (nonFiniteHost_)
-    (void)cudaFreeHost(const_cast<unsigned *>(nonFiniteHost_));
   if (nonFiniteCount_)
     (void)cudaFree(nonFiniteCount_);
   for (auto &[region, base] : regions_)
@@ -375,19 +368,13 @@ Status CudaRank::setUp(const plan::Plan &plan, bool poison, bool profile) {
     comms_.push_back(
         backend_.communicator(rank_, s, stream, stagingBuffer, staging));
   }
-  void *flag = nullptr;
-  SHARC_CUDA(cudaHostAlloc(&flag, sizeof(unsigned), cudaHostAllocMapped));
-  nonFiniteHost_ = static_cast<volatile unsigned *>(flag);
-  *nonFiniteHost_ = 0;
-  void *flagOnDevice = nullptr;
-  SHARC_CUDA(cudaHostGetDevicePointer(&flagOnDevice, flag, 0));
-  nonFiniteDevice_ = static_cast<unsigned *>(flagOnDevice);
+  SHARC_TRY(nonFinite_.allocate());
   for (int64_t s = 0; s < plan.numStreams; ++s)
     contexts_.push_back(LaunchContext{.stream = streams_[s],
                                       .comm = comms_[s].get(),
                                       .gemm = gemms_[s].get(),
                                       .attention = attentions_[s].get(),
-                                      .nonFinite = nonFiniteDevice_});
+                                      .nonFinite = nonFinite_.devicePointer()});
   for (int64_t e = 0; e < plan.numEvents; ++e) {
     cudaEvent_t event = nullptr;
     SHARC_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
