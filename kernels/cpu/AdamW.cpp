@@ -37,12 +37,15 @@ template <typename Acc> struct Scalars {
       gradScale;
 };
 
-/// An update's elements read and written through the views, each value
-/// rounded to its storage type as a store and a load would.
+/// An update's elements read and written through the views; the storage
+/// types, which updateElements rounds each value to as a store and a load
+/// would, are the views'.
 template <typename Acc> struct ViewAccess {
   const AdamWArgs &args;
   /// bf16-mixed: the update is the master's; param only receives it.
   const TensorView &weights = args.master.data ? args.master : args.param;
+  DType weightType = weights.dtype, mType = args.m.dtype, vType = args.v.dtype,
+        paramType = args.param.dtype;
 
   Acc grad(int64_t i) const {
     return static_cast<Acc>(loadElement(args.grad, i));
@@ -52,10 +55,6 @@ template <typename Acc> struct ViewAccess {
   }
   Acc m(int64_t i) const { return static_cast<Acc>(loadElement(args.m, i)); }
   Acc v(int64_t i) const { return static_cast<Acc>(loadElement(args.v, i)); }
-  Acc roundWeight(Acc value) const { return roundTo(weights.dtype, value); }
-  Acc roundM(Acc value) const { return roundTo(args.m.dtype, value); }
-  Acc roundV(Acc value) const { return roundTo(args.v.dtype, value); }
-  Acc roundParam(Acc value) const { return roundTo(args.param.dtype, value); }
   void store(int64_t i, Acc param, Acc m, Acc v) const {
     if (args.master.data)
       storeElement(args.master, i, param);
@@ -66,20 +65,19 @@ template <typename Acc> struct ViewAccess {
 };
 
 /// The same for an update whose tensors are all f32 with no master (the
-/// cpu's usual case): float pointers, every rounding the identity, no
-/// dtype switch per element. The same values, so the same bits.
+/// cpu's usual case): float pointers, and storage types known when it is
+/// compiled, so every rounding folds to the identity and no element pays a
+/// dtype switch. The same values, so the same bits.
 struct F32Access {
   const float *grads;
   float *params, *ms, *vs;
+  static constexpr DType weightType = DType::F32, mType = DType::F32,
+                         vType = DType::F32, paramType = DType::F32;
 
   float grad(int64_t i) const { return grads[i]; }
   float weight(int64_t i) const { return params[i]; }
   float m(int64_t i) const { return ms[i]; }
   float v(int64_t i) const { return vs[i]; }
-  float roundWeight(float value) const { return value; }
-  float roundM(float value) const { return value; }
-  float roundV(float value) const { return value; }
-  float roundParam(float value) const { return value; }
   void store(int64_t i, float param, float m, float v) const {
     params[i] = param;
     ms[i] = m;
@@ -94,16 +92,17 @@ bool updateElements(const Scalars<Acc> &s, const Access &access,
   bool allFinite = true;
   for (int64_t i = 0; i < numel; ++i) {
     Acc grad = access.grad(i) * s.gradScale;
-    Acc param = access.roundWeight(access.weight(i) * s.decay);
-    Acc m = access.roundM(s.beta1 * access.m(i) + s.oneMinusBeta1 * grad);
-    Acc v =
-        access.roundV(s.beta2 * access.v(i) + s.oneMinusBeta2 * grad * grad);
+    Acc param = roundTo(access.weightType, access.weight(i) * s.decay);
+    Acc m =
+        roundTo(access.mType, s.beta1 * access.m(i) + s.oneMinusBeta1 * grad);
+    Acc v = roundTo(access.vType,
+                    s.beta2 * access.v(i) + s.oneMinusBeta2 * grad * grad);
     param -= s.stepSize * m / (std::sqrt(v) / s.bc2Sqrt + s.eps);
     access.store(i, param, m, v);
     // m and v are rounded already; param as its own storage holds it (a
     // finite f32 may round to a bf16 infinity), which covers the master.
     allFinite = allFinite && std::isfinite(m) && std::isfinite(v) &&
-                std::isfinite(access.roundParam(param));
+                std::isfinite(roundTo(access.paramType, param));
   }
   return allFinite;
 }
