@@ -1,4 +1,4 @@
-//===- ForwardPrefix.cpp - the instructions that compute the loss ---------===//
+//===- ForwardPrefix.cpp - the instructions that compute an output --------===//
 
 #include "executor/ForwardPrefix.h"
 
@@ -32,11 +32,13 @@ std::vector<int64_t> writes(const plan::Instruction &instr, const OpDef *def) {
 
 } // namespace
 
-Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
-                                              const OpTable &ops) {
-  const plan::IoEntry *loss = plan.findOutput("loss");
-  if (!loss)
-    return Status::invalidInput("the plan has no 'loss' output to evaluate");
+Result<std::vector<int64_t>> outputInstructions(const plan::Plan &plan,
+                                                const OpTable &ops,
+                                                const std::string &name) {
+  const plan::IoEntry *output = plan.findOutput(name);
+  if (!output)
+    return Status::invalidInput("the plan has no '" + name +
+                                "' output to evaluate");
   int64_t count = static_cast<int64_t>(plan.instructions.size());
   std::map<int64_t, std::vector<int64_t>> writersOf; // family -> instrs
   std::map<int64_t, int64_t> signallerOf;            // event -> instr
@@ -71,9 +73,10 @@ Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
       sendOfRecv[i] = sendsOf[link][n];
   }
   std::vector<bool> taken(count, false);
-  std::vector<int64_t> work = writersOf[family(plan, loss->buffer)];
+  std::vector<int64_t> work = writersOf[family(plan, output->buffer)];
   if (work.empty())
-    return Status::invalidInput("no instruction writes the 'loss' output");
+    return Status::invalidInput("no instruction writes the '" + name +
+                                "' output");
   for (int64_t i : work)
     taken[i] = true;
   while (!work.empty()) {
@@ -105,9 +108,8 @@ Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
         return Status::invalidInput(
             "instr " + std::to_string(i) + " (" + plan.instructions[i].op +
             ") writes " + plan::regionName(plan.buffers[id].region) +
-            " buffer '" + plan.buffers[id].name +
-            "', and the loss depends on it: evaluating would change the "
-            "model");
+            " buffer '" + plan.buffers[id].name + "', and the " + name +
+            " depends on it: evaluating would change the model");
     program.push_back(i);
   }
   return program;

@@ -1,8 +1,10 @@
-//===- ForwardPrefix.h - the instructions that compute the loss -*- C++ -*-===//
-// defines: lossInstructions
+//===- ForwardPrefix.h - the instructions that compute an output -*- C++
+//-*-===//
+// defines: outputInstructions
 //
-// Evaluation runs only the instructions of the training step that the loss
-// depends on: the writers of the `loss` output, and transitively, for each
+// Evaluation runs only the instructions of the training step that one
+// output depends on (the loss for validation, the logits for generation):
+// the writers of that output, and transitively, for each
 // instruction taken, every earlier writer of a buffer it reads (or updates
 // in place), the signaller of every event it waits for and, for a recv,
 // the send it receives (pipeline stages). Buffers are
@@ -13,9 +15,9 @@
 // instructions runs through waits whose signallers are taken too (the
 // planner makes every wait of an instruction that writes the loss, never
 // leaving one to an earlier wait of its stream that is not taken). The
-// schedule may place work the loss does not need (the backward, the
-// optimizer) before the loss's last instruction (a microbatched plan scales
-// the summed loss at the very end); that work is left out. A taken
+// schedule may place work the output does not need (the backward, the
+// optimizer) before the output's last instruction (a microbatched plan
+// scales the summed loss at the very end); that work is left out. A taken
 // instruction that writes a parameter or optimizer state would make
 // evaluation train, so such a plan is refused.
 #pragma once
@@ -25,15 +27,17 @@
 #include "planner/plan/Status.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace sharc::exec {
 
-/// The instructions the loss depends on, ascending; invalid input when the
-/// plan has no loss output, nothing writes it, or one of them writes the
+/// The instructions output `name` depends on, ascending; invalid input when
+/// the plan has no such output, nothing writes it, or one of them writes the
 /// param or opt_state region (results and operands the op updates in
 /// place, OpDef::updatedOperands).
-Result<std::vector<int64_t>> lossInstructions(const plan::Plan &plan,
-                                              const OpTable &ops);
+Result<std::vector<int64_t>> outputInstructions(const plan::Plan &plan,
+                                                const OpTable &ops,
+                                                const std::string &name);
 
 } // namespace sharc::exec

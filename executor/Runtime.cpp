@@ -425,19 +425,32 @@ Result<StepStats> Runtime::step() {
   return stats;
 }
 
-Result<double> Runtime::evalLoss() {
-  if (evalOrder_.empty()) {
-    auto program = lossInstructions(plan_, OpTable::get());
-    if (!program)
-      return program.status().withContext("evaluation");
-    evalStreamInstrs_.assign(order_.numStreams, {});
-    for (int64_t i : *program) {
-      evalOrder_.push_back(i);
-      evalStreamInstrs_[plan_.instructions[i].stream].push_back(i);
+Status Runtime::runOutputPrefix(const std::string &name) {
+  auto found = evalPrograms_.find(name);
+  if (found == evalPrograms_.end()) {
+    auto instrs = outputInstructions(plan_, OpTable::get(), name);
+    if (!instrs)
+      return instrs.status().withContext("evaluation");
+    EvalProgram program;
+    program.streamInstrs.assign(order_.numStreams, {});
+    for (int64_t i : *instrs) {
+      program.order.push_back(i);
+      program.streamInstrs[plan_.instructions[i].stream].push_back(i);
     }
+    found = evalPrograms_.emplace(name, std::move(program)).first;
   }
-  SHARC_TRY(runProgram(evalStreamInstrs_, evalOrder_, /*record=*/false));
+  return runProgram(found->second.streamInstrs, found->second.order,
+                    /*record=*/false);
+}
+
+Result<double> Runtime::evalLoss() {
+  SHARC_TRY(runOutputPrefix("loss"));
   return readLoss();
+}
+
+Result<plan::NamedTensor> Runtime::evalOutput(const std::string &name) {
+  SHARC_TRY(runOutputPrefix(name));
+  return gatherOutput(name);
 }
 
 Result<double> Runtime::readLoss() const {

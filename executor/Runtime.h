@@ -42,6 +42,7 @@
 
 #include <chrono>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -143,6 +144,11 @@ public:
   /// after it is bit for bit what it would have been. Invalid input for a
   /// plan whose prefix would write a parameter.
   Result<double> evalLoss();
+  /// As evalLoss for any output: runs the instructions output `name`
+  /// depends on and returns its global tensor (as gatherOutput). The
+  /// logits of a plan compiled with --emit-logits are how generation
+  /// (Generation.h) reads the model's next-token scores.
+  Result<plan::NamedTensor> evalOutput(const std::string &name);
   /// The global tensor of an output (or input) of the last step, gathered
   /// over shards; float outputs come back as f32, i32 as i32.
   Result<plan::NamedTensor> gatherOutput(const std::string &name) const;
@@ -254,10 +260,15 @@ private:
   int64_t nextStep_ = 1;
   /// The schedule's factor on adamw's lr for the step being run.
   double lrScale_ = 1.0;
-  /// evalLoss's prefix, per stream and in plan order; empty until the first
-  /// evaluation.
-  std::vector<std::vector<int64_t>> evalStreamInstrs_;
-  std::vector<int64_t> evalOrder_;
+  /// The instructions an output depends on, per stream and in plan order.
+  struct EvalProgram {
+    std::vector<std::vector<int64_t>> streamInstrs;
+    std::vector<int64_t> order;
+  };
+  /// Runs output `name`'s prefix (outputInstructions), made at its first
+  /// evaluation and kept in evalPrograms_.
+  Status runOutputPrefix(const std::string &name);
+  std::map<std::string, EvalProgram> evalPrograms_;
   /// recordTrace: the step being run, [rank][stream], each vector written
   /// only by its own thread; swapped into lastTrace_ when the step succeeds.
   StepTrace recording_;

@@ -8,7 +8,10 @@
 # run prints the validation loss before and after training. Without the
 # package (not Debian) it falls back to this repository's documentation.
 # Every step also goes to out/train/log.csv (sharc-run --log, flushed per
-# step: plot it mid-run), and out/train/loss.svg is its plot.
+# step: plot it mid-run), and out/train/loss.svg is its plot. The trained
+# weights go to out/train/model.safetensors (CKPT=FILE elsewhere), and the
+# model then continues a line of the text (scripts/generate.py; SAMPLE=0
+# skips it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -16,6 +19,7 @@ model=${MODEL:-$root/models/minimind.yaml}
 run=${RUN:-$root/models/kjv.run.yaml}
 steps=${STEPS:-10}
 log=${LOG:-$root/out/train/log.csv}
+ckpt=${CKPT:-$root/out/train/model.safetensors}
 # Two simulated ranks with every tensor-parallel optimisation by default.
 flags=${SHARC_FLAGS---mode tp_sp_async_vp --tp 2}
 "$root/scripts/build.sh"
@@ -48,8 +52,22 @@ fi
 "$build/bin/sharc" compile "$model" --run "$run" -o "$plan" $flags
 "$build/bin/sharc" compile "$model" --run "$run" --report $flags
 echo "compiled $model -> $plan; training $steps steps"
+mkdir -p "$(dirname "$ckpt")"
+started="$root/out/.train-started"
+touch "$started"
+# A --save among the extra arguments comes later and wins.
 "$build/bin/sharc-run" "$plan" --steps "$steps" "${datargs[@]}" --log "$log" \
-  "$@"
+  --save "$ckpt" "$@"
 svg="$(dirname "$log")/loss.svg"
 python3 "$root/scripts/plot-training.py" "$log" "$svg"
 echo "training log $log, plotted in $svg"
+# What the model writes now: a line of Genesis continued, greedily enough
+# to show what it has learned (temperature 0.7, the 20 likeliest tokens).
+if [ "${SAMPLE:-1}" != 0 ] && [ -s "$data/tokenizer.json" ] &&
+    [ "$ckpt" -nt "$started" ]; then
+  echo "the trained model ($ckpt) continues a prompt:"
+  "$root/.venv/bin/python" "$root/scripts/generate.py" "$ckpt" \
+    --tokenizer "$data/tokenizer.json" --model "$model" \
+    --prompt "${PROMPT:-And God said}" --max-new-tokens 24 \
+    --temperature 0.7 --top-k 20
+fi

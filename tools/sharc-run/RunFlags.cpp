@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -31,6 +32,8 @@ const char *kUsage =
     "                 [--trace FILE.json] [--timeout SECONDS]\n"
     "                 [--val-data FILE [--eval-every N] [--eval-batches N]]\n"
     "                 [--save-every N [--keep-last K]] [--log FILE.csv]\n"
+    "       sharc-run PLAN --generate IDS [--max-new-tokens N]\n"
+    "                 [--temperature T] [--top-k K] [--load CKPT] [--seed N]\n"
     "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
     "                 (a sweep `sharc bench` compiled; BenchRunner.h)\n"
     "  --backend       auto (default): cuda when this build has it and the\n"
@@ -77,6 +80,15 @@ const char *kUsage =
     "  --cuda-graph    on the GPU, capture the second step as a CUDA graph\n"
     "                  and replay it for every later step (fewer launches;\n"
     "                  traced steps run eagerly)\n"
+    "  --generate IDS  continue the prompt IDS (comma-separated token ids)\n"
+    "                  instead of training: a plan compiled with\n"
+    "                  --emit-logits, each of its batch rows one sample,\n"
+    "                  one forward pass per new token (no KV cache); prints\n"
+    "                  `token I: ID...` as each comes, then `sample B: IDS`\n"
+    "                  (scripts/generate.py encodes and decodes text)\n"
+    "  --max-new-tokens N  tokens to generate (32)\n"
+    "  --temperature T the softmax's temperature (0.8); 0 is greedy\n"
+    "  --top-k K       draw among the K highest logits (40); 0: all\n"
     "  --share-gpus    on cuda, run a plan with more ranks than the node has\n"
     "                  GPUs: rank r on GPU r mod GPUs, collectives and\n"
     "                  transfers through the host on managed memory. Slow;\n"
@@ -96,11 +108,41 @@ std::optional<int64_t> parseCount(const std::string &text) {
   return static_cast<int64_t>(value);
 }
 
+/// Comma-separated counts, each at most `limit`; nullopt for anything else.
+std::optional<std::vector<int32_t>> parseIds(const std::string &text,
+                                             int64_t limit) {
+  std::vector<int32_t> ids;
+  size_t begin = 0;
+  while (true) {
+    size_t end = text.find(',', begin);
+    std::optional<int64_t> id = parseCount(text.substr(begin, end - begin));
+    if (!id || *id > limit)
+      return std::nullopt;
+    ids.push_back(static_cast<int32_t>(*id));
+    if (end == std::string::npos)
+      return ids;
+    begin = end + 1;
+  }
+}
+
+/// A finite decimal number in [0, limit]; nullopt for anything else.
+std::optional<double> parseNonNegative(const std::string &text, double limit) {
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    return std::nullopt;
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  if (*end != '\0' || errno == ERANGE || !(value <= limit))
+    return std::nullopt;
+  return value;
+}
+
 } // namespace
 
 Result<RunFlags> parseRunFlags(int argc, char **argv) {
   RunFlags options;
-  bool timeoutGiven = false;
+  bool timeoutGiven = false, stepsGiven = false;
+  bool samplingGiven[3] = {false, false, false};
   auto bad = [](const std::string &message) {
     return Status::invalidInput(message);
   };
@@ -140,6 +182,7 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       if (options.timeoutSeconds < 1 || options.timeoutSeconds > 86400)
         return bad("--timeout needs 1 to 86400 seconds");
     } else if (flag == "--steps") {
+      stepsGiven = true;
       SHARC_TRY(needCount(options.steps));
       if (options.steps > 100000000)
         return bad("--steps " + std::to_string(options.steps) +
@@ -193,6 +236,31 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       options.cudaGraph = true;
     } else if (flag == "--share-gpus") {
       options.shareGpus = true;
+    } else if (flag == "--generate") {
+      std::string text;
+      SHARC_TRY(needValue(text));
+      auto ids = parseIds(text, std::numeric_limits<int32_t>::max());
+      if (!ids)
+        return bad("--generate needs comma-separated token ids, got '" + text +
+                   "'");
+      options.prompt = std::move(*ids);
+    } else if (flag == "--max-new-tokens") {
+      samplingGiven[0] = true;
+      SHARC_TRY(needCount(options.maxNewTokens));
+      if (options.maxNewTokens < 1 || options.maxNewTokens > 1000000)
+        return bad("--max-new-tokens needs 1 to 1000000");
+    } else if (flag == "--temperature") {
+      samplingGiven[1] = true;
+      std::string text;
+      SHARC_TRY(needValue(text));
+      auto value = parseNonNegative(text, 100.0);
+      if (!value)
+        return bad("--temperature needs a number from 0 to 100, got '" + text +
+                   "'");
+      options.temperature = *value;
+    } else if (flag == "--top-k") {
+      samplingGiven[2] = true;
+      SHARC_TRY(needCount(options.topK));
     } else if (!flag.empty() && flag[0] == '-') {
       return bad("unknown flag '" + flag + "' (see --help)");
     } else if (options.planPath.empty()) {
@@ -225,6 +293,29 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
     return bad("--trace does not apply to --compare-cpu");
   if (options.compareCpu)
     options.validatePath = options.planPath;
+  // Generation trains nothing and reads no data: a flag of training would
+  // be silently ignored.
+  if (!options.prompt.empty())
+    for (const auto &[flag, given] :
+         {std::pair{"--steps", stepsGiven},
+          {"--data", !options.dataPath.empty()},
+          {"--val-data", !options.valPath.empty()},
+          {"--save", !options.savePath.empty()},
+          {"--dump-outputs", !options.dumpPath.empty()},
+          {"--trace", !options.tracePath.empty()},
+          {"--log", !options.logPath.empty()},
+          {"--validate", !options.validatePath.empty() && !options.compareCpu},
+          {"--compare-cpu", options.compareCpu},
+          {"--cuda-graph", options.cudaGraph}})
+      if (given)
+        return bad(std::string(flag) + " does not apply to --generate");
+  if (options.prompt.empty())
+    for (const auto &[flag, given] :
+         {std::pair{"--max-new-tokens", samplingGiven[0]},
+          {"--temperature", samplingGiven[1]},
+          {"--top-k", samplingGiven[2]}})
+      if (given)
+        return bad(std::string(flag) + " needs --generate IDS");
   // An output may never replace an input of the same run.
   for (const std::string *output : {&options.savePath, &options.dumpPath,
                                     &options.tracePath, &options.logPath})

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sharc {
 
@@ -41,6 +42,12 @@ struct RunFlags {
   int64_t saveEvery = 0;    ///< 0: only the final --save
   int64_t keepLast = 3;     ///< rotating checkpoints kept
   bool shuffle = false;     ///< --data's windows in a scattered order
+  /// --generate IDS: the prompt (comma-separated ids) to continue instead
+  /// of training; empty: train.
+  std::vector<int32_t> prompt;
+  int64_t maxNewTokens = 32;
+  double temperature = 0.8; ///< 0: greedy
+  int64_t topK = 40;        ///< 0: the whole vocabulary
 };
 
 /// Parses and checks argv; invalid input for anything it refuses. --help

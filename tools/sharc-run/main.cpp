@@ -5,6 +5,8 @@
 //   --synthetic] [--load CKPT] [--save CKPT] [--dump-outputs FILE]
 //   [--poison] [--check] [--quiet] [--validate DENSE_PLAN | --compare-cpu]
 //   [--trace FILE] [--timeout SECONDS] [--log FILE.csv]
+// sharc-run PLAN --generate IDS [--max-new-tokens N] [--temperature T]
+//   [--top-k K] [--load CKPT]: sample continuations of a prompt instead.
 // stdout: one line per step and a summary. Errors go to stderr as
 // `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
 // checkpoint), 1 for a failure at run time. `mpirun -np P sharc-run PLAN
@@ -17,6 +19,7 @@
 #include "executor/Checkpoint.h"
 #include "executor/DataLoader.h"
 #include "executor/Divergence.h"
+#include "executor/Generation.h"
 #include "executor/Metrics.h"
 #include "executor/Processes.h"
 #include "executor/Runtime.h"
@@ -133,6 +136,48 @@ Status divergedAt(const exec::Runtime &runtime, int64_t step) {
                               "the run diverged; nothing was saved");
 }
 
+/// --generate: each batch row's continuation of the prompt, printed id by
+/// id as it comes (scripts/generate.py reads the lines and decodes them).
+int generate(exec::Runtime &runtime, const RunFlags &options) {
+  exec::GenerationOptions generation;
+  generation.prompt = options.prompt;
+  generation.maxNewTokens = options.maxNewTokens;
+  generation.sampling = {options.temperature, options.topK};
+  generation.seed = options.seed;
+  const plan::Plan &plan = runtime.plan();
+  if (!options.quiet) {
+    std::printf("generating %lld tokens after a prompt of %zu, %lld "
+                "sample%s, ",
+                static_cast<long long>(options.maxNewTokens),
+                options.prompt.size(), static_cast<long long>(plan.batchSize),
+                plan.batchSize == 1 ? "" : "s");
+    if (options.temperature > 0)
+      std::printf("temperature %g, top-k %lld\n", options.temperature,
+                  static_cast<long long>(options.topK));
+    else
+      std::printf("greedy\n");
+    std::fflush(stdout);
+  }
+  auto samples = exec::generateTokens(
+      runtime, generation, [](int64_t index, const std::vector<int32_t> &ids) {
+        std::printf("token %lld:", static_cast<long long>(index));
+        for (int32_t id : ids)
+          std::printf(" %d", id);
+        std::printf("\n");
+        std::fflush(stdout);
+        return Status::ok();
+      });
+  if (!samples)
+    return fail(samples.status());
+  for (size_t b = 0; b < samples->size(); ++b) {
+    std::printf("sample %zu:", b);
+    for (int32_t id : (*samples)[b])
+      std::printf(" %d", id);
+    std::printf("\n");
+  }
+  return 0;
+}
+
 int run(const RunFlags &options, bool stepsGiven,
         std::shared_ptr<exec::Processes> processes) {
   auto plan = plan::readPlanFile(options.planPath);
@@ -145,6 +190,10 @@ int run(const RunFlags &options, bool stepsGiven,
           "process: launch without mpirun"));
     return validate(options, *plan, stepsGiven);
   }
+  if (!options.prompt.empty())
+    if (Status status = exec::checkGenerationInput(*plan, options.prompt);
+        !status)
+      return fail(status.withContext(options.planPath));
   // Opened before any work, so that a path it cannot write fails at once;
   // under mpirun the first process writes it, as every other file.
   std::optional<training::TrainLog> trainLog;
@@ -215,6 +264,9 @@ int run(const RunFlags &options, bool stepsGiven,
   } else if (Status status = rt.initParams(options.seed); !status) {
     return fail(status);
   }
+
+  if (!options.prompt.empty())
+    return generate(rt, options);
 
   int64_t batch = plan->batchSize, seqLen = plan->seqLen;
   if (plan->vocabSize <= 0 || batch <= 0 || seqLen <= 0)

@@ -308,3 +308,111 @@ TEST_CASE("sharc-run refuses counts that would wrap and flags a mode ignores",
   REQUIRE(plan::readPlanFile(planPath));
   std::remove(planPath.c_str());
 }
+
+namespace {
+/// The ids after "sample B:" in sharc-run's output.
+std::vector<int32_t> sampleIds(const std::string &out, int b) {
+  std::string tag = "sample " + std::to_string(b) + ":";
+  size_t at = out.find(tag);
+  REQUIRE(at != std::string::npos);
+  std::vector<int32_t> ids;
+  const char *text = out.c_str() + at + tag.size();
+  while (*text == ' ') {
+    char *end = nullptr;
+    ids.push_back(static_cast<int32_t>(std::strtol(text, &end, 10)));
+    text = end;
+  }
+  return ids;
+}
+} // namespace
+
+TEST_CASE("sharc-run --generate continues a prompt with the trained model's "
+          "most likely tokens",
+          "[executor]") {
+  // The linear plan is a bigram model: the logits at a position are head x
+  // embed[its token], so the greedy continuation of a token is the argmax
+  // of that product over the valid vocabulary, computed here from the
+  // checkpoint's tensors.
+  LinearModel model;
+  model.validVocab = 6; // columns 6 and 7 are padding, never drawn
+  std::string planPath = tempPath("gen-plan.yaml");
+  std::string savePath = tempPath("gen-ckpt.safetensors");
+  REQUIRE(plan::writePlanFile(makeLinearPlan(model, 2, 1), planPath));
+  ToolRun train = runTool(planPath + " --steps 3 --seed 5 --save " + savePath);
+  INFO(train.out);
+  REQUIRE(train.exitCode == 0);
+  auto checkpoint = plan::readSafeTensors(savePath);
+  REQUIRE(checkpoint);
+  std::vector<double> embed =
+      plan::tensorAsDoubles(*checkpoint->find("embed.weight"));
+  std::vector<double> head =
+      plan::tensorAsDoubles(*checkpoint->find("head.weight"));
+  auto next = [&](int32_t token) {
+    int32_t best = 0;
+    double bestLogit = -INFINITY;
+    for (int32_t v = 0; v < model.validVocab; ++v) {
+      double logit = 0;
+      for (int64_t h = 0; h < model.hidden; ++h)
+        logit += head[v * model.hidden + h] * embed[token * model.hidden + h];
+      if (logit > bestLogit) {
+        bestLogit = logit;
+        best = v;
+      }
+    }
+    return best;
+  };
+  // Seven new tokens after two: the window of five slides.
+  ToolRun run = runTool(planPath + " --load " + savePath +
+                        " --generate 4,1 --max-new-tokens 7 --temperature 0");
+  INFO(run.out);
+  REQUIRE(run.exitCode == 0);
+  REQUIRE(count(run.out, "token ") == 7);
+  std::vector<int32_t> expected;
+  for (int32_t token = 1; expected.size() < 7;)
+    expected.push_back(token = next(token));
+  // Every batch row (two dp ranks' each) is one greedy sample: the same.
+  for (int b = 0; b < model.batch; ++b)
+    REQUIRE(sampleIds(run.out, b) == expected);
+
+  // Sampled: the same seed draws the same ids, rows differ, ids stay valid.
+  std::string sampled = planPath + " --load " + savePath +
+                        " --generate 2 --max-new-tokens 12 --temperature 2 "
+                        "--top-k 0 --seed 9";
+  ToolRun first = runTool(sampled), second = runTool(sampled);
+  INFO(first.out);
+  REQUIRE(first.exitCode == 0);
+  REQUIRE(second.out == first.out);
+  std::vector<std::vector<int32_t>> rows;
+  for (int b = 0; b < model.batch; ++b) {
+    rows.push_back(sampleIds(first.out, b));
+    REQUIRE(rows.back().size() == 12);
+    for (int32_t id : rows.back())
+      REQUIRE((id >= 0 && id < model.validVocab));
+  }
+  REQUIRE(rows[0] != rows[1]);
+
+  // Refused: a plan without logits, a prompt outside the vocabulary,
+  // training flags, sampling flags without a prompt.
+  plan::Plan noLogits = makeLinearPlan(model, 1, 1);
+  std::erase_if(noLogits.outputs, [](const plan::IoEntry &entry) {
+    return entry.name == "logits";
+  });
+  std::string noLogitsPath = tempPath("gen-nologits.yaml");
+  REQUIRE(plan::writePlanFile(noLogits, noLogitsPath));
+  ToolRun refused = runTool(noLogitsPath + " --generate 1");
+  INFO(refused.out);
+  REQUIRE(refused.exitCode == 2);
+  REQUIRE(refused.out.find("--emit-logits") != std::string::npos);
+  for (const char *flags :
+       {" --generate 6", " --generate 1,x", " --generate 1 --steps 2",
+        " --generate 1 --data x.tokens", " --generate 1 --temperature -1",
+        " --generate 1 --temperature nan", " --top-k 3",
+        " --generate 1 --max-new-tokens 0"}) {
+    ToolRun bad = runTool(planPath + flags);
+    INFO(flags << ": " << bad.out);
+    REQUIRE(bad.exitCode == 2);
+    REQUIRE(bad.out.rfind("sharc-run: error: ", 0) == 0);
+  }
+  for (const std::string &path : {planPath, savePath, noLogitsPath})
+    std::remove(path.c_str());
+}

@@ -1,0 +1,129 @@
+//===- Generation.cpp - text from a trained model, a token at a time ------===//
+
+#include "executor/Generation.h"
+
+#include "planner/plan/DType.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace sharc::exec {
+namespace {
+
+/// SplitMix64's finaliser: a bijection that scatters nearby inputs.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+double uniformDraw(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t bits = mix(mix(mix(seed) ^ stream) ^ index);
+  // The top 53 bits: every double of [0, 1) on a grid of 2^-53.
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+int32_t sampleToken(const float *logits, int64_t vocab,
+                    const SamplingOptions &options, double uniform) {
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  auto ranksBefore = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  if (options.temperature <= 0.0)
+    return *std::min_element(ids.begin(), ids.end(), ranksBefore);
+  int64_t count = options.topK > 0 ? std::min(options.topK, vocab) : vocab;
+  std::partial_sort(ids.begin(), ids.begin() + count, ids.end(), ranksBefore);
+  // Weights relative to the highest logit, so that none overflows.
+  std::vector<double> weights(static_cast<size_t>(count));
+  double top = logits[ids[0]], total = 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    weights[i] = std::exp((logits[ids[i]] - top) / options.temperature);
+    total += weights[i];
+  }
+  double target = uniform * total, sum = 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    sum += weights[i];
+    if (target < sum)
+      return ids[i];
+  }
+  // Rounding left the target at the total: the last id with any weight.
+  for (int64_t i = count - 1; i > 0; --i)
+    if (weights[i] > 0.0)
+      return ids[i];
+  return ids[0];
+}
+
+Status checkGenerationInput(const plan::Plan &plan,
+                            const std::vector<int32_t> &prompt) {
+  if (!plan.findOutput("logits"))
+    return Status::invalidInput(
+        "the plan has no 'logits' output to generate from: compile it with "
+        "`sharc compile --emit-logits`");
+  if (prompt.empty())
+    return Status::invalidInput("generation needs a prompt of at least one id");
+  for (int32_t id : prompt)
+    if (id < 0 || id >= plan.vocabSize)
+      return Status::invalidInput("prompt id " + std::to_string(id) +
+                                  " is outside the model's vocabulary [0, " +
+                                  std::to_string(plan.vocabSize) + ")");
+  return Status::ok();
+}
+
+Result<std::vector<std::vector<int32_t>>>
+generateTokens(Runtime &runtime, const GenerationOptions &options,
+               const TokenCallback &onToken) {
+  const plan::Plan &plan = runtime.plan();
+  SHARC_TRY(checkGenerationInput(plan, options.prompt));
+  int64_t seqLen = plan.seqLen, batch = plan.batchSize, vocab = plan.vocabSize;
+  std::vector<std::vector<int32_t>> rows(static_cast<size_t>(batch),
+                                         options.prompt);
+  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(batch));
+  std::vector<int32_t> window(static_cast<size_t>(batch * seqLen));
+  std::vector<int32_t> ids(static_cast<size_t>(batch));
+  for (int64_t index = 0; index < options.maxNewTokens; ++index) {
+    int64_t length = std::min<int64_t>(rows[0].size(), seqLen);
+    int64_t start = static_cast<int64_t>(rows[0].size()) - length;
+    // Batch-first [B, S]; id 0 after the last filled position.
+    std::fill(window.begin(), window.end(), 0);
+    for (int64_t b = 0; b < batch; ++b)
+      std::copy(rows[b].begin() + start, rows[b].end(),
+                window.begin() + b * seqLen);
+    SHARC_TRY(runtime.setBatch(window));
+    auto logits = runtime.evalOutput("logits");
+    if (!logits)
+      return logits.status().withContext("generation");
+    // Sequence-first [S, B, V'], V' >= vocab where tp padded the vocabulary
+    // (its padded columns are never drawn).
+    const std::vector<int64_t> &shape = logits->shape;
+    if (shape.size() != 3 || shape[0] != seqLen || shape[1] != batch ||
+        shape[2] < vocab || logits->dtype != DType::F32)
+      return Status::invalidInput(
+          "the plan's 'logits' output is not [seq_len, batch, vocab]");
+    const auto *values = reinterpret_cast<const float *>(logits->bytes.data());
+    for (int64_t b = 0; b < batch; ++b) {
+      const float *row = values + ((length - 1) * batch + b) * shape[2];
+      if (!std::all_of(row, row + vocab,
+                       [](float x) { return std::isfinite(x); }))
+        return Status::runtimeError("generation: the logits of sample " +
+                                    std::to_string(b) + " at position " +
+                                    std::to_string(length - 1) +
+                                    " hold a NaN or an infinity");
+      double uniform = uniformDraw(options.seed, static_cast<uint64_t>(b),
+                                   static_cast<uint64_t>(index));
+      ids[b] = sampleToken(row, vocab, options.sampling, uniform);
+      rows[b].push_back(ids[b]);
+      generated[b].push_back(ids[b]);
+    }
+    if (onToken)
+      SHARC_TRY(onToken(index, ids));
+  }
+  return generated;
+}
+
+} // namespace sharc::exec

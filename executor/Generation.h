@@ -1,0 +1,74 @@
+//===- Generation.h - text from a trained model, a token at a time -*- C++
+//-*-===//
+// defines: SamplingOptions, sampleToken, uniformDraw, GenerationOptions,
+//          generateTokens
+//
+// Autoregressive generation on a training plan compiled with --emit-logits:
+// each new token is one evaluation of the logits (Runtime::evalOutput, the
+// forward pass alone: parameters and optimizer state untouched) over a
+// window of the plan's seq_len tokens, read at the window's last filled
+// position. The positions after it hold padding, which a causal model never
+// reads. Once the window is full it slides, so the model sees the last
+// seq_len tokens. Without a key/value cache each token costs a forward pass
+// of the whole window: this is for seeing what a model has learned, not for
+// serving it. Each row of the plan's batch is one sample of the same
+// prompt, drawn with its own random stream.
+//
+//   GenerationOptions options;
+//   options.prompt = {17, 402};
+//   auto samples = generateTokens(runtime, options,
+//       [](int64_t index, const std::vector<int32_t> &ids) { ...; });
+#pragma once
+
+#include "executor/Runtime.h"
+#include "planner/plan/Status.h"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace sharc::exec {
+
+struct SamplingOptions {
+  /// The softmax's temperature; 0 picks the highest logit (greedy).
+  double temperature = 0.8;
+  /// Draw among the topK highest logits only; 0: the whole vocabulary.
+  int64_t topK = 40;
+};
+
+/// One id of [0, vocab) drawn from `logits` with `uniform` in [0, 1): at
+/// temperature 0 the highest logit; otherwise from softmax(logits /
+/// temperature) over the topK highest. Ties rank the lower id first, so the
+/// draw is a function of its arguments. The logits must be finite.
+int32_t sampleToken(const float *logits, int64_t vocab,
+                    const SamplingOptions &options, double uniform);
+
+/// A uniform number in [0, 1) that depends only on (seed, stream, index):
+/// the same samples on every machine and backend.
+double uniformDraw(uint64_t seed, uint64_t stream, uint64_t index);
+
+struct GenerationOptions {
+  std::vector<int32_t> prompt; ///< at least one id, each below the vocab
+  int64_t maxNewTokens = 32;
+  SamplingOptions sampling;
+  uint64_t seed = 42;
+};
+
+/// Invalid input, naming the fix, for a plan without a logits output or a
+/// prompt that is empty or outside the plan's vocabulary.
+Status checkGenerationInput(const plan::Plan &plan,
+                            const std::vector<int32_t> &prompt);
+
+/// Called after each new token with its index (from 0) and every row's id;
+/// an error stops the generation with it.
+using TokenCallback =
+    std::function<Status(int64_t index, const std::vector<int32_t> &ids)>;
+
+/// Each row's new ids (the prompt excluded). Invalid input as
+/// checkGenerationInput says; a runtime error when the logits hold a NaN or
+/// an infinity.
+Result<std::vector<std::vector<int32_t>>>
+generateTokens(Runtime &runtime, const GenerationOptions &options,
+               const TokenCallback &onToken = {});
+
+} // namespace sharc::exec

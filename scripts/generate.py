@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+# Text from a trained sharc checkpoint: encodes a prompt, compiles a plan of
+# the model that emits its logits, and has `sharc-run --generate` continue
+# the prompt, printing the text as each token comes.
+#
+#   .venv/bin/python scripts/generate.py out/train/model.safetensors \
+#       --tokenizer out/kjv-6400/tokenizer.json --prompt "And God said"
+#
+# The plan is the dense model (any layout's checkpoint loads on it, since a
+# checkpoint holds global tensors), in f32, with a window of --seq-len
+# tokens and one batch row per --samples; each new token is one forward pass
+# of the window on --backend (auto: the GPU where there is one). Tokenising
+# stays in Python, as for the training data (docs/data.md).
+# Needs the `tokenizers` package (scripts/setup.sh installs it in .venv).
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def fail(message):
+    print(f"generate: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser = argparse.ArgumentParser(
+        description="Continue a prompt with a trained sharc checkpoint.")
+    parser.add_argument("checkpoint", help="a sharc-run --save checkpoint")
+    parser.add_argument("--tokenizer", required=True,
+                        help="the tokenizer.json the training data was made "
+                        "with (prepare-data.py)")
+    parser.add_argument("--model", default=os.path.join(root, "models",
+                                                        "minimind.yaml"))
+    parser.add_argument("--prompt", default="In the beginning")
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--samples", type=int, default=1,
+                        help="continuations drawn side by side")
+    parser.add_argument("--seq-len", type=int, default=64,
+                        help="the window the model sees")
+    parser.add_argument("--temperature", default="0.8",
+                        help="0 is greedy")
+    parser.add_argument("--top-k", default="40")
+    parser.add_argument("--seed", default="42")
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--build", default=os.environ.get(
+        "BUILD_DIR", os.path.join(root, "build")))
+    args = parser.parse_args()
+    if args.samples < 1 or args.seq_len < 1:
+        fail("--samples and --seq-len must be at least 1")
+    for path in (args.checkpoint, args.tokenizer, args.model):
+        if not os.path.isfile(path):
+            fail(f"{path}: no such file")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        fail("the tokenizers package is missing (scripts/setup.sh puts it "
+             "in .venv; run this script with .venv/bin/python)")
+    tokenizer = Tokenizer.from_file(args.tokenizer)
+    prompt = tokenizer.encode(args.prompt).ids
+    if not prompt:
+        fail("the prompt encodes to no tokens")
+
+    with tempfile.TemporaryDirectory(prefix="sharc-generate-") as scratch:
+        run_file = os.path.join(scratch, "generate.run.yaml")
+        with open(run_file, "w") as f:
+            f.write(f"run:\n  seq_len: {args.seq_len}\n"
+                    f"  micro_batch_size: {args.samples}\n"
+                    "  dtype: float32\n")
+        plan = os.path.join(scratch, "generate.plan")
+        compiled = subprocess.run(
+            [os.path.join(args.build, "bin", "sharc"), "compile", args.model,
+             "--run", run_file, "--emit-logits", "--no-optimizer", "-o",
+             plan], stdout=subprocess.DEVNULL)
+        if compiled.returncode != 0:
+            sys.exit(compiled.returncode)
+        command = [os.path.join(args.build, "bin", "sharc-run"), plan,
+                   "--backend", args.backend, "--load", args.checkpoint,
+                   "--generate", ",".join(map(str, prompt)),
+                   "--max-new-tokens", str(args.max_new_tokens),
+                   "--temperature", args.temperature, "--top-k", args.top_k,
+                   "--seed", args.seed, "--quiet"]
+        samples = [list(prompt) for _ in range(args.samples)]
+        shown = tokenizer.decode(prompt)
+        # One sample: its text as it comes; several: each at the end.
+        if args.samples == 1:
+            print(shown, end="", flush=True)
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) \
+                as runner:
+            for line in runner.stdout:
+                if not line.startswith("token "):
+                    continue
+                ids = [int(word) for word in line.split(":", 1)[1].split()]
+                for sample, new in zip(samples, ids):
+                    sample.append(new)
+                if args.samples == 1:
+                    text = tokenizer.decode(samples[0])
+                    # A byte-level BPE may end mid-character: wait for it.
+                    if text.startswith(shown) and not text.endswith("\ufffd"):
+                        print(text[len(shown):], end="", flush=True)
+                        shown = text
+        if runner.returncode != 0:
+            print(file=sys.stderr)
+            sys.exit(runner.returncode)
+    if args.samples == 1:
+        print(tokenizer.decode(samples[0])[len(shown):])
+    else:
+        for index, sample in enumerate(samples):
+            print(f"--- sample {index} ---")
+            print(tokenizer.decode(sample))
+
+
+if __name__ == "__main__":
+    main()

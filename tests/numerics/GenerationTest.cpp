@@ -1,0 +1,173 @@
+//===- GenerationTest.cpp - generation against PyTorch's logits -----------===//
+//
+// tests/golden's tiny model holds PyTorch's logits at every position of two
+// token rows. Greedy generation from each prefix of a row must pick the
+// token PyTorch scores highest after it: a check of the window, the
+// position read and the batch row that is independent of sharc's own code.
+// A sharded plan must generate what the dense one does, and generation
+// past the window must equal one token at a time from the slid window.
+//
+//===----------------------------------------------------------------------===//
+
+#include "executor/Generation.h"
+#include "tests/numerics/NumericsSupport.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace sharc;
+using namespace sharc::testing;
+
+namespace {
+
+struct Golden {
+  plan::TensorFile params;
+  std::vector<int32_t> tokens; ///< [B, S] batch-first
+  std::vector<double> logits;  ///< [B, S, V] batch-first
+};
+
+Golden readGolden() {
+  auto file = plan::readSafeTensors(fixturePath("tiny-untied.safetensors"));
+  if (!file.isOk())
+    FAIL(file.status().message());
+  Golden golden;
+  for (const plan::NamedTensor &tensor : file->tensors)
+    if (tensor.name.rfind("param:", 0) == 0) {
+      plan::NamedTensor param = tensor;
+      param.name = tensor.name.substr(6);
+      golden.params.tensors.push_back(std::move(param));
+    }
+  for (double id : plan::tensorAsDoubles(*file->find("tokens")))
+    golden.tokens.push_back(static_cast<int32_t>(id));
+  golden.logits = plan::tensorAsDoubles(*file->find("logits"));
+  return golden;
+}
+
+std::unique_ptr<exec::Runtime> goldenRuntime(const plan::Plan &plan,
+                                             const Golden &golden) {
+  auto runtime = makeRuntime(plan);
+  REQUIRE(runtime->loadParams(golden.params).isOk());
+  return runtime;
+}
+
+std::vector<std::vector<int32_t>> generate(exec::Runtime &runtime,
+                                           std::vector<int32_t> prompt,
+                                           int64_t count,
+                                           exec::SamplingOptions sampling) {
+  exec::GenerationOptions options;
+  options.prompt = std::move(prompt);
+  options.maxNewTokens = count;
+  options.sampling = sampling;
+  options.seed = 3;
+  auto samples = exec::generateTokens(runtime, options);
+  if (!samples.isOk())
+    FAIL(samples.status().message());
+  return *samples;
+}
+
+const exec::SamplingOptions kGreedy{0.0, 0};
+
+} // namespace
+
+TEST_CASE("greedy generation picks PyTorch's most likely next token after "
+          "every prefix",
+          "[numerics][golden]") {
+  Golden golden = readGolden();
+  plan::Plan plan = compilePlan("tiny.yaml", /*emitLogits=*/true,
+                                /*withOptimizer=*/false);
+  REQUIRE(plan.seqLen == 16);
+  REQUIRE(plan.batchSize == 2);
+  int64_t seqLen = plan.seqLen, vocab = plan.vocabSize;
+  auto runtime = goldenRuntime(plan, golden);
+  int checked = 0;
+  for (int64_t row = 0; row < 2; ++row)
+    for (int64_t length = 1; length <= seqLen; ++length) {
+      const int32_t *tokens = golden.tokens.data() + row * seqLen;
+      const double *scores =
+          golden.logits.data() + (row * seqLen + length - 1) * vocab;
+      // PyTorch's ranking; a top two closer than fp32 noise (1e-5 of the
+      // largest logit, GoldenParityTest's bound) has no right answer.
+      std::vector<int64_t> order(static_cast<size_t>(vocab));
+      for (int64_t v = 0; v < vocab; ++v)
+        order[v] = v;
+      std::partial_sort(
+          order.begin(), order.begin() + 2, order.end(),
+          [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+      double largest = 0;
+      for (int64_t v = 0; v < vocab; ++v)
+        largest = std::max(largest, std::fabs(scores[v]));
+      if (scores[order[0]] - scores[order[1]] <= 2e-5 * largest)
+        continue;
+      auto samples = generate(*runtime, {tokens, tokens + length}, 1, kGreedy);
+      INFO("row " << row << ", prefix of " << length);
+      // Both batch rows continue the same prompt.
+      REQUIRE(samples[0] == std::vector<int32_t>{int32_t(order[0])});
+      REQUIRE(samples[1] == samples[0]);
+      ++checked;
+    }
+  // Random weights leave clear winners almost everywhere.
+  REQUIRE(checked >= 28);
+}
+
+TEST_CASE("generation past the window equals one token at a time from the "
+          "slid window",
+          "[numerics][golden]") {
+  Golden golden = readGolden();
+  plan::Plan plan = compilePlan("tiny.yaml", true, false);
+  int64_t seqLen = plan.seqLen, batch = plan.batchSize, vocab = plan.vocabSize;
+  auto runtime = goldenRuntime(plan, golden);
+  // Row 0's logits at the last position of `window`, every row holding it.
+  auto lastLogits = [&](const std::vector<int32_t> &window) {
+    std::vector<int32_t> tokens(static_cast<size_t>(batch * seqLen), 0);
+    for (int64_t b = 0; b < batch; ++b)
+      std::copy(window.begin(), window.end(), tokens.begin() + b * seqLen);
+    REQUIRE(runtime->setBatch(tokens).isOk());
+    auto logits = runtime->evalOutput("logits");
+    REQUIRE(logits.isOk());
+    const auto *values = reinterpret_cast<const float *>(logits->bytes.data());
+    const float *row = values + (window.size() - 1) * batch * vocab;
+    return std::vector<float>(row, row + vocab);
+  };
+  std::vector<int32_t> prompt(golden.tokens.begin(), golden.tokens.begin() + 6);
+  for (exec::SamplingOptions sampling :
+       {kGreedy, exec::SamplingOptions{1.5, 20}}) {
+    // 24 new tokens after 6: the window of 16 slides 14 times.
+    std::vector<int32_t> whole = generate(*runtime, prompt, 24, sampling)[0];
+    REQUIRE(whole.size() == 24);
+    std::vector<int32_t> text = prompt;
+    for (size_t k = 0; k < whole.size(); ++k) {
+      size_t length = std::min<size_t>(text.size(), seqLen);
+      std::vector<float> scores = lastLogits(
+          {text.end() - static_cast<std::ptrdiff_t>(length), text.end()});
+      // The k-th draw of row 0's stream (seed 3, as generate's).
+      int32_t next = exec::sampleToken(scores.data(), vocab, sampling,
+                                       exec::uniformDraw(3, 0, k));
+      INFO("temperature " << sampling.temperature << ", token " << k);
+      REQUIRE(whole[k] == next);
+      text.push_back(next);
+    }
+  }
+}
+
+TEST_CASE("a tensor-, sequence- and vocabulary-parallel plan generates what "
+          "the dense one does",
+          "[numerics][golden]") {
+  Golden golden = readGolden();
+  PipelineOptions layout;
+  REQUIRE(applyModePreset("tp_sp_async_vp", 2, layout));
+  layout.withOptimizer = false;
+  plan::Plan sharded = compilePlan("tiny.yaml", layout, /*emitLogits=*/true);
+  plan::Plan dense = compilePlan("tiny.yaml", true, false);
+  auto shardedRuntime = goldenRuntime(sharded, golden);
+  auto denseRuntime = goldenRuntime(dense, golden);
+  std::vector<int32_t> prompt(golden.tokens.begin(), golden.tokens.begin() + 3);
+  for (exec::SamplingOptions sampling :
+       {kGreedy, exec::SamplingOptions{1.0, 0}}) {
+    auto expected = generate(*denseRuntime, prompt, 20, sampling);
+    REQUIRE(generate(*shardedRuntime, prompt, 20, sampling) == expected);
+    if (sampling.temperature > 0)
+      REQUIRE(expected[0] != expected[1]);
+  }
+}
