@@ -95,19 +95,21 @@ generateTokens(Runtime &runtime, const GenerationOptions &options,
       std::copy(rows[b].begin() + start, rows[b].end(),
                 window.begin() + b * seqLen);
     SHARC_TRY(runtime.setBatch(window));
-    auto logits = runtime.evalOutput("logits");
+    // Only the last filled position: a whole [S, B, V] download a token
+    // would cost more than the forward pass.
+    auto logits = runtime.evalOutput("logits", length - 1, 1);
     if (!logits)
       return logits.status().withContext("generation");
-    // Sequence-first [S, B, V'], V' >= vocab where tp padded the vocabulary
-    // (its padded columns are never drawn).
+    // [1, B, V'], V' >= vocab where tp padded the vocabulary (its padded
+    // columns are never drawn).
     const std::vector<int64_t> &shape = logits->shape;
-    if (shape.size() != 3 || shape[0] != seqLen || shape[1] != batch ||
-        shape[2] < vocab || logits->dtype != DType::F32)
+    if (shape.size() != 3 || shape[1] != batch || shape[2] < vocab ||
+        logits->dtype != DType::F32)
       return Status::invalidInput(
           "the plan's 'logits' output is not [seq_len, batch, vocab]");
     const auto *values = reinterpret_cast<const float *>(logits->bytes.data());
     for (int64_t b = 0; b < batch; ++b) {
-      const float *row = values + ((length - 1) * batch + b) * shape[2];
+      const float *row = values + b * shape[2];
       if (!std::all_of(row, row + vocab,
                        [](float x) { return std::isfinite(x); }))
         return Status::runtimeError("generation: the logits of sample " +

@@ -448,9 +448,13 @@ Result<double> Runtime::evalLoss() {
   return readLoss();
 }
 
-Result<plan::NamedTensor> Runtime::evalOutput(const std::string &name) {
+Result<plan::NamedTensor> Runtime::evalOutput(const std::string &name,
+                                              int64_t firstRow,
+                                              int64_t numRows) {
   SHARC_TRY(runOutputPrefix(name));
-  return gatherOutput(name);
+  if (numRows < 0)
+    return gatherOutput(name);
+  return gatherOutputRows(name, firstRow, numRows);
 }
 
 Result<double> Runtime::readLoss() const {

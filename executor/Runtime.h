@@ -145,13 +145,22 @@ public:
   /// plan whose prefix would write a parameter.
   Result<double> evalLoss();
   /// As evalLoss for any output: runs the instructions output `name`
-  /// depends on and returns its global tensor (as gatherOutput). The
-  /// logits of a plan compiled with --emit-logits are how generation
-  /// (Generation.h) reads the model's next-token scores.
-  Result<plan::NamedTensor> evalOutput(const std::string &name);
+  /// depends on and returns its global tensor (as gatherOutput), or with
+  /// numRows >= 0 its rows [firstRow, firstRow + numRows) along dim 0
+  /// (gatherOutputRows). The logits of a plan compiled with --emit-logits
+  /// are how generation (Generation.h) reads the next-token scores.
+  Result<plan::NamedTensor> evalOutput(const std::string &name,
+                                       int64_t firstRow = 0,
+                                       int64_t numRows = -1);
   /// The global tensor of an output (or input) of the last step, gathered
   /// over shards; float outputs come back as f32, i32 as i32.
   Result<plan::NamedTensor> gatherOutput(const std::string &name) const;
+  /// gatherOutput's rows [firstRow, firstRow + numRows) along dim 0 (a
+  /// position of [S, B, V] logits), reading only the bytes that hold them:
+  /// generation takes one position of the logits per token.
+  Result<plan::NamedTensor> gatherOutputRows(const std::string &name,
+                                             int64_t firstRow,
+                                             int64_t numRows) const;
   /// Every output of the last step, as gatherOutput returns them.
   Result<plan::TensorFile> gatherOutputs() const;
   /// The last successful step's instruction timings as a Chrome trace

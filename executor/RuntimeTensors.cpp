@@ -347,6 +347,64 @@ Result<NamedTensor> Runtime::gatherOutput(const std::string &name) const {
                       isFloatType(dtype) ? DType::F32 : dtype);
 }
 
+Result<NamedTensor> Runtime::gatherOutputRows(const std::string &name,
+                                              int64_t firstRow,
+                                              int64_t numRows) const {
+  const plan::IoEntry *entry = plan_.findOutput(name);
+  if (!entry)
+    return Status::invalidInput("the plan has no output '" + name + "'");
+  const std::vector<int64_t> &shape = entry->globalShape;
+  if (shape.empty() || firstRow < 0 || numRows < 0 ||
+      firstRow + numRows > shape[0])
+    return Status::invalidInput("output '" + name + "' of shape " +
+                                shapeText(shape) + " has no rows [" +
+                                std::to_string(firstRow) + ", " +
+                                std::to_string(firstRow + numRows) + ")");
+  const Buffer &buffer = plan_.buffers[entry->buffer];
+  DType dtype = isFloatType(buffer.dtype) ? DType::F32 : buffer.dtype;
+  std::vector<int64_t> rowsShape = shape;
+  rowsShape[0] = numRows;
+  // Over processes the shards are exchanged whole; the rows are cut after.
+  if (processes_->count() > 1) {
+    auto whole = gatherOutput(name);
+    if (!whole)
+      return whole.status();
+    size_t rowBytes = whole->bytes.size() / static_cast<size_t>(shape[0]);
+    auto first = whole->bytes.begin() + firstRow * rowBytes;
+    whole->bytes.assign(first, first + numRows * rowBytes);
+    whole->shape = rowsShape;
+    return std::move(*whole);
+  }
+  NamedTensor tensor{
+      .name = name, .dtype = dtype, .shape = rowsShape, .bytes = {}};
+  tensor.bytes.resize(
+      static_cast<size_t>(numElements(rowsShape) * dtypeSize(dtype)));
+  int64_t rowElements = numElements(shape) / shape[0];
+  int64_t begin = firstRow * rowElements, end = begin + numRows * rowElements;
+  int64_t elementBytes = dtypeSize(buffer.dtype);
+  std::vector<std::byte> part;
+  for (const auto &rank : ranks_) {
+    if (!isShardOwner(plan_.mesh, entry->sharding, rank->env.coords))
+      continue;
+    auto slice =
+        shardSlice(plan_.mesh, entry->sharding, shape, rank->env.coords);
+    if (!slice)
+      return slice.status().withContext("tensor '" + name + "'");
+    LocalSpan span = localSpanOf(*slice, begin, end);
+    if (span.begin == span.end)
+      continue;
+    part.resize(static_cast<size_t>((span.end - span.begin) * elementBytes));
+    const auto *base =
+        static_cast<const std::byte *>(storage(rank->rank, entry->buffer));
+    SHARC_TRY(rank->device->download(part.data(),
+                                     base + span.begin * elementBytes,
+                                     static_cast<int64_t>(part.size())));
+    copyLocalRangeToGlobal(part.data(), buffer.dtype, span.begin, *slice, begin,
+                           end, tensor.bytes.data(), dtype);
+  }
+  return tensor;
+}
+
 Result<TensorFile> Runtime::gatherOutputs() const {
   TensorFile file;
   for (const plan::IoEntry &entry : plan_.outputs) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace sharc::exec {
 
@@ -230,6 +231,46 @@ void copyLocalToGlobal(const void *local, DType localType,
     convertElements(from + localAt * fromSize, localType,
                     to + globalAt * toSize, globalType, count);
   });
+}
+
+namespace {
+/// Visits the runs of a slice clipped to global elements [begin, end).
+template <typename Fn>
+void forEachRunIn(const ShardSlice &slice, int64_t begin, int64_t end,
+                  Fn &&visit) {
+  forEachRun(slice, [&](int64_t localAt, int64_t globalAt, int64_t count) {
+    int64_t from = std::max(globalAt, begin);
+    int64_t to = std::min(globalAt + count, end);
+    if (from < to)
+      visit(localAt + (from - globalAt), from, to - from);
+  });
+}
+} // namespace
+
+LocalSpan localSpanOf(const ShardSlice &slice, int64_t globalBegin,
+                      int64_t globalEnd) {
+  LocalSpan span{std::numeric_limits<int64_t>::max(), 0};
+  forEachRunIn(slice, globalBegin, globalEnd,
+               [&](int64_t localAt, int64_t, int64_t count) {
+                 span.begin = std::min(span.begin, localAt);
+                 span.end = std::max(span.end, localAt + count);
+               });
+  return span.begin < span.end ? span : LocalSpan{};
+}
+
+void copyLocalRangeToGlobal(const void *local, DType localType,
+                            int64_t localBegin, const ShardSlice &slice,
+                            int64_t globalBegin, int64_t globalEnd,
+                            void *global, DType globalType) {
+  auto *from = static_cast<const std::byte *>(local);
+  auto *to = static_cast<std::byte *>(global);
+  int64_t fromSize = dtypeSize(localType), toSize = dtypeSize(globalType);
+  forEachRunIn(slice, globalBegin, globalEnd,
+               [&](int64_t localAt, int64_t globalAt, int64_t count) {
+                 convertElements(
+                     from + (localAt - localBegin) * fromSize, localType,
+                     to + (globalAt - globalBegin) * toSize, globalType, count);
+               });
 }
 
 } // namespace sharc::exec

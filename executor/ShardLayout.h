@@ -1,7 +1,8 @@
 //===- ShardLayout.h - the part of a tensor a rank holds --------*- C++ -*-===//
 // defines: meshCoords, ShardSlice, shardSlice, stageOfRank, isShardOwner,
 // numElements,
-//          convertElements, copyGlobalToLocal, copyLocalToGlobal
+//          convertElements, copyGlobalToLocal, copyLocalToGlobal,
+//          localSpanOf, copyLocalRangeToGlobal
 //
 // A rank's place in the mesh and the part of a global tensor it holds. The
 // plan is SPMD, so everything rank-dependent (parameter init, checkpoint
@@ -83,5 +84,24 @@ void copyGlobalToLocal(const void *global, DType globalType,
 /// Copies local storage into its place in a whole global tensor.
 void copyLocalToGlobal(const void *local, DType localType,
                        const ShardSlice &slice, void *global, DType globalType);
+
+/// The local elements [begin, end) of a slice's storage that hold every
+/// element it has of the flattened global tensor's [globalBegin,
+/// globalEnd); begin == end when it has none. The span may include
+/// elements outside that range (other columns of a row the slice splits).
+struct LocalSpan {
+  int64_t begin = 0, end = 0;
+};
+LocalSpan localSpanOf(const ShardSlice &slice, int64_t globalBegin,
+                      int64_t globalEnd);
+
+/// copyLocalToGlobal for the flattened global elements [globalBegin,
+/// globalEnd) alone: `local` holds the slice's local elements from
+/// `localBegin` on (localSpanOf's), and `global` receives element
+/// globalBegin at its start.
+void copyLocalRangeToGlobal(const void *local, DType localType,
+                            int64_t localBegin, const ShardSlice &slice,
+                            int64_t globalBegin, int64_t globalEnd,
+                            void *global, DType globalType);
 
 } // namespace sharc::exec

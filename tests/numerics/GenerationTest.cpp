@@ -69,6 +69,22 @@ std::vector<std::vector<int32_t>> generate(exec::Runtime &runtime,
 
 const exec::SamplingOptions kGreedy{0.0, 0};
 
+/// [S, B, V] logits against the fixture's [B, S, V] within GoldenParityTest's
+/// bound (1e-5 of the largest).
+void requireLogitsClose(const plan::NamedTensor &logits, const Golden &golden) {
+  std::vector<double> ours = plan::tensorAsDoubles(logits);
+  double error = 0, largest = 0;
+  for (int64_t s = 0; s < 16; ++s)
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t v = 0; v < 128; ++v) {
+        double theirs = golden.logits[(b * 16 + s) * 128 + v];
+        error =
+            std::max(error, std::fabs(ours[(s * 2 + b) * 128 + v] - theirs));
+        largest = std::max(largest, std::fabs(theirs));
+      }
+  REQUIRE(error <= 1e-5 * largest);
+}
+
 } // namespace
 
 TEST_CASE("greedy generation picks PyTorch's most likely next token after "
@@ -169,5 +185,38 @@ TEST_CASE("a tensor-, sequence- and vocabulary-parallel plan generates what "
     REQUIRE(generate(*shardedRuntime, prompt, 20, sampling) == expected);
     if (sampling.temperature > 0)
       REQUIRE(expected[0] != expected[1]);
+  }
+}
+
+TEST_CASE("one position of the logits reads as that row of the whole, in "
+          "every layout",
+          "[numerics][golden]") {
+  // Vocabulary-split logits (tp_vp), batch-split (ddp), sequence-split
+  // (cp, the balanced halves 0 and 3 against 1 and 2), and whole (dense).
+  Golden golden = readGolden();
+  for (const char *mode : {"dense", "tp_vp", "ddp", "cp"}) {
+    PipelineOptions layout;
+    REQUIRE(applyModePreset(mode, 2, layout));
+    layout.withOptimizer = false;
+    plan::Plan plan = compilePlan("tiny.yaml", layout, /*emitLogits=*/true);
+    auto runtime = goldenRuntime(plan, golden);
+    REQUIRE(runtime->setBatch(golden.tokens).isOk());
+    auto whole = runtime->evalOutput("logits");
+    REQUIRE(whole.isOk());
+    REQUIRE(whole->shape == std::vector<int64_t>{16, 2, 128});
+    size_t rowBytes = whole->bytes.size() / 16;
+    for (int64_t first : {0, 3, 7, 8, 12, 15})
+      for (int64_t count : {int64_t{1}, std::min<int64_t>(3, 16 - first)}) {
+        auto rows = runtime->gatherOutputRows("logits", first, count);
+        REQUIRE(rows.isOk());
+        INFO(mode << ": rows " << first << " + " << count);
+        REQUIRE(rows->shape == std::vector<int64_t>{count, 2, 128});
+        REQUIRE(std::equal(rows->bytes.begin(), rows->bytes.end(),
+                           whole->bytes.begin() + first * rowBytes));
+      }
+    // The same logits as PyTorch's, so no layout reads a stale buffer.
+    requireLogitsClose(*whole, golden);
+    REQUIRE_FALSE(runtime->gatherOutputRows("logits", 15, 2).isOk());
+    REQUIRE_FALSE(runtime->gatherOutputRows("logits", -1, 1).isOk());
   }
 }

@@ -158,8 +158,14 @@ int generate(exec::Runtime &runtime, const RunFlags &options) {
       std::printf("greedy\n");
     std::fflush(stdout);
   }
+  auto start = std::chrono::steady_clock::now();
+  double firstSeconds = 0;
   auto samples = exec::generateTokens(
-      runtime, generation, [](int64_t index, const std::vector<int32_t> &ids) {
+      runtime, generation, [&](int64_t index, const std::vector<int32_t> &ids) {
+        if (index == 0)
+          firstSeconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
         std::printf("token %lld:", static_cast<long long>(index));
         for (int32_t id : ids)
           std::printf(" %d", id);
@@ -169,6 +175,18 @@ int generate(exec::Runtime &runtime, const RunFlags &options) {
       });
   if (!samples)
     return fail(samples.status());
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (!options.quiet)
+    std::printf("generated %lld tokens in %.2f s: %.1f ms a token after the "
+                "first (%.1f ms)\n",
+                static_cast<long long>(options.maxNewTokens), seconds,
+                options.maxNewTokens > 1
+                    ? (seconds - firstSeconds) * 1e3 /
+                          static_cast<double>(options.maxNewTokens - 1)
+                    : 0.0,
+                firstSeconds * 1e3);
   for (size_t b = 0; b < samples->size(); ++b) {
     std::printf("sample %zu:", b);
     for (int32_t id : (*samples)[b])

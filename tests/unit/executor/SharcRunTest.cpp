@@ -366,7 +366,7 @@ TEST_CASE("sharc-run --generate continues a prompt with the trained model's "
                         " --generate 4,1 --max-new-tokens 7 --temperature 0");
   INFO(run.out);
   REQUIRE(run.exitCode == 0);
-  REQUIRE(count(run.out, "token ") == 7);
+  REQUIRE(count(run.out, "\ntoken ") == 7);
   std::vector<int32_t> expected;
   for (int32_t token = 1; expected.size() < 7;)
     expected.push_back(token = next(token));
