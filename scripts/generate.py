@@ -7,10 +7,11 @@
 #       --tokenizer out/kjv-6400/tokenizer.json --prompt "And God said"
 #
 # The plan is the dense model (any layout's checkpoint loads on it, since a
-# checkpoint holds global tensors), in f32, with a window of --seq-len
-# tokens and one batch row per --samples; each new token is one forward pass
-# of the window on --backend (auto: the GPU where there is one). Tokenising
-# stays in Python, as for the training data (docs/data.md).
+# checkpoint holds global tensors) in --dtype (f32; bfloat16 takes about a
+# sixth of the time a token on an H200, docs/training.md), with a window of
+# --seq-len tokens and one batch row per --samples; each new token is one
+# forward pass of the window on --backend (auto: the GPU where there is
+# one). Tokenising stays in Python, as for the training data (docs/data.md).
 # Needs the `tokenizers` package (scripts/setup.sh installs it in .venv).
 import argparse
 import os
@@ -44,6 +45,8 @@ def main():
                         help="0 is greedy")
     parser.add_argument("--top-k", default="40")
     parser.add_argument("--seed", default="42")
+    parser.add_argument("--dtype", default="float32",
+                        choices=["float32", "bfloat16"])
     parser.add_argument("--backend", default="auto")
     parser.add_argument("--build", default=os.environ.get(
         "BUILD_DIR", os.path.join(root, "build")))
@@ -68,7 +71,7 @@ def main():
         with open(run_file, "w") as f:
             f.write(f"run:\n  seq_len: {args.seq_len}\n"
                     f"  micro_batch_size: {args.samples}\n"
-                    "  dtype: float32\n")
+                    f"  dtype: {args.dtype}\n")
         plan = os.path.join(scratch, "generate.plan")
         compiled = subprocess.run(
             [os.path.join(args.build, "bin", "sharc"), "compile", args.model,
