@@ -2,7 +2,8 @@
 # One process driving every GPU against `mpirun -np RANKS`, one GPU per
 # process: the same plan, seed and steps must print the same losses and
 # save byte-identical checkpoints (the collectives are NCCL's in both, over
-# the same groups). Prints one line per plan; exit 1 if any differs, 77
+# the same groups), and generate the same samples from the checkpoint
+# (the plans emit their logits). Prints one line per plan; exit 1 if any differs, 77
 # (ctest's skip) without mpirun or enough GPUs.
 # usage: mpi-parity.sh SHARC_RUN STEPS PLAN...
 set -uo pipefail
@@ -18,6 +19,20 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ran=0
 failed=0
+# Sampled generation from a checkpoint (--generate): each process reads the
+# logits gathered over all of them, so the samples must match. Only plans
+# that emit their logits (--emit-logits) can generate.
+generated_alike() { # PLAN RANKS CKPT; a plan without logits passes
+  grep -q '{name: "logits", buffer:' "$1" || return 0
+  local args=(--backend cuda --load "$3" --generate 1,2,3 --max-new-tokens 6
+              --seed 5 --quiet)
+  timeout 180 "$sharc_run" "$1" "${args[@]}" >"$work/gen-one.log" 2>&1 &&
+    timeout 180 mpirun -np "$2" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+      "$sharc_run" "$1" "${args[@]}" >"$work/gen-mpi.log" 2>&1 &&
+    grep -q '^sample 0:' "$work/gen-one.log" &&
+    cmp -s <(grep '^sample' "$work/gen-one.log") \
+      <(grep '^sample' "$work/gen-mpi.log")
+}
 for plan in "$@"; do
   ranks=$("$(dirname "$0")/plan-ranks.sh" "$plan")
   name=$(basename "$plan" .plan)
@@ -46,8 +61,12 @@ for plan in "$@"; do
   elif ! cmp -s "$work/$name-one.safetensors" "$work/$name-mpi.safetensors"; then
     echo "FAIL  $name: the losses agree but the checkpoints differ"
     failed=1
+  elif ! generated_alike "$plan" "$ranks" "$work/$name-one.safetensors"; then
+    echo "FAIL  $name: generation from the checkpoint differs"
+    diff "$work/gen-one.log" "$work/gen-mpi.log" | head -n 20
+    failed=1
   else
-    echo "pass  $name: $steps steps, losses equal ($(tail -n 1 "$work/one.loss" | awk '{print $2}') at the last), checkpoints identical"
+    echo "pass  $name: $steps steps, losses equal ($(tail -n 1 "$work/one.loss" | awk '{print $2}') at the last), checkpoints identical, generation alike"
     grep -m1 "^backend" "$work/mpi.log" | sed 's/^/      /'
     echo "      median step: one process $(grep -o 'median step [0-9.]* ms' "$work/one.log"), mpirun $(grep -o 'median step [0-9.]* ms' "$work/mpi.log")"
   fi
