@@ -80,6 +80,14 @@ public:
   virtual void beginStep() = 0;
   virtual Status wait(int64_t stream, int64_t event) = 0;
   virtual Status signal(int64_t stream, int64_t event) = 0;
+  /// Makes work enqueued on stream `to` from now on wait for the work
+  /// enqueued on `from` so far: evaluation runs its instructions in plan
+  /// order (Runtime::runOutputPrefix). Nothing to do where the caller runs
+  /// the streams' instructions one after another itself (the cpu).
+  virtual Status order(int64_t from, int64_t to) {
+    (void)from, (void)to;
+    return Status::ok();
+  }
   /// Returns once everything enqueued has finished (cpu: at once).
   virtual Status finishStep() = 0;
   /// Wakes every wait of this rank with an error.

@@ -1,7 +1,6 @@
 //===- Runtime.cpp - runs a plan: per-rank arenas, threads, steps ---------===//
 
 #include "executor/Runtime.h"
-#include "executor/ForwardPrefix.h"
 #include "executor/PlanRecordChecks.h"
 
 #include "executor/ShardLayout.h"
@@ -188,53 +187,6 @@ Status Runtime::checkFinite(RankState &rank, const BoundInstr &bound) {
   return Status::ok();
 }
 
-Status Runtime::groupTransfers(RankState &rank) {
-  auto isTransfer = [](const plan::Instruction &instr) {
-    return instr.op == "send" || instr.op == "recv" || instr.op == "ring_shift";
-  };
-  // Per stream, the run being collected: this rank's instructions only.
-  std::vector<std::vector<int64_t>> runs(plan_.numStreams);
-  auto close = [&](std::vector<int64_t> &run) {
-    if (run.size() > 1) {
-      std::vector<Launch> launches;
-      for (int64_t i : run)
-        launches.push_back(std::move(rank.program[i].launch));
-      rank.program[run.front()].launch =
-          [launches = std::move(launches)](const LaunchContext &context) {
-            SHARC_TRY(context.comm->beginTransfers());
-            for (const Launch &launch : launches)
-              if (Status status = launch(context); !status) {
-                (void)context.comm->endTransfers();
-                return status;
-              }
-            return context.comm->endTransfers();
-          };
-      for (size_t k = 1; k < run.size(); ++k)
-        rank.program[run[k]].launch = [](const LaunchContext &) {
-          return Status::ok();
-        };
-    }
-    run.clear();
-  };
-  for (size_t i = 0; i < plan_.instructions.size(); ++i) {
-    const plan::Instruction &instr = plan_.instructions[i];
-    if (instr.stage >= 0 && instr.stage != rank.stage)
-      continue;
-    std::vector<int64_t> &run = runs[instr.stream];
-    bool joins = isTransfer(instr) && !run.empty() && instr.waits.empty() &&
-                 plan_.instructions[run.back()].signals.empty();
-    if (!joins) {
-      close(run);
-      if (!isTransfer(instr))
-        continue;
-    }
-    run.push_back(static_cast<int64_t>(i));
-  }
-  for (std::vector<int64_t> &run : runs)
-    close(run);
-  return Status::ok();
-}
-
 Status Runtime::groupAdamW(RankState &rank) {
   // SHARC_ADAMW_GROUPS=0 keeps one launch per update (to compare).
   const char *groups = std::getenv("SHARC_ADAMW_GROUPS");
@@ -260,12 +212,13 @@ Status Runtime::groupAdamW(RankState &rank) {
 }
 
 Status Runtime::enqueueStep(RankState &rank, const std::vector<int64_t> &order,
-                            bool capture) {
+                            bool capture, const LaunchOverrides *overrides,
+                            bool serial) {
   rank.stepConstants.fillAll(rank.stepTable.data(), nextStep_, lrScale_);
   SHARC_TRY(rank.device->uploadStepConstants(
       rank.stepTable.data(), static_cast<int64_t>(rank.stepTable.size())));
   if (!capture)
-    return runInstrs(rank, order, nullptr);
+    return runInstrs(rank, order, nullptr, overrides, serial);
   if (!rank.device->hasCapturedStep()) {
     SHARC_TRY(rank.device->beginCapture());
     Status enqueued = runInstrs(rank, order, nullptr);
@@ -335,7 +288,8 @@ void *Runtime::storage(int64_t rank, int64_t bufferId) const {
 }
 
 Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
-                          std::vector<TraceRecord> *trace) {
+                          std::vector<TraceRecord> *trace,
+                          const LaunchOverrides *overrides, bool serial) {
   RankDevice &device = *rank.device;
   // On a device the host clock only sees the enqueue: time with events.
   bool timed = options_.recordTrace && backend_->enqueues();
@@ -344,6 +298,7 @@ Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
                std::chrono::steady_clock::now() - stepStart_)
         .count();
   };
+  int64_t lastStream = -1;
   for (int64_t index : indices) {
     const BoundInstr &bound = rank.program[index];
     const plan::Instruction &instr = *bound.call.instr;
@@ -351,6 +306,10 @@ Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
     if (instr.stage >= 0 && instr.stage != rank.stage)
       continue;
     int64_t stream = instr.stream;
+    if (serial && lastStream >= 0 && lastStream != stream)
+      if (Status status = device.order(lastStream, stream); !status)
+        return status.withContext(instrContext(rank.rank, index, instr));
+    lastStream = stream;
     for (int64_t event : instr.waits)
       if (Status status = device.wait(stream, event); !status)
         return status.withContext(instrContext(rank.rank, index, instr));
@@ -361,7 +320,11 @@ Status Runtime::runInstrs(RankState &rank, const std::vector<int64_t> &indices,
     LaunchContext context = device.context(stream);
     context.step = nextStep_;
     context.lrScale = lrScale_;
-    if (Status status = bound.launch(context); !status)
+    const Launch *launch = &bound.launch;
+    if (overrides)
+      if (auto found = overrides->find(index); found != overrides->end())
+        launch = &found->second;
+    if (Status status = (*launch)(context); !status)
       return status.withContext(instrContext(rank.rank, index, instr));
     if (timed)
       SHARC_TRY(device.endTimed(stream, index));
@@ -425,38 +388,6 @@ Result<StepStats> Runtime::step() {
   return stats;
 }
 
-Status Runtime::runOutputPrefix(const std::string &name) {
-  auto found = evalPrograms_.find(name);
-  if (found == evalPrograms_.end()) {
-    auto instrs = outputInstructions(plan_, OpTable::get(), name);
-    if (!instrs)
-      return instrs.status().withContext("evaluation");
-    EvalProgram program;
-    program.streamInstrs.assign(order_.numStreams, {});
-    for (int64_t i : *instrs) {
-      program.order.push_back(i);
-      program.streamInstrs[plan_.instructions[i].stream].push_back(i);
-    }
-    found = evalPrograms_.emplace(name, std::move(program)).first;
-  }
-  return runProgram(found->second.streamInstrs, found->second.order,
-                    /*record=*/false);
-}
-
-Result<double> Runtime::evalLoss() {
-  SHARC_TRY(runOutputPrefix("loss"));
-  return readLoss();
-}
-
-Result<plan::NamedTensor> Runtime::evalOutput(const std::string &name,
-                                              int64_t firstRow,
-                                              int64_t numRows) {
-  SHARC_TRY(runOutputPrefix(name));
-  if (numRows < 0)
-    return gatherOutput(name);
-  return gatherOutputRows(name, firstRow, numRows);
-}
-
 Result<double> Runtime::readLoss() const {
   return readScalar(*plan_.findOutput("loss"));
 }
@@ -483,7 +414,9 @@ Result<double> Runtime::readScalar(const plan::IoEntry &entry) const {
 
 Status
 Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
-                    const std::vector<int64_t> &order, bool record) {
+                    const std::vector<int64_t> &order, bool record,
+                    const std::vector<LaunchOverrides> *overrides,
+                    bool serial) {
   // One task per (rank, stream) that has work on the cpu; one per rank,
   // every instruction in plan order, where launches are enqueued (and the
   // rank's thread begins its step, since a CUDA device is per thread).
@@ -497,7 +430,7 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
   // (index into ranks_, stream or -1)
   std::vector<std::pair<int64_t, int64_t>> tasks;
   for (int64_t r = 0; r < span_.count; ++r) {
-    if (enqueues) {
+    if (enqueues || serial) {
       tasks.push_back({r, -1});
       continue;
     }
@@ -530,9 +463,11 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
   auto runOne = [&](size_t t) {
     auto [r, s] = tasks[t];
     RankState &rank = *ranks_[r];
+    const LaunchOverrides *mine = overrides ? &(*overrides)[r] : nullptr;
     if (s < 0) {
       rank.device->beginStep();
-      statuses[t] = enqueueStep(rank, order, capture);
+      statuses[t] = enqueues ? enqueueStep(rank, order, capture, mine, serial)
+                             : runInstrs(rank, order, nullptr, mine, serial);
       if (statuses[t])
         statuses[t] = rank.device->finishStep().withContext(
             "rank " + std::to_string(rank.rank));
@@ -544,8 +479,9 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
           statuses[t] = timings.status();
       }
     } else {
-      statuses[t] = runInstrs(rank, streamInstrs[s],
-                              record ? &recording_.records[r][s] : nullptr);
+      statuses[t] =
+          runInstrs(rank, streamInstrs[s],
+                    record ? &recording_.records[r][s] : nullptr, mine);
     }
     if (!statuses[t]) {
       int64_t none = -1;

@@ -182,13 +182,22 @@ private:
     const OpDef *def = nullptr;
     OpCall call;
     Launch launch;
+    /// A grouped transfer's own launch, which groupTransfers moved into its
+    /// group's; empty otherwise.
+    Launch alone;
   };
+  /// Launches that replace instructions' bound ones, by instruction index:
+  /// an evaluation that takes part of a transfer group (the forward's send
+  /// beside the backward's recv, 1F1B) runs only that part, grouped.
+  using LaunchOverrides = std::map<int64_t, Launch>;
   struct RankState {
     int64_t rank = 0;
     int64_t stage = -1; ///< its pipeline stage; -1 without one
     std::unique_ptr<RankDevice> device;
     OpEnv env;
     std::vector<BoundInstr> program;
+    /// The runs of transfers that groupTransfers made one launch each.
+    std::vector<std::vector<int64_t>> transferGroups;
     /// Device launches' per-step values, and their host table.
     StepConstants stepConstants;
     std::vector<char> stepTable;
@@ -215,7 +224,8 @@ private:
   /// Enqueues one step of a rank: uploads its step constants, then replays
   /// the captured graph, captures one, or enqueues eagerly.
   Status enqueueStep(RankState &rank, const std::vector<int64_t> &order,
-                     bool capture);
+                     bool capture, const LaunchOverrides *overrides,
+                     bool serial);
 
   Runtime(const plan::Plan &plan, const RunOptions &options);
   Status setUp();
@@ -224,14 +234,20 @@ private:
   Status bindRank(RankState &rank);
   Status bindInstrs(RankState &rank);
   /// Runs (or enqueues) instructions `indices` of one rank; `trace` gets a
-  /// record per instruction when set.
+  /// record per instruction when set. `serial`: each instruction after the
+  /// one before it whatever their streams (RankDevice::order).
   Status runInstrs(RankState &rank, const std::vector<int64_t> &indices,
-                   std::vector<TraceRecord> *trace);
+                   std::vector<TraceRecord> *trace,
+                   const LaunchOverrides *overrides = nullptr,
+                   bool serial = false);
   /// Runs one pass: a task per (rank, stream) with work in streamInstrs on
-  /// the cpu, or per rank over `order` where the backend enqueues; `record`
-  /// times every instruction into recording_.
+  /// the cpu, or per rank over `order` where the backend enqueues or the
+  /// pass is `serial` (in plan order across streams, as evaluation runs);
+  /// `record` times every instruction into recording_.
   Status runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
-                    const std::vector<int64_t> &order, bool record);
+                    const std::vector<int64_t> &order, bool record,
+                    const std::vector<LaunchOverrides> *overrides = nullptr,
+                    bool serial = false);
   Result<double> readLoss() const;
   /// Rank 0's value of the one-element output `entry`, on every process.
   Result<double> readScalar(const plan::IoEntry &entry) const;
@@ -273,7 +289,13 @@ private:
   struct EvalProgram {
     std::vector<std::vector<int64_t>> streamInstrs;
     std::vector<int64_t> order;
+    /// Per rank of span_, the groups of transfers it takes only part of.
+    std::vector<LaunchOverrides> launches;
   };
+  /// `rank`'s launches for the taken members of each transfer group that
+  /// `taken` splits: the taken ones grouped at the first of them.
+  LaunchOverrides partialGroups(const RankState &rank,
+                                const std::vector<bool> &taken) const;
   /// Runs output `name`'s prefix (outputInstructions), made at its first
   /// evaluation and kept in evalPrograms_.
   Status runOutputPrefix(const std::string &name);

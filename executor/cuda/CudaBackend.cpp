@@ -75,6 +75,12 @@ public:
     SHARC_CUDA(cudaEventRecord(events_[event], streams_[stream]));
     return Status::ok();
   }
+  Status order(int64_t from, int64_t to) override {
+    // The event after the plan's: recorded anew at each use.
+    SHARC_CUDA(cudaEventRecord(events_.back(), streams_[from]));
+    SHARC_CUDA(cudaStreamWaitEvent(streams_[to], events_.back(), 0));
+    return Status::ok();
+  }
   Status finishStep() override;
   /// Returns once `streams` have finished, polling them so that a
   /// collective that never completes is aborted after the deadline.
@@ -375,7 +381,8 @@ Status CudaRank::setUp(const plan::Plan &plan, bool poison, bool profile) {
                                       .gemm = gemms_[s].get(),
                                       .attention = attentions_[s].get(),
                                       .nonFinite = nonFinite_.devicePointer()});
-  for (int64_t e = 0; e < plan.numEvents; ++e) {
+  // The plan's events, and one for order().
+  for (int64_t e = 0; e <= plan.numEvents; ++e) {
     cudaEvent_t event = nullptr;
     SHARC_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     events_.push_back(event);

@@ -377,7 +377,7 @@ TEST_CASE("sharc-run --generate continues a prompt with the trained model's "
   // Sampled: the same seed draws the same ids, rows differ, ids stay valid.
   std::string sampled = planPath + " --load " + savePath +
                         " --generate 2 --max-new-tokens 12 --temperature 2 "
-                        "--top-k 0 --seed 9";
+                        "--top-k 0 --seed 9 --quiet"; // no timings
   ToolRun first = runTool(sampled), second = runTool(sampled);
   INFO(first.out);
   REQUIRE(first.exitCode == 0);
