@@ -193,6 +193,11 @@ Status Runtime::groupAdamW(RankState &rank) {
   if (groups && std::string(groups) == "0")
     return Status::ok();
   for (const AdamWRun &run : findAdamWRuns(plan_)) {
+    // A run is one stage's (joinsUpdateRun); another stage's instructions
+    // are not bound on this rank.
+    int64_t stage = plan_.instructions[run.first].stage;
+    if (stage >= 0 && stage != rank.stage)
+      continue;
     std::vector<const OpCall *> calls;
     for (int64_t i = run.first; i <= run.last; ++i)
       calls.push_back(&rank.program[i].call);

@@ -6,7 +6,7 @@
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
 #                               [graph] [hf] [check] [sweep] [mpi]
-#                               [mpi-sanitize] [comm] [ncclmem]
+#                               [mpi-sanitize] [comm] [ncclmem] [eval]
 #
 # What the next two-GPU session should run, in three calls of under 10
 # minutes each (NCCL_NVLS_ENABLE=0 in all):
@@ -139,6 +139,18 @@ for step in $steps; do
     "$root/tests/gpu/graph-parity.sh" "$run" 6 \
       ${GRAPH_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/plans/small-bf16-ddp.plan "$stage"/bench/dense.plan "$stage"/bench/tp_sp_async_vp.plan} \
       2>&1 | tee "$out/graph.log" ;;
+  eval)
+    # Validation and generation, plain runs (grouped AdamW and transfers as
+    # in production), cuda against cpu: every pipeline schedule, cp, tp, dp.
+    plans=()
+    for name in ${EVAL_PLANS:-small-f32-dense small-bf16-dense small-f32-ddp \
+        small-f32-tp_sp_async_vp small-f32-cp-ring-balanced small-f32-pp-gpipe \
+        small-f32-pp-1f1b small-bf16-pp-1f1b small-f32-pp-interleaved \
+        minimind-f32-dense}; do
+      plans+=("$stage/plans/$name.plan")
+    done
+    "$root/tests/gpu/eval-parity.sh" "$run" "${plans[@]}" 2>&1 |
+      tee "$out/eval.log" ;;
   check)
     # --check names the first instruction whose output went non-finite;
     # without it, a step whose updates stored an infinity stops the run.

@@ -123,6 +123,10 @@ for dtype in f32 bf16; do
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 4 \
     --cp-comm ring --cp-split balanced \
     -o "$out/small-$dtype-cp4-ring-balanced.plan"
+  # One microbatch over two stages, with its logits (the last stage's):
+  # generation on a pipeline (eval-parity.sh).
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode pp --pp 2 \
+    -o "$out/small-$dtype-pp-logits.plan"
   # Microbatched plans return the loss and gradients, not logits.
   for schedule in gpipe 1f1b; do
     "$sharc" compile "$here/small.yaml" "${pp[@]}" --keep-grads --mode pp --pp 2 \
