@@ -146,7 +146,7 @@ for step in $steps; do
     for name in ${EVAL_PLANS:-small-f32-dense small-bf16-dense small-f32-ddp \
         small-f32-tp_sp_async_vp small-f32-cp-ring-balanced small-f32-pp-gpipe \
         small-f32-pp-1f1b small-bf16-pp-1f1b small-f32-pp-interleaved \
-        minimind-f32-dense}; do
+        small-f32-pp-logits minimind-f32-dense}; do
       plans+=("$stage/plans/$name.plan")
     done
     "$root/tests/gpu/eval-parity.sh" "$run" "${plans[@]}" 2>&1 |
