@@ -123,6 +123,7 @@ Status Runtime::setUp() {
 
 Status Runtime::bindRank(RankState &rank) {
   rank.program.clear();
+  rank.transferGroups.clear();
   // The binds raise each stream's scratch; the device allocates it once.
   std::vector<int64_t> scratchBytes(static_cast<size_t>(plan_.numStreams), 0);
   rank.env.scratchBytes = &scratchBytes;

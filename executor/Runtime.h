@@ -285,9 +285,8 @@ private:
   int64_t nextStep_ = 1;
   /// The schedule's factor on adamw's lr for the step being run.
   double lrScale_ = 1.0;
-  /// The instructions an output depends on, per stream and in plan order.
+  /// The instructions an output depends on, in plan order.
   struct EvalProgram {
-    std::vector<std::vector<int64_t>> streamInstrs;
     std::vector<int64_t> order;
     /// Per rank of span_, the groups of transfers it takes only part of.
     std::vector<LaunchOverrides> launches;

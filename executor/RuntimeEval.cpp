@@ -99,13 +99,10 @@ Status Runtime::runOutputPrefix(const std::string &name) {
     if (!instrs)
       return instrs.status().withContext("evaluation");
     EvalProgram program;
-    program.streamInstrs.assign(order_.numStreams, {});
+    program.order = std::move(*instrs);
     std::vector<bool> taken(plan_.instructions.size(), false);
-    for (int64_t i : *instrs) {
-      program.order.push_back(i);
-      program.streamInstrs[plan_.instructions[i].stream].push_back(i);
+    for (int64_t i : program.order)
       taken[i] = true;
-    }
     for (const auto &rank : ranks_)
       program.launches.push_back(partialGroups(*rank, taken));
     found = evalPrograms_.emplace(name, std::move(program)).first;
@@ -113,8 +110,9 @@ Status Runtime::runOutputPrefix(const std::string &name) {
   // In plan order across streams: the schedule orders an instruction after
   // work that evaluation leaves out (a transfer after the backward's, on
   // its stream), which ordered it after other readers of the bytes it
-  // writes; one after another, every such order holds.
-  return runProgram(found->second.streamInstrs, found->second.order,
+  // writes; one after another, every such order holds (and a serial pass
+  // needs no per-stream lists).
+  return runProgram({}, found->second.order,
                     /*record=*/false, &found->second.launches,
                     /*serial=*/true);
 }
