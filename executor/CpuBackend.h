@@ -1,5 +1,4 @@
-//===- CpuBackend.h - the reference backend: host memory, threads *- C++
-//-*-===//
+//===- CpuBackend.h - the reference backend: host, threads ------*- C++ -*-===//
 // defines: createCpuBackend
 //
 // Each rank's regions live in an Arena, its streams are host threads that

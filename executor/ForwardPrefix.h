@@ -1,5 +1,4 @@
-//===- ForwardPrefix.h - the instructions that compute an output -*- C++
-//-*-===//
+//===- ForwardPrefix.h - the instructions one output needs ------*- C++ -*-===//
 // defines: outputInstructions
 //
 // Evaluation runs only the instructions of the training step that one
@@ -10,11 +9,12 @@
 // the send it receives (pipeline stages). Buffers are
 // compared by identity and view family (a slab and its views), not by the
 // arena bytes they share with other tenants over time. Run in plan order,
-// the subset is a valid program: the plan's order is topological, every
-// wait follows its signal, and every cross-stream order between two taken
-// instructions runs through waits whose signallers are taken too (the
-// planner makes every wait of an instruction that writes the loss, never
-// leaving one to an earlier wait of its stream that is not taken). The
+// one instruction after another whatever their streams (RuntimeEval.cpp),
+// the subset is a valid program: the plan's order is topological and
+// every wait follows its signal. Run on its streams it would not be: an
+// order between two taken instructions may run through one that is left
+// out (a recv ordered after the readers of the bytes it overwrites only by
+// the backward's send before it on its stream, 1F1B). The
 // schedule may place work the output does not need (the backward, the
 // optimizer) before the output's last instruction (a microbatched plan
 // scales the summed loss at the very end); that work is left out. A taken

@@ -1,5 +1,4 @@
-//===- Generation.h - text from a trained model, a token at a time -*- C++
-//-*-===//
+//===- Generation.h - text from a model, a token at a time ------*- C++ -*-===//
 // defines: SamplingOptions, sampleToken, uniformDraw, GenerationOptions,
 //          generateTokens
 //

@@ -1,5 +1,4 @@
-//===- SharedGpuCommunicator.h - collectives of ranks on one GPU -*- C++
-//-*-===//
+//===- SharedGpuCommunicator.h - ranks sharing one GPU ----------*- C++ -*-===//
 // defines: SharedGpuCommunicator
 //
 // When a plan has more ranks than the node has GPUs (sharc-run

@@ -1,5 +1,4 @@
-//===- StreamEngines.h - what a CUDA stream launches through -----*- C++
-//-*-===//
+//===- StreamEngines.h - what a CUDA stream launches through ----*- C++ -*-===//
 // defines: createGemmEngine, createAttentionEngine, streamPriorities
 //
 // The per-stream pieces a CudaRank puts in each LaunchContext: the GEMM

@@ -1,5 +1,4 @@
-//===- RopeFreqs.h - rope's inverse frequencies as kernel parameters -*- C++
-//-*-===//
+//===- RopeFreqs.h - rope's inverse frequencies as parameters ---*- C++ -*-===//
 // defines: kRopeMaxHalf, RopeInvFreqs, ropeInvFreqs (cuda::)
 //
 // The device rope kernels (Rope.cu, RmsNormRope.cu, RmsNormRopeVec.cu)

@@ -1,5 +1,4 @@
-//===- JsonText.h - JSON strings and trace names, written by hand -*- C++
-//-*-===//
+//===- JsonText.h - JSON strings and trace names, by hand -------*- C++ -*-===//
 // defines: jsonString, traceStreamName, activationCounterEvent,
 //          closeTraceEvents (plan::)
 //
