@@ -10,7 +10,7 @@
 #
 # What the next two-GPU session should run, in three calls of under 10
 # minutes each (NCCL_NVLS_ENABLE=0 in all):
-#   scripts/gpu-session.sh comm mpi mpi-sanitize parity
+#   scripts/gpu-session.sh comm mpi mpi-sanitize parity eval
 #   SWEEPS="layers layers-latency h4096" PEERS="ddp 8 2048 4 compile,tp 8 2048 4 compile" \
 #     TRACE_MODE="tp_sp tp_sp_async_vp tp_sp_async_vp-latency" \
 #     scripts/gpu-session.sh sweep peers trace ceilings
@@ -24,7 +24,9 @@
 # On one GPU, everything the sixth session queued ran in the seventh and
 # the seventh's in the eighth (docs/benchmarks.md). The two-GPU calls above
 # should also run the KJV training run of docs/training.md under
-# tp_sp_async_vp and ddp beside its single-GPU log. Multi-rank plans run on
+# tp_sp_async_vp and ddp beside its single-GPU log, and pp2 and cp2 plans
+# plainly (not only --compare-cpu, whose checking mode hid a set-up crash
+# of every pp plan until the eighteenth session). Multi-rank plans run on
 # one GPU with --share-gpus:
 #   PARITY_PLANS="small-f32-cp-ring-balanced ..." scripts/gpu-session.sh parity
 #   BENCH_MODES="dense dense-unfused" BENCH_FLAGS=--cuda-graph \
