@@ -257,11 +257,17 @@ private:
   /// The state of a rank this process drives.
   RankState &local(int64_t rank) const { return *ranks_[rank - span_.first]; }
   Status zeroBuffer(int64_t rank, int64_t bufferId);
-  /// Gathers a global tensor whose shards live in buffer `bufferId`.
+  /// Rows [first, first + count) along dim 0; count < 0: all of them.
+  struct Rows {
+    int64_t first, count;
+  };
+  /// Gathers a global tensor whose shards live in buffer `bufferId`, or
+  /// the given rows of it (in range: the caller checks).
   Result<plan::NamedTensor>
   gatherTensor(const std::string &name, int64_t bufferId,
                const std::vector<int64_t> &globalShape,
-               const plan::Sharding &sharding, DType dtype) const;
+               const plan::Sharding &sharding, DType dtype,
+               Rows rows = {0, -1}) const;
   /// Writes every rank's slice of a global tensor into buffer `bufferId`.
   Status scatterTensor(const plan::NamedTensor &tensor, int64_t bufferId,
                        const plan::Sharding &sharding);

@@ -125,15 +125,24 @@ Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
 Result<NamedTensor>
 Runtime::gatherTensor(const std::string &name, int64_t bufferId,
                       const std::vector<int64_t> &globalShape,
-                      const plan::Sharding &sharding, DType dtype) const {
+                      const plan::Sharding &sharding, DType dtype,
+                      Rows rows) const {
   const Buffer &buffer = plan_.buffers[bufferId];
-  NamedTensor tensor{
-      .name = name, .dtype = dtype, .shape = globalShape, .bytes = {}};
-  tensor.bytes.resize(
-      static_cast<size_t>(numElements(globalShape) * dtypeSize(dtype)));
+  // The flattened global elements [begin, end) that the rows hold.
+  std::vector<int64_t> shape = globalShape;
+  int64_t begin = 0, end = numElements(globalShape);
+  if (rows.count >= 0) {
+    int64_t rowElements = end / globalShape[0];
+    begin = rows.first * rowElements;
+    end = begin + rows.count * rowElements;
+    shape[0] = rows.count;
+  }
+  NamedTensor tensor{.name = name, .dtype = dtype, .shape = shape, .bytes = {}};
+  tensor.bytes.resize(static_cast<size_t>((end - begin) * dtypeSize(dtype)));
+  int64_t elementBytes = dtypeSize(buffer.dtype);
   if (processes_->count() == 1) {
-    // One shard at a time.
-    std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
+    // One shard at a time, only the local bytes that hold the rows.
+    std::vector<std::byte> part;
     for (const auto &rank : ranks_) {
       if (!isShardOwner(plan_.mesh, sharding, rank->env.coords))
         continue;
@@ -141,10 +150,17 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
           shardSlice(plan_.mesh, sharding, globalShape, rank->env.coords);
       if (!slice)
         return slice.status().withContext("tensor '" + name + "'");
-      SHARC_TRY(rank->device->download(
-          shard.data(), storage(rank->rank, bufferId), buffer.numBytes));
-      copyLocalToGlobal(shard.data(), buffer.dtype, *slice, tensor.bytes.data(),
-                        dtype);
+      LocalSpan span = localSpanOf(*slice, begin, end);
+      if (span.begin == span.end)
+        continue;
+      part.resize(static_cast<size_t>((span.end - span.begin) * elementBytes));
+      const auto *base =
+          static_cast<const std::byte *>(storage(rank->rank, bufferId));
+      SHARC_TRY(rank->device->download(part.data(),
+                                       base + span.begin * elementBytes,
+                                       static_cast<int64_t>(part.size())));
+      copyLocalRangeToGlobal(part.data(), buffer.dtype, span.begin, *slice,
+                             begin, end, tensor.bytes.data(), dtype);
     }
     return tensor;
   }
@@ -167,8 +183,8 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
     auto slice = shardSlice(plan_.mesh, sharding, globalShape, coords);
     if (!slice)
       return slice.status().withContext("tensor '" + name + "'");
-    copyLocalToGlobal(shards.data() + shardBytes * r, buffer.dtype, *slice,
-                      tensor.bytes.data(), dtype);
+    copyLocalRangeToGlobal(shards.data() + shardBytes * r, buffer.dtype, 0,
+                           *slice, begin, end, tensor.bytes.data(), dtype);
   }
   return tensor;
 }
@@ -360,49 +376,10 @@ Result<NamedTensor> Runtime::gatherOutputRows(const std::string &name,
                                 shapeText(shape) + " has no rows [" +
                                 std::to_string(firstRow) + ", " +
                                 std::to_string(firstRow + numRows) + ")");
-  const Buffer &buffer = plan_.buffers[entry->buffer];
-  DType dtype = isFloatType(buffer.dtype) ? DType::F32 : buffer.dtype;
-  std::vector<int64_t> rowsShape = shape;
-  rowsShape[0] = numRows;
-  // Over processes the shards are exchanged whole; the rows are cut after.
-  if (processes_->count() > 1) {
-    auto whole = gatherOutput(name);
-    if (!whole)
-      return whole.status();
-    size_t rowBytes = whole->bytes.size() / static_cast<size_t>(shape[0]);
-    auto first = whole->bytes.begin() + firstRow * rowBytes;
-    whole->bytes.assign(first, first + numRows * rowBytes);
-    whole->shape = rowsShape;
-    return std::move(*whole);
-  }
-  NamedTensor tensor{
-      .name = name, .dtype = dtype, .shape = rowsShape, .bytes = {}};
-  tensor.bytes.resize(
-      static_cast<size_t>(numElements(rowsShape) * dtypeSize(dtype)));
-  int64_t rowElements = numElements(shape) / shape[0];
-  int64_t begin = firstRow * rowElements, end = begin + numRows * rowElements;
-  int64_t elementBytes = dtypeSize(buffer.dtype);
-  std::vector<std::byte> part;
-  for (const auto &rank : ranks_) {
-    if (!isShardOwner(plan_.mesh, entry->sharding, rank->env.coords))
-      continue;
-    auto slice =
-        shardSlice(plan_.mesh, entry->sharding, shape, rank->env.coords);
-    if (!slice)
-      return slice.status().withContext("tensor '" + name + "'");
-    LocalSpan span = localSpanOf(*slice, begin, end);
-    if (span.begin == span.end)
-      continue;
-    part.resize(static_cast<size_t>((span.end - span.begin) * elementBytes));
-    const auto *base =
-        static_cast<const std::byte *>(storage(rank->rank, entry->buffer));
-    SHARC_TRY(rank->device->download(part.data(),
-                                     base + span.begin * elementBytes,
-                                     static_cast<int64_t>(part.size())));
-    copyLocalRangeToGlobal(part.data(), buffer.dtype, span.begin, *slice, begin,
-                           end, tensor.bytes.data(), dtype);
-  }
-  return tensor;
+  DType dtype = plan_.buffers[entry->buffer].dtype;
+  return gatherTensor(name, entry->buffer, shape, entry->sharding,
+                      isFloatType(dtype) ? DType::F32 : dtype,
+                      {firstRow, numRows});
 }
 
 Result<TensorFile> Runtime::gatherOutputs() const {

@@ -221,18 +221,6 @@ void copyGlobalToLocal(const void *global, DType globalType,
   });
 }
 
-void copyLocalToGlobal(const void *local, DType localType,
-                       const ShardSlice &slice, void *global,
-                       DType globalType) {
-  auto *from = static_cast<const std::byte *>(local);
-  auto *to = static_cast<std::byte *>(global);
-  int64_t fromSize = dtypeSize(localType), toSize = dtypeSize(globalType);
-  forEachRun(slice, [&](int64_t localAt, int64_t globalAt, int64_t count) {
-    convertElements(from + localAt * fromSize, localType,
-                    to + globalAt * toSize, globalType, count);
-  });
-}
-
 namespace {
 /// Visits the runs of a slice clipped to global elements [begin, end).
 template <typename Fn>
@@ -271,6 +259,13 @@ void copyLocalRangeToGlobal(const void *local, DType localType,
                      from + (localAt - localBegin) * fromSize, localType,
                      to + (globalAt - globalBegin) * toSize, globalType, count);
                });
+}
+
+void copyLocalToGlobal(const void *local, DType localType,
+                       const ShardSlice &slice, void *global,
+                       DType globalType) {
+  copyLocalRangeToGlobal(local, localType, 0, slice, 0,
+                         numElements(slice.globalShape), global, globalType);
 }
 
 } // namespace sharc::exec

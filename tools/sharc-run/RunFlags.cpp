@@ -10,6 +10,7 @@
 #include "tools/sharc-run/RunFlags.h"
 
 #include "planner/plan/FileText.h"
+#include "planner/plan/PlanText.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -123,18 +124,6 @@ std::optional<std::vector<int32_t>> parseIds(const std::string &text,
       return ids;
     begin = end + 1;
   }
-}
-
-/// A finite decimal number in [0, limit]; nullopt for anything else.
-std::optional<double> parseNonNegative(const std::string &text, double limit) {
-  if (text.empty() || text[0] < '0' || text[0] > '9')
-    return std::nullopt;
-  char *end = nullptr;
-  errno = 0;
-  double value = std::strtod(text.c_str(), &end);
-  if (*end != '\0' || errno == ERANGE || !(value <= limit))
-    return std::nullopt;
-  return value;
 }
 
 } // namespace
@@ -253,8 +242,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       samplingGiven[1] = true;
       std::string text;
       SHARC_TRY(needValue(text));
-      auto value = parseNonNegative(text, 100.0);
-      if (!value)
+      auto value = plan::text::parseDouble(text);
+      if (!value || !(*value >= 0.0 && *value <= 100.0))
         return bad("--temperature needs a number from 0 to 100, got '" + text +
                    "'");
       options.temperature = *value;
