@@ -98,10 +98,10 @@ Status checkTables(const plan::Plan &plan) {
                                   param.tiedTo + "'");
     for (int64_t state : param.state) {
       SHARC_TRY(checkBufferId(plan, state, what + "'s optimizer state"));
-      if (plan.buffers[state].shape != plan.buffers[param.buffer].shape)
-        return Status::invalidInput(what + "'s optimizer state buffer " +
-                                    std::to_string(state) +
-                                    " differs in shape from the parameter");
+      // The state holds the parameter's global shape, split as the
+      // parameter or (ZeRO-1) as stateSharding says.
+      SHARC_TRY(checkSharded(plan, what + "'s optimizer state", state,
+                             param.globalShape, param.stateLayout()));
     }
   }
   for (const auto *table : {&plan.inputs, &plan.outputs})

@@ -77,8 +77,13 @@ Status Runtime::initParams(uint64_t seed) {
         const Buffer &masterBuffer = plan_.buffers[param.state[master]];
         std::vector<std::byte> values(
             static_cast<size_t>(masterBuffer.numBytes));
-        SHARC_TRY(initShard(param.init, seed, source, *slice, values.data(),
-                            masterBuffer.dtype));
+        // Under ZeRO-1 the master is the rank's block of the parameter.
+        auto masterSlice = shardSlice(plan_.mesh, param.stateLayout(),
+                                      param.globalShape, rank->env.coords);
+        if (!masterSlice)
+          return masterSlice.status();
+        SHARC_TRY(initShard(param.init, seed, source, *masterSlice,
+                            values.data(), masterBuffer.dtype));
         SHARC_TRY(rank->device->upload(storage(rank->rank, masterBuffer.id),
                                        values.data(), masterBuffer.numBytes));
       }
@@ -210,7 +215,8 @@ Status Runtime::loadParams(const TensorFile &file) {
     // The master takes the tensor as stored (a bf16-mixed checkpoint holds
     // the f32 masters), so a resumed run continues exactly.
     if (int64_t master = masterIndex(plan_, param); master >= 0)
-      SHARC_TRY(scatterTensor(*tensor, param.state[master], param.sharding));
+      SHARC_TRY(
+          scatterTensor(*tensor, param.state[master], param.stateLayout()));
   }
   nextStep_ = 1;
   return Status::ok();
@@ -224,8 +230,10 @@ Result<TensorFile> Runtime::gatherParams() const {
     // bf16-mixed: the f32 master is the parameter; its bf16 copy follows.
     int64_t master = masterIndex(plan_, param);
     int64_t source = master >= 0 ? param.state[master] : param.buffer;
-    auto tensor = gatherTensor(param.name, source, param.globalShape,
-                               param.sharding, plan_.buffers[source].dtype);
+    auto tensor =
+        gatherTensor(param.name, source, param.globalShape,
+                     master >= 0 ? param.stateLayout() : param.sharding,
+                     plan_.buffers[source].dtype);
     if (!tensor)
       return tensor.status();
     file.tensors.push_back(std::move(*tensor));
@@ -253,7 +261,7 @@ Result<TensorFile> Runtime::gatherOptimizerState() const {
       if (static_cast<int64_t>(i) == master)
         continue;
       auto tensor = gatherTensor(stateTensorName(param.name, i), param.state[i],
-                                 param.globalShape, param.sharding,
+                                 param.globalShape, param.stateLayout(),
                                  plan_.buffers[param.state[i]].dtype);
       if (!tensor)
         return tensor.status();
@@ -281,7 +289,7 @@ Status Runtime::loadOptimizerState(const TensorFile &file) {
         return Status::invalidInput(
             "tensor '" + name + "' has shape " + shapeText(tensor->shape) +
             ", the plan expects " + shapeText(owner->globalShape));
-      SHARC_TRY(scatterTensor(*tensor, param.state[i], param.sharding));
+      SHARC_TRY(scatterTensor(*tensor, param.state[i], param.stateLayout()));
     }
   }
   return Status::ok();

@@ -166,7 +166,12 @@ LogicalResult SliceToRankOp::verify() {
   if (failed(verifySplitShape(*this, getX(), getY(), getDim())) ||
       failed(verifyInnermost(*this, getAxis(), getY(), getDim())))
     return failure();
-  return verifyPlacementChange(*this, getAxis(), getX(), getY(), kI,
+  // An R value's block is as well defined as an I value's (the same bytes
+  // on every rank): the optimizer shard of a replicated parameter
+  // (sharc-shard-optimizer), taken after autodiff.
+  int64_t from =
+      getPlacement(getX().getType()).getAxis(getAxis()) == kR ? kR : kI;
+  return verifyPlacementChange(*this, getAxis(), getX(), getY(), from,
                                {static_cast<int64_t>(getDim())});
 }
 
@@ -326,6 +331,10 @@ Grads AllToAllOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
 }
 
 Grads SliceToRankOp::buildVJP(OpBuilder &builder, ArrayRef<Value> resultGrads) {
+  // An R operand's cotangent would be partial sums, which all_gather does
+  // not make; only sharc-shard-optimizer slices R values, after autodiff.
+  if (getPlacement(getX().getType()).getAxis(getAxis()) == kR)
+    return emitOpError("has no transpose for an R operand on ") << getAxis();
   Value dy = resultGrads[0];
   Type dxType =
       retyped(dy.getType(), getAxis(), kI, tensorOf(getX()).getShape());

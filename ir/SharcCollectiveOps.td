@@ -85,7 +85,11 @@ def Sharc_AllToAllOp : Sharc_CollectiveOp<"all_to_all"> {
 
 def Sharc_SliceToRankOp : Sharc_CollectiveOp<"slice_to_rank"> {
   let summary = "keep this rank's block along dim (no communication)";
-  let description = [{ I to S(dim); the transpose is all_gather to I. }];
+  let description = [{
+    I to S(dim); the transpose is all_gather to I. Also R to S(dim) (the
+    optimizer's shard of a replicated parameter, after autodiff), which has
+    no transpose.
+  }];
   let arguments = (ins Sharc_FloatTensor:$x, StrAttr:$axis, I64Attr:$dim);
 }
 

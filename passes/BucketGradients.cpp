@@ -2,6 +2,7 @@
 
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
+#include "passes/OptimizerShards.h"
 #include "passes/ParameterStages.h"
 #include "passes/Passes.h"
 
@@ -78,9 +79,13 @@ int64_t stageOfGradient(ArrayRef<StringRef> gradients,
   return -1;
 }
 
-void bucket(func::FuncOp func, int64_t bucketBytes) {
+void bucket(func::FuncOp func, int64_t bucketBytes, bool leaveShardable) {
   SmallVector<AllReduceOp> syncs;
+  MeshAttr mesh = getMesh(func);
   func.walk([&](AllReduceOp op) {
+    // sharc-shard-optimizer reduce-scatters these one by one instead.
+    if (leaveShardable && hasShardableUpdate(op, mesh))
+      return;
     if (isBucketable(func, op))
       syncs.push_back(op);
   });
@@ -157,7 +162,7 @@ struct BucketGradientsPass
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<func::FuncOp>())
-      bucket(func, bucketBytes);
+      bucket(func, bucketBytes, leaveShardable);
   }
 };
 

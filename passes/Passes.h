@@ -35,8 +35,11 @@ struct PipelineOptions {
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute = "none"; ///< "none" or "sp-allgather"
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
-  bool withOptimizer = true;      ///< add the AdamW update
-  bool keepGradients = false;     ///< also return every gradient
+  /// ZeRO stage: 0, or 1 to shard the optimizer state over dp
+  /// (sharc-shard-optimizer).
+  int64_t zeroStage = 0;
+  bool withOptimizer = true;  ///< add the AdamW update
+  bool keepGradients = false; ///< also return every gradient
   /// Optimizer updates gathered into runs of this many gradient bytes (or
   /// an eighth of all, if less), one launch each (sharc-adamw's
   /// group-bytes; not under dp, whose buckets are such runs already).

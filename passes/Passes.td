@@ -328,7 +328,39 @@ def BucketGradients : Pass<"sharc-bucket-gradients", "::mlir::ModuleOp"> {
     After: `%a, %b = sharc.all_reduce_coalesced %ga, %gb {axis = "dp"}`.
   }];
   let options = [Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
-                        "bucket size in bytes">];
+                        "bucket size in bytes">,
+                 Option<"leaveShardable", "leave-shardable", "bool", "false",
+                        "leave out the dp syncs whose gradients "
+                        "sharc-shard-optimizer will reduce-scatter (ZeRO-1)">];
+}
+
+def ShardOptimizer : Pass<"sharc-shard-optimizer", "::mlir::ModuleOp"> {
+  let summary = "shard the optimizer state over dp (ZeRO-1)";
+  let description = [{
+    After sharc-adamw, on a mesh with a dp axis: each update whose gradient
+    is synced by its own all_reduce over dp (sharc-bucket-gradients with
+    `leave-shardable` leaves those out of its buckets) runs on one block of
+    its parameter per dp rank. The gradient is reduce-scattered instead of
+    all-reduced (the same bytes on the wire), the rank's block of the
+    parameter is sliced, the update reads and writes moments (and the
+    bf16-mixed master) of that block alone, and the updated blocks are
+    all-gathered into the parameter's buffer, which the result still
+    updates in place (`sharc.update_of`). The block is along the first
+    dimension no axis splits yet whose extent dp divides
+    (passes/OptimizerShards.h); a parameter without one keeps its whole
+    update. Moments are 2/dp of the parameter bytes a rank instead of 2x
+    (ZeRO stage 1); gradients and parameters stay whole.
+
+    A clipped step's global norm reads the gradient blocks, each counted
+    once. A gradient the step also returns (`keep-gradients`) must stay
+    whole, so its update is left as it is.
+
+    Before: `%g = sharc.all_reduce %pg {axis = "dp"}`,
+    `%w2, %m2, %v2 = sharc.adamw %w, %g, %m, %v`.
+    After: `%gb = sharc.reduce_scatter %pg {axis = "dp", dim = 0}`,
+    `%wb = sharc.slice_to_rank %w`, `%wb2, %m2, %v2 = sharc.adamw %wb, %gb,
+    %m, %v`, `%w2 = sharc.all_gather %wb2 {axis = "dp", dim = 0}`.
+  }];
 }
 
 def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {

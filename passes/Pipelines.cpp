@@ -104,14 +104,18 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createMicrobatch());
   // Context parallelism syncs gradients over cp as dp does over dp.
   bool buckets = options.dpSize > 1 || options.cpSize > 1;
+  bool shardOptimizer =
+      options.zeroStage >= 1 && options.dpSize > 1 && options.withOptimizer;
   if (buckets)
-    pm.addPass(createBucketGradients({options.bucketBytes}));
+    pm.addPass(createBucketGradients({options.bucketBytes, shardOptimizer}));
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer) {
     // Gradient buckets (dp, cp) are runs of updates already.
     pm.addPass(createAdamW(
         {options.keepGradients, buckets ? 0 : options.updateGroupBytes}));
+    if (shardOptimizer)
+      pm.addPass(createShardOptimizer());
   }
   if (options.fuseNormRope)
     pm.addPass(createFuseNormRope());

@@ -112,7 +112,24 @@ LogicalResult Emitter::assignArguments() {
       if (it == paramIndex.end())
         return emitError(arg.getLoc())
                << "optimizer state '" << state << "' names no parameter";
-      result.params[it->second].state.push_back(*id);
+      plan::ParamEntry &owner = result.params[it->second];
+      owner.state.push_back(*id);
+      // ZeRO-1 keeps the state of one block of the parameter a dp rank.
+      plan::Sharding sharding =
+          globalLayout(arg.getType(), mesh, balancedAxis).first;
+      sharding.stage = owner.sharding.stage;
+      if (sharding.dimOfAxis != owner.sharding.dimOfAxis) {
+        if (owner.stateSharding &&
+            owner.stateSharding->dimOfAxis != sharding.dimOfAxis)
+          return emitError(arg.getLoc())
+                 << "optimizer state '" << state
+                 << "' is split unlike the parameter's other state";
+        owner.stateSharding = sharding;
+      } else if (owner.stateSharding) {
+        return emitError(arg.getLoc())
+               << "optimizer state '" << state
+               << "' is split unlike the parameter's other state";
+      }
     } else {
       return emitError(arg.getLoc())
              << "argument " << index
@@ -130,12 +147,20 @@ LogicalResult Emitter::assignResults() {
     std::string output = getResultString(func, index, kOutputAttr).str();
     if (auto updateOf =
             func.getResultAttrOfType<IntegerAttr>(index, kUpdateOfAttr)) {
-      // An in-place update: the op writes the argument's own buffer.
+      // An in-place update: the op writes the argument's own buffer. Under
+      // ZeRO-1 (sharc-shard-optimizer) a parameter's update is the
+      // all_gather of the updated blocks, which lands there.
       Value target = func.getArgument(updateOf.getInt());
-      if (!isa_and_nonnull<AdamWOp>(value.getDefiningOp()))
+      Operation *producer = value.getDefiningOp();
+      auto gather = dyn_cast_or_null<AllGatherOp>(producer);
+      if (!isa_and_nonnull<AdamWOp>(producer) &&
+          !(gather && gather.getX().getDefiningOp<AdamWOp>() &&
+            gather.getY().getType() == target.getType()))
         return emitError(value.getLoc())
                << "result '" << output << "' updates argument "
-               << updateOf.getInt() << " but is not made by sharc.adamw";
+               << updateOf.getInt()
+               << " but is not made by sharc.adamw (or the all_gather of "
+                  "its blocks)";
       bufferOf[value] = bufferOf.lookup(target);
       continue;
     }
@@ -230,12 +255,23 @@ LogicalResult Emitter::createSlabs() {
 }
 
 /// Gives every value an op defines a buffer: outputs and in-place updates
-/// have theirs already; Megatron's f (replicate) is the identity and shares
-/// its operand's; parameter gradients go to the gradient region and all
-/// else to the activation arena, both placed later.
+/// have theirs already (adamw's other results are its operands');
+/// Megatron's f (replicate) is the identity and shares its operand's;
+/// parameter gradients go to the gradient region and all else to the
+/// activation arena, both placed later.
 LogicalResult Emitter::createActivationBuffers() {
   llvm::DenseSet<Value> gradients = parameterGradients(ops);
   for (Operation *op : ops) {
+    // adamw writes in place: a result no output claims (ZeRO-1's updated
+    // block, which an all_gather reads) is its operand's bytes.
+    if (auto adamw = dyn_cast<AdamWOp>(op)) {
+      SmallVector<Value> updated{adamw.getParam(), adamw.getM(), adamw.getV(),
+                                 adamw.getMaster()};
+      for (auto [result, operand] : llvm::zip(adamw->getResults(), updated))
+        if (!bufferOf.count(result))
+          bufferOf[result] = bufferOf.lookup(operand);
+      continue;
+    }
     if (auto replicate = dyn_cast<ReplicateOp>(op))
       if (!bufferOf.count(replicate.getY()) &&
           result.buffers[bufferOf.lookup(replicate.getX())].region ==

@@ -170,8 +170,8 @@ std::string memberName(func::FuncOp func, Value result, Operation *returnOp,
 }
 
 /// The parameter gradients: what each adamw reads, and the partial
-/// gradients its synchronisation (all_reduce, a dp bucket) or accumulation
-/// (a tied table's two uses) is made from.
+/// gradients its synchronisation (all_reduce, a dp bucket, or ZeRO-1's
+/// reduce_scatter) or accumulation (a tied table's two uses) is made from.
 llvm::DenseSet<Value> parameterGradients(ArrayRef<Operation *> ops) {
   llvm::DenseSet<Value> gradients;
   SmallVector<Value> work;
@@ -183,7 +183,7 @@ llvm::DenseSet<Value> parameterGradients(ArrayRef<Operation *> ops) {
     if (!gradients.insert(grad).second)
       continue;
     Operation *producer = grad.getDefiningOp();
-    if (isa_and_nonnull<AllReduceOp, AddOp>(producer))
+    if (isa_and_nonnull<AllReduceOp, ReduceScatterOp, AddOp>(producer))
       llvm::append_range(work, producer->getOperands());
     else if (auto bucket = dyn_cast_or_null<AllReduceCoalescedOp>(producer))
       work.push_back(bucket.getXs()[cast<OpResult>(grad).getResultNumber()]);

@@ -129,6 +129,13 @@ struct ParamEntry {
   InitSpec init;
   std::string tiedTo;         ///< another parameter's name if tied
   std::vector<int64_t> state; ///< optimizer-state buffers (adam m, v)
+  /// How the state is split where it differs from `sharding` (ZeRO-1: the
+  /// moments of one block per dp rank, docs/memory.md); nullopt: as the
+  /// parameter.
+  std::optional<Sharding> stateSharding;
+  const Sharding &stateLayout() const {
+    return stateSharding ? *stateSharding : sharding;
+  }
 };
 
 /// A tensor crossing the step boundary: tokens and labels in, loss, logits

@@ -362,7 +362,7 @@ public:
     const std::string what = "a parameter";
     SHARC_TRY(readFields(node, what,
                          {"name", "buffer", "global_shape", "sharding", "init",
-                          "tied_to", "state"},
+                          "tied_to", "state", "state_sharding"},
                          fields));
     ParamEntry param;
     SHARC_TRY(readTensorKeys(fields, what, plan, plan.params, param));
@@ -387,6 +387,12 @@ public:
       SHARC_TRY(readString(*found, param.tiedTo));
     if (auto found = fields.find("state"))
       SHARC_TRY(readIds(*found, param.state, plan.buffers.size(), "buffer"));
+    if (auto found = fields.find("state_sharding")) {
+      Sharding state;
+      SHARC_TRY(readSharding(*found, plan, param.globalShape.size(), state));
+      state.stage = param.sharding.stage;
+      param.stateSharding = std::move(state);
+    }
     plan.params.push_back(std::move(param));
     return Status::ok();
   }

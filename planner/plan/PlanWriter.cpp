@@ -98,6 +98,8 @@ std::string writePlan(const Plan &plan) {
       out += ", tied_to: " + quoted(param.tiedTo);
     if (!param.state.empty())
       out += ", state: " + formatInts(param.state);
+    if (param.stateSharding)
+      out += ", state_sharding: " + formatSharding(*param.stateSharding);
     out += "}\n";
   }
 

@@ -44,7 +44,7 @@ struct CompileFlags {
   std::string dumpIr; ///< "", "after-all" or "final"
   std::string mode = "dense";
   std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize, ppChunks;
-  std::optional<int64_t> cpSize, numMicrobatches;
+  std::optional<int64_t> cpSize, numMicrobatches, zeroStage;
   std::string cpComm, cpSplit, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
@@ -93,6 +93,10 @@ void printUsage(FILE *out) {
                "          even causal work; or block r; default balanced)]\n"
                "         [--bucket-bytes N (dp and cp gradient buckets, "
                "default 25 MiB)]\n"
+               "         [--zero 0|1 (1: ZeRO-1, each dp rank keeps the "
+               "optimizer state of one\n"
+               "          block of every parameter: gradients "
+               "reduce-scattered, blocks all-gathered)]\n"
                "         [--dump-ir=after-all|final] [--emit-logits] "
                "[--keep-grads] [--no-optimizer]\n"
                "         [--fuse-projections[=all|gate_up|none] (one GEMM "
@@ -180,6 +184,13 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
        : arg == "--pp-chunks" || arg == "--virtual-stages" ? flags.ppChunks
        : arg == "--microbatches" ? flags.numMicrobatches
                                  : flags.bucketBytes) = size;
+    } else if (arg == "--zero") {
+      std::optional<std::string> v = value(arg.c_str());
+      if (!v || (*v != "0" && *v != "1"))
+        return usageError("--zero takes 0 or 1 (ZeRO stages 2 and 3, which "
+                          "also shard gradients and parameters, are not "
+                          "built)");
+      flags.zeroStage = *v == "1" ? 1 : 0;
     } else if (arg == "--sp") {
       flags.sequenceParallel = true;
     } else if (arg == "--vp") {
@@ -386,6 +397,22 @@ int compile(const CompileFlags &flags) {
   if (pipeline.recompute == "sp-allgather" && !pipeline.sequenceParallel)
     return usageError("--recompute sp-allgather re-gathers sequence-parallel "
                       "inputs; it needs --sp");
+  if (flags.zeroStage.value_or(0) > 0) {
+    if (pipeline.dpSize == 1)
+      return usageError("--zero 1 shards the optimizer state over data "
+                        "parallel ranks; it needs --dp N or --mode ddp");
+    if (pipeline.ppSize > 1)
+      return usageError("--zero 1 does not shard the optimizer of pipeline "
+                        "stages (--pp)");
+    if (!flags.withOptimizer)
+      return usageError("--zero 1 shards the optimizer; --no-optimizer "
+                        "leaves none");
+    if (flags.keepGradients || flags.withDenseReference)
+      return usageError("--zero 1 updates each parameter from its block of "
+                        "the gradient; --keep-grads and "
+                        "--with-dense-reference return whole gradients");
+    pipeline.zeroStage = *flags.zeroStage;
+  }
   pipeline.withOptimizer = flags.withOptimizer;
   pipeline.keepGradients = flags.keepGradients;
   pipeline.fuseProjections = flags.fuseProjections;

@@ -1,0 +1,84 @@
+// RUN: sharc-opt %s --split-input-file --sharc-adamw --sharc-shard-optimizer \
+// RUN:   | FileCheck %s
+// RUN: sharc-opt %s --split-input-file \
+// RUN:   --sharc-adamw=keep-gradients=true --sharc-shard-optimizer \
+// RUN:   | FileCheck %s --check-prefix=KEEP
+
+// ZeRO-1: the dp sync becomes a reduce_scatter along the first dimension
+// dp divides (dim 1 of the 3x4 weight), the update runs on the rank's
+// block with moments of that block, and an all_gather brings the updated
+// blocks back into the parameter, which the result updates in place. The
+// 3-element norm weight has no such dimension: its all_reduce and whole
+// update stay.
+// CHECK-LABEL: func.func @zero_one
+// CHECK-SAME: %[[W:[^:]*]]: tensor<4x2xf32, #sharc.place<dp = R>> {sharc.param = "w"}
+// CHECK-SAME: %[[U:[^:]*]]: tensor<3x4xf32, #sharc.place<dp = R>> {sharc.param = "u"}
+// CHECK-SAME: %[[N:[^:]*]]: tensor<3xf32, #sharc.place<dp = R>> {sharc.param = "n"}
+// CHECK-SAME: tensor<2x2xf32, #sharc.place<dp = S(0)>> {sharc.state = "m:w"}
+// CHECK-SAME: tensor<2x2xf32, #sharc.place<dp = S(0)>> {sharc.state = "v:w"}
+// CHECK-SAME: tensor<3x2xf32, #sharc.place<dp = S(1)>> {sharc.state = "m:u"}
+// CHECK-SAME: tensor<3x2xf32, #sharc.place<dp = S(1)>> {sharc.state = "v:u"}
+// CHECK-SAME: tensor<3xf32, #sharc.place<dp = R>> {sharc.state = "m:n"}
+// CHECK: %[[GW:.*]] = sharc.reduce_scatter %{{.*}} {axis = "dp", dim = 0 : i64} : (tensor<4x2xf32, #sharc.place<dp = P>>) -> tensor<2x2xf32, #sharc.place<dp = S(0)>>
+// CHECK-NEXT: %[[BW:.*]] = sharc.slice_to_rank %[[W]] {axis = "dp", dim = 0 : i64}
+// CHECK-NEXT: %[[PW:[^,]*]], {{.*}} = sharc.adamw %[[BW]], %[[GW]]
+// CHECK-NEXT: %[[AW:.*]] = sharc.all_gather %[[PW]] {axis = "dp", dim = 0 : i64} : (tensor<2x2xf32, #sharc.place<dp = S(0)>>) -> tensor<4x2xf32, #sharc.place<dp = R>>
+// CHECK-NEXT: %[[GU:.*]] = sharc.reduce_scatter %{{.*}} {axis = "dp", dim = 1 : i64} : (tensor<3x4xf32, #sharc.place<dp = P>>) -> tensor<3x2xf32, #sharc.place<dp = S(1)>>
+// CHECK-NEXT: %[[BU:.*]] = sharc.slice_to_rank %[[U]] {axis = "dp", dim = 1 : i64}
+// CHECK-NEXT: %[[PU:[^,]*]], {{.*}} = sharc.adamw %[[BU]], %[[GU]]
+// CHECK-NEXT: %[[AU:.*]] = sharc.all_gather %[[PU]] {axis = "dp", dim = 1 : i64}
+// CHECK-NEXT: %[[GN:.*]] = sharc.all_reduce %{{.*}} {axis = "dp"}
+// CHECK-NEXT: %[[PN:[^,]*]], {{.*}} = sharc.adamw %[[N]], %[[GN]]
+// CHECK: return %{{[^,]*}}, %[[AW]], {{.*}}, %[[AU]], {{.*}}, %[[PN]]
+
+// With the gradients returned whole, nothing is sharded.
+// KEEP-LABEL: func.func @zero_one
+// KEEP-NOT: reduce_scatter
+// KEEP-NOT: slice_to_rank
+!p42 = tensor<4x2xf32, #sharc.place<dp = P>>
+!r42 = tensor<4x2xf32, #sharc.place<dp = R>>
+!p34 = tensor<3x4xf32, #sharc.place<dp = P>>
+!r34 = tensor<3x4xf32, #sharc.place<dp = R>>
+!p3 = tensor<3xf32, #sharc.place<dp = P>>
+!r3 = tensor<3xf32, #sharc.place<dp = R>>
+module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
+                   sharc.optimizer = {lr = 1.0e-3 : f64}} {
+  func.func @zero_one(%w: !r42 {sharc.param = "w"},
+                      %u: !r34 {sharc.param = "u"},
+                      %n: !r3 {sharc.param = "n"},
+                      %dw: !p42, %du: !p34, %dn: !p3, %loss: tensor<f32>)
+      -> (tensor<f32> {sharc.output = "loss"},
+          !r42 {sharc.output = "grad:w"}, !r34 {sharc.output = "grad:u"},
+          !r3 {sharc.output = "grad:n"}) {
+    %gw = sharc.all_reduce %dw {axis = "dp"} : (!p42) -> !r42
+    %gu = sharc.all_reduce %du {axis = "dp"} : (!p34) -> !r34
+    %gn = sharc.all_reduce %dn {axis = "dp"} : (!p3) -> !r3
+    return %loss, %gw, %gu, %gn : tensor<f32>, !r42, !r34, !r3
+  }
+}
+
+// -----
+
+// A fused weight's gradient, synced whole and split into its parameters'
+// (sharc-fuse-projections), is split before the sync instead: each piece
+// is reduce-scattered on its own, so each block is cut from its own rows.
+// CHECK-LABEL: func.func @fused
+// CHECK: %[[PIECES:.*]]:2 = sharc.split %{{.*}} {dim = 0 : i64} : (tensor<8x2xf32, #sharc.place<dp = P>>) -> (tensor<4x2xf32, #sharc.place<dp = P>>, tensor<4x2xf32, #sharc.place<dp = P>>)
+// CHECK-NEXT: sharc.reduce_scatter %[[PIECES]]#0 {axis = "dp", dim = 0 : i64}
+// CHECK-NEXT: sharc.reduce_scatter %[[PIECES]]#1 {axis = "dp", dim = 0 : i64}
+// CHECK-NOT: sharc.all_reduce
+// CHECK: return
+!p82 = tensor<8x2xf32, #sharc.place<dp = P>>
+!r82 = tensor<8x2xf32, #sharc.place<dp = R>>
+!rw = tensor<4x2xf32, #sharc.place<dp = R>>
+module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
+                   sharc.optimizer = {lr = 1.0e-3 : f64}} {
+  func.func @fused(%a: !rw {sharc.param = "a"}, %b: !rw {sharc.param = "b"},
+                   %dab: !p82, %loss: tensor<f32>)
+      -> (tensor<f32> {sharc.output = "loss"},
+          !rw {sharc.output = "grad:a"}, !rw {sharc.output = "grad:b"}) {
+    %g = sharc.all_reduce %dab {axis = "dp"} : (!p82) -> !r82
+    %ga, %gb = sharc.split %g {dim = 0 : i64} : (!r82) -> (!rw, !rw)
+    return %loss, %ga, %gb : tensor<f32>, !rw, !rw
+  }
+}

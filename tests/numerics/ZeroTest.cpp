@@ -1,0 +1,257 @@
+//===- ZeroTest.cpp - ZeRO-1: the optimizer state sharded over dp ---------===//
+//
+// `--zero 1` (sharc-shard-optimizer) reduce-scatters each data-parallel
+// gradient, updates one block of the parameter a rank with moments of that
+// block alone, and all-gathers the blocks. The reference is the same layout
+// without it (the all_reduce and whole updates) and the dense step: from
+// the same weights on the same tokens every loss, parameter and moment must
+// agree, with fused projections (a fused weight's pieces cut apart before
+// the sync), beside tensor parallelism (a block along a dimension tp does
+// not split), with clipping (each block counted once in the global norm)
+// and under bf16-mixed (a master of the block). A checkpoint of the
+// sharded state loads into the unsharded plan and back, and the plan holds
+// the moments of one block a rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tests/numerics/NumericsSupport.h"
+
+#include <catch2/catch.hpp>
+
+#include <random>
+
+using namespace sharc;
+using namespace sharc::testing;
+
+namespace {
+
+constexpr int kSteps = 4;
+
+PipelineOptions ddpLayout(int64_t zeroStage, int64_t tpSize = 1) {
+  PipelineOptions layout;
+  layout.dpSize = 2;
+  layout.tpSize = tpSize;
+  layout.zeroStage = zeroStage;
+  return layout;
+}
+
+std::vector<int32_t> randomTokens(const plan::Plan &plan, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> tokens(plan.batchSize * plan.seqLen);
+  for (int32_t &id : tokens)
+    id = static_cast<int32_t>(rng() % plan.vocabSize);
+  return tokens;
+}
+
+/// Trains `plan` from weights of seed 7 for `steps` steps on batches of
+/// seeds 11, 12, ...; returns the runtime for its parameters and state.
+std::unique_ptr<exec::Runtime> train(const plan::Plan &plan, int steps,
+                                     std::vector<double> *losses = nullptr) {
+  auto runtime = makeRuntime(plan);
+  REQUIRE(runtime->initParams(7).isOk());
+  for (int step = 0; step < steps; ++step) {
+    REQUIRE(runtime->setBatch(randomTokens(plan, 11 + step)).isOk());
+    auto stats = runtime->step();
+    REQUIRE(stats.isOk());
+    if (losses)
+      losses->push_back(stats->loss);
+  }
+  return runtime;
+}
+
+/// Every tensor of `reference` in `actual` within `tolerance` of the
+/// reference's largest element; returns how many.
+int requireTensorsClose(const plan::TensorFile &actual,
+                        const plan::TensorFile &reference, double tolerance) {
+  int compared = 0;
+  for (const plan::NamedTensor &want : reference.tensors) {
+    const plan::NamedTensor *have = actual.find(want.name);
+    INFO(want.name);
+    REQUIRE(have);
+    REQUIRE(have->shape == want.shape);
+    std::vector<double> expected = valuesOf(want);
+    REQUIRE(maxAbsError(valuesOf(*have), expected) <=
+            tolerance * std::max(maxAbs(expected), 1e-30));
+    ++compared;
+  }
+  return compared;
+}
+
+/// The sharded plan against the same layout without ZeRO: losses,
+/// parameters and both moments after kSteps steps.
+void requireShardedLikeWhole(const plan::Plan &sharded, const plan::Plan &whole,
+                             double tolerance) {
+  std::vector<double> shardedLosses, wholeLosses;
+  auto a = train(sharded, kSteps, &shardedLosses);
+  auto b = train(whole, kSteps, &wholeLosses);
+  for (int step = 0; step < kSteps; ++step) {
+    INFO("step " << step << ": " << shardedLosses[step] << " vs "
+                 << wholeLosses[step]);
+    REQUIRE(std::abs(shardedLosses[step] - wholeLosses[step]) <=
+            1e-5 * std::abs(wholeLosses[step]));
+  }
+  auto params = a->gatherParams(), wholeParams = b->gatherParams();
+  auto state = a->gatherOptimizerState(),
+       wholeState = b->gatherOptimizerState();
+  REQUIRE(params.isOk());
+  REQUIRE(wholeParams.isOk());
+  REQUIRE(state.isOk());
+  REQUIRE(wholeState.isOk());
+  REQUIRE(requireTensorsClose(*params, *wholeParams, tolerance) ==
+          static_cast<int>(wholeParams->tensors.size()));
+  REQUIRE(requireTensorsClose(*state, *wholeState, tolerance) ==
+          static_cast<int>(wholeState->tensors.size()));
+  REQUIRE(wholeState->tensors.size() == 2 * wholeParams->tensors.size());
+}
+
+int64_t regionBytes(const plan::Plan &plan, plan::Region region) {
+  auto it = plan.regionBytes.find(region);
+  return it == plan.regionBytes.end() ? 0 : it->second;
+}
+
+/// How many parameters keep the state of one block a rank.
+int countShardedState(const plan::Plan &plan) {
+  int count = 0;
+  for (const plan::ParamEntry &param : plan.params)
+    if (param.stateSharding) {
+      auto dim = param.stateSharding->dimOfAxis.find("dp");
+      REQUIRE(dim != param.stateSharding->dimOfAxis.end());
+      REQUIRE(dim->second >= 0);
+      ++count;
+    }
+  return count;
+}
+
+} // namespace
+
+TEST_CASE("ZeRO-1 under ddp trains as ddp and as dense", "[numerics][zero]") {
+  plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(1), false);
+  plan::Plan whole = compilePlan("tiny.yaml", ddpLayout(0), false);
+  // Every parameter of tiny.yaml has a dimension dp divides.
+  REQUIRE(countShardedState(sharded) ==
+          static_cast<int>(sharded.params.size()));
+  REQUIRE(countShardedState(whole) == 0);
+  int numCollectives = 0;
+  for (const plan::Instruction &instr : sharded.instructions)
+    numCollectives += instr.op == "reduce_scatter" || instr.op == "all_gather";
+  REQUIRE(numCollectives == 2 * static_cast<int>(sharded.params.size()));
+  // Summing the same two shares in the same order: ddp's numbers.
+  requireShardedLikeWhole(sharded, whole, 1e-6);
+
+  TrainedRun zero = trainOnRandomTokens(sharded, 5, 7, 11);
+  TrainedRun dense =
+      trainOnRandomTokens(compilePlan("tiny.yaml", false, true), 5, 7, 11);
+  requireLossesMatch(zero, dense);
+  requireParamsMatchByMean(zero, dense);
+}
+
+TEST_CASE("ZeRO-1 with fused projections, beside tp and with clipping",
+          "[numerics][zero]") {
+  SECTION("fused q/k/v and gate/up weights") {
+    PipelineOptions sharded = ddpLayout(1), whole = ddpLayout(0);
+    sharded.fuseProjections = whole.fuseProjections = true;
+    requireShardedLikeWhole(compilePlan("tiny.yaml", sharded, false),
+                            compilePlan("tiny.yaml", whole, false), 1e-6);
+  }
+  SECTION("dp=2 x tp=2: blocks along a dimension tp leaves whole") {
+    plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(1, 2), false);
+    // Norm weights sync over dp and tp at once and keep whole updates.
+    int numSharded = countShardedState(sharded);
+    INFO(numSharded << " of " << sharded.params.size());
+    REQUIRE(numSharded > 0);
+    REQUIRE(numSharded < static_cast<int>(sharded.params.size()));
+    for (const plan::ParamEntry &param : sharded.params)
+      if (param.stateSharding) {
+        int64_t dpDim = param.stateSharding->dimOfAxis.at("dp");
+        auto tp = param.sharding.dimOfAxis.find("tp");
+        REQUIRE((tp == param.sharding.dimOfAxis.end() || tp->second != dpDim));
+      }
+    requireShardedLikeWhole(
+        sharded, compilePlan("tiny.yaml", ddpLayout(0, 2), false), 1e-6);
+  }
+  SECTION("clipping counts each block once") {
+    plan::Plan sharded =
+        compilePlan("tiny.yaml", ddpLayout(1), false, "tiny-clip.run.yaml");
+    plan::Plan dense =
+        compilePlan("tiny.yaml", false, true, "tiny-clip.run.yaml");
+    TrainedRun zero = trainOnRandomTokens(sharded, 3, 7, 11);
+    TrainedRun reference = trainOnRandomTokens(dense, 3, 7, 11);
+    for (int step = 0; step < 3; ++step) {
+      INFO("step " << step << ": norm " << zero.gradNorms[step] << " vs "
+                   << reference.gradNorms[step]);
+      REQUIRE(reference.gradNorms[step] > 0.2); // clipping acts
+      REQUIRE(std::abs(zero.gradNorms[step] - reference.gradNorms[step]) <=
+              1e-5 * reference.gradNorms[step]);
+    }
+    requireLossesMatch(zero, reference);
+    requireParamsMatchByMean(zero, reference);
+  }
+}
+
+TEST_CASE("ZeRO-1 keeps the moments of one block a rank", "[numerics][zero]") {
+  plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(1), false);
+  plan::Plan whole = compilePlan("tiny.yaml", ddpLayout(0), false);
+  int64_t state = 0;
+  for (const plan::ParamEntry &param : whole.params)
+    for (int64_t id : param.state)
+      state += whole.buffers[id].numBytes;
+  REQUIRE(state > 0);
+  // Half of each moment a rank (region alignment aside).
+  REQUIRE(regionBytes(whole, plan::Region::OptState) >= state);
+  REQUIRE(regionBytes(sharded, plan::Region::OptState) <= state / 2 + 4096);
+  REQUIRE(regionBytes(sharded, plan::Region::Param) ==
+          regionBytes(whole, plan::Region::Param));
+}
+
+TEST_CASE("a ZeRO-1 checkpoint resumes on either layout", "[numerics][zero]") {
+  plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(1), false);
+  plan::Plan whole = compilePlan("tiny.yaml", ddpLayout(0), false);
+  auto source = train(sharded, 2);
+  auto params = source->gatherParams();
+  auto state = source->gatherOptimizerState();
+  REQUIRE(params.isOk());
+  REQUIRE(state.isOk());
+  // Both continue two steps from it; so does the sharded run itself.
+  std::vector<std::unique_ptr<exec::Runtime>> resumed;
+  for (const plan::Plan *plan : {&whole, &sharded}) {
+    auto runtime = makeRuntime(*plan);
+    REQUIRE(runtime->loadParams(*params).isOk());
+    REQUIRE(runtime->loadOptimizerState(*state).isOk());
+    runtime->setNextStep(3);
+    resumed.push_back(std::move(runtime));
+  }
+  resumed.push_back(std::move(source));
+  for (auto &runtime : resumed)
+    for (int step = 2; step < 4; ++step) {
+      REQUIRE(runtime->setBatch(randomTokens(sharded, 11 + step)).isOk());
+      REQUIRE(runtime->step().isOk());
+    }
+  auto reference = resumed.back()->gatherOptimizerState();
+  auto referenceParams = resumed.back()->gatherParams();
+  REQUIRE(reference.isOk());
+  REQUIRE(referenceParams.isOk());
+  for (size_t i = 0; i < 2; ++i) {
+    INFO((i == 0 ? "unsharded" : "sharded") << " plan resumed");
+    auto moments = resumed[i]->gatherOptimizerState();
+    auto weights = resumed[i]->gatherParams();
+    REQUIRE(moments.isOk());
+    REQUIRE(weights.isOk());
+    requireTensorsClose(*moments, *reference, 1e-6);
+    requireTensorsClose(*weights, *referenceParams, 1e-6);
+  }
+}
+
+TEST_CASE("ZeRO-1 under bf16-mixed keeps a master of the block",
+          "[numerics][zero]") {
+  auto mixed = [](int64_t zeroStage) {
+    return compileEdited("tiny.yaml", {{"dtype: float32", "dtype: bf16-mixed"}},
+                         ddpLayout(zeroStage));
+  };
+  plan::Plan sharded = mixed(1), whole = mixed(0);
+  for (const plan::ParamEntry &param : sharded.params) {
+    REQUIRE(param.state.size() == 3); // m, v, master
+    REQUIRE(param.stateSharding);
+  }
+  // The master is the parameter in a checkpoint: gatherParams reads it.
+  requireShardedLikeWhole(sharded, whole, 1e-6);
+}
