@@ -130,8 +130,14 @@ LogicalResult OptimizerSharder::run() {
 }
 
 void OptimizerSharder::shard(AllReduceOp sync) {
+  // The syncs sharc-bucket-gradients leaves out still sit where autodiff
+  // put them, after the whole backward: each reduce_scatter goes where its
+  // gradient is ready instead, so that it runs beside the backward.
   OpBuilder builder(sync);
-  builder.setInsertionPointAfter(sync);
+  if (Operation *producer = sync.getX().getDefiningOp())
+    builder.setInsertionPointAfter(producer);
+  else
+    builder.setInsertionPointToStart(sync->getBlock());
   Location loc = sync.getLoc();
   SmallVector<Value> wholes = syncedGradients(sync);
   SmallVector<Value> partials{sync.getX()};
@@ -206,6 +212,26 @@ void OptimizerSharder::shardUpdate(AdamWOp update, Value block, int64_t dim) {
                                   axis, builder.getI64IntegerAttr(dim));
   gather->setDiscardableAttrs(update->getDiscardableAttrDictionary());
   update.getNewParam().replaceAllUsesExcept(gather.getY(), gather);
+  // sharc-adamw placed the update after the sync, at the end of the
+  // backward; without clipping (which waits for the global norm) it moves
+  // up to where its block is ready and nothing else reads the parameter,
+  // so that the block and the gradient die early.
+  if (update.getGradNormSq())
+    return;
+  Operation *last = block.getDefiningOp();
+  SmallVector<Value> readers{param};
+  while (!readers.empty())
+    for (Operation *user : readers.pop_back_val().getUsers()) {
+      if (user == slice || isa<func::ReturnOp>(user))
+        continue;
+      if (last->isBeforeInBlock(user))
+        last = user;
+      if (auto concat = dyn_cast<ConcatOp>(user); concat && concat.isView())
+        readers.push_back(concat.getY());
+    }
+  slice->moveAfter(last);
+  update->moveAfter(slice);
+  gather->moveAfter(update);
 }
 
 struct ShardOptimizerPass

@@ -4,12 +4,13 @@
 // RUN:   --sharc-adamw=keep-gradients=true --sharc-shard-optimizer \
 // RUN:   | FileCheck %s --check-prefix=KEEP
 
-// ZeRO-1: the dp sync becomes a reduce_scatter along the first dimension
-// dp divides (dim 1 of the 3x4 weight), the update runs on the rank's
-// block with moments of that block, and an all_gather brings the updated
-// blocks back into the parameter, which the result updates in place. The
-// 3-element norm weight has no such dimension: its all_reduce and whole
-// update stay.
+// ZeRO-1: each dp sync becomes a reduce_scatter, placed where its gradient
+// is ready (not at the end of the backward, where the sync was), along the
+// first dimension dp divides (dim 1 of the 3x4 weight). The update follows
+// it on the rank's block, with moments of that block, and an all_gather
+// brings the updated blocks back into the parameter, which the result
+// updates in place. The 3-element norm weight has no such dimension: its
+// all_reduce and whole update stay.
 // CHECK-LABEL: func.func @zero_one
 // CHECK-SAME: %[[W:[^:]*]]: tensor<4x2xf32, #sharc.place<dp = R>> {sharc.param = "w"}
 // CHECK-SAME: %[[U:[^:]*]]: tensor<3x4xf32, #sharc.place<dp = R>> {sharc.param = "u"}
@@ -19,15 +20,18 @@
 // CHECK-SAME: tensor<3x2xf32, #sharc.place<dp = S(1)>> {sharc.state = "m:u"}
 // CHECK-SAME: tensor<3x2xf32, #sharc.place<dp = S(1)>> {sharc.state = "v:u"}
 // CHECK-SAME: tensor<3xf32, #sharc.place<dp = R>> {sharc.state = "m:n"}
-// CHECK: %[[GW:.*]] = sharc.reduce_scatter %{{.*}} {axis = "dp", dim = 0 : i64} : (tensor<4x2xf32, #sharc.place<dp = P>>) -> tensor<2x2xf32, #sharc.place<dp = S(0)>>
+// CHECK: %[[DW:.*]] = sharc.scale
+// CHECK-NEXT: %[[GW:.*]] = sharc.reduce_scatter %[[DW]] {axis = "dp", dim = 0 : i64} : (tensor<4x2xf32, #sharc.place<dp = P>>) -> tensor<2x2xf32, #sharc.place<dp = S(0)>>
 // CHECK-NEXT: %[[BW:.*]] = sharc.slice_to_rank %[[W]] {axis = "dp", dim = 0 : i64}
 // CHECK-NEXT: %[[PW:[^,]*]], {{.*}} = sharc.adamw %[[BW]], %[[GW]]
 // CHECK-NEXT: %[[AW:.*]] = sharc.all_gather %[[PW]] {axis = "dp", dim = 0 : i64} : (tensor<2x2xf32, #sharc.place<dp = S(0)>>) -> tensor<4x2xf32, #sharc.place<dp = R>>
-// CHECK-NEXT: %[[GU:.*]] = sharc.reduce_scatter %{{.*}} {axis = "dp", dim = 1 : i64} : (tensor<3x4xf32, #sharc.place<dp = P>>) -> tensor<3x2xf32, #sharc.place<dp = S(1)>>
+// CHECK-NEXT: %[[DU:.*]] = sharc.scale
+// CHECK-NEXT: %[[GU:.*]] = sharc.reduce_scatter %[[DU]] {axis = "dp", dim = 1 : i64} : (tensor<3x4xf32, #sharc.place<dp = P>>) -> tensor<3x2xf32, #sharc.place<dp = S(1)>>
 // CHECK-NEXT: %[[BU:.*]] = sharc.slice_to_rank %[[U]] {axis = "dp", dim = 1 : i64}
 // CHECK-NEXT: %[[PU:[^,]*]], {{.*}} = sharc.adamw %[[BU]], %[[GU]]
 // CHECK-NEXT: %[[AU:.*]] = sharc.all_gather %[[PU]] {axis = "dp", dim = 1 : i64}
-// CHECK-NEXT: %[[GN:.*]] = sharc.all_reduce %{{.*}} {axis = "dp"}
+// CHECK-NEXT: %[[DN:.*]] = sharc.scale
+// CHECK-NEXT: %[[GN:.*]] = sharc.all_reduce %[[DN]] {axis = "dp"}
 // CHECK-NEXT: %[[PN:[^,]*]], {{.*}} = sharc.adamw %[[N]], %[[GN]]
 // CHECK: return %{{[^,]*}}, %[[AW]], {{.*}}, %[[AU]], {{.*}}, %[[PN]]
 
@@ -46,10 +50,13 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
   func.func @zero_one(%w: !r42 {sharc.param = "w"},
                       %u: !r34 {sharc.param = "u"},
                       %n: !r3 {sharc.param = "n"},
-                      %dw: !p42, %du: !p34, %dn: !p3, %loss: tensor<f32>)
+                      %xw: !p42, %xu: !p34, %xn: !p3, %loss: tensor<f32>)
       -> (tensor<f32> {sharc.output = "loss"},
           !r42 {sharc.output = "grad:w"}, !r34 {sharc.output = "grad:u"},
           !r3 {sharc.output = "grad:n"}) {
+    %dw = sharc.scale %xw {factor = 2.0 : f64} : (!p42) -> !p42
+    %du = sharc.scale %xu {factor = 2.0 : f64} : (!p34) -> !p34
+    %dn = sharc.scale %xn {factor = 2.0 : f64} : (!p3) -> !p3
     %gw = sharc.all_reduce %dw {axis = "dp"} : (!p42) -> !r42
     %gu = sharc.all_reduce %du {axis = "dp"} : (!p34) -> !r34
     %gn = sharc.all_reduce %dn {axis = "dp"} : (!p3) -> !r3
@@ -65,7 +72,7 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
 // CHECK-LABEL: func.func @fused
 // CHECK: %[[PIECES:.*]]:2 = sharc.split %{{.*}} {dim = 0 : i64} : (tensor<8x2xf32, #sharc.place<dp = P>>) -> (tensor<4x2xf32, #sharc.place<dp = P>>, tensor<4x2xf32, #sharc.place<dp = P>>)
 // CHECK-NEXT: sharc.reduce_scatter %[[PIECES]]#0 {axis = "dp", dim = 0 : i64}
-// CHECK-NEXT: sharc.reduce_scatter %[[PIECES]]#1 {axis = "dp", dim = 0 : i64}
+// CHECK: sharc.reduce_scatter %[[PIECES]]#1 {axis = "dp", dim = 0 : i64}
 // CHECK-NOT: sharc.all_reduce
 // CHECK: return
 !p82 = tensor<8x2xf32, #sharc.place<dp = P>>
