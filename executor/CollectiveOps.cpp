@@ -1,11 +1,12 @@
 //===- CollectiveOps.cpp - collective instructions on a Communicator ------===//
 //
 // all_reduce (attrs axis, reduce = "sum" | "max"), all_gather and
-// reduce_scatter (axis, dim), all_to_all (axis, split_dim, concat_dim:
-// Ulysses's exchange), slice_to_rank (axis, dim: this rank's
-// contiguous piece of a replicated tensor, no communication) and replicate
-// (axis: a copy; Megatron's f); column_slice and column_insert (offset:
-// strided copies of a fused projection's columns, no communication),
+// reduce_scatter (axis, dim) and their buckets along dim 0
+// (all_gather_coalesced, reduce_scatter_coalesced: axis), all_to_all (axis,
+// split_dim, concat_dim: Ulysses's exchange), slice_to_rank (axis, dim: this
+// rank's contiguous piece of a replicated tensor, no communication) and
+// replicate (axis: a copy; Megatron's f); column_slice and column_insert
+// (offset: strided copies of a fused projection's columns, no communication),
 // permute_blocks (order: blocks of dim 0 reordered, a copy); send and recv
 // (axis, peer, tag: a pipeline stage's transfer to or from another). Operand 0
 // is the input, result 0 the output; shapes are local, so all_gather's output
@@ -32,9 +33,10 @@ Result<std::string> axisAttr(const OpCall &c) {
   return axis;
 }
 
-/// Checks that `out` is `in` with dim `dim` scaled by num/den.
-Status scaledShape(const OpCall &c, int64_t dim, int64_t num, int64_t den) {
-  const TensorRef &in = c.operands[0], &out = c.results[0];
+/// Checks that result `k` is operand `k` with dim `dim` scaled by num/den.
+Status scaledShape(const OpCall &c, int64_t dim, int64_t num, int64_t den,
+                   size_t k = 0) {
+  const TensorRef &in = c.operands[k], &out = c.results[k];
   SHARC_TRY(dtypeIs(out, in.dtype(), "out"));
   int64_t rank = static_cast<int64_t>(in.shape().size());
   if (dim < 0 || dim >= rank)
@@ -194,6 +196,40 @@ Result<Launch> bindAllReduceCoalesced(const OpCall &c, const OpEnv &env) {
   });
 }
 
+/// ZeRO-1's buckets: a reduce_scatter (or all_gather) along dim 0 per
+/// operand, posted as one group (one NCCL launch for the bucket).
+Result<Launch> bindCoalescedAlongDim0(const OpCall &c, const OpEnv &env,
+                                      bool scatter) {
+  auto axis = axisAttr(c);
+  if (!axis)
+    return axis.status();
+  int64_t size = env.axisSize(*axis);
+  for (size_t k = 0; k < c.operands.size(); ++k)
+    SHARC_TRY(scaledShape(c, 0, scatter ? 1 : size, scatter ? size : 1, k)
+                  .withContext("member " + std::to_string(k)));
+  return Launch([c, scatter, axis = *axis](const LaunchContext &context) {
+    SHARC_TRY(context.comm->beginTransfers());
+    Status status = Status::ok();
+    for (size_t k = 0; k < c.operands.size() && status; ++k) {
+      const TensorRef &in = c.operands[k], &out = c.results[k];
+      status = scatter ? context.comm->reduceScatter(
+                             in.data, out.data, in.dtype(), in.shape(), 0, axis)
+                       : context.comm->allGather(in.data, out.data, in.dtype(),
+                                                 in.shape(), 0, axis);
+    }
+    Status ended = context.comm->endTransfers();
+    return status ? ended : status;
+  });
+}
+
+Result<Launch> bindReduceScatterCoalesced(const OpCall &c, const OpEnv &env) {
+  return bindCoalescedAlongDim0(c, env, /*scatter=*/true);
+}
+
+Result<Launch> bindAllGatherCoalesced(const OpCall &c, const OpEnv &env) {
+  return bindCoalescedAlongDim0(c, env, /*scatter=*/false);
+}
+
 /// Megatron's f: the identity forward (its transpose is an all_reduce).
 Result<Launch> bindReplicate(const OpCall &c, const OpEnv &env) {
   auto axis = axisAttr(c);
@@ -330,6 +366,10 @@ Result<Launch> bindRecv(const OpCall &c, const OpEnv &env) {
 void addCollectiveOps(std::unordered_map<std::string, OpDef> &table) {
   table["all_reduce"] = {bindAllReduce, 1, 1};
   table["all_reduce_coalesced"] = {bindAllReduceCoalesced, OpDef::kVariadic,
+                                   OpDef::kVariadic};
+  table["reduce_scatter_coalesced"] = {bindReduceScatterCoalesced,
+                                       OpDef::kVariadic, OpDef::kVariadic};
+  table["all_gather_coalesced"] = {bindAllGatherCoalesced, OpDef::kVariadic,
                                    OpDef::kVariadic};
   table["all_gather"] = {bindAllGather, 1, 1};
   table["reduce_scatter"] = {bindReduceScatter, 1, 1};

@@ -252,6 +252,34 @@ LogicalResult VocabParallelLossGradOp::verify() {
   return success();
 }
 
+/// A coalesced bucket along dim 0: as many results as operands, each pair
+/// as the single op's (`scatter`: P to S(0); else S(0) to R or I).
+template <typename CoalescedOp>
+LogicalResult verifyCoalescedAlongDim0(CoalescedOp op, bool scatter) {
+  if (op.getXs().size() != op.getYs().size() || op.getXs().empty())
+    return op.emitOpError("needs as many results as operands, at least one");
+  for (auto [x, y] : llvm::zip(op.getXs(), op.getYs())) {
+    Value whole = scatter ? x : y, block = scatter ? y : x;
+    if (failed(verifySplitShape(op, whole, block, 0)) ||
+        failed(verifyInnermost(op, op.getAxis(), block, 0)))
+      return failure();
+    LogicalResult changed =
+        scatter ? verifyPlacementChange(op, op.getAxis(), x, y, kP, {0})
+                : verifyPlacementChange(op, op.getAxis(), x, y, 0, {kI, kR});
+    if (failed(changed))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult ReduceScatterCoalescedOp::verify() {
+  return verifyCoalescedAlongDim0(*this, /*scatter=*/true);
+}
+
+LogicalResult AllGatherCoalescedOp::verify() {
+  return verifyCoalescedAlongDim0(*this, /*scatter=*/false);
+}
+
 //===----------------------------------------------------------------------===//
 // Costs
 //===----------------------------------------------------------------------===//

@@ -50,6 +50,38 @@ def Sharc_AllReduceCoalescedOp
   let hasVerifier = 1;
 }
 
+def Sharc_ReduceScatterCoalescedOp
+    : Sharc_Op<"reduce_scatter_coalesced", [Pure, SameVariadicOperandSize]> {
+  let summary = "one bucket of reduce-scatters along dim 0, issued together";
+  let description = [{
+    Operand i, partial on `axis`, is summed and result i is this rank's
+    block of dim 0 (P to S(0)), as `reduce_scatter` with `dim = 0` does for
+    each pair; one launch posts them all (one NCCL group). ZeRO-1's
+    gradient buckets (sharc-shard-optimizer), made after autodiff: no VJP.
+  }];
+  let arguments = (ins Variadic<Sharc_FloatTensor>:$xs, StrAttr:$axis);
+  let results = (outs Variadic<Sharc_FloatTensor>:$ys);
+  let assemblyFormat =
+      "$xs attr-dict `:` functional-type($xs, $ys)";
+  let hasVerifier = 1;
+}
+
+def Sharc_AllGatherCoalescedOp
+    : Sharc_Op<"all_gather_coalesced", [Pure, SameVariadicOperandSize]> {
+  let summary = "one bucket of all-gathers along dim 0, issued together";
+  let description = [{
+    Result i is operand i's blocks of dim 0 from every rank of `axis`,
+    concatenated (S(0) to R or I), as `all_gather` with `dim = 0` does for
+    each pair; one launch posts them all. ZeRO-1's updated parameter blocks
+    (sharc-shard-optimizer), after autodiff: no VJP.
+  }];
+  let arguments = (ins Variadic<Sharc_FloatTensor>:$xs, StrAttr:$axis);
+  let results = (outs Variadic<Sharc_FloatTensor>:$ys);
+  let assemblyFormat =
+      "$xs attr-dict `:` functional-type($xs, $ys)";
+  let hasVerifier = 1;
+}
+
 def Sharc_AllGatherOp : Sharc_CollectiveOp<"all_gather"> {
   let summary = "concatenate the per-rank blocks along dim";
   let description = [{

@@ -360,7 +360,16 @@ def ShardOptimizer : Pass<"sharc-shard-optimizer", "::mlir::ModuleOp"> {
     After: `%gb = sharc.reduce_scatter %pg {axis = "dp", dim = 0}`,
     `%wb = sharc.slice_to_rank %w`, `%wb2, %m2, %v2 = sharc.adamw %wb, %gb,
     %m, %v`, `%w2 = sharc.all_gather %wb2 {axis = "dp", dim = 0}`.
+
+    The dim-0 reduce_scatters then gather into buckets of about
+    `bucket-bytes` of gradients in the order the backward makes them (one
+    `reduce_scatter_coalesced` where the bucket's last gradient is ready,
+    one NCCL group), and their updates' all_gathers into one
+    `all_gather_coalesced` after the bucket's last update: a few
+    collective calls a step, as DDP's buckets, not two per parameter.
   }];
+  let options = [Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+                        "gradient bytes a bucket gathers">];
 }
 
 def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {

@@ -115,7 +115,7 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createAdamW(
         {options.keepGradients, buckets ? 0 : options.updateGroupBytes}));
     if (shardOptimizer)
-      pm.addPass(createShardOptimizer());
+      pm.addPass(createShardOptimizer({options.bucketBytes}));
   }
   if (options.fuseNormRope)
     pm.addPass(createFuseNormRope());

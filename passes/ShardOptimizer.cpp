@@ -65,16 +65,20 @@ bool sharc::hasShardableUpdate(AllReduceOp sync, MeshAttr mesh) {
 
 namespace {
 
-/// One gradient a dp sync makes and the updates and norm that read it.
-struct ShardedGradient {
-  Value whole;   ///< the synced gradient (R on dp)
-  Value partial; ///< this rank's share before the sync (P on dp)
-  int64_t dim = -1;
+/// One update run on a block: the reduce_scatter that makes its gradient
+/// block, the slice of its parameter, the update, and the all_gather that
+/// writes the updated blocks back into the parameter.
+struct BlockUpdate {
+  Operation *scatter;
+  SliceToRankOp slice;
+  AdamWOp update;
+  AllGatherOp gather;
 };
 
 class OptimizerSharder {
 public:
-  OptimizerSharder(func::FuncOp func) : func(func), mesh(getMesh(func)) {}
+  OptimizerSharder(func::FuncOp func, int64_t bucketBytes)
+      : func(func), mesh(getMesh(func)), bucketBytes(bucketBytes) {}
 
   LogicalResult run();
 
@@ -86,10 +90,20 @@ private:
   /// Replaces `sync` (and the split of its result) by one reduce_scatter
   /// per gradient and shards the updates that read them.
   void shard(AllReduceOp sync);
-  void shardUpdate(AdamWOp update, Value block, int64_t dim);
+  void shardUpdate(AdamWOp update, Operation *scatter, int64_t dim);
+  /// Gathers the dim-0 reduce_scatters into buckets of about bucketBytes
+  /// of gradients, one reduce_scatter_coalesced each (one NCCL group where
+  /// there were dozens of small calls), and their updates' all_gathers
+  /// into one all_gather_coalesced each.
+  void coalesce();
+  /// Moves an update (and its slice) up to where its block is ready and
+  /// nothing else reads the parameter any more.
+  void hoist(BlockUpdate &block);
 
   func::FuncOp func;
   MeshAttr mesh;
+  int64_t bucketBytes;
+  SmallVector<BlockUpdate> blocks;
 };
 
 bool OptimizerSharder::onlyUpdatesRead(Value grad) const {
@@ -122,6 +136,7 @@ LogicalResult OptimizerSharder::run() {
   });
   for (AllReduceOp sync : syncs)
     shard(sync);
+  coalesce();
   auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
   func.setType(FunctionType::get(func.getContext(),
                                  func.getBody().getArgumentTypes(),
@@ -174,7 +189,7 @@ void OptimizerSharder::shard(AllReduceOp sync) {
         norm.setReplicas(replicas);
         use.set(block);
       } else {
-        shardUpdate(cast<AdamWOp>(reader), block, dim);
+        shardUpdate(cast<AdamWOp>(reader), scatter, dim);
       }
     }
   }
@@ -183,7 +198,8 @@ void OptimizerSharder::shard(AllReduceOp sync) {
   sync.erase();
 }
 
-void OptimizerSharder::shardUpdate(AdamWOp update, Value block, int64_t dim) {
+void OptimizerSharder::shardUpdate(AdamWOp update, Operation *scatter,
+                                   int64_t dim) {
   OpBuilder builder(update);
   Location loc = update.getLoc();
   StringAttr axis = builder.getStringAttr(kOptimizerShardAxis);
@@ -193,7 +209,7 @@ void OptimizerSharder::shardUpdate(AdamWOp update, Value block, int64_t dim) {
                                              builder.getI64IntegerAttr(dim));
   slice->setDiscardableAttrs(update->getDiscardableAttrDictionary());
   update.getParamMutable().assign(slice.getY());
-  update.getGradMutable().assign(block);
+  update.getGradMutable().assign(scatter->getResult(0));
   update.getNewParam().setType(blockType);
   // The moments (and master) are arguments the update alone reads: their
   // block is all a rank keeps from one step to the next.
@@ -212,33 +228,129 @@ void OptimizerSharder::shardUpdate(AdamWOp update, Value block, int64_t dim) {
                                   axis, builder.getI64IntegerAttr(dim));
   gather->setDiscardableAttrs(update->getDiscardableAttrDictionary());
   update.getNewParam().replaceAllUsesExcept(gather.getY(), gather);
+  blocks.push_back({scatter, slice, update, gather});
+}
+
+void OptimizerSharder::hoist(BlockUpdate &block) {
   // sharc-adamw placed the update after the sync, at the end of the
   // backward; without clipping (which waits for the global norm) it moves
-  // up to where its block is ready and nothing else reads the parameter,
-  // so that the block and the gradient die early.
-  if (update.getGradNormSq())
+  // up, so that the block and the gradient die early.
+  if (block.update.getGradNormSq())
     return;
-  Operation *last = block.getDefiningOp();
-  SmallVector<Value> readers{param};
+  Operation *last = block.update.getGrad().getDefiningOp();
+  SmallVector<Value> readers{block.slice.getX()};
   while (!readers.empty())
     for (Operation *user : readers.pop_back_val().getUsers()) {
-      if (user == slice || isa<func::ReturnOp>(user))
+      if (user == block.slice || isa<func::ReturnOp>(user))
         continue;
       if (last->isBeforeInBlock(user))
         last = user;
       if (auto concat = dyn_cast<ConcatOp>(user); concat && concat.isView())
         readers.push_back(concat.getY());
     }
-  slice->moveAfter(last);
-  update->moveAfter(slice);
-  gather->moveAfter(update);
+  block.slice->moveAfter(last);
+  block.update->moveAfter(block.slice);
+}
+
+void OptimizerSharder::coalesce() {
+  // Buckets in the order the gradients are ready, one open per element
+  // type (a collective call takes one), as sharc-bucket-gradients'.
+  llvm::stable_sort(blocks, [](const BlockUpdate &a, const BlockUpdate &b) {
+    return a.scatter != b.scatter && a.scatter->isBeforeInBlock(b.scatter);
+  });
+  SmallVector<SmallVector<size_t>> buckets;
+  llvm::DenseMap<Type, std::pair<size_t, int64_t>> open; // bucket, bytes
+  std::vector<size_t> bucketOf(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    auto scatter = cast<ReduceScatterOp>(blocks[i].scatter);
+    // Blocks along an inner dimension go through the communicator's one
+    // staging buffer, which two members of one group cannot share.
+    if (scatter.getDim() != 0) {
+      bucketOf[i] = buckets.size();
+      buckets.push_back({i});
+      continue;
+    }
+    if (i > 0 && blocks[i - 1].scatter == blocks[i].scatter) {
+      // A second update of one gradient block.
+      buckets[bucketOf[i - 1]].push_back(i);
+      bucketOf[i] = bucketOf[i - 1];
+      continue;
+    }
+    Type element = tensorOf(scatter.getX()).getElementType();
+    int64_t bytes = tensorBytes(scatter.getX());
+    auto it = open.find(element);
+    if (it == open.end() ||
+        (it->second.second + bytes > bucketBytes && it->second.second > 0)) {
+      buckets.push_back({});
+      it = open.insert_or_assign(element,
+                                 std::pair{buckets.size() - 1, int64_t{0}})
+               .first;
+    }
+    bucketOf[i] = it->second.first;
+    buckets[it->second.first].push_back(i);
+    it->second.second += bytes;
+  }
+  OpBuilder builder(func.getContext());
+  StringAttr axis = builder.getStringAttr(kOptimizerShardAxis);
+  for (ArrayRef<size_t> bucket : buckets) {
+    // One reduce_scatter_coalesced where the bucket's last gradient is
+    // ready (each single one sits right after its gradient's producer).
+    SmallVector<Operation *> scatters;
+    for (size_t i : bucket)
+      if (!llvm::is_contained(scatters, blocks[i].scatter))
+        scatters.push_back(blocks[i].scatter);
+    if (scatters.size() > 1) {
+      SmallVector<Value> xs;
+      SmallVector<Type> types;
+      for (Operation *scatter : scatters) {
+        xs.push_back(scatter->getOperand(0));
+        types.push_back(scatter->getResult(0).getType());
+      }
+      builder.setInsertionPointAfter(scatters.back());
+      auto coalesced = builder.create<ReduceScatterCoalescedOp>(
+          scatters.back()->getLoc(), types, xs, axis);
+      coalesced->setDiscardableAttrs(
+          scatters.back()->getDiscardableAttrDictionary());
+      for (auto [scatter, block] : llvm::zip(scatters, coalesced.getYs())) {
+        scatter->getResult(0).replaceAllUsesWith(block);
+        scatter->erase();
+      }
+      for (size_t i : bucket)
+        blocks[i].scatter = coalesced;
+    }
+    for (size_t i : bucket)
+      hoist(blocks[i]);
+    // One all_gather_coalesced after the bucket's last update.
+    if (bucket.size() < 2) {
+      blocks[bucket.front()].gather->moveAfter(blocks[bucket.front()].update);
+      continue;
+    }
+    Operation *last = blocks[bucket.front()].update;
+    SmallVector<Value> xs;
+    SmallVector<Type> types;
+    for (size_t i : bucket) {
+      if (last->isBeforeInBlock(blocks[i].update))
+        last = blocks[i].update;
+      xs.push_back(blocks[i].gather.getX());
+      types.push_back(blocks[i].gather.getY().getType());
+    }
+    builder.setInsertionPointAfter(last);
+    auto gathered =
+        builder.create<AllGatherCoalescedOp>(last->getLoc(), types, xs, axis);
+    gathered->setDiscardableAttrs(last->getDiscardableAttrDictionary());
+    for (auto [i, whole] : llvm::zip(bucket, gathered.getYs())) {
+      blocks[i].gather.getY().replaceAllUsesWith(whole);
+      blocks[i].gather.erase();
+    }
+  }
 }
 
 struct ShardOptimizerPass
     : sharc::impl::ShardOptimizerBase<ShardOptimizerPass> {
+  using ShardOptimizerBase::ShardOptimizerBase;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(OptimizerSharder(func).run()))
+      if (failed(OptimizerSharder(func, bucketBytes).run()))
         return signalPassFailure();
   }
 };

@@ -152,10 +152,14 @@ LogicalResult Emitter::assignResults() {
       // all_gather of the updated blocks, which lands there.
       Value target = func.getArgument(updateOf.getInt());
       Operation *producer = value.getDefiningOp();
-      auto gather = dyn_cast_or_null<AllGatherOp>(producer);
+      Value block;
+      if (auto gather = dyn_cast_or_null<AllGatherOp>(producer))
+        block = gather.getX();
+      else if (auto bucket = dyn_cast_or_null<AllGatherCoalescedOp>(producer))
+        block = bucket.getXs()[cast<OpResult>(value).getResultNumber()];
       if (!isa_and_nonnull<AdamWOp>(producer) &&
-          !(gather && gather.getX().getDefiningOp<AdamWOp>() &&
-            gather.getY().getType() == target.getType()))
+          !(block && block.getDefiningOp<AdamWOp>() &&
+            value.getType() == target.getType()))
         return emitError(value.getLoc())
                << "result '" << output << "' updates argument "
                << updateOf.getInt()

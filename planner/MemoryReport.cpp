@@ -16,7 +16,8 @@ namespace {
 
 bool isCollective(const std::string &op) {
   return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" ||
-         op == "all_reduce_coalesced" || op == "all_to_all";
+         op == "all_reduce_coalesced" || op == "reduce_scatter_coalesced" ||
+         op == "all_gather_coalesced" || op == "all_to_all";
 }
 
 /// Bytes one rank sends for a collective over `n` ranks (ring algorithms:
@@ -29,10 +30,13 @@ int64_t bytesSent(const plan::Plan &plan, const plan::Instruction &instr,
   if (instr.op == "all_reduce" || instr.op == "all_reduce_coalesced")
     for (int64_t id : instr.operands)
       sent += 2 * (n - 1) * bytesOf(id) / n;
-  else if (instr.op == "all_gather")
-    sent = (n - 1) * bytesOf(instr.operands[0]);
-  else if (instr.op == "reduce_scatter")
-    sent = (n - 1) * bytesOf(instr.results[0]);
+  else if (instr.op == "all_gather" || instr.op == "all_gather_coalesced")
+    for (int64_t id : instr.operands)
+      sent += (n - 1) * bytesOf(id);
+  else if (instr.op == "reduce_scatter" ||
+           instr.op == "reduce_scatter_coalesced")
+    for (int64_t id : instr.results)
+      sent += (n - 1) * bytesOf(id);
   else if (instr.op == "all_to_all")
     sent = (n - 1) * bytesOf(instr.operands[0]) / n;
   return sent;

@@ -187,6 +187,8 @@ llvm::DenseSet<Value> parameterGradients(ArrayRef<Operation *> ops) {
       llvm::append_range(work, producer->getOperands());
     else if (auto bucket = dyn_cast_or_null<AllReduceCoalescedOp>(producer))
       work.push_back(bucket.getXs()[cast<OpResult>(grad).getResultNumber()]);
+    else if (auto blocks = dyn_cast_or_null<ReduceScatterCoalescedOp>(producer))
+      work.push_back(blocks.getXs()[cast<OpResult>(grad).getResultNumber()]);
     else if (auto split = dyn_cast_or_null<SplitOp>(producer))
       work.push_back(split.getX());
   }

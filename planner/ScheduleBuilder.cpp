@@ -35,6 +35,19 @@ std::pair<int64_t, std::string> communication(Operation *op, MeshAttr mesh) {
       bytes += 2 * (n - 1) * tensorBytes(x) / n;
     return {bytes, coalesced.getAxis().str()};
   }
+  // ZeRO-1's buckets: (n-1) blocks of each member, as their single ops.
+  if (auto scatter = dyn_cast<ReduceScatterCoalescedOp>(op)) {
+    int64_t n = sizeOf(scatter.getAxis()), bytes = 0;
+    for (Value y : scatter.getYs())
+      bytes += (n - 1) * tensorBytes(y);
+    return {bytes, scatter.getAxis().str()};
+  }
+  if (auto gather = dyn_cast<AllGatherCoalescedOp>(op)) {
+    int64_t n = sizeOf(gather.getAxis()), bytes = 0;
+    for (Value x : gather.getXs())
+      bytes += (n - 1) * tensorBytes(x);
+    return {bytes, gather.getAxis().str()};
+  }
   auto axis = op->getAttrOfType<StringAttr>("axis");
   if (!axis)
     return {0, ""};

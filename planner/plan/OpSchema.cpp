@@ -229,6 +229,8 @@ std::vector<OpSchema> makeSchemas() {
        /*repeatedOperand=*/true},
       {"all_reduce", {{"x", 'T'}}, {{"y", 'T'}}, false, reduce},
       {"all_reduce_coalesced", {{"x", 'T'}}, {{"y", 'T'}}, true, overAxis},
+      {"reduce_scatter_coalesced", {{"x", 'T'}}, {{"y", 'T'}}, true, overAxis},
+      {"all_gather_coalesced", {{"x", 'T'}}, {{"y", 'T'}}, true, overAxis},
       {"all_gather", {{"x", 'T'}}, {{"y", 'T'}}, false, alongDim},
       {"reduce_scatter", {{"x", 'T'}}, {{"y", 'T'}}, false, alongDim},
       {"all_to_all",

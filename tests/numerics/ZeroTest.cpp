@@ -131,12 +131,34 @@ TEST_CASE("ZeRO-1 under ddp trains as ddp and as dense", "[numerics][zero]") {
   REQUIRE(countShardedState(sharded) ==
           static_cast<int>(sharded.params.size()));
   REQUIRE(countShardedState(whole) == 0);
-  int numCollectives = 0;
-  for (const plan::Instruction &instr : sharded.instructions)
-    numCollectives += instr.op == "reduce_scatter" || instr.op == "all_gather";
-  REQUIRE(numCollectives == 2 * static_cast<int>(sharded.params.size()));
+  // The small model is one bucket: one reduce_scatter_coalesced and one
+  // all_gather_coalesced of a member per parameter.
+  auto members = [](const plan::Plan &plan, const std::string &op) {
+    std::vector<size_t> counts;
+    for (const plan::Instruction &instr : plan.instructions)
+      if (instr.op == op)
+        counts.push_back(instr.operands.size());
+    return counts;
+  };
+  std::vector<size_t> one{sharded.params.size()};
+  REQUIRE(members(sharded, "reduce_scatter_coalesced") == one);
+  REQUIRE(members(sharded, "all_gather_coalesced") == one);
+  REQUIRE(members(sharded, "reduce_scatter").empty());
   // Summing the same two shares in the same order: ddp's numbers.
   requireShardedLikeWhole(sharded, whole, 1e-6);
+
+  // Buckets of 40 KB: several groups, each where its last gradient is
+  // ready; the same numbers.
+  PipelineOptions small = ddpLayout(1);
+  small.bucketBytes = 40 << 10;
+  plan::Plan buckets = compilePlan("tiny.yaml", small, false);
+  std::vector<size_t> scatters = members(buckets, "reduce_scatter_coalesced");
+  INFO(scatters.size() << " buckets");
+  REQUIRE(scatters.size() >= 3);
+  REQUIRE(members(buckets, "all_gather_coalesced").size() +
+              members(buckets, "all_gather").size() ==
+          scatters.size() + members(buckets, "reduce_scatter").size());
+  requireShardedLikeWhole(buckets, whole, 1e-6);
 
   TrainedRun zero = trainOnRandomTokens(sharded, 5, 7, 11);
   TrainedRun dense =

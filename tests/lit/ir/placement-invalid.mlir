@@ -211,3 +211,60 @@ module attributes {sharc.mesh = #sharc.mesh<cp = 2, tp = 2>} {
     return
   }
 }
+
+// -----
+
+// ZeRO-1's buckets: each member is the single op's pair along dim 0.
+module attributes {sharc.mesh = #sharc.mesh<dp = 2>} {
+  func.func @scatter_bucket_shape(
+      %a: tensor<4x2xf32, #sharc.place<dp = P>>,
+      %b: tensor<6x2xf32, #sharc.place<dp = P>>) {
+    // expected-error @+1 {{dim 0 out of range}}
+    %x, %y = sharc.reduce_scatter_coalesced %a, %b {axis = "dp"}
+        : (tensor<4x2xf32, #sharc.place<dp = P>>,
+           tensor<6x2xf32, #sharc.place<dp = P>>)
+        -> (tensor<2x2xf32, #sharc.place<dp = S(0)>>,
+            tensor<3xf32, #sharc.place<dp = S(0)>>)
+    return
+  }
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<dp = 2>} {
+  func.func @scatter_bucket_placement(
+      %a: tensor<4x2xf32, #sharc.place<dp = R>>) {
+    // expected-error @+1 {{expects P -> S(0) on dp, got R -> S(0)}}
+    %x = sharc.reduce_scatter_coalesced %a {axis = "dp"}
+        : (tensor<4x2xf32, #sharc.place<dp = R>>)
+        -> tensor<2x2xf32, #sharc.place<dp = S(0)>>
+    return
+  }
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<dp = 2>} {
+  func.func @gather_bucket_counts(
+      %a: tensor<2x2xf32, #sharc.place<dp = S(0)>>) {
+    // expected-error @+1 {{needs as many results as operands, at least one}}
+    %x, %y = sharc.all_gather_coalesced %a {axis = "dp"}
+        : (tensor<2x2xf32, #sharc.place<dp = S(0)>>)
+        -> (tensor<4x2xf32, #sharc.place<dp = R>>,
+            tensor<4x2xf32, #sharc.place<dp = R>>)
+    return
+  }
+}
+
+// -----
+
+module attributes {sharc.mesh = #sharc.mesh<dp = 2>} {
+  func.func @gather_bucket_placement(
+      %a: tensor<2x2xf32, #sharc.place<dp = S(0)>>) {
+    // expected-error @+1 {{expects S(0) -> I or R on dp, got S(0) -> P}}
+    %x = sharc.all_gather_coalesced %a {axis = "dp"}
+        : (tensor<2x2xf32, #sharc.place<dp = S(0)>>)
+        -> tensor<4x2xf32, #sharc.place<dp = P>>
+    return
+  }
+}

@@ -67,14 +67,18 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
 // -----
 
 // A fused weight's gradient, synced whole and split into its parameters'
-// (sharc-fuse-projections), is split before the sync instead: each piece
-// is reduce-scattered on its own, so each block is cut from its own rows.
+// (sharc-fuse-projections), is split before the sync instead, so that each
+// block is cut from its own parameter's rows. The two dim-0 blocks share a
+// bucket: one reduce_scatter_coalesced, and one all_gather_coalesced after
+// the second update.
 // CHECK-LABEL: func.func @fused
 // CHECK: %[[PIECES:.*]]:2 = sharc.split %{{.*}} {dim = 0 : i64} : (tensor<8x2xf32, #sharc.place<dp = P>>) -> (tensor<4x2xf32, #sharc.place<dp = P>>, tensor<4x2xf32, #sharc.place<dp = P>>)
-// CHECK-NEXT: sharc.reduce_scatter %[[PIECES]]#0 {axis = "dp", dim = 0 : i64}
-// CHECK: sharc.reduce_scatter %[[PIECES]]#1 {axis = "dp", dim = 0 : i64}
+// CHECK-NEXT: %[[BLOCKS:.*]]:2 = sharc.reduce_scatter_coalesced %[[PIECES]]#0, %[[PIECES]]#1 {axis = "dp"} : {{.*}} -> (tensor<2x2xf32, #sharc.place<dp = S(0)>>, tensor<2x2xf32, #sharc.place<dp = S(0)>>)
+// CHECK: %[[PB:[^,]*]], {{.*}} = sharc.adamw %{{.*}}, %[[BLOCKS]]#1
+// CHECK: %[[PA:[^,]*]], {{.*}} = sharc.adamw %{{.*}}, %[[BLOCKS]]#0
+// CHECK-NEXT: %[[WHOLE:.*]]:2 = sharc.all_gather_coalesced %[[PA]], %[[PB]] {axis = "dp"}
 // CHECK-NOT: sharc.all_reduce
-// CHECK: return
+// CHECK: return %{{[^,]*}}, %[[WHOLE]]#0, {{.*}}, %[[WHOLE]]#1
 !p82 = tensor<8x2xf32, #sharc.place<dp = P>>
 !r82 = tensor<8x2xf32, #sharc.place<dp = R>>
 !rw = tensor<4x2xf32, #sharc.place<dp = R>>
