@@ -147,17 +147,29 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
   // A microbatched plan has no logits output (sharc-microbatch): then the
   // loss and gradients are compared without them.
   bool withLogits = plan.findOutput("logits") && densePlan.findOutput("logits");
-  bool withGrads = true;
+  // Plans that return no gradients (a ZeRO-1 plan updates from blocks of
+  // them; or compiled without --keep-grads) compare the optimizer's
+  // moments after the steps instead.
+  auto countGrads = [&](const plan::Plan &which) {
+    int64_t count = 0;
+    for (const plan::ParamEntry &param : densePlan.params)
+      count += param.tiedTo.empty() && which.findOutput("grad:" + param.name);
+    return count;
+  };
+  int64_t numGrads = 0;
   for (const plan::ParamEntry &param : densePlan.params)
-    if (param.tiedTo.empty())
-      withGrads = withGrads && plan.findOutput("grad:" + param.name) &&
-                  densePlan.findOutput("grad:" + param.name);
-  if (!withGrads || (!withLogits && (plan.findOutput("logits") ||
-                                     densePlan.findOutput("logits"))))
+    numGrads += param.tiedTo.empty();
+  bool withGrads = countGrads(plan) == numGrads &&
+                   countGrads(densePlan) == numGrads && numGrads > 0;
+  bool withoutGrads = countGrads(plan) == 0 && countGrads(densePlan) == 0;
+  if ((!withGrads && !withoutGrads) ||
+      (!withLogits &&
+       (plan.findOutput("logits") || densePlan.findOutput("logits"))))
     return Status::invalidInput(
-        "both plans need the logits and gradient outputs: compile them "
-        "with --emit-logits --keep-grads (a plan of several microbatches "
-        "has gradients alone; then neither may have logits)");
+        "both plans need the same outputs: the logits (--emit-logits) and "
+        "every gradient (--keep-grads), or no gradient in either (then the "
+        "moments are compared); a plan of several microbatches has no "
+        "logits, so neither may have them");
 
   std::mt19937_64 rng(options.seed + 1);
   std::vector<int32_t> tokens(plan.batchSize * plan.seqLen);
@@ -195,7 +207,7 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
     if (withLogits)
       names.push_back("logits");
     for (const plan::ParamEntry &param : densePlan.params)
-      if (param.tiedTo.empty())
+      if (param.tiedTo.empty() && withGrads)
         names.push_back("grad:" + param.name);
     // Plans that clip: the global gradient norm, each parameter once.
     if (plan.findOutput("grad_norm_sq") && densePlan.findOutput("grad_norm_sq"))
@@ -227,6 +239,26 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
         "param:" + expected.name, *cropped, plan::tensorAsDoubles(expected),
         parameterTolerance, Criterion::MeanAbs));
   }
+  if (withoutGrads) {
+    auto shardedState = (*sharded)->gatherOptimizerState();
+    if (!shardedState.isOk())
+      return shardedState.status();
+    auto denseState = (*dense)->gatherOptimizerState();
+    if (!denseState.isOk())
+      return denseState.status();
+    for (const plan::NamedTensor &expected : denseState->tensors) {
+      const plan::NamedTensor *actual = shardedState->find(expected.name);
+      if (!actual)
+        return Status::runtimeError(
+            "the sharded plan has no optimizer state '" + expected.name + "'");
+      auto cropped = cropTo(*actual, expected);
+      if (!cropped.isOk())
+        return cropped.status();
+      report.afterSteps.push_back(compare(
+          "state:" + expected.name, *cropped, plan::tensorAsDoubles(expected),
+          parameterTolerance, Criterion::MeanAbs));
+    }
+  }
 
   report.passed = true;
   for (const auto *group : {&report.firstStep, &report.afterSteps})
@@ -257,11 +289,18 @@ std::string sharc::exec::formatReport(const ValidationReport &report) {
   bool withLogits =
       std::any_of(report.firstStep.begin(), report.firstStep.end(),
                   [](const TensorComparison &c) { return c.name == "logits"; });
-  section(withLogits ? "after step 1 (loss, logits, gradients):\n"
-                     : "after step 1 (loss, gradients; microbatched: no "
-                       "logits):\n",
+  bool withGrads = std::any_of(
+      report.firstStep.begin(), report.firstStep.end(),
+      [](const TensorComparison &c) { return c.name.rfind("grad:", 0) == 0; });
+  section(withLogits && withGrads ? "after step 1 (loss, logits, gradients):\n"
+          : withLogits            ? "after step 1 (loss, logits; no gradients "
+                                    "returned):\n"
+                       : "after step 1 (loss, gradients; microbatched: no "
+                         "logits):\n",
           report.firstStep);
-  section("after the AdamW steps (parameters):\n", report.afterSteps);
+  section(withGrads ? "after the AdamW steps (parameters):\n"
+                    : "after the AdamW steps (parameters, moments):\n",
+          report.afterSteps);
   text += report.passed ? "validation passed\n" : "validation FAILED\n";
   return text;
 }

@@ -8,8 +8,10 @@
 // slice of the dense tensor) on the same tokens. After the first step it
 // compares the loss, the logits and every parameter gradient (each gathered
 // shard set against the dense tensor, the vocabulary padding left out);
-// after `steps` AdamW steps it compares every parameter. Both plans must be
-// compiled with --emit-logits --keep-grads.
+// after `steps` AdamW steps it compares every parameter. Both plans are
+// compiled with --emit-logits --keep-grads, or both without gradients (a
+// ZeRO-1 plan updates from blocks of them): then the optimizer's moments
+// are compared after the steps as well.
 //
 //   auto report = validateAgainstDense(plan, densePlan, {});
 //   std::printf("%s", formatReport(*report).c_str());
@@ -63,9 +65,11 @@ struct TensorComparison {
 };
 
 struct ValidationReport {
-  std::string backend;                      ///< where the plan under test ran
-  std::vector<TensorComparison> firstStep;  ///< loss, logits, grad:<param>
-  std::vector<TensorComparison> afterSteps; ///< param:<param>
+  std::string backend;                     ///< where the plan under test ran
+  std::vector<TensorComparison> firstStep; ///< loss, logits, grad:<param>
+  /// param:<param>; and state:<param>.exp_avg(_sq) where no gradients
+  /// were compared.
+  std::vector<TensorComparison> afterSteps;
   bool passed = false;
 };
 
