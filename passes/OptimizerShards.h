@@ -23,9 +23,9 @@ namespace sharc {
 inline constexpr llvm::StringLiteral kOptimizerShardAxis = "dp";
 
 /// The dimension of a value of `type` (a parameter or its synced gradient,
-/// replicated on dp) that ZeRO-1 splits over dp: the first one no mesh axis
-/// splits already whose extent dp divides; -1 when the value is not
-/// replicated on dp or no dimension qualifies (it keeps a whole update).
+/// replicated on dp) that ZeRO-1 splits over dp: 0, where no mesh axis
+/// splits it already and dp divides its extent; -1 when the value is not
+/// replicated on dp or dim 0 does not qualify (it keeps a whole update).
 int64_t optimizerShardDim(mlir::Type type, MeshAttr mesh);
 
 /// `type` with dimension `dim` split over dp (S(dim) there, the extent

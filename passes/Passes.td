@@ -345,11 +345,12 @@ def ShardOptimizer : Pass<"sharc-shard-optimizer", "::mlir::ModuleOp"> {
     parameter is sliced, the update reads and writes moments (and the
     bf16-mixed master) of that block alone, and the updated blocks are
     all-gathered into the parameter's buffer, which the result still
-    updates in place (`sharc.update_of`). The block is along the first
-    dimension no axis splits yet whose extent dp divides
-    (passes/OptimizerShards.h); a parameter without one keeps its whole
-    update. Moments are 2/dp of the parameter bytes a rank instead of 2x
-    (ZeRO stage 1); gradients and parameters stay whole.
+    updates in place (`sharc.update_of`). The block is along dim 0, where
+    no axis splits it yet and dp divides its extent
+    (passes/OptimizerShards.h); another parameter (a column-parallel
+    weight under tp, say) keeps its whole update. Moments are 2/dp of the
+    parameter bytes a rank instead of 2x (ZeRO stage 1); gradients and
+    parameters stay whole.
 
     A clipped step's global norm reads the gradient blocks, each counted
     once. A gradient the step also returns (`keep-gradients`) must stay

@@ -31,6 +31,9 @@ for mode in tp tp_sp tp_sp_async tp_vp tp_sp_async_vp; do
 done
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   -o "$stage/bench/dense.plan"
+# ddp with ZeRO-1 (the optimizer state sharded over dp), beside ddp.
+"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+  --mode ddp --dp 2 --zero 1 -o "$stage/bench/ddp-zero.plan"
 # The compute-bound point of the speed issue, on one GPU.
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
   -o "$stage/bench/dense-h4096.plan"

@@ -8,7 +8,7 @@
 # and plans without the other fusions and with --schedule latency;
 # bf16-mixed plans of the small model; and
 # context- and pipeline-parallel plans (2 and 4 ranks) of the small model,
-# the interleaved one also with clipping.
+# the interleaved one also with clipping; and ZeRO-1 plans.
 # usage: make-plans.sh SHARC OUTDIR
 set -euo pipefail
 sharc=$1
@@ -154,3 +154,20 @@ for dtype in f32 bf16; do
     --pp 2 --dp 2 --microbatches 2 --pp-schedule 1f1b \
     -o "$out/small-$dtype-dp_pp.plan"
 done
+# ZeRO-1 (--zero 1: gradients reduce-scattered in buckets, the moments of
+# one block a rank, the updated blocks all-gathered): ddp in f32, bf16 and
+# bf16-mixed, dp 2 x tp 2 (blocks along dim 1 of the column-parallel
+# weights: staged copies), and MiniMind in bf16. No gradients come out;
+# --compare-cpu compares the moments instead.
+for dtype in f32 bf16 mixed; do
+  run=()
+  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
+  [ "$dtype" = mixed ] && run=(--run "$here/mixed.run.yaml")
+  "$sharc" compile "$here/small.yaml" "${run[@]}" --emit-logits --mode ddp \
+    --dp 2 --zero 1 -o "$out/small-$dtype-ddp-zero.plan"
+done
+"$sharc" compile "$here/small.yaml" --emit-logits --mode tp --tp 2 --dp 2 \
+  --zero 1 -o "$out/small-f32-dp_tp-zero.plan"
+"$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
+  --emit-logits --mode ddp --dp 2 --zero 1 \
+  -o "$out/minimind-bf16-ddp-zero.plan"

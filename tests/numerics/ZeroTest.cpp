@@ -175,19 +175,23 @@ TEST_CASE("ZeRO-1 with fused projections, beside tp and with clipping",
     requireShardedLikeWhole(compilePlan("tiny.yaml", sharded, false),
                             compilePlan("tiny.yaml", whole, false), 1e-6);
   }
-  SECTION("dp=2 x tp=2: blocks along a dimension tp leaves whole") {
+  SECTION("dp=2 x tp=2: blocks of the weights tp leaves whole on dim 0") {
     plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(1, 2), false);
-    // Norm weights sync over dp and tp at once and keep whole updates.
+    // Norm weights sync over dp and tp at once, and column-parallel
+    // weights have dim 0 split over tp: both keep whole updates.
     int numSharded = countShardedState(sharded);
     INFO(numSharded << " of " << sharded.params.size());
     REQUIRE(numSharded > 0);
     REQUIRE(numSharded < static_cast<int>(sharded.params.size()));
-    for (const plan::ParamEntry &param : sharded.params)
+    for (const plan::ParamEntry &param : sharded.params) {
+      auto tp = param.sharding.dimOfAxis.find("tp");
+      bool tpSplitsDim0 =
+          tp != param.sharding.dimOfAxis.end() && tp->second == 0;
       if (param.stateSharding) {
-        int64_t dpDim = param.stateSharding->dimOfAxis.at("dp");
-        auto tp = param.sharding.dimOfAxis.find("tp");
-        REQUIRE((tp == param.sharding.dimOfAxis.end() || tp->second != dpDim));
+        REQUIRE(param.stateSharding->dimOfAxis.at("dp") == 0);
+        REQUIRE(!tpSplitsDim0);
       }
+    }
     requireShardedLikeWhole(
         sharded, compilePlan("tiny.yaml", ddpLayout(0, 2), false), 1e-6);
   }

@@ -4,21 +4,21 @@
 // RUN:   --sharc-adamw=keep-gradients=true --sharc-shard-optimizer \
 // RUN:   | FileCheck %s --check-prefix=KEEP
 
-// ZeRO-1: each dp sync becomes a reduce_scatter, placed where its gradient
-// is ready (not at the end of the backward, where the sync was), along the
-// first dimension dp divides (dim 1 of the 3x4 weight). The update follows
-// it on the rank's block, with moments of that block, and an all_gather
-// brings the updated blocks back into the parameter, which the result
-// updates in place. The 3-element norm weight has no such dimension: its
-// all_reduce and whole update stay.
+// ZeRO-1: each dp sync becomes a reduce_scatter along dim 0, placed where
+// its gradient is ready (not at the end of the backward, where the sync
+// was). The update follows it on the rank's block, with moments of that
+// block, and an all_gather brings the updated blocks back into the
+// parameter, which the result updates in place. Dim 0 of the 3x4 weight
+// and of the 3-element norm weight does not split over dp: their
+// all_reduces and whole updates stay.
 // CHECK-LABEL: func.func @zero_one
 // CHECK-SAME: %[[W:[^:]*]]: tensor<4x2xf32, #sharc.place<dp = R>> {sharc.param = "w"}
 // CHECK-SAME: %[[U:[^:]*]]: tensor<3x4xf32, #sharc.place<dp = R>> {sharc.param = "u"}
 // CHECK-SAME: %[[N:[^:]*]]: tensor<3xf32, #sharc.place<dp = R>> {sharc.param = "n"}
 // CHECK-SAME: tensor<2x2xf32, #sharc.place<dp = S(0)>> {sharc.state = "m:w"}
 // CHECK-SAME: tensor<2x2xf32, #sharc.place<dp = S(0)>> {sharc.state = "v:w"}
-// CHECK-SAME: tensor<3x2xf32, #sharc.place<dp = S(1)>> {sharc.state = "m:u"}
-// CHECK-SAME: tensor<3x2xf32, #sharc.place<dp = S(1)>> {sharc.state = "v:u"}
+// CHECK-SAME: tensor<3x4xf32, #sharc.place<dp = R>> {sharc.state = "m:u"}
+// CHECK-SAME: tensor<3x4xf32, #sharc.place<dp = R>> {sharc.state = "v:u"}
 // CHECK-SAME: tensor<3xf32, #sharc.place<dp = R>> {sharc.state = "m:n"}
 // CHECK: %[[DW:.*]] = sharc.scale
 // CHECK-NEXT: %[[GW:.*]] = sharc.reduce_scatter %[[DW]] {axis = "dp", dim = 0 : i64} : (tensor<4x2xf32, #sharc.place<dp = P>>) -> tensor<2x2xf32, #sharc.place<dp = S(0)>>
@@ -26,14 +26,12 @@
 // CHECK-NEXT: %[[PW:[^,]*]], {{.*}} = sharc.adamw %[[BW]], %[[GW]]
 // CHECK-NEXT: %[[AW:.*]] = sharc.all_gather %[[PW]] {axis = "dp", dim = 0 : i64} : (tensor<2x2xf32, #sharc.place<dp = S(0)>>) -> tensor<4x2xf32, #sharc.place<dp = R>>
 // CHECK-NEXT: %[[DU:.*]] = sharc.scale
-// CHECK-NEXT: %[[GU:.*]] = sharc.reduce_scatter %[[DU]] {axis = "dp", dim = 1 : i64} : (tensor<3x4xf32, #sharc.place<dp = P>>) -> tensor<3x2xf32, #sharc.place<dp = S(1)>>
-// CHECK-NEXT: %[[BU:.*]] = sharc.slice_to_rank %[[U]] {axis = "dp", dim = 1 : i64}
-// CHECK-NEXT: %[[PU:[^,]*]], {{.*}} = sharc.adamw %[[BU]], %[[GU]]
-// CHECK-NEXT: %[[AU:.*]] = sharc.all_gather %[[PU]] {axis = "dp", dim = 1 : i64}
 // CHECK-NEXT: %[[DN:.*]] = sharc.scale
+// CHECK-NEXT: %[[GU:.*]] = sharc.all_reduce %[[DU]] {axis = "dp"}
+// CHECK-NEXT: %[[PU:[^,]*]], {{.*}} = sharc.adamw %[[U]], %[[GU]]
 // CHECK-NEXT: %[[GN:.*]] = sharc.all_reduce %[[DN]] {axis = "dp"}
 // CHECK-NEXT: %[[PN:[^,]*]], {{.*}} = sharc.adamw %[[N]], %[[GN]]
-// CHECK: return %{{[^,]*}}, %[[AW]], {{.*}}, %[[AU]], {{.*}}, %[[PN]]
+// CHECK: return %{{[^,]*}}, %[[AW]], {{.*}}, %[[PU]], {{.*}}, %[[PN]]
 
 // With the gradients returned whole, nothing is sharded.
 // KEEP-LABEL: func.func @zero_one
