@@ -131,6 +131,9 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
     if (buffer.region == plan::Region::OptState &&
         buffer.name.rfind("master:", 0) == 0)
       report.masterBytes += buffer.numBytes;
+  report.numParams = static_cast<int64_t>(plan.params.size());
+  for (const plan::ParamEntry &param : plan.params)
+    report.numShardedStates += param.stateSharding.has_value();
   report.activationPeakBytes = region(plan::Region::Activation);
   report.gradientBytes = region(plan::Region::Gradient);
   report.ioBytes = region(plan::Region::Input) + region(plan::Region::Output);
@@ -196,6 +199,14 @@ std::string sharc::formatReport(const plan::Plan &plan,
   row("optimizer state", report.optimizerBytes);
   if (report.masterBytes > 0)
     row("  of which fp32 master", report.masterBytes);
+  if (report.numShardedStates > 0) {
+    std::snprintf(line, sizeof(line),
+                  "    ZeRO-1: %lld of %lld parameters keep one block a dp "
+                  "rank\n",
+                  static_cast<long long>(report.numShardedStates),
+                  static_cast<long long>(report.numParams));
+    text += line;
+  }
   row("gradient arena", report.gradientBytes);
   if (report.numSlabs > 0) {
     std::snprintf(line, sizeof(line),
@@ -262,6 +273,7 @@ std::string sharc::reportJson(const plan::Plan &plan,
   add("parameter_bytes", report.parameterBytes);
   add("optimizer_bytes", report.optimizerBytes);
   add("master_bytes", report.masterBytes);
+  add("sharded_states", report.numShardedStates);
   add("gradient_bytes", report.gradientBytes);
   add("gradient_slabs", report.numSlabs);
   add("largest_slab_bytes", report.largestSlabBytes);

@@ -26,6 +26,9 @@ struct MemoryReport {
   /// Of optimizerBytes, the fp32 master weights (bf16-mixed): the state
   /// buffers named "master:<param>".
   int64_t masterBytes = 0;
+  /// ZeRO-1: parameters whose state is one block a dp rank
+  /// (ParamEntry::stateSharding), of all of them.
+  int64_t numShardedStates = 0, numParams = 0;
   int64_t gradientBytes = 0; ///< the gradient arena
   /// Gradient buckets in the arena: slabs that gradients view, and the
   /// largest one.

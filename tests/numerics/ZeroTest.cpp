@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "planner/MemoryReport.h"
 #include "tests/numerics/NumericsSupport.h"
 
 #include <catch2/catch.hpp>
@@ -227,6 +228,19 @@ TEST_CASE("ZeRO-1 keeps the moments of one block a rank", "[numerics][zero]") {
   REQUIRE(regionBytes(sharded, plan::Region::OptState) <= state / 2 + 4096);
   REQUIRE(regionBytes(sharded, plan::Region::Param) ==
           regionBytes(whole, plan::Region::Param));
+  // The report says how many parameters keep a block.
+  MemoryReport report = buildMemoryReport(sharded);
+  REQUIRE(report.numShardedStates ==
+          static_cast<int64_t>(sharded.params.size()));
+  REQUIRE(report.optimizerBytes ==
+          regionBytes(sharded, plan::Region::OptState));
+  std::string text = formatReport(sharded, report);
+  INFO(text);
+  REQUIRE(text.find("ZeRO-1: " + std::to_string(sharded.params.size()) +
+                    " of " + std::to_string(sharded.params.size()) +
+                    " parameters keep one block a dp rank") !=
+          std::string::npos);
+  REQUIRE(buildMemoryReport(whole).numShardedStates == 0);
 }
 
 TEST_CASE("a ZeRO-1 checkpoint resumes on either layout", "[numerics][zero]") {
