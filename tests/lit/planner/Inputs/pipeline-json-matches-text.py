@@ -24,7 +24,8 @@ def near(what, value, shown, decimals):
 
 keys = list(report)
 expected = ["model", "mode", "world_size", "parameter_bytes",
-            "optimizer_bytes", "master_bytes", "gradient_bytes",
+            "optimizer_bytes", "master_bytes", "sharded_states",
+            "gradient_bytes",
             "gradient_slabs", "largest_slab_bytes", "activation_peak_bytes",
             "io_bytes", "workspace_bytes", "total_bytes", "peak_instruction",
             "peak_op", "peak_loc", "predicted_step_seconds",
