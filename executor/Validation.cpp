@@ -256,7 +256,8 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
         return cropped.status();
       report.afterSteps.push_back(compare(
           "state:" + expected.name, *cropped, plan::tensorAsDoubles(expected),
-          parameterTolerance, Criterion::MeanAbs));
+          bf16 ? options.bf16StateTolerance : options.stateTolerance,
+          Criterion::MeanAbs));
     }
   }
 
