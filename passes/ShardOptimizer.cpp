@@ -268,14 +268,9 @@ void OptimizerSharder::coalesce() {
   llvm::DenseMap<Type, std::pair<size_t, int64_t>> open; // bucket, bytes
   std::vector<size_t> bucketOf(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
+    // Every block is along dim 0 (optimizerShardDim), as the coalesced
+    // collectives' are.
     auto scatter = cast<ReduceScatterOp>(blocks[i].scatter);
-    // Blocks along an inner dimension go through the communicator's one
-    // staging buffer, which two members of one group cannot share.
-    if (scatter.getDim() != 0) {
-      bucketOf[i] = buckets.size();
-      buckets.push_back({i});
-      continue;
-    }
     if (i > 0 && blocks[i - 1].scatter == blocks[i].scatter) {
       // A second update of one gradient block.
       buckets[bucketOf[i - 1]].push_back(i);
