@@ -17,7 +17,9 @@
 #   SWEEPS="seq memory" PEERS="ddp 8 8192 4 compile,tp 8 4096 4 compile \
 #     --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 12928" \
 #     scripts/gpu-session.sh sweep peers
-# and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench, and
+# and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench (with
+# ddp-zero beside ddp: ZeRO-1's grouped reduce-scatters and all-gathers
+# have run only through the host so far), and
 # `scripts/gpu-session.sh ncclmem` (about two minutes: what NCCL holds per
 # rank beside the plan, the speed issue's memory goal).
 #
@@ -120,7 +122,7 @@ for step in $steps; do
   mpi)
     # mpirun, one GPU per process, against one process driving both.
     "$root/tests/gpu/mpi-parity.sh" "$run" 5 \
-      ${MPI_PLANS:-"$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/plans/small-bf16-ddp.plan "$stage"/bench/tp_sp_async_vp.plan} \
+      ${MPI_PLANS:-"$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/plans/small-bf16-ddp.plan "$stage"/plans/small-f32-ddp-zero.plan "$stage"/bench/tp_sp_async_vp.plan} \
       2>&1 | tee "$out/mpi.log" ;;
   mpi-sanitize)
     # The sanitizer serialises kernels within a process, so two GPUs that
