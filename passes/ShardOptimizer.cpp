@@ -9,6 +9,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <tuple>
 
 namespace sharc {
 #define GEN_PASS_DEF_SHARDOPTIMIZER
@@ -130,9 +133,6 @@ bool OptimizerSharder::onlyUpdatesRead(Value grad) const {
 }
 
 LogicalResult OptimizerSharder::run() {
-  if (!parameterStages(func).empty())
-    return func.emitOpError("sharc-shard-optimizer does not shard the "
-                            "optimizer of pipeline stages");
   SmallVector<AllReduceOp> syncs;
   func.walk([&](AllReduceOp sync) {
     if (hasShardableUpdate(sync, mesh) &&
@@ -260,12 +260,23 @@ void OptimizerSharder::hoist(BlockUpdate &block) {
 
 void OptimizerSharder::coalesce() {
   // Buckets in the order the gradients are ready, one open per element
-  // type (a collective call takes one), as sharc-bucket-gradients'.
+  // type (a collective call takes one), pipeline stage and model chunk
+  // (each runs on its own ranks, at its own time), as
+  // sharc-bucket-gradients'.
   llvm::stable_sort(blocks, [](const BlockUpdate &a, const BlockUpdate &b) {
     return a.scatter != b.scatter && a.scatter->isBeforeInBlock(b.scatter);
   });
   SmallVector<SmallVector<size_t>> buckets;
-  llvm::DenseMap<Type, std::pair<size_t, int64_t>> open; // bucket, bytes
+  using BucketKey = std::tuple<Type, int64_t, int64_t>;
+  llvm::StringMap<int64_t> stages = parameterStages(func);
+  llvm::StringMap<int64_t> chunks = parameterChunks(func);
+  auto lookup = [&](const llvm::StringMap<int64_t> &map, Value param) {
+    StringRef name = getArgString(
+        func, cast<BlockArgument>(param).getArgNumber(), kParamAttr);
+    auto it = map.find(name);
+    return it == map.end() ? int64_t{-1} : it->second;
+  };
+  llvm::DenseMap<BucketKey, std::pair<size_t, int64_t>> open; // bucket, bytes
   std::vector<size_t> bucketOf(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     // Every block is along dim 0 (optimizerShardDim), as the coalesced
@@ -277,7 +288,9 @@ void OptimizerSharder::coalesce() {
       bucketOf[i] = bucketOf[i - 1];
       continue;
     }
-    Type element = tensorOf(scatter.getX()).getElementType();
+    Value param = blocks[i].slice.getX();
+    BucketKey element{tensorOf(scatter.getX()).getElementType(),
+                      lookup(stages, param), lookup(chunks, param)};
     int64_t bytes = tensorBytes(scatter.getX());
     auto it = open.find(element);
     if (it == open.end() ||

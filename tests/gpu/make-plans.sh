@@ -168,6 +168,8 @@ for dtype in f32 bf16 mixed; do
 done
 "$sharc" compile "$here/small.yaml" --emit-logits --mode tp --tp 2 --dp 2 \
   --zero 1 -o "$out/small-f32-dp_tp-zero.plan"
+"$sharc" compile "$here/small.yaml" --mode pp --pp 2 --dp 2 --microbatches 2 \
+  --pp-schedule 1f1b --zero 1 -o "$out/small-f32-dp_pp-zero.plan"
 "$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
   --emit-logits --mode ddp --dp 2 --zero 1 \
   -o "$out/minimind-bf16-ddp-zero.plan"

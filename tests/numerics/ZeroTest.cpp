@@ -215,6 +215,39 @@ TEST_CASE("ZeRO-1 with fused projections, beside tp and with clipping",
   }
 }
 
+TEST_CASE("ZeRO-1 on pipeline stages: dp=2 x pp=2", "[numerics][zero]") {
+  // Each stage's blocks bucket apart (the stages run on their own ranks),
+  // and under interleaving each model chunk's.
+  for (const char *schedule : {"gpipe", "1f1b", "interleaved"}) {
+    INFO(schedule);
+    auto layout = [&](int64_t zeroStage) {
+      PipelineOptions options = ddpLayout(zeroStage);
+      options.ppSize = 2;
+      options.ppSchedule = schedule;
+      options.ppChunks = std::string(schedule) == "interleaved" ? 2 : 1;
+      options.bucketBytes = 16 << 10; // several buckets a stage
+      return compileEdited("tiny.yaml",
+                           {{"num_hidden_layers: 2", "num_hidden_layers: 4"},
+                            {"micro_batch_size: 2",
+                             "micro_batch_size: 2\n  num_microbatches: 2"}},
+                           options, false);
+    };
+    plan::Plan sharded = layout(1);
+    REQUIRE(sharded.worldSize() == 4);
+    REQUIRE(countShardedState(sharded) ==
+            static_cast<int>(sharded.params.size()));
+    int buckets = 0;
+    for (const plan::Instruction &instr : sharded.instructions) {
+      if (instr.op != "reduce_scatter_coalesced")
+        continue;
+      ++buckets;
+      REQUIRE(instr.stage >= 0); // each on one stage's ranks
+    }
+    REQUIRE(buckets >= 4);
+    requireShardedLikeWhole(sharded, layout(0), 1e-6);
+  }
+}
+
 TEST_CASE("ZeRO-1 keeps the moments of one block a rank", "[numerics][zero]") {
   plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(1), false);
   plan::Plan whole = compilePlan("tiny.yaml", ddpLayout(0), false);

@@ -401,9 +401,6 @@ int compile(const CompileFlags &flags) {
     if (pipeline.dpSize == 1)
       return usageError("--zero 1 shards the optimizer state over data "
                         "parallel ranks; it needs --dp N or --mode ddp");
-    if (pipeline.ppSize > 1)
-      return usageError("--zero 1 does not shard the optimizer of pipeline "
-                        "stages (--pp)");
     if (!flags.withOptimizer)
       return usageError("--zero 1 shards the optimizer; --no-optimizer "
                         "leaves none");
