@@ -6,9 +6,10 @@
 // without it (the all_reduce and whole updates) and the dense step: from
 // the same weights on the same tokens every loss, parameter and moment must
 // agree, with fused projections (a fused weight's pieces cut apart before
-// the sync), beside tensor parallelism (a block along a dimension tp does
-// not split), with clipping (each block counted once in the global norm)
-// and under bf16-mixed (a master of the block). A checkpoint of the
+// the sync), beside tensor parallelism (blocks of the weights whose dim 0
+// tp leaves whole), on pipeline stages (each stage's buckets apart), with
+// clipping (each block counted once in the global norm) and under
+// bf16-mixed (a master of the block). A checkpoint of the
 // sharded state loads into the unsharded plan and back, and the plan holds
 // the moments of one block a rank.
 //
