@@ -224,6 +224,8 @@ PipelineOptions pipelineOptionsOf(const BenchConfig &config,
   options.fuseAdds = config.fuseAdds;
   options.fuseNormRope = config.fuseNormRope;
   options.fuseProjections = config.fuseProjections != "none";
+  if (point.mode == "ddp" && point.worldSize > 1)
+    options.zeroStage = config.zeroStage;
   options.fuseAttentionProjections = config.fuseProjections != "gate_up";
   return options;
 }

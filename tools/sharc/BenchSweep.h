@@ -68,6 +68,9 @@ struct BenchConfig {
   /// ("gate_up"), or none (`sharc compile --fuse-projections=...`).
   std::string fuseProjections = "all";
   std::string schedule = "defer";
+  /// ddp points with the optimizer state sharded over dp (ZeRO-1,
+  /// `sharc compile --zero 1`); the other modes have no dp axis.
+  int64_t zeroStage = 0;
 };
 
 /// One (mode, layers, seq_len) of the sweep, as the manifest records it.
