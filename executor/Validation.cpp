@@ -135,6 +135,33 @@ bool storesBf16(const plan::Plan &plan) {
   return false;
 }
 
+/// One mean-error row a tensor of `reference` (parameters or moments after
+/// the steps), named `prefix` + its name, against `actual`'s tensor of the
+/// same name, the vocabulary padding cropped off.
+Status compareAfterSteps(const Result<plan::TensorFile> &actual,
+                         const Result<plan::TensorFile> &reference,
+                         const std::string &prefix, const std::string &what,
+                         double tolerance,
+                         std::vector<TensorComparison> &rows) {
+  if (!actual.isOk())
+    return actual.status();
+  if (!reference.isOk())
+    return reference.status();
+  for (const plan::NamedTensor &expected : reference->tensors) {
+    const plan::NamedTensor *found = actual->find(expected.name);
+    if (!found)
+      return Status::runtimeError("the sharded plan has no " + what + " '" +
+                                  expected.name + "'");
+    auto cropped = cropTo(*found, expected);
+    if (!cropped.isOk())
+      return cropped.status();
+    rows.push_back(compare(prefix + expected.name, *cropped,
+                           plan::tensorAsDoubles(expected), tolerance,
+                           Criterion::MeanAbs));
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Result<ValidationReport>
@@ -221,45 +248,15 @@ sharc::exec::validateAgainstDense(const plan::Plan &plan,
     }
   }
 
-  auto shardedParams = (*sharded)->gatherParams();
-  if (!shardedParams.isOk())
-    return shardedParams.status();
-  auto denseParams = (*dense)->gatherParams();
-  if (!denseParams.isOk())
-    return denseParams.status();
-  for (const plan::NamedTensor &expected : denseParams->tensors) {
-    const plan::NamedTensor *actual = shardedParams->find(expected.name);
-    if (!actual)
-      return Status::runtimeError("the sharded plan has no parameter '" +
-                                  expected.name + "'");
-    auto cropped = cropTo(*actual, expected);
-    if (!cropped.isOk())
-      return cropped.status();
-    report.afterSteps.push_back(compare(
-        "param:" + expected.name, *cropped, plan::tensorAsDoubles(expected),
-        parameterTolerance, Criterion::MeanAbs));
-  }
-  if (withoutGrads) {
-    auto shardedState = (*sharded)->gatherOptimizerState();
-    if (!shardedState.isOk())
-      return shardedState.status();
-    auto denseState = (*dense)->gatherOptimizerState();
-    if (!denseState.isOk())
-      return denseState.status();
-    for (const plan::NamedTensor &expected : denseState->tensors) {
-      const plan::NamedTensor *actual = shardedState->find(expected.name);
-      if (!actual)
-        return Status::runtimeError(
-            "the sharded plan has no optimizer state '" + expected.name + "'");
-      auto cropped = cropTo(*actual, expected);
-      if (!cropped.isOk())
-        return cropped.status();
-      report.afterSteps.push_back(compare(
-          "state:" + expected.name, *cropped, plan::tensorAsDoubles(expected),
-          bf16 ? options.bf16StateTolerance : options.stateTolerance,
-          Criterion::MeanAbs));
-    }
-  }
+  SHARC_TRY(compareAfterSteps((*sharded)->gatherParams(),
+                              (*dense)->gatherParams(), "param:", "parameter",
+                              parameterTolerance, report.afterSteps));
+  if (withoutGrads)
+    SHARC_TRY(compareAfterSteps(
+        (*sharded)->gatherOptimizerState(), (*dense)->gatherOptimizerState(),
+        "state:", "optimizer state",
+        bf16 ? options.bf16StateTolerance : options.stateTolerance,
+        report.afterSteps));
 
   report.passed = true;
   for (const auto *group : {&report.firstStep, &report.afterSteps})
