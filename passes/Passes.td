@@ -345,7 +345,10 @@ def ShardOptimizer : Pass<"sharc-shard-optimizer", "::mlir::ModuleOp"> {
     parameter is sliced, the update reads and writes moments (and the
     bf16-mixed master) of that block alone, and the updated blocks are
     all-gathered into the parameter's buffer, which the result still
-    updates in place (`sharc.update_of`). The block is along dim 0, where
+    updates in place (`sharc.update_of`). A sync over dp and other axes
+    (`dp,cp`, a norm weight's `dp,tp`) first sums over the others (an
+    all_reduce, bucketed as an all_reduce_coalesced), then reduce-scatters
+    over dp. The block is along dim 0, where
     no axis splits it yet and dp divides its extent
     (passes/OptimizerShards.h); another parameter (a column-parallel
     weight under tp, say) keeps its whole update. Moments are 2/dp of the

@@ -65,7 +65,8 @@ SmallVector<Value> sharc::syncedGradients(AllReduceOp sync) {
 }
 
 bool sharc::hasShardableUpdate(AllReduceOp sync, MeshAttr mesh) {
-  if (sync.getAxis() != kOptimizerShardAxis || sync.getReduce() != "sum")
+  if (!llvm::is_contained(splitAxes(sync.getAxis()), kOptimizerShardAxis) ||
+      sync.getReduce() != "sum")
     return false;
   return llvm::all_of(syncedGradients(sync), [&](Value grad) {
     return optimizerShardDim(grad.getType(), mesh) >= 0;
@@ -78,6 +79,8 @@ namespace {
 /// block, the slice of its parameter, the update, and the all_gather that
 /// writes the updated blocks back into the parameter.
 struct BlockUpdate {
+  /// The sum over the sync's other axes (cp or tp beside dp), or null.
+  Operation *reduce;
   Operation *scatter;
   SliceToRankOp slice;
   AdamWOp update;
@@ -99,7 +102,8 @@ private:
   /// Replaces `sync` (and the split of its result) by one reduce_scatter
   /// per gradient and shards the updates that read them.
   void shard(AllReduceOp sync);
-  void shardUpdate(AdamWOp update, Operation *scatter, int64_t dim);
+  void shardUpdate(AdamWOp update, Operation *reduce, Operation *scatter,
+                   int64_t dim);
   /// Gathers the dim-0 reduce_scatters into buckets of about bucketBytes
   /// of gradients, one reduce_scatter_coalesced each (one NCCL group where
   /// there were dozens of small calls), and their updates' all_gathers
@@ -160,28 +164,48 @@ void OptimizerSharder::shard(AllReduceOp sync) {
   else
     builder.setInsertionPointToStart(sync->getBlock());
   Location loc = sync.getLoc();
+  // A sync over dp and other axes (`dp,cp` under context parallelism, a
+  // norm weight's `dp,tp`) first sums over the others: the gradient is
+  // then partial on dp alone, which the reduce_scatter sums.
+  Value partial = sync.getX();
+  Operation *reduce = nullptr;
+  SmallVector<StringRef> others;
+  for (StringRef axis : splitAxes(sync.getAxis()))
+    if (axis != kOptimizerShardAxis)
+      others.push_back(axis);
+  if (!others.empty()) {
+    PlacementAttr summed = getPlacement(partial.getType());
+    for (StringRef axis : others)
+      summed = summed.withAxis(
+          axis, getPlacement(sync.getY().getType()).getAxis(axis));
+    reduce = builder.create<AllReduceOp>(
+        loc, withPlacement(partial.getType(), summed), partial,
+        builder.getStringAttr(joinAxes(others)), builder.getStringAttr("sum"));
+    reduce->setDiscardableAttrs(sync->getDiscardableAttrDictionary());
+    partial = reduce->getResult(0);
+  }
   SmallVector<Value> wholes = syncedGradients(sync);
-  SmallVector<Value> partials{sync.getX()};
+  SmallVector<Value> partials{partial};
   SplitOp oldSplit;
   if (wholes.front() != sync.getY()) {
     // A fused weight's gradient: its pieces are split before the sync, so
     // that each parameter's block is cut from its own rows.
     oldSplit = cast<SplitOp>(wholes.front().getDefiningOp());
-    PlacementAttr partial = getPlacement(sync.getX().getType());
+    PlacementAttr pieces = getPlacement(partial.getType());
     SmallVector<Type> types;
     for (Value piece : wholes)
-      types.push_back(withPlacement(piece.getType(), partial));
-    auto split = builder.create<SplitOp>(oldSplit.getLoc(), types, sync.getX(),
+      types.push_back(withPlacement(piece.getType(), pieces));
+    auto split = builder.create<SplitOp>(oldSplit.getLoc(), types, partial,
                                          oldSplit.getDimAttr());
     split->setDiscardableAttrs(oldSplit->getDiscardableAttrDictionary());
     partials.assign(split.getYs().begin(), split.getYs().end());
   }
   StringAttr axis = builder.getStringAttr(kOptimizerShardAxis);
   int64_t numRanks = mesh.getSize(kOptimizerShardAxis);
-  for (auto [whole, partial] : llvm::zip(wholes, partials)) {
+  for (auto [whole, piece] : llvm::zip(wholes, partials)) {
     int64_t dim = optimizerShardDim(whole.getType(), mesh);
     auto scatter = builder.create<ReduceScatterOp>(
-        loc, optimizerShardType(whole.getType(), dim, mesh), partial, axis,
+        loc, optimizerShardType(whole.getType(), dim, mesh), piece, axis,
         builder.getI64IntegerAttr(dim));
     scatter->setDiscardableAttrs(sync->getDiscardableAttrDictionary());
     Value block = scatter.getY();
@@ -195,7 +219,7 @@ void OptimizerSharder::shard(AllReduceOp sync) {
         norm.setReplicas(replicas);
         use.set(block);
       } else {
-        shardUpdate(cast<AdamWOp>(reader), scatter, dim);
+        shardUpdate(cast<AdamWOp>(reader), reduce, scatter, dim);
       }
     }
   }
@@ -204,8 +228,8 @@ void OptimizerSharder::shard(AllReduceOp sync) {
   sync.erase();
 }
 
-void OptimizerSharder::shardUpdate(AdamWOp update, Operation *scatter,
-                                   int64_t dim) {
+void OptimizerSharder::shardUpdate(AdamWOp update, Operation *reduce,
+                                   Operation *scatter, int64_t dim) {
   OpBuilder builder(update);
   Location loc = update.getLoc();
   StringAttr axis = builder.getStringAttr(kOptimizerShardAxis);
@@ -234,7 +258,7 @@ void OptimizerSharder::shardUpdate(AdamWOp update, Operation *scatter,
                                   axis, builder.getI64IntegerAttr(dim));
   gather->setDiscardableAttrs(update->getDiscardableAttrDictionary());
   update.getNewParam().replaceAllUsesExcept(gather.getY(), gather);
-  blocks.push_back({scatter, slice, update, gather});
+  blocks.push_back({reduce, scatter, slice, update, gather});
 }
 
 void OptimizerSharder::hoist(BlockUpdate &block) {
@@ -267,7 +291,9 @@ void OptimizerSharder::coalesce() {
     return a.scatter != b.scatter && a.scatter->isBeforeInBlock(b.scatter);
   });
   SmallVector<SmallVector<size_t>> buckets;
-  using BucketKey = std::tuple<Type, int64_t, int64_t>;
+  // ... and the other axes a sync also sums over (their all_reduces
+  // bucket with the blocks).
+  using BucketKey = std::tuple<Type, int64_t, int64_t, StringRef>;
   llvm::StringMap<int64_t> stages = parameterStages(func);
   llvm::StringMap<int64_t> chunks = parameterChunks(func);
   auto lookup = [&](const llvm::StringMap<int64_t> &map, Value param) {
@@ -282,15 +308,22 @@ void OptimizerSharder::coalesce() {
     // Every block is along dim 0 (optimizerShardDim), as the coalesced
     // collectives' are.
     auto scatter = cast<ReduceScatterOp>(blocks[i].scatter);
-    if (i > 0 && blocks[i - 1].scatter == blocks[i].scatter) {
-      // A second update of one gradient block.
+    // A second update of one gradient block, or another piece of a fused
+    // gradient summed over the other axes as one: the same bucket, which
+    // replaces that scatter or sum once.
+    if (i > 0 &&
+        (blocks[i - 1].scatter == blocks[i].scatter ||
+         (blocks[i].reduce && blocks[i - 1].reduce == blocks[i].reduce))) {
       buckets[bucketOf[i - 1]].push_back(i);
       bucketOf[i] = bucketOf[i - 1];
       continue;
     }
     Value param = blocks[i].slice.getX();
+    Operation *reduce = blocks[i].reduce;
     BucketKey element{tensorOf(scatter.getX()).getElementType(),
-                      lookup(stages, param), lookup(chunks, param)};
+                      lookup(stages, param), lookup(chunks, param),
+                      reduce ? cast<AllReduceOp>(reduce).getAxis()
+                             : StringRef()};
     int64_t bytes = tensorBytes(scatter.getX());
     auto it = open.find(element);
     if (it == open.end() ||
@@ -307,6 +340,39 @@ void OptimizerSharder::coalesce() {
   OpBuilder builder(func.getContext());
   StringAttr axis = builder.getStringAttr(kOptimizerShardAxis);
   for (ArrayRef<size_t> bucket : buckets) {
+    // The sums over the other axes first: one all_reduce_coalesced (a slab
+    // summed in place) after the last of them.
+    SmallVector<Operation *> reduces;
+    for (size_t i : bucket)
+      if (blocks[i].reduce && !llvm::is_contained(reduces, blocks[i].reduce))
+        reduces.push_back(blocks[i].reduce);
+    if (reduces.size() > 1) {
+      SmallVector<Value> xs;
+      SmallVector<Type> types;
+      for (Operation *reduce : reduces) {
+        xs.push_back(reduce->getOperand(0));
+        types.push_back(reduce->getResult(0).getType());
+      }
+      builder.setInsertionPointAfter(reduces.back());
+      auto coalesced = builder.create<AllReduceCoalescedOp>(
+          reduces.back()->getLoc(), types, xs,
+          cast<AllReduceOp>(reduces.back()).getAxisAttr());
+      coalesced->setDiscardableAttrs(
+          reduces.back()->getDiscardableAttrDictionary());
+      for (auto [reduce, sum] : llvm::zip(reduces, coalesced.getYs())) {
+        reduce->getResult(0).replaceAllUsesWith(sum);
+        reduce->erase();
+      }
+      // A fused weight's split of its sum follows the bucket (its
+      // reduce_scatters go into the coalesced one below).
+      Operation *last = coalesced;
+      for (Value sum : coalesced.getYs())
+        for (Operation *user : llvm::make_early_inc_range(sum.getUsers()))
+          if (isa<SplitOp>(user) && user->isBeforeInBlock(coalesced)) {
+            user->moveAfter(last);
+            last = user;
+          }
+    }
     // One reduce_scatter_coalesced where the bucket's last gradient is
     // ready (each single one sits right after its gradient's producer).
     SmallVector<Operation *> scatters;

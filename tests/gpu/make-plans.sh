@@ -170,6 +170,8 @@ done
   --zero 1 -o "$out/small-f32-dp_tp-zero.plan"
 "$sharc" compile "$here/small.yaml" --mode pp --pp 2 --dp 2 --microbatches 2 \
   --pp-schedule 1f1b --zero 1 -o "$out/small-f32-dp_pp-zero.plan"
+"$sharc" compile "$here/small.yaml" --emit-logits --cp 2 --dp 2 --zero 1 \
+  -o "$out/small-f32-dp_cp-zero.plan"
 "$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
   --emit-logits --mode ddp --dp 2 --zero 1 \
   -o "$out/minimind-bf16-ddp-zero.plan"

@@ -91,3 +91,28 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
     return %loss, %ga, %gb : tensor<f32>, !rw, !rw
   }
 }
+
+// -----
+
+// A sync over dp and cp together first sums over cp (all_reduce, the two
+// gradients in one all_reduce_coalesced), then reduce-scatters over dp.
+// CHECK-LABEL: func.func @dp_and_cp
+// CHECK: %[[SUMS:.*]]:2 = sharc.all_reduce_coalesced %{{.*}}, %{{.*}} {axis = "cp"} : (tensor<4x2xf32, #sharc.place<cp = P, dp = P>>, tensor<4x2xf32, #sharc.place<cp = P, dp = P>>) -> (tensor<4x2xf32, #sharc.place<cp = R, dp = P>>, tensor<4x2xf32, #sharc.place<cp = R, dp = P>>)
+// CHECK-NEXT: sharc.reduce_scatter_coalesced %[[SUMS]]#0, %[[SUMS]]#1 {axis = "dp"} : {{.*}} -> (tensor<2x2xf32, #sharc.place<cp = R, dp = S(0)>>, tensor<2x2xf32, #sharc.place<cp = R, dp = S(0)>>)
+// CHECK-NOT: sharc.all_reduce %
+// CHECK: return
+!ppc = tensor<4x2xf32, #sharc.place<dp = P, cp = P>>
+!rrc = tensor<4x2xf32, #sharc.place<dp = R, cp = R>>
+module attributes {sharc.mesh = #sharc.mesh<dp = 2, cp = 2>,
+                   sharc.optimizer = {lr = 1.0e-3 : f64}} {
+  func.func @dp_and_cp(%a: !rrc {sharc.param = "a"}, %b: !rrc {sharc.param = "b"},
+                       %xa: !ppc, %xb: !ppc, %loss: tensor<f32>)
+      -> (tensor<f32> {sharc.output = "loss"},
+          !rrc {sharc.output = "grad:a"}, !rrc {sharc.output = "grad:b"}) {
+    %da = sharc.scale %xa {factor = 2.0 : f64} : (!ppc) -> !ppc
+    %db = sharc.scale %xb {factor = 2.0 : f64} : (!ppc) -> !ppc
+    %ga = sharc.all_reduce %da {axis = "dp,cp"} : (!ppc) -> !rrc
+    %gb = sharc.all_reduce %db {axis = "dp,cp"} : (!ppc) -> !rrc
+    return %loss, %ga, %gb : tensor<f32>, !rrc, !rrc
+  }
+}
