@@ -8,7 +8,6 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <tuple>
@@ -33,10 +32,11 @@ int64_t sharc::optimizerShardDim(Type type, MeshAttr mesh) {
   // Dim 0 only: a rank's block is then contiguous, and a bucket's
   // collectives are plain NCCL calls in one group. A block of an inner
   // dimension would go through the communicator's one staging buffer with
-  // copies on either side, which a group cannot share: a column-parallel
-  // weight (dim 0 split over tp) measured 86 collectives a step where
-  // ddp's buckets take 6 (MiniMind at dp 2 x tp 2, predicted 6.21 against
-  // 4.80 ms), so it keeps its whole update.
+  // copies on either side, which a group cannot share: with the
+  // column-parallel weights (dim 0 split over tp) cut along dim 1, the
+  // planner counted 86 collectives over dp a step where ddp's buckets take
+  // 6 (MiniMind at dp 2 x tp 2, predicted 6.21 against 4.80 ms), so such a
+  // weight keeps its whole update.
   if (tensor.getRank() > 0 && axesSplitting(placement, 0, mesh).empty() &&
       tensor.getDimSize(0) >= size && tensor.getDimSize(0) % size == 0)
     return 0;
@@ -99,14 +99,16 @@ private:
   /// (whose moments are arguments read by nothing else) or the global
   /// norm: then the update may read a block instead.
   bool onlyUpdatesRead(Value grad) const;
-  /// Replaces `sync` (and the split of its result) by one reduce_scatter
-  /// per gradient and shards the updates that read them.
+  /// Replaces `sync` (and the split of its result) by a sum over its other
+  /// axes, if any, and one reduce_scatter per gradient, and shards the
+  /// updates that read them.
   void shard(AllReduceOp sync);
   void shardUpdate(AdamWOp update, Operation *reduce, Operation *scatter,
                    int64_t dim);
-  /// Gathers the dim-0 reduce_scatters into buckets of about bucketBytes
-  /// of gradients, one reduce_scatter_coalesced each (one NCCL group where
-  /// there were dozens of small calls), and their updates' all_gathers
+  /// Gathers the reduce_scatters into buckets of about bucketBytes of
+  /// gradients, one reduce_scatter_coalesced each (one NCCL group where
+  /// there were dozens of small calls), the sums over other axes before
+  /// them into one all_reduce_coalesced each, and the updates' all_gathers
   /// into one all_gather_coalesced each.
   void coalesce();
   /// Moves an update (and its slice) up to where its block is ready and
@@ -188,8 +190,9 @@ void OptimizerSharder::shard(AllReduceOp sync) {
   SmallVector<Value> partials{partial};
   SplitOp oldSplit;
   if (wholes.front() != sync.getY()) {
-    // A fused weight's gradient: its pieces are split before the sync, so
-    // that each parameter's block is cut from its own rows.
+    // A fused weight's gradient: its pieces are split before the
+    // reduce_scatter, so that each parameter's block is cut from its own
+    // rows.
     oldSplit = cast<SplitOp>(wholes.front().getDefiningOp());
     PlacementAttr pieces = getPlacement(partial.getType());
     SmallVector<Type> types;
