@@ -75,6 +75,30 @@ bool sharc::hasShardableUpdate(AllReduceOp sync, MeshAttr mesh) {
 
 namespace {
 
+/// Replaces `singles` (collectives of one operand and one result) by one
+/// `CoalescedOp` over `axis` right after `after`, whose operand and result
+/// i are singles[i]'s, and returns it.
+template <typename CoalescedOp>
+CoalescedOp coalesceInto(ArrayRef<Operation *> singles, Operation *after,
+                         StringAttr axis) {
+  SmallVector<Value> xs;
+  SmallVector<Type> types;
+  for (Operation *single : singles) {
+    xs.push_back(single->getOperand(0));
+    types.push_back(single->getResult(0).getType());
+  }
+  OpBuilder builder(after->getContext());
+  builder.setInsertionPointAfter(after);
+  auto coalesced =
+      builder.create<CoalescedOp>(after->getLoc(), types, xs, axis);
+  coalesced->setDiscardableAttrs(after->getDiscardableAttrDictionary());
+  for (auto [single, result] : llvm::zip(singles, coalesced.getYs())) {
+    single->getResult(0).replaceAllUsesWith(result);
+    single->erase();
+  }
+  return coalesced;
+}
+
 /// One update run on a block: the reduce_scatter that makes its gradient
 /// block, the slice of its parameter, the update, and the all_gather that
 /// writes the updated blocks back into the parameter.
@@ -340,8 +364,7 @@ void OptimizerSharder::coalesce() {
     buckets[it->second.first].push_back(i);
     it->second.second += bytes;
   }
-  OpBuilder builder(func.getContext());
-  StringAttr axis = builder.getStringAttr(kOptimizerShardAxis);
+  StringAttr axis = StringAttr::get(func.getContext(), kOptimizerShardAxis);
   for (ArrayRef<size_t> bucket : buckets) {
     // The sums over the other axes first: one all_reduce_coalesced (a slab
     // summed in place) after the last of them.
@@ -350,22 +373,9 @@ void OptimizerSharder::coalesce() {
       if (blocks[i].reduce && !llvm::is_contained(reduces, blocks[i].reduce))
         reduces.push_back(blocks[i].reduce);
     if (reduces.size() > 1) {
-      SmallVector<Value> xs;
-      SmallVector<Type> types;
-      for (Operation *reduce : reduces) {
-        xs.push_back(reduce->getOperand(0));
-        types.push_back(reduce->getResult(0).getType());
-      }
-      builder.setInsertionPointAfter(reduces.back());
-      auto coalesced = builder.create<AllReduceCoalescedOp>(
-          reduces.back()->getLoc(), types, xs,
+      auto coalesced = coalesceInto<AllReduceCoalescedOp>(
+          reduces, reduces.back(),
           cast<AllReduceOp>(reduces.back()).getAxisAttr());
-      coalesced->setDiscardableAttrs(
-          reduces.back()->getDiscardableAttrDictionary());
-      for (auto [reduce, sum] : llvm::zip(reduces, coalesced.getYs())) {
-        reduce->getResult(0).replaceAllUsesWith(sum);
-        reduce->erase();
-      }
       // A fused weight's split of its sum follows the bucket (its
       // reduce_scatters go into the coalesced one below).
       Operation *last = coalesced;
@@ -383,21 +393,8 @@ void OptimizerSharder::coalesce() {
       if (!llvm::is_contained(scatters, blocks[i].scatter))
         scatters.push_back(blocks[i].scatter);
     if (scatters.size() > 1) {
-      SmallVector<Value> xs;
-      SmallVector<Type> types;
-      for (Operation *scatter : scatters) {
-        xs.push_back(scatter->getOperand(0));
-        types.push_back(scatter->getResult(0).getType());
-      }
-      builder.setInsertionPointAfter(scatters.back());
-      auto coalesced = builder.create<ReduceScatterCoalescedOp>(
-          scatters.back()->getLoc(), types, xs, axis);
-      coalesced->setDiscardableAttrs(
-          scatters.back()->getDiscardableAttrDictionary());
-      for (auto [scatter, block] : llvm::zip(scatters, coalesced.getYs())) {
-        scatter->getResult(0).replaceAllUsesWith(block);
-        scatter->erase();
-      }
+      Operation *coalesced = coalesceInto<ReduceScatterCoalescedOp>(
+          scatters, scatters.back(), axis);
       for (size_t i : bucket)
         blocks[i].scatter = coalesced;
     }
@@ -409,22 +406,13 @@ void OptimizerSharder::coalesce() {
       continue;
     }
     Operation *last = blocks[bucket.front()].update;
-    SmallVector<Value> xs;
-    SmallVector<Type> types;
+    SmallVector<Operation *> gathers;
     for (size_t i : bucket) {
       if (last->isBeforeInBlock(blocks[i].update))
         last = blocks[i].update;
-      xs.push_back(blocks[i].gather.getX());
-      types.push_back(blocks[i].gather.getY().getType());
+      gathers.push_back(blocks[i].gather);
     }
-    builder.setInsertionPointAfter(last);
-    auto gathered =
-        builder.create<AllGatherCoalescedOp>(last->getLoc(), types, xs, axis);
-    gathered->setDiscardableAttrs(last->getDiscardableAttrDictionary());
-    for (auto [i, whole] : llvm::zip(bucket, gathered.getYs())) {
-      blocks[i].gather.getY().replaceAllUsesWith(whole);
-      blocks[i].gather.erase();
-    }
+    coalesceInto<AllGatherCoalescedOp>(gathers, last, axis);
   }
 }
 
