@@ -404,10 +404,10 @@ int compile(const CompileFlags &flags) {
     if (!flags.withOptimizer)
       return usageError("--zero 1 shards the optimizer; --no-optimizer "
                         "leaves none");
-    if (flags.keepGradients || flags.withDenseReference)
+    if (flags.keepGradients)
       return usageError("--zero 1 updates each parameter from its block of "
-                        "the gradient; --keep-grads and "
-                        "--with-dense-reference return whole gradients");
+                        "the gradient; --keep-grads would return whole "
+                        "gradients");
     pipeline.zeroStage = *flags.zeroStage;
   }
   pipeline.withOptimizer = flags.withOptimizer;
@@ -420,12 +420,16 @@ int compile(const CompileFlags &flags) {
     if (flags.outputPath.empty())
       return usageError("--with-dense-reference needs -o PLAN");
     // Validation compares logits and gradients: both plans return them.
-    options.emitLogits = pipeline.keepGradients = true;
+    // A ZeRO-1 plan returns no gradients, so neither does and validation
+    // compares the moments instead.
+    bool gradients = pipeline.zeroStage == 0;
+    options.emitLogits = true;
+    pipeline.keepGradients = gradients;
     sharc::CompileOptions dense = options;
     dense.mode = "dense";
     dense.dumpIr.clear();
     dense.pipeline = sharc::PipelineOptions();
-    dense.pipeline.keepGradients = true;
+    dense.pipeline.keepGradients = gradients;
     dense.pipeline.withOptimizer = flags.withOptimizer;
     if (int exitCode = compileTo(dense, flags.outputPath + ".dense"))
       return exitCode;
