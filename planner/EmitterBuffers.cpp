@@ -114,22 +114,21 @@ LogicalResult Emitter::assignArguments() {
                << "optimizer state '" << state << "' names no parameter";
       plan::ParamEntry &owner = result.params[it->second];
       owner.state.push_back(*id);
-      // ZeRO-1 keeps the state of one block of the parameter a dp rank.
+      // ZeRO-1 keeps the state of one block of the parameter a dp rank;
+      // all of a parameter's state is split alike.
       plan::Sharding sharding =
           globalLayout(arg.getType(), mesh, balancedAxis).first;
       sharding.stage = owner.sharding.stage;
-      if (sharding.dimOfAxis != owner.sharding.dimOfAxis) {
-        if (owner.stateSharding &&
-            owner.stateSharding->dimOfAxis != sharding.dimOfAxis)
-          return emitError(arg.getLoc())
-                 << "optimizer state '" << state
-                 << "' is split unlike the parameter's other state";
-        owner.stateSharding = sharding;
-      } else if (owner.stateSharding) {
+      std::optional<plan::Sharding> own;
+      if (sharding.dimOfAxis != owner.sharding.dimOfAxis)
+        own = sharding;
+      if (owner.state.size() > 1 &&
+          owner.stateLayout().dimOfAxis !=
+              (own ? own->dimOfAxis : owner.sharding.dimOfAxis))
         return emitError(arg.getLoc())
                << "optimizer state '" << state
                << "' is split unlike the parameter's other state";
-      }
+      owner.stateSharding = own;
     } else {
       return emitError(arg.getLoc())
              << "argument " << index
