@@ -234,7 +234,19 @@ std::vector<std::vector<int64_t>> lastUses(const plan::Plan &plan,
           inner.offset + inner.numBytes <= outer.offset + outer.numBytes &&
           outer.numBytes > inner.numBytes)
         enclosing[inner.id] = outer.id;
+  // A read of a base reads its views' bytes: a fused weight gathered
+  // whole (ZeRO-3) is written member by member and read as one.
+  std::vector<std::vector<int64_t>> viewsOf(plan.buffers.size());
+  for (const plan::Buffer &buffer : plan.buffers)
+    if (buffer.viewOf >= 0 &&
+        buffer.viewOf < static_cast<int64_t>(viewsOf.size()))
+      viewsOf[buffer.viewOf].push_back(buffer.id);
   std::vector<std::vector<int64_t>> users(plan.buffers.size());
+  auto use = [&](int64_t id, size_t i) {
+    if (id >= 0 && id < static_cast<int64_t>(users.size()) &&
+        (users[id].empty() || users[id].back() != static_cast<int64_t>(i)))
+      users[id].push_back(static_cast<int64_t>(i));
+  };
   for (size_t i = 0; i < numInstrs; ++i) {
     const plan::Instruction &instr = plan.instructions[i];
     for (const auto *ids : {&instr.operands, &instr.results})
@@ -243,10 +255,11 @@ std::vector<std::vector<int64_t>> lastUses(const plan::Plan &plan,
         // the slab must outlive the members read after its all_reduce. The
         // contract, checked later, refuses a view_of out of range.
         for (int64_t id : {used, plan.buffers[used].viewOf, enclosing[used]})
-          if (id >= 0 && id < static_cast<int64_t>(users.size()) &&
-              (users[id].empty() ||
-               users[id].back() != static_cast<int64_t>(i)))
-            users[id].push_back(static_cast<int64_t>(i));
+          use(id, i);
+    for (int64_t read : instr.operands)
+      if (read >= 0 && read < static_cast<int64_t>(viewsOf.size()))
+        for (int64_t view : viewsOf[read])
+          use(view, i);
   }
   auto overlaps = [&](int64_t a, int64_t b) {
     const plan::Buffer &x = plan.buffers[a], &y = plan.buffers[b];

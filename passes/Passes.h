@@ -35,8 +35,9 @@ struct PipelineOptions {
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute = "none"; ///< "none" or "sp-allgather"
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
-  /// ZeRO stage: 0, or 1 to shard the optimizer state over dp
-  /// (sharc-shard-optimizer).
+  /// ZeRO stage: 0; 1 to shard the optimizer state over dp
+  /// (sharc-shard-optimizer); 3 to shard the parameters too
+  /// (sharc-shard-parameters).
   int64_t zeroStage = 0;
   bool withOptimizer = true;  ///< add the AdamW update
   bool keepGradients = false; ///< also return every gradient

@@ -376,6 +376,41 @@ def ShardOptimizer : Pass<"sharc-shard-optimizer", "::mlir::ModuleOp"> {
                         "gradient bytes a bucket gathers">];
 }
 
+def ShardParameters : Pass<"sharc-shard-parameters", "::mlir::ModuleOp"> {
+  let summary = "keep each parameter as one block a dp rank (ZeRO-3)";
+  let description = [{
+    After sharc-shard-optimizer: a parameter whose update it runs on a
+    block (`slice_to_rank`, `adamw`, and the `all_gather` the step returns)
+    keeps that block alone from one step to the next. Its argument becomes
+    the block, the update writes it in place and the step returns it, so
+    neither the slice nor the update's all_gather remains. Each op that
+    reads the whole parameter (the forward's GEMM or norm, the backward's
+    dgrad GEMM or norm gradient, each microbatch's) reads an `all_gather`
+    of the block instead, which dies at that op. A fused weight (a dim-0
+    `concat` of parameters, sharc-fuse-projections) is gathered member by
+    member and concatenated again before each op that reads it; the
+    planner places the gathered members as the rows of one buffer, so the
+    concat copies nothing. A fused weight any member of which keeps a whole
+    update keeps all of them whole (ZeRO-1 for those).
+
+    The gathers go in program order into groups of about `bucket-bytes` of
+    whole parameters, one `all_gather_coalesced` each (one NCCL group),
+    placed before the first op of the group before it: group g+1 arrives
+    while group g computes, and at most two groups are whole at once.
+    Parameters are then 1/dp of their bytes a rank, as are moments;
+    gradients already die at their update in every plan (ZeRO stage 2's
+    saving), at the cost of two all-gathers of every parameter a
+    microbatch where ddp all-reduces its gradients once a step.
+
+    Before: `%wb = sharc.slice_to_rank %w`, `%wb2, ... = sharc.adamw %wb,
+    ...`, `%w2 = sharc.all_gather %wb2`, `return %w2` and `sharc.matmul %x,
+    %w`. After: `%wb2, ... = sharc.adamw %w, ...`, `return %wb2` and `%wf =
+    sharc.all_gather %w {axis = "dp", dim = 0}`, `sharc.matmul %x, %wf`.
+  }];
+  let options = [Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+                        "whole parameter bytes a gather group holds">];
+}
+
 def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {
   let summary = "rematerialise values in the backward instead of keeping them";
   let description = [{

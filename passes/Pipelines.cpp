@@ -116,6 +116,9 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
         {options.keepGradients, buckets ? 0 : options.updateGroupBytes}));
     if (shardOptimizer)
       pm.addPass(createShardOptimizer({options.bucketBytes}));
+    // ZeRO-3: the blocks ZeRO-1 updates become the parameters themselves.
+    if (shardOptimizer && options.zeroStage >= 3)
+      pm.addPass(createShardParameters({options.bucketBytes}));
   }
   if (options.fuseNormRope)
     pm.addPass(createFuseNormRope());

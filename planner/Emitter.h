@@ -43,6 +43,7 @@ private:
   mlir::LogicalResult createActivationBuffers();
   mlir::LogicalResult createWorkspaces();
   mlir::LogicalResult createFusedWeight(ConcatOp concat);
+  mlir::LogicalResult addGatheredRows(mlir::Value piece, ConcatOp concat);
   void createSplitViews();
   /// A column view of `base` for `piece`, `column` columns in.
   int64_t addColumnView(mlir::Value piece, int64_t base, int64_t column);
@@ -72,6 +73,9 @@ private:
   llvm::DenseSet<int64_t> arenaSlabs;      ///< slabs in the gradient arena
   /// Fused weights (sharc-fuse-projections): the parameters they join.
   llvm::DenseMap<mlir::Value, ConcatOp> fusedWeightOf;
+  /// Fused weights gathered whole (ZeRO-3, sharc-shard-parameters): each
+  /// gathered member -> the concat whose buffer's rows it writes.
+  llvm::DenseMap<mlir::Value, ConcatOp> gatheredWeightOf;
   /// Values split into views whose pieces are step outputs: the output
   /// region holds them, and the outputs table gets the views afterwards.
   llvm::DenseSet<mlir::Value> outputBases;

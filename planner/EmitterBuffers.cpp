@@ -304,6 +304,11 @@ LogicalResult Emitter::createActivationBuffers() {
         addColumnView(value, bufferOf.lookup(concat.getY()), column);
         continue;
       }
+      if (ConcatOp concat = gatheredWeightOf.lookup(value)) {
+        if (failed(addGatheredRows(value, concat)))
+          return failure();
+        continue;
+      }
       std::string name = op->getName().stripDialect().str() + "#" +
                          std::to_string(activationIds.size());
       plan::Region region = outputBases.contains(value) ? plan::Region::Output
@@ -417,6 +422,39 @@ LogicalResult Emitter::createFusedWeight(ConcatOp concat) {
     result.buffers.push_back(view);
     bufferOf[x] = view.id;
   }
+  return success();
+}
+
+/// Makes `piece`, a gathered member of a fused weight (ZeRO-3), a view of
+/// its rows of the weight's activation buffer, which it creates with the
+/// first member: the gathers write the weight, the concat copies nothing.
+LogicalResult Emitter::addGatheredRows(Value piece, ConcatOp concat) {
+  if (!bufferOf.count(concat.getY())) {
+    FailureOr<int64_t> id =
+        addBuffer(concat.getY(), plan::Region::Activation,
+                  "gathered#" + std::to_string(activationIds.size()));
+    if (failed(id))
+      return failure();
+    activationIds.push_back(*id);
+  }
+  int64_t base = bufferOf.lookup(concat.getY());
+  plan::Buffer view = result.buffers[base];
+  int64_t offset = 0, index = 0;
+  for (Value x : concat.getXs()) {
+    if (x == piece)
+      break;
+    offset += tensorBytes(x);
+    ++index;
+  }
+  auto shape = cast<RankedTensorType>(piece.getType()).getShape();
+  view.id = static_cast<int64_t>(result.buffers.size());
+  view.name = result.buffers[base].name + "[" + std::to_string(index) + "]";
+  view.shape.assign(shape.begin(), shape.end());
+  view.numBytes = tensorBytes(piece);
+  view.viewOf = base;
+  views.emplace_back(view.id, base, offset);
+  result.buffers.push_back(view);
+  bufferOf[piece] = view.id;
   return success();
 }
 

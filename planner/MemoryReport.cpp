@@ -132,8 +132,12 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
         buffer.name.rfind("master:", 0) == 0)
       report.masterBytes += buffer.numBytes;
   report.numParams = static_cast<int64_t>(plan.params.size());
-  for (const plan::ParamEntry &param : plan.params)
+  for (const plan::ParamEntry &param : plan.params) {
     report.numShardedStates += param.stateSharding.has_value();
+    auto dp = param.sharding.dimOfAxis.find("dp");
+    report.numShardedParams +=
+        dp != param.sharding.dimOfAxis.end() && dp->second >= 0;
+  }
   report.activationPeakBytes = region(plan::Region::Activation);
   report.gradientBytes = region(plan::Region::Gradient);
   report.ioBytes = region(plan::Region::Input) + region(plan::Region::Output);
@@ -196,6 +200,14 @@ std::string sharc::formatReport(const plan::Plan &plan,
                 static_cast<long long>(report.worldSize));
   text += line;
   row("parameters", report.parameterBytes);
+  if (report.numShardedParams > 0) {
+    std::snprintf(line, sizeof(line),
+                  "    ZeRO-3: %lld of %lld parameters are one block a dp "
+                  "rank, gathered where the step reads them\n",
+                  static_cast<long long>(report.numShardedParams),
+                  static_cast<long long>(report.numParams));
+    text += line;
+  }
   row("optimizer state", report.optimizerBytes);
   if (report.masterBytes > 0)
     row("  of which fp32 master", report.masterBytes);
@@ -274,6 +286,7 @@ std::string sharc::reportJson(const plan::Plan &plan,
   add("optimizer_bytes", report.optimizerBytes);
   add("master_bytes", report.masterBytes);
   add("sharded_states", report.numShardedStates);
+  add("sharded_params", report.numShardedParams);
   add("gradient_bytes", report.gradientBytes);
   add("gradient_slabs", report.numSlabs);
   add("largest_slab_bytes", report.largestSlabBytes);

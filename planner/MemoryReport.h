@@ -29,6 +29,8 @@ struct MemoryReport {
   /// ZeRO-1: parameters whose state is one block a dp rank
   /// (ParamEntry::stateSharding), of all of them.
   int64_t numShardedStates = 0, numParams = 0;
+  /// ZeRO-3: parameters a rank keeps one dp block of, state and all.
+  int64_t numShardedParams = 0;
   int64_t gradientBytes = 0; ///< the gradient arena
   /// Gradient buckets in the arena: slabs that gradients view, and the
   /// largest one.

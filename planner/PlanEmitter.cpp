@@ -87,6 +87,16 @@ LogicalResult Emitter::collectOps() {
         continue;
       }
     }
+    if (concat && concat.isView() && llvm::all_of(concat.getXs(), [&](Value x) {
+          return isa_and_nonnull<AllGatherOp, AllGatherCoalescedOp>(
+                     x.getDefiningOp()) &&
+                 x.hasOneUse();
+        })) {
+      // A fused weight gathered whole (ZeRO-3): the gathers write its rows.
+      for (Value x : concat.getXs())
+        gatheredWeightOf[x] = concat;
+      continue;
+    }
     if (concat && concat.isView()) {
       for (Value x : concat.getXs()) {
         auto arg = dyn_cast<BlockArgument>(x);

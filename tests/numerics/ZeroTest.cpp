@@ -20,7 +20,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
+#include <set>
 
 using namespace sharc;
 using namespace sharc::testing;
@@ -359,4 +361,194 @@ TEST_CASE("ZeRO-1 under bf16-mixed keeps a master of the block",
   }
   // The master is the parameter in a checkpoint: gatherParams reads it.
   requireShardedLikeWhole(sharded, whole, 1e-6);
+}
+
+namespace {
+
+/// How many parameters a rank keeps one dp block of (ZeRO-3), their
+/// state split alike.
+int countShardedParams(const plan::Plan &plan) {
+  int count = 0;
+  for (const plan::ParamEntry &param : plan.params) {
+    auto dp = param.sharding.dimOfAxis.find("dp");
+    if (dp == param.sharding.dimOfAxis.end() || dp->second < 0)
+      continue;
+    REQUIRE(dp->second == 0);
+    REQUIRE(!param.stateSharding); // the state follows the parameter
+    ++count;
+  }
+  return count;
+}
+
+/// The gathers of parameters a step issues: (instructions, members).
+std::pair<int, int> parameterGathers(const plan::Plan &plan) {
+  std::set<int64_t> params;
+  for (const plan::ParamEntry &param : plan.params)
+    params.insert(param.buffer);
+  int instructions = 0, members = 0;
+  for (const plan::Instruction &instr : plan.instructions) {
+    if (instr.op != "all_gather" && instr.op != "all_gather_coalesced")
+      continue;
+    int read = static_cast<int>(
+        std::count_if(instr.operands.begin(), instr.operands.end(),
+                      [&](int64_t id) { return params.count(id) > 0; }));
+    instructions += read > 0;
+    members += read;
+  }
+  return {instructions, members};
+}
+
+} // namespace
+
+TEST_CASE("ZeRO-3 keeps each parameter as one block and trains as ddp",
+          "[numerics][zero]") {
+  for (bool fused : {false, true}) {
+    INFO((fused ? "fused" : "separate") << " projections");
+    PipelineOptions layout = ddpLayout(3), wholeLayout = ddpLayout(0);
+    layout.fuseProjections = wholeLayout.fuseProjections = fused;
+    plan::Plan sharded = compilePlan("tiny.yaml", layout, false);
+    plan::Plan whole = compilePlan("tiny.yaml", wholeLayout, false);
+    REQUIRE(countShardedParams(sharded) ==
+            static_cast<int>(sharded.params.size()));
+    // Half of every parameter a rank, and half of every moment.
+    REQUIRE(regionBytes(sharded, plan::Region::Param) <=
+            regionBytes(whole, plan::Region::Param) / 2 + 4096);
+    REQUIRE(regionBytes(sharded, plan::Region::OptState) <=
+            regionBytes(whole, plan::Region::OptState) / 2 + 4096);
+    // No update is gathered back: the parameters are read through gathers
+    // alone, each member at least once.
+    auto [gathers, members] = parameterGathers(sharded);
+    REQUIRE(gathers >= 1);
+    REQUIRE(members >= static_cast<int>(sharded.params.size()));
+    requireShardedLikeWhole(sharded, whole, 1e-6);
+
+    // Groups of 20 KB: gathers a layer ahead, forward and backward apart.
+    layout.bucketBytes = 20 << 10;
+    plan::Plan groups = compilePlan("tiny.yaml", layout, false);
+    auto [groupGathers, groupMembers] = parameterGathers(groups);
+    INFO(groupGathers << " gathers of " << groupMembers << " members");
+    REQUIRE(groupGathers >= 4);
+    REQUIRE(groupMembers > static_cast<int>(groups.params.size()));
+    requireShardedLikeWhole(groups, whole, 1e-6);
+  }
+  MemoryReport report =
+      buildMemoryReport(compilePlan("tiny.yaml", ddpLayout(3), false));
+  REQUIRE(report.numShardedParams == report.numParams);
+  REQUIRE(report.numShardedStates == 0);
+
+  TrainedRun zero = trainOnRandomTokens(
+      compilePlan("tiny.yaml", ddpLayout(3), false), 5, 7, 11);
+  TrainedRun dense =
+      trainOnRandomTokens(compilePlan("tiny.yaml", false, true), 5, 7, 11);
+  requireLossesMatch(zero, dense);
+  requireParamsMatchByMean(zero, dense);
+}
+
+TEST_CASE("ZeRO-3 beside tp and cp, over microbatches, tied and clipped",
+          "[numerics][zero]") {
+  SECTION("dp=2 x tp=2: the blocks of the weights tp leaves whole on dim 0") {
+    plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(3, 2), false);
+    int numSharded = countShardedParams(sharded);
+    INFO(numSharded << " of " << sharded.params.size());
+    REQUIRE(numSharded > 0);
+    REQUIRE(numSharded < static_cast<int>(sharded.params.size()));
+    requireShardedLikeWhole(
+        sharded, compilePlan("tiny.yaml", ddpLayout(0, 2), false), 1e-6);
+  }
+  SECTION("dp=2 x cp=2 with fused projections in small groups") {
+    PipelineOptions cp = ddpLayout(3), cpWhole = ddpLayout(0);
+    cp.cpSize = cpWhole.cpSize = 2;
+    cp.fuseProjections = cpWhole.fuseProjections = true;
+    cp.bucketBytes = cpWhole.bucketBytes = 20 << 10;
+    plan::Plan sharded = compilePlan("tiny.yaml", cp, false);
+    REQUIRE(countShardedParams(sharded) ==
+            static_cast<int>(sharded.params.size()));
+    // Summed over cp, then over dp (see ZeRO-1's case): 1e-4.
+    requireShardedLikeWhole(sharded, compilePlan("tiny.yaml", cpWhole, false),
+                            1e-4);
+  }
+  SECTION("two microbatches: in small groups, gathered again for each") {
+    auto layout = [](int64_t zeroStage) {
+      PipelineOptions options = ddpLayout(zeroStage);
+      options.bucketBytes = 20 << 10;
+      return compileEdited("tiny.yaml",
+                           {{"micro_batch_size: 2",
+                             "micro_batch_size: 2\n  num_microbatches: 2"}},
+                           options, false);
+    };
+    plan::Plan sharded = layout(3);
+    auto [gathers, members] = parameterGathers(sharded);
+    REQUIRE(members >= 2 * static_cast<int>(sharded.params.size()));
+    requireShardedLikeWhole(sharded, layout(0), 1e-6);
+  }
+  SECTION("tied embeddings: one block read by the embedding and the head") {
+    plan::Plan sharded = compilePlan("tiny-tied.yaml", ddpLayout(3), false);
+    REQUIRE(countShardedParams(sharded) ==
+            static_cast<int>(sharded.params.size()));
+    requireShardedLikeWhole(
+        sharded, compilePlan("tiny-tied.yaml", ddpLayout(0), false), 1e-6);
+  }
+  SECTION("clipping counts each block once") {
+    TrainedRun zero = trainOnRandomTokens(
+        compilePlan("tiny.yaml", ddpLayout(3), false, "tiny-clip.run.yaml"), 3,
+        7, 11);
+    TrainedRun reference = trainOnRandomTokens(
+        compilePlan("tiny.yaml", false, true, "tiny-clip.run.yaml"), 3, 7, 11);
+    for (int step = 0; step < 3; ++step) {
+      REQUIRE(reference.gradNorms[step] > 0.2);
+      REQUIRE(std::abs(zero.gradNorms[step] - reference.gradNorms[step]) <=
+              1e-5 * reference.gradNorms[step]);
+    }
+    requireLossesMatch(zero, reference);
+    requireParamsMatchByMean(zero, reference);
+  }
+  SECTION("bf16-mixed: the bf16 block and its fp32 master") {
+    auto mixed = [](int64_t zeroStage) {
+      return compileEdited("tiny.yaml",
+                           {{"dtype: float32", "dtype: bf16-mixed"}},
+                           ddpLayout(zeroStage));
+    };
+    plan::Plan sharded = mixed(3);
+    REQUIRE(countShardedParams(sharded) ==
+            static_cast<int>(sharded.params.size()));
+    requireShardedLikeWhole(sharded, mixed(0), 1e-6);
+  }
+}
+
+TEST_CASE("a ZeRO-3 checkpoint resumes on ddp and on ZeRO-1",
+          "[numerics][zero]") {
+  plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(3), false);
+  auto source = train(sharded, 2);
+  auto params = source->gatherParams();
+  auto state = source->gatherOptimizerState();
+  REQUIRE(params.isOk());
+  REQUIRE(state.isOk());
+  std::vector<std::unique_ptr<exec::Runtime>> resumed;
+  for (int64_t zeroStage : {0, 1, 3}) {
+    auto runtime =
+        makeRuntime(compilePlan("tiny.yaml", ddpLayout(zeroStage), false));
+    REQUIRE(runtime->loadParams(*params).isOk());
+    REQUIRE(runtime->loadOptimizerState(*state).isOk());
+    runtime->setNextStep(3);
+    resumed.push_back(std::move(runtime));
+  }
+  resumed.push_back(std::move(source));
+  for (auto &runtime : resumed)
+    for (int step = 2; step < 4; ++step) {
+      REQUIRE(runtime->setBatch(randomTokens(sharded, 11 + step)).isOk());
+      REQUIRE(runtime->step().isOk());
+    }
+  auto reference = resumed.back()->gatherOptimizerState();
+  auto referenceParams = resumed.back()->gatherParams();
+  REQUIRE(reference.isOk());
+  REQUIRE(referenceParams.isOk());
+  for (size_t i = 0; i + 1 < resumed.size(); ++i) {
+    INFO("resumed on layout " << i);
+    auto moments = resumed[i]->gatherOptimizerState();
+    auto weights = resumed[i]->gatherParams();
+    REQUIRE(moments.isOk());
+    REQUIRE(weights.isOk());
+    requireTensorsClose(*moments, *reference, 1e-6);
+    requireTensorsClose(*weights, *referenceParams, 1e-6);
+  }
 }

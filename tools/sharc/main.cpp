@@ -186,11 +186,15 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
                                  : flags.bucketBytes) = size;
     } else if (arg == "--zero") {
       std::optional<std::string> v = value(arg.c_str());
-      if (!v || (*v != "0" && *v != "1"))
-        return usageError("--zero takes 0 or 1 (ZeRO stages 2 and 3, which "
-                          "also shard gradients and parameters, are not "
-                          "built)");
-      flags.zeroStage = *v == "1" ? 1 : 0;
+      if (v && *v == "2")
+        return usageError(
+            "--zero takes 0, 1 or 3: stage 2's saving, gradients a rank does "
+            "not keep, is in every plan already (each gradient dies at its "
+            "bucket's update), so --zero 1 is stage 2 here");
+      if (!v || (*v != "0" && *v != "1" && *v != "3"))
+        return usageError("--zero takes 0, 1 (optimizer state sharded over "
+                          "dp) or 3 (parameters as well)");
+      flags.zeroStage = std::stoll(*v);
     } else if (arg == "--sp") {
       flags.sequenceParallel = true;
     } else if (arg == "--vp") {
@@ -398,16 +402,22 @@ int compile(const CompileFlags &flags) {
     return usageError("--recompute sp-allgather re-gathers sequence-parallel "
                       "inputs; it needs --sp");
   if (flags.zeroStage.value_or(0) > 0) {
+    std::string zero = "--zero " + std::to_string(*flags.zeroStage);
     if (pipeline.dpSize == 1)
-      return usageError("--zero 1 shards the optimizer state over data "
-                        "parallel ranks; it needs --dp N or --mode ddp");
+      return usageError(zero + " shards the optimizer state over data "
+                               "parallel ranks; it needs --dp N or --mode "
+                               "ddp");
     if (!flags.withOptimizer)
-      return usageError("--zero 1 shards the optimizer; --no-optimizer "
-                        "leaves none");
+      return usageError(zero + " shards the optimizer; --no-optimizer "
+                               "leaves none");
     if (flags.keepGradients)
-      return usageError("--zero 1 updates each parameter from its block of "
-                        "the gradient; --keep-grads would return whole "
-                        "gradients");
+      return usageError(zero + " updates each parameter from its block of "
+                               "the gradient; --keep-grads would return "
+                               "whole gradients");
+    if (*flags.zeroStage == 3 && pipeline.ppSize > 1)
+      return usageError("--zero 3 gathers parameters where the step reads "
+                        "them, which pipeline stages (--pp) do not take "
+                        "yet; --zero 1 does");
     pipeline.zeroStage = *flags.zeroStage;
   }
   pipeline.withOptimizer = flags.withOptimizer;
@@ -420,7 +430,7 @@ int compile(const CompileFlags &flags) {
     if (flags.outputPath.empty())
       return usageError("--with-dense-reference needs -o PLAN");
     // Validation compares logits and gradients: both plans return them.
-    // A ZeRO-1 plan returns no gradients, so neither does and validation
+    // A ZeRO plan returns no gradients, so neither does and validation
     // compares the moments instead.
     bool gradients = pipeline.zeroStage == 0;
     options.emitLogits = true;

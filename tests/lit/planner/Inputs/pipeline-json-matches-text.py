@@ -24,7 +24,7 @@ def near(what, value, shown, decimals):
 
 keys = list(report)
 expected = ["model", "mode", "world_size", "parameter_bytes",
-            "optimizer_bytes", "master_bytes", "sharded_states",
+            "optimizer_bytes", "master_bytes", "sharded_states", "sharded_params",
             "gradient_bytes",
             "gradient_slabs", "largest_slab_bytes", "activation_peak_bytes",
             "io_bytes", "workspace_bytes", "total_bytes", "peak_instruction",
