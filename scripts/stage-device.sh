@@ -34,6 +34,9 @@ done
 # ddp with ZeRO-1 (the optimizer state sharded over dp), beside ddp.
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   --mode ddp --dp 2 --zero 1 -o "$stage/bench/ddp-zero.plan"
+# ... and with ZeRO-3 (the parameters as well).
+"$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+  --mode ddp --dp 2 --zero 3 -o "$stage/bench/ddp-zero3.plan"
 # The compute-bound point of the speed issue, on one GPU.
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
   -o "$stage/bench/dense-h4096.plan"

@@ -175,3 +175,21 @@ done
 "$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
   --emit-logits --mode ddp --dp 2 --zero 1 \
   -o "$out/minimind-bf16-ddp-zero.plan"
+# ZeRO-3 (--zero 3: the parameters themselves one block a rank, gathered
+# before the ops that read them; fused weights gathered into one buffer):
+# ddp in f32, bf16 and bf16-mixed, in small groups (several gathers a
+# step), dp 2 x tp 2, dp 2 x cp 2, and MiniMind in bf16.
+for dtype in f32 bf16 mixed; do
+  run=()
+  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
+  [ "$dtype" = mixed ] && run=(--run "$here/mixed.run.yaml")
+  "$sharc" compile "$here/small.yaml" "${run[@]}" --emit-logits --mode ddp \
+    --dp 2 --zero 3 --bucket-bytes 65536 -o "$out/small-$dtype-ddp-zero3.plan"
+done
+"$sharc" compile "$here/small.yaml" --emit-logits --mode tp --tp 2 --dp 2 \
+  --zero 3 -o "$out/small-f32-dp_tp-zero3.plan"
+"$sharc" compile "$here/small.yaml" --emit-logits --cp 2 --dp 2 --zero 3 \
+  -o "$out/small-f32-dp_cp-zero3.plan"
+"$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
+  --emit-logits --mode ddp --dp 2 --zero 3 \
+  -o "$out/minimind-bf16-ddp-zero3.plan"

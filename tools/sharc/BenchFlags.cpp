@@ -41,7 +41,7 @@ const char *kUsage =
     "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
     "         [--no_fuse_adds] [--no_fuse_norm_rope]\n"
     "         [--fuse_projections[=all|gate_up]] [--schedule defer|latency]\n"
-    "         [--zero_stage 0|1]\n"
+    "         [--zero_stage 0|1|3]\n"
     "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp (ddp and tp\n"
     "         runners: the batch in one pass), cp pp tp_cp tp_pp pp_cp\n"
     "         tp_cp_pp (the general runner: num_microbatches of\n"
@@ -77,7 +77,8 @@ const char *kUsage =
     "                  alone, or a GEMM for every projection (none)\n"
     "  --zero_stage 1  ddp with ZeRO-1 (`sharc compile --zero 1`): each dp\n"
     "                  rank keeps the optimizer state of one block of every\n"
-    "                  parameter (the other modes have no dp axis)\n";
+    "                  parameter (the other modes have no dp axis); 3: the\n"
+    "                  parameters too, gathered where the step reads them\n";
 
 int badFlags(const std::string &message) {
   std::fprintf(stderr, "sharc: error: %s\n%s", message.c_str(), kUsage);
@@ -247,10 +248,10 @@ parseBenchFlags(const std::vector<std::string> &args) {
       batchPolicyGiven |= flag == "--batch_policy";
     } else if (flag == "--zero_stage") {
       std::string value = hasValue ? args[++i] : "";
-      if (value != "0" && value != "1")
-        return badFlags("--zero_stage takes 0 or 1 (ZeRO stages 2 and 3 are "
-                        "not built)");
-      c.zeroStage = value == "1" ? 1 : 0;
+      if (value != "0" && value != "1" && value != "3")
+        return badFlags("--zero_stage takes 0, 1 or 3 (stage 2's saving is "
+                        "in every plan: `sharc compile --zero`)");
+      c.zeroStage = std::stoll(value);
     } else if (flag == "--peak-flops") {
       char *end = nullptr;
       c.peakFlopsPerGpu = hasValue ? std::strtod(args[++i].c_str(), &end) : 0;
