@@ -13,11 +13,16 @@
 
 #include "ir/ArgumentRoles.h"
 #include "ir/SharcOps.h"
+#include "passes/ParameterStages.h"
 #include "passes/Passes.h"
+#include "passes/PipelineStages.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <map>
+#include <tuple>
 
 namespace sharc {
 #define GEN_PASS_DEF_SHARDPARAMETERS
@@ -65,6 +70,13 @@ private:
   void gatherForReaders(ArrayRef<Need> needs);
   /// The parameters a need gathers: itself, or a fused weight's members.
   SmallVector<Value> membersOf(Value source) const;
+  /// What a group's needs share: one element type (a collective call takes
+  /// one) and, on pipeline stages, one stage, model chunk and step of the
+  /// schedule (a forward or backward of one microbatch), as the group runs
+  /// on that stage's ranks and in that step, which its first reader's
+  /// attributes give it.
+  using GroupKey = std::tuple<int64_t, int64_t, int64_t, bool, const void *>;
+  GroupKey groupKey(const Need &need) const;
 
   func::FuncOp func;
   MeshAttr mesh;
@@ -72,6 +84,9 @@ private:
   llvm::MapVector<Value, BlockParameter> blocks;
   /// The whole type of each kept parameter, before it became the block.
   llvm::DenseMap<Value, Type> wholeType;
+  /// Each parameter's pipeline stage and model chunk by name (empty
+  /// without stages).
+  llvm::StringMap<int64_t> stages, chunks;
 };
 
 void ParameterSharder::findBlockParameters() {
@@ -141,42 +156,72 @@ SmallVector<Value> ParameterSharder::membersOf(Value source) const {
   return {source};
 }
 
+ParameterSharder::GroupKey ParameterSharder::groupKey(const Need &need) const {
+  Value member = membersOf(need.source).front();
+  const void *element = cast<RankedTensorType>(member.getType())
+                            .getElementType()
+                            .getAsOpaquePointer();
+  if (stages.empty())
+    return {-1, -1, -1, false, element};
+  StringRef name = getArgString(
+      func, cast<BlockArgument>(member).getArgNumber(), kParamAttr);
+  auto lookup = [&](const llvm::StringMap<int64_t> &map) {
+    auto it = map.find(name);
+    return it == map.end() ? int64_t{-1} : it->second;
+  };
+  auto microbatch = need.user->getAttrOfType<IntegerAttr>(kMicrobatchAttr);
+  return {lookup(stages), lookup(chunks), microbatch ? microbatch.getInt() : -1,
+          need.user->hasAttr(kForwardAttr), element};
+}
+
 void ParameterSharder::gatherForReaders(ArrayRef<Need> needs) {
-  // Groups of consecutive needs, about bucketBytes of whole parameters
-  // each, one element type each (a collective call takes one).
-  SmallVector<SmallVector<Need>> groups;
-  int64_t groupBytes = 0;
-  Type groupElement;
-  llvm::SmallPtrSet<Value, 16> inGroup;
-  for (const Need &need : needs) {
+  // Groups of needs in program order, about bucketBytes of whole
+  // parameters each, one open per key (groupKey).
+  struct Group {
+    SmallVector<Need> needs;
     int64_t bytes = 0;
-    Type element;
-    for (Value member : membersOf(need.source)) {
-      element = cast<RankedTensorType>(member.getType()).getElementType();
-      if (!inGroup.contains(member))
-        bytes +=
-            cast<RankedTensorType>(wholeType.lookup(member)).getNumElements() *
-            element.getIntOrFloatBitWidth() / 8;
-    }
-    if (groups.empty() || element != groupElement ||
-        (groupBytes > 0 && groupBytes + bytes > bucketBytes)) {
-      groups.emplace_back();
-      groupBytes = 0;
-      groupElement = element;
-      inGroup.clear();
-    }
-    groups.back().push_back(need);
-    groupBytes += bytes;
+    llvm::SmallPtrSet<Value, 16> members;
+    int64_t previous = -1; ///< the group of the same key before, or -1
+  };
+  SmallVector<Group> groups;
+  std::map<GroupKey, int64_t> open;
+  for (const Need &need : needs) {
+    GroupKey key = groupKey(need);
+    auto it = open.find(key);
+    int64_t bytes = 0;
     for (Value member : membersOf(need.source))
-      inGroup.insert(member);
+      if (it == open.end() || !groups[it->second].members.contains(member))
+        bytes += tensorBytes(member) * mesh.getSize(kOptimizerShardAxis);
+    if (it == open.end() || (groups[it->second].bytes > 0 &&
+                             groups[it->second].bytes + bytes > bucketBytes)) {
+      Group next;
+      next.previous = it == open.end() ? -1 : it->second;
+      groups.push_back(std::move(next));
+      it = open.insert_or_assign(key, static_cast<int64_t>(groups.size()) - 1)
+               .first;
+    }
+    Group &group = groups[it->second];
+    group.needs.push_back(need);
+    group.bytes += bytes;
+    for (Value member : membersOf(need.source))
+      group.members.insert(member);
   }
 
   OpBuilder builder(func.getContext());
   StringAttr axis = builder.getStringAttr(kOptimizerShardAxis);
-  for (auto [index, group] : llvm::enumerate(groups)) {
-    // Issued before the previous group's first reader, so that it arrives
-    // while that group computes.
-    Operation *anchor = groups[index > 0 ? index - 1 : 0].front().user;
+  for (const Group &current : groups) {
+    ArrayRef<Need> group = current.needs;
+    // Issued before the first reader of the group before it of its key,
+    // so that it arrives while that group computes. It takes its first
+    // reader's stage and step of a pipeline schedule
+    // (sharc-pipeline-schedule orders by them), where it waits for
+    // nothing and so comes first: were a group to span two steps, a
+    // schedule that runs the second first (1F1B's forward of microbatch 1
+    // before the backward of 0) would wait on a gather keyed to the later
+    // step, and the stages' transfers on one in-order stream deadlock.
+    Operation *anchor = current.previous >= 0
+                            ? groups[current.previous].needs.front().user
+                            : group.front().user;
     builder.setInsertionPoint(anchor);
     llvm::SetVector<Value> members;
     for (const Need &need : group)
@@ -195,7 +240,8 @@ void ParameterSharder::gatherForReaders(ArrayRef<Need> needs) {
                   .getOperation()
             : builder.create<AllGatherCoalescedOp>(loc, types, xs, axis)
                   .getOperation();
-    gather->setDiscardableAttrs(anchor->getDiscardableAttrDictionary());
+    gather->setDiscardableAttrs(
+        group.front().user->getDiscardableAttrDictionary());
     llvm::DenseMap<Value, Value> gathered;
     for (auto [member, result] : llvm::zip(xs, gather->getResults()))
       gathered[member] = result;
@@ -222,6 +268,8 @@ void ParameterSharder::gatherForReaders(ArrayRef<Need> needs) {
 }
 
 void ParameterSharder::run() {
+  stages = parameterStages(func);
+  chunks = parameterChunks(func);
   findBlockParameters();
   if (blocks.empty())
     return;

@@ -126,6 +126,39 @@ int countShardedState(const plan::Plan &plan) {
   return count;
 }
 
+/// How many parameters a rank keeps one dp block of (ZeRO-3), their
+/// state split alike.
+int countShardedParams(const plan::Plan &plan) {
+  int count = 0;
+  for (const plan::ParamEntry &param : plan.params) {
+    auto dp = param.sharding.dimOfAxis.find("dp");
+    if (dp == param.sharding.dimOfAxis.end() || dp->second < 0)
+      continue;
+    REQUIRE(dp->second == 0);
+    REQUIRE(!param.stateSharding); // the state follows the parameter
+    ++count;
+  }
+  return count;
+}
+
+/// The gathers of parameters a step issues: (instructions, members).
+std::pair<int, int> parameterGathers(const plan::Plan &plan) {
+  std::set<int64_t> params;
+  for (const plan::ParamEntry &param : plan.params)
+    params.insert(param.buffer);
+  int instructions = 0, members = 0;
+  for (const plan::Instruction &instr : plan.instructions) {
+    if (instr.op != "all_gather" && instr.op != "all_gather_coalesced")
+      continue;
+    int read = static_cast<int>(
+        std::count_if(instr.operands.begin(), instr.operands.end(),
+                      [&](int64_t id) { return params.count(id) > 0; }));
+    instructions += read > 0;
+    members += read;
+  }
+  return {instructions, members};
+}
+
 } // namespace
 
 TEST_CASE("ZeRO-1 under ddp trains as ddp and as dense", "[numerics][zero]") {
@@ -249,7 +282,8 @@ TEST_CASE("ZeRO-1 with fused projections, beside tp and with clipping",
   }
 }
 
-TEST_CASE("ZeRO-1 on pipeline stages: dp=2 x pp=2", "[numerics][zero]") {
+TEST_CASE("ZeRO-1 and ZeRO-3 on pipeline stages: dp=2 x pp=2",
+          "[numerics][zero]") {
   // Each stage's blocks bucket apart (the stages run on their own ranks),
   // and under interleaving each model chunk's.
   for (const char *schedule : {"gpipe", "1f1b", "interleaved"}) {
@@ -278,7 +312,16 @@ TEST_CASE("ZeRO-1 on pipeline stages: dp=2 x pp=2", "[numerics][zero]") {
       REQUIRE(instr.stage >= 0); // each on one stage's ranks
     }
     REQUIRE(buckets >= 4);
-    requireShardedLikeWhole(sharded, layout(0), 1e-6);
+    plan::Plan whole = layout(0);
+    requireShardedLikeWhole(sharded, whole, 1e-6);
+    // ZeRO-3: each stage gathers its own parameters, in its own groups,
+    // at the steps of its schedule that read them.
+    plan::Plan three = layout(3);
+    REQUIRE(countShardedParams(three) == static_cast<int>(three.params.size()));
+    for (const plan::Instruction &instr : three.instructions)
+      if (instr.op == "all_gather_coalesced" || instr.op == "all_gather")
+        REQUIRE(instr.stage >= 0);
+    requireShardedLikeWhole(three, whole, 1e-6);
   }
 }
 
@@ -362,43 +405,6 @@ TEST_CASE("ZeRO-1 under bf16-mixed keeps a master of the block",
   // The master is the parameter in a checkpoint: gatherParams reads it.
   requireShardedLikeWhole(sharded, whole, 1e-6);
 }
-
-namespace {
-
-/// How many parameters a rank keeps one dp block of (ZeRO-3), their
-/// state split alike.
-int countShardedParams(const plan::Plan &plan) {
-  int count = 0;
-  for (const plan::ParamEntry &param : plan.params) {
-    auto dp = param.sharding.dimOfAxis.find("dp");
-    if (dp == param.sharding.dimOfAxis.end() || dp->second < 0)
-      continue;
-    REQUIRE(dp->second == 0);
-    REQUIRE(!param.stateSharding); // the state follows the parameter
-    ++count;
-  }
-  return count;
-}
-
-/// The gathers of parameters a step issues: (instructions, members).
-std::pair<int, int> parameterGathers(const plan::Plan &plan) {
-  std::set<int64_t> params;
-  for (const plan::ParamEntry &param : plan.params)
-    params.insert(param.buffer);
-  int instructions = 0, members = 0;
-  for (const plan::Instruction &instr : plan.instructions) {
-    if (instr.op != "all_gather" && instr.op != "all_gather_coalesced")
-      continue;
-    int read = static_cast<int>(
-        std::count_if(instr.operands.begin(), instr.operands.end(),
-                      [&](int64_t id) { return params.count(id) > 0; }));
-    instructions += read > 0;
-    members += read;
-  }
-  return {instructions, members};
-}
-
-} // namespace
 
 TEST_CASE("ZeRO-3 keeps each parameter as one block and trains as ddp",
           "[numerics][zero]") {

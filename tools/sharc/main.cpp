@@ -416,10 +416,6 @@ int compile(const CompileFlags &flags) {
       return usageError(zero + " updates each parameter from its block of "
                                "the gradient; --keep-grads would return "
                                "whole gradients");
-    if (*flags.zeroStage == 3 && pipeline.ppSize > 1)
-      return usageError("--zero 3 gathers parameters where the step reads "
-                        "them, which pipeline stages (--pp) do not take "
-                        "yet; --zero 1 does");
     pipeline.zeroStage = *flags.zeroStage;
   }
   pipeline.withOptimizer = flags.withOptimizer;
