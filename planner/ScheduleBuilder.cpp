@@ -117,6 +117,7 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
                           const llvm::DenseMap<Value, int64_t> &bufferOf,
                           MeshAttr mesh) {
   llvm::DenseMap<Operation *, int64_t> indexOf;
+  llvm::DenseMap<int64_t, int64_t> lastTransfer; // stage -> node
   ScheduleGraph graph;
   for (Operation *op : ops) {
     ScheduleNode node;
@@ -152,25 +153,43 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
         node.writes.push_back(bufferOf.lookup(result));
         node.memBytes += tensorBytes(result);
       }
-    // A gather of parameters kept as dp blocks (ZeRO-3) reads arguments
-    // alone, so nothing would hold it back: the list schedule would start
-    // every one at the step's start and hold all of them whole at once
-    // (MiniMind at dp 2: 124 MiB more activations). It follows the node
-    // before it, as sharc-shard-parameters placed it one group ahead.
-    if (isa<AllGatherOp, AllGatherCoalescedOp>(op) && !graph.empty() &&
-        llvm::all_of(op->getOperands(),
-                     [](Value x) { return isa<BlockArgument>(x); }))
-      node.inputs.push_back(static_cast<int64_t>(graph.size()) - 1);
     if (auto cost = dyn_cast<CostOpInterface>(op))
       node.flops = cost.getFlops();
     if (auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr))
       node.stage = stage.getInt();
+    // A gather of parameters kept as dp blocks (ZeRO-3) reads arguments
+    // alone, so nothing would hold it back: the list schedule would start
+    // every one at the step's start and hold all of them whole at once
+    // (MiniMind at dp 2: 124 MiB more activations). It follows the node
+    // of its stage before it, as sharc-shard-parameters placed it one
+    // group ahead.
+    if (isa<AllGatherOp, AllGatherCoalescedOp>(op) &&
+        llvm::all_of(op->getOperands(),
+                     [](Value x) { return isa<BlockArgument>(x); }))
+      for (int64_t before = static_cast<int64_t>(graph.size()) - 1; before >= 0;
+           --before)
+        if (graph[before].stage == node.stage) {
+          node.inputs.push_back(before);
+          break;
+        }
     if (auto send = dyn_cast<SendOp>(op)) {
       node.peer = send.getPeer();
       node.tag = send.getTag();
     } else if (auto recv = dyn_cast<RecvOp>(op)) {
       node.peer = recv.getPeer();
       node.tag = recv.getTag();
+    }
+    // A stage's sends and recvs share one in-order stream, in an order
+    // sharc-pipeline-schedule made deadlock-free and NCCL pairs by: each
+    // follows the stage's transfer before it. Else the list schedule,
+    // finding a recv ready at the start (it reads nothing), posts it
+    // before the sends the other stage waits for, and both wait forever
+    // (`--pp 2 --schedule latency` timed out on the cpu).
+    if (isa<SendOp, RecvOp>(op)) {
+      auto [last, fresh] = lastTransfer.try_emplace(node.stage, int64_t{-1});
+      if (last->second >= 0)
+        node.inputs.push_back(last->second);
+      last->second = static_cast<int64_t>(graph.size());
     }
     indexOf[op] = static_cast<int64_t>(graph.size());
     graph.push_back(std::move(node));
