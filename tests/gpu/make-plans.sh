@@ -193,3 +193,10 @@ done
 "$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
   --emit-logits --mode ddp --dp 2 --zero 3 \
   -o "$out/minimind-bf16-ddp-zero3.plan"
+"$sharc" compile "$here/small.yaml" --mode pp --pp 2 --dp 2 --microbatches 2 \
+  --pp-schedule 1f1b --zero 3 -o "$out/small-f32-dp_pp-zero3.plan"
+# The latency schedule on pipeline stages (each stage's transfers in
+# program order; every such plan hung before).
+"$sharc" compile "$here/small.yaml" --keep-grads --mode pp --pp 2 \
+  --microbatches 2 --pp-schedule 1f1b --schedule latency \
+  -o "$out/small-f32-pp-1f1b-latency.plan"
