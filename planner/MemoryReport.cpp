@@ -200,25 +200,22 @@ std::string sharc::formatReport(const plan::Plan &plan,
                 static_cast<long long>(report.worldSize));
   text += line;
   row("parameters", report.parameterBytes);
-  if (report.numShardedParams > 0) {
+  // "ZeRO-n: N of M parameters ...", where some are so.
+  auto zeroLine = [&](int stage, int64_t count, const char *what) {
+    if (count == 0)
+      return;
     std::snprintf(line, sizeof(line),
-                  "    ZeRO-3: %lld of %lld parameters are one block a dp "
-                  "rank, gathered where the step reads them\n",
-                  static_cast<long long>(report.numShardedParams),
-                  static_cast<long long>(report.numParams));
+                  "    ZeRO-%d: %lld of %lld parameters %s\n", stage,
+                  static_cast<long long>(count),
+                  static_cast<long long>(report.numParams), what);
     text += line;
-  }
+  };
+  zeroLine(3, report.numShardedParams,
+           "are one block a dp rank, gathered where the step reads them");
   row("optimizer state", report.optimizerBytes);
   if (report.masterBytes > 0)
     row("  of which fp32 master", report.masterBytes);
-  if (report.numShardedStates > 0) {
-    std::snprintf(line, sizeof(line),
-                  "    ZeRO-1: %lld of %lld parameters keep one block a dp "
-                  "rank\n",
-                  static_cast<long long>(report.numShardedStates),
-                  static_cast<long long>(report.numParams));
-    text += line;
-  }
+  zeroLine(1, report.numShardedStates, "keep one block a dp rank");
   row("gradient arena", report.gradientBytes);
   if (report.numSlabs > 0) {
     std::snprintf(line, sizeof(line),

@@ -159,6 +159,69 @@ std::pair<int, int> parameterGathers(const plan::Plan &plan) {
   return {instructions, members};
 }
 
+/// `layout` and the dense plan (of `runFile`, if given) train alike from
+/// the same weights: losses, and parameters by the mean. With clipping's
+/// run file, three steps in which clipping acts, the global norms within
+/// 1e-5 (each block counted once).
+void requireTrainsAsDense(const PipelineOptions &layout,
+                          const std::string &runFile = "") {
+  int steps = runFile.empty() ? 5 : 3;
+  TrainedRun zero = trainOnRandomTokens(
+      compilePlan("tiny.yaml", layout, false, runFile), steps, 7, 11);
+  TrainedRun dense = trainOnRandomTokens(
+      compilePlan("tiny.yaml", false, true, runFile), steps, 7, 11);
+  if (!runFile.empty())
+    for (int step = 0; step < steps; ++step) {
+      INFO("step " << step << ": norm " << zero.gradNorms[step] << " vs "
+                   << dense.gradNorms[step]);
+      REQUIRE(dense.gradNorms[step] > 0.2); // clipping acts
+      REQUIRE(std::abs(zero.gradNorms[step] - dense.gradNorms[step]) <=
+              1e-5 * dense.gradNorms[step]);
+    }
+  requireLossesMatch(zero, dense);
+  requireParamsMatchByMean(zero, dense);
+}
+
+/// Trains `source` two steps and checkpoints it; plans of each ZeRO stage
+/// in `stages` load the checkpoint and, beside the source run itself, take
+/// two more steps: every parameter and moment must agree.
+void requireResumes(const plan::Plan &source,
+                    std::initializer_list<int64_t> stages) {
+  auto trained = train(source, 2);
+  auto params = trained->gatherParams();
+  auto state = trained->gatherOptimizerState();
+  REQUIRE(params.isOk());
+  REQUIRE(state.isOk());
+  std::vector<std::unique_ptr<exec::Runtime>> resumed;
+  for (int64_t zeroStage : stages) {
+    auto runtime =
+        makeRuntime(compilePlan("tiny.yaml", ddpLayout(zeroStage), false));
+    REQUIRE(runtime->loadParams(*params).isOk());
+    REQUIRE(runtime->loadOptimizerState(*state).isOk());
+    runtime->setNextStep(3);
+    resumed.push_back(std::move(runtime));
+  }
+  resumed.push_back(std::move(trained));
+  for (auto &runtime : resumed)
+    for (int step = 2; step < 4; ++step) {
+      REQUIRE(runtime->setBatch(randomTokens(source, 11 + step)).isOk());
+      REQUIRE(runtime->step().isOk());
+    }
+  auto reference = resumed.back()->gatherOptimizerState();
+  auto referenceParams = resumed.back()->gatherParams();
+  REQUIRE(reference.isOk());
+  REQUIRE(referenceParams.isOk());
+  for (size_t i = 0; i + 1 < resumed.size(); ++i) {
+    INFO("resumed on ZeRO stage " << std::data(stages)[i]);
+    auto moments = resumed[i]->gatherOptimizerState();
+    auto weights = resumed[i]->gatherParams();
+    REQUIRE(moments.isOk());
+    REQUIRE(weights.isOk());
+    requireTensorsClose(*moments, *reference, 1e-6);
+    requireTensorsClose(*weights, *referenceParams, 1e-6);
+  }
+}
+
 } // namespace
 
 TEST_CASE("ZeRO-1 under ddp trains as ddp and as dense", "[numerics][zero]") {
@@ -197,11 +260,7 @@ TEST_CASE("ZeRO-1 under ddp trains as ddp and as dense", "[numerics][zero]") {
           scatters.size() + members(buckets, "reduce_scatter").size());
   requireShardedLikeWhole(buckets, whole, 1e-6);
 
-  TrainedRun zero = trainOnRandomTokens(sharded, 5, 7, 11);
-  TrainedRun dense =
-      trainOnRandomTokens(compilePlan("tiny.yaml", false, true), 5, 7, 11);
-  requireLossesMatch(zero, dense);
-  requireParamsMatchByMean(zero, dense);
+  requireTrainsAsDense(ddpLayout(1));
 }
 
 TEST_CASE("ZeRO-1 with fused projections, beside tp and with clipping",
@@ -264,21 +323,7 @@ TEST_CASE("ZeRO-1 with fused projections, beside tp and with clipping",
                             compilePlan("tiny.yaml", cpWhole, false), 1e-4);
   }
   SECTION("clipping counts each block once") {
-    plan::Plan sharded =
-        compilePlan("tiny.yaml", ddpLayout(1), false, "tiny-clip.run.yaml");
-    plan::Plan dense =
-        compilePlan("tiny.yaml", false, true, "tiny-clip.run.yaml");
-    TrainedRun zero = trainOnRandomTokens(sharded, 3, 7, 11);
-    TrainedRun reference = trainOnRandomTokens(dense, 3, 7, 11);
-    for (int step = 0; step < 3; ++step) {
-      INFO("step " << step << ": norm " << zero.gradNorms[step] << " vs "
-                   << reference.gradNorms[step]);
-      REQUIRE(reference.gradNorms[step] > 0.2); // clipping acts
-      REQUIRE(std::abs(zero.gradNorms[step] - reference.gradNorms[step]) <=
-              1e-5 * reference.gradNorms[step]);
-    }
-    requireLossesMatch(zero, reference);
-    requireParamsMatchByMean(zero, reference);
+    requireTrainsAsDense(ddpLayout(1), "tiny-clip.run.yaml");
   }
 }
 
@@ -354,41 +399,7 @@ TEST_CASE("ZeRO-1 keeps the moments of one block a rank", "[numerics][zero]") {
 }
 
 TEST_CASE("a ZeRO-1 checkpoint resumes on either layout", "[numerics][zero]") {
-  plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(1), false);
-  plan::Plan whole = compilePlan("tiny.yaml", ddpLayout(0), false);
-  auto source = train(sharded, 2);
-  auto params = source->gatherParams();
-  auto state = source->gatherOptimizerState();
-  REQUIRE(params.isOk());
-  REQUIRE(state.isOk());
-  // Both continue two steps from it; so does the sharded run itself.
-  std::vector<std::unique_ptr<exec::Runtime>> resumed;
-  for (const plan::Plan *plan : {&whole, &sharded}) {
-    auto runtime = makeRuntime(*plan);
-    REQUIRE(runtime->loadParams(*params).isOk());
-    REQUIRE(runtime->loadOptimizerState(*state).isOk());
-    runtime->setNextStep(3);
-    resumed.push_back(std::move(runtime));
-  }
-  resumed.push_back(std::move(source));
-  for (auto &runtime : resumed)
-    for (int step = 2; step < 4; ++step) {
-      REQUIRE(runtime->setBatch(randomTokens(sharded, 11 + step)).isOk());
-      REQUIRE(runtime->step().isOk());
-    }
-  auto reference = resumed.back()->gatherOptimizerState();
-  auto referenceParams = resumed.back()->gatherParams();
-  REQUIRE(reference.isOk());
-  REQUIRE(referenceParams.isOk());
-  for (size_t i = 0; i < 2; ++i) {
-    INFO((i == 0 ? "unsharded" : "sharded") << " plan resumed");
-    auto moments = resumed[i]->gatherOptimizerState();
-    auto weights = resumed[i]->gatherParams();
-    REQUIRE(moments.isOk());
-    REQUIRE(weights.isOk());
-    requireTensorsClose(*moments, *reference, 1e-6);
-    requireTensorsClose(*weights, *referenceParams, 1e-6);
-  }
+  requireResumes(compilePlan("tiny.yaml", ddpLayout(1), false), {0, 1});
 }
 
 TEST_CASE("ZeRO-1 under bf16-mixed keeps a master of the block",
@@ -442,12 +453,7 @@ TEST_CASE("ZeRO-3 keeps each parameter as one block and trains as ddp",
   REQUIRE(report.numShardedParams == report.numParams);
   REQUIRE(report.numShardedStates == 0);
 
-  TrainedRun zero = trainOnRandomTokens(
-      compilePlan("tiny.yaml", ddpLayout(3), false), 5, 7, 11);
-  TrainedRun dense =
-      trainOnRandomTokens(compilePlan("tiny.yaml", false, true), 5, 7, 11);
-  requireLossesMatch(zero, dense);
-  requireParamsMatchByMean(zero, dense);
+  requireTrainsAsDense(ddpLayout(3));
 }
 
 TEST_CASE("ZeRO-3 beside tp and cp, over microbatches, tied and clipped",
@@ -495,18 +501,7 @@ TEST_CASE("ZeRO-3 beside tp and cp, over microbatches, tied and clipped",
         sharded, compilePlan("tiny-tied.yaml", ddpLayout(0), false), 1e-6);
   }
   SECTION("clipping counts each block once") {
-    TrainedRun zero = trainOnRandomTokens(
-        compilePlan("tiny.yaml", ddpLayout(3), false, "tiny-clip.run.yaml"), 3,
-        7, 11);
-    TrainedRun reference = trainOnRandomTokens(
-        compilePlan("tiny.yaml", false, true, "tiny-clip.run.yaml"), 3, 7, 11);
-    for (int step = 0; step < 3; ++step) {
-      REQUIRE(reference.gradNorms[step] > 0.2);
-      REQUIRE(std::abs(zero.gradNorms[step] - reference.gradNorms[step]) <=
-              1e-5 * reference.gradNorms[step]);
-    }
-    requireLossesMatch(zero, reference);
-    requireParamsMatchByMean(zero, reference);
+    requireTrainsAsDense(ddpLayout(3), "tiny-clip.run.yaml");
   }
   SECTION("bf16-mixed: the bf16 block and its fp32 master") {
     auto mixed = [](int64_t zeroStage) {
@@ -523,38 +518,5 @@ TEST_CASE("ZeRO-3 beside tp and cp, over microbatches, tied and clipped",
 
 TEST_CASE("a ZeRO-3 checkpoint resumes on ddp and on ZeRO-1",
           "[numerics][zero]") {
-  plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(3), false);
-  auto source = train(sharded, 2);
-  auto params = source->gatherParams();
-  auto state = source->gatherOptimizerState();
-  REQUIRE(params.isOk());
-  REQUIRE(state.isOk());
-  std::vector<std::unique_ptr<exec::Runtime>> resumed;
-  for (int64_t zeroStage : {0, 1, 3}) {
-    auto runtime =
-        makeRuntime(compilePlan("tiny.yaml", ddpLayout(zeroStage), false));
-    REQUIRE(runtime->loadParams(*params).isOk());
-    REQUIRE(runtime->loadOptimizerState(*state).isOk());
-    runtime->setNextStep(3);
-    resumed.push_back(std::move(runtime));
-  }
-  resumed.push_back(std::move(source));
-  for (auto &runtime : resumed)
-    for (int step = 2; step < 4; ++step) {
-      REQUIRE(runtime->setBatch(randomTokens(sharded, 11 + step)).isOk());
-      REQUIRE(runtime->step().isOk());
-    }
-  auto reference = resumed.back()->gatherOptimizerState();
-  auto referenceParams = resumed.back()->gatherParams();
-  REQUIRE(reference.isOk());
-  REQUIRE(referenceParams.isOk());
-  for (size_t i = 0; i + 1 < resumed.size(); ++i) {
-    INFO("resumed on layout " << i);
-    auto moments = resumed[i]->gatherOptimizerState();
-    auto weights = resumed[i]->gatherParams();
-    REQUIRE(moments.isOk());
-    REQUIRE(weights.isOk());
-    requireTensorsClose(*moments, *reference, 1e-6);
-    requireTensorsClose(*weights, *referenceParams, 1e-6);
-  }
+  requireResumes(compilePlan("tiny.yaml", ddpLayout(3), false), {0, 1, 3});
 }
