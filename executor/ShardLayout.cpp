@@ -99,11 +99,24 @@ Result<ShardSlice> shardSlice(const std::vector<plan::MeshAxis> &mesh,
                                   " of a rank-" + std::to_string(rank) +
                                   " tensor");
   // Axes in mesh order, outer first, so a dim split over [dp, tp] puts the
-  // tp pieces inside each dp piece, like the rank layout.
+  // tp pieces inside each dp piece, like the rank layout; those the
+  // sharding's order lists come first, in its order.
+  auto nesting = [&](size_t a) {
+    auto listed =
+        std::find(sharding.order.begin(), sharding.order.end(), mesh[a].name);
+    return listed != sharding.order.end()
+               ? static_cast<size_t>(listed - sharding.order.begin())
+               : sharding.order.size() + a;
+  };
+  std::vector<size_t> axes(mesh.size());
+  for (size_t a = 0; a < mesh.size(); ++a)
+    axes[a] = a;
+  std::stable_sort(axes.begin(), axes.end(),
+                   [&](size_t x, size_t y) { return nesting(x) < nesting(y); });
   for (int64_t d = 0; d < rank; ++d) {
     std::vector<Run> runs{{0, globalShape[d]}};
     int64_t extent = globalShape[d], pieces = 1;
-    for (size_t a = 0; a < mesh.size(); ++a) {
+    for (size_t a : axes) {
       auto it = sharding.dimOfAxis.find(mesh[a].name);
       if (it == sharding.dimOfAxis.end() || it->second != d)
         continue;

@@ -23,9 +23,10 @@ namespace sharc {
 inline constexpr llvm::StringLiteral kOptimizerShardAxis = "dp";
 
 /// The dimension of a value of `type` (a parameter or its synced gradient,
-/// replicated on dp) that ZeRO-1 splits over dp: 0, where no mesh axis
-/// splits it already and dp divides its extent; -1 when the value is not
-/// replicated on dp or dim 0 does not qualify (it keeps a whole update).
+/// replicated on dp) that ZeRO-1 splits over dp: 0, where dp divides the
+/// rank's extent (inside any other axis' split of it); -1 when the value
+/// is not replicated on dp or dim 0 does not qualify (it keeps a whole
+/// update).
 int64_t optimizerShardDim(mlir::Type type, MeshAttr mesh);
 
 /// `type` with dimension `dim` split over dp (S(dim) there, the extent

@@ -348,12 +348,11 @@ def ShardOptimizer : Pass<"sharc-shard-optimizer", "::mlir::ModuleOp"> {
     updates in place (`sharc.update_of`). A sync over dp and other axes
     (`dp,cp`, a norm weight's `dp,tp`) first sums over the others (an
     all_reduce, bucketed as an all_reduce_coalesced), then reduce-scatters
-    over dp. The block is along dim 0, where
-    no axis splits it yet and dp divides its extent
-    (passes/OptimizerShards.h); another parameter (a column-parallel
-    weight under tp, say) keeps its whole update. Moments are 2/dp of the
-    parameter bytes a rank instead of 2x (ZeRO stage 1); gradients and
-    parameters stay whole.
+    over dp. The block is along dim 0 where dp divides the rank's extent,
+    inside any tp split of it (a column-parallel weight's rows)
+    (passes/OptimizerShards.h); another parameter keeps its whole update.
+    Moments are 2/dp of the parameter bytes a rank instead of 2x (ZeRO
+    stage 1); gradients and parameters stay whole.
 
     A clipped step's global norm reads the gradient blocks, each counted
     once. A gradient the step also returns (`keep-gradients`) must stay

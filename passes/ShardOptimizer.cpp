@@ -32,13 +32,14 @@ int64_t sharc::optimizerShardDim(Type type, MeshAttr mesh) {
   // Dim 0 only: a rank's block is then contiguous, and a bucket's
   // collectives are plain NCCL calls in one group. A block of an inner
   // dimension would go through the communicator's one staging buffer with
-  // copies on either side, which a group cannot share: with the
-  // column-parallel weights (dim 0 split over tp) cut along dim 1, the
-  // planner counted 86 collectives over dp a step where ddp's buckets take
-  // 6 (MiniMind at dp 2 x tp 2, predicted 6.21 against 4.80 ms), so such a
-  // weight keeps its whole update.
-  if (tensor.getRank() > 0 && axesSplitting(placement, 0, mesh).empty() &&
-      tensor.getDimSize(0) >= size && tensor.getDimSize(0) % size == 0)
+  // copies on either side, which a group cannot share (the column-parallel
+  // weights cut along dim 1: 86 collectives over dp a step where ddp's
+  // buckets take 6, MiniMind at dp 2 x tp 2 predicted 6.21 against 4.80
+  // ms). Dim 0 of a tensor-parallel shard (a column-parallel weight's
+  // rows) is as contiguous: dp splits it inside tp, and the plan's
+  // sharding states that order.
+  if (tensor.getRank() > 0 && tensor.getDimSize(0) >= size &&
+      tensor.getDimSize(0) % size == 0)
     return 0;
   return -1;
 }

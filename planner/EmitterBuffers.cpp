@@ -68,8 +68,6 @@ FailureOr<int64_t> Emitter::addBuffer(Value value, plan::Region region,
 LogicalResult Emitter::assignArguments() {
   llvm::StringMap<size_t> paramIndex;
   for (BlockArgument arg : func.getArguments()) {
-    if (failed(checkMeshNesting(arg)))
-      return failure();
     unsigned index = arg.getArgNumber();
     StringRef param = getArgString(func, index, kParamAttr);
     StringRef input = getArgString(func, index, kInputAttr);
@@ -120,7 +118,8 @@ LogicalResult Emitter::assignArguments() {
           globalLayout(arg.getType(), mesh, balancedAxis).first;
       sharding.stage = owner.sharding.stage;
       std::optional<plan::Sharding> own;
-      if (sharding.dimOfAxis != owner.sharding.dimOfAxis)
+      if (sharding.dimOfAxis != owner.sharding.dimOfAxis ||
+          sharding.order != owner.sharding.order)
         own = sharding;
       if (owner.state.size() > 1 &&
           owner.stateLayout().dimOfAxis !=
@@ -141,8 +140,6 @@ LogicalResult Emitter::assignArguments() {
 LogicalResult Emitter::assignResults() {
   auto returnOp = cast<func::ReturnOp>(func.getBody().back().getTerminator());
   for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
-    if (failed(checkMeshNesting(value)))
-      return failure();
     std::string output = getResultString(func, index, kOutputAttr).str();
     if (auto updateOf =
             func.getResultAttrOfType<IntegerAttr>(index, kUpdateOfAttr)) {

@@ -20,15 +20,6 @@ FailureOr<DType> dtypeOf(Type type, Location loc) {
   return emitError(loc) << "no plan element type for " << type;
 }
 
-LogicalResult checkMeshNesting(Value value) {
-  PlacementAttr placement = getPlacement(value.getType());
-  if (placement.getOrder().empty())
-    return success();
-  return emitError(value.getLoc())
-         << "a plan argument or result cannot state a split order, got "
-         << placement;
-}
-
 /// The plan's sharding and global shape of a value with local `type`.
 std::pair<plan::Sharding, std::vector<int64_t>>
 globalLayout(Type type, MeshAttr mesh, StringRef balancedAxis) {
@@ -45,6 +36,18 @@ globalLayout(Type type, MeshAttr mesh, StringRef balancedAxis) {
       if (code == 0 && axis.getValue() == balancedAxis)
         sharding.balancedAxis = balancedAxis.str();
     }
+  }
+  // Where the placement nests a dimension's axes unlike the mesh's order
+  // (ZeRO's dp block inside a tp shard), the plan says so.
+  for (int64_t dim = 0; dim < tensor.getRank(); ++dim) {
+    SmallVector<StringRef> stated = placement.splitOrder(dim);
+    SmallVector<StringRef> meshOrder;
+    for (StringAttr axis : mesh.getAxes())
+      if (llvm::is_contained(stated, axis.getValue()))
+        meshOrder.push_back(axis.getValue());
+    if (stated != meshOrder)
+      for (StringRef axis : stated)
+        sharding.order.push_back(axis.str());
   }
   return {sharding, shape};
 }

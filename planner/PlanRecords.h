@@ -1,5 +1,5 @@
 //===- PlanRecords.h - plan records of IR values and ops --------*- C++ -*-===//
-// defines: dtypeOf, checkMeshNesting, globalLayout, pipelineStages,
+// defines: dtypeOf, globalLayout, pipelineStages,
 //          stageOfValue, locationString, instructionAttrs, slabRegion,
 //          memberName, parameterGradients, columnCopies
 //
@@ -24,11 +24,6 @@
 namespace sharc {
 
 mlir::FailureOr<DType> dtypeOf(mlir::Type type, mlir::Location loc);
-
-/// Fails, naming the value, where its placement states a split order: the
-/// plan's sharding gives each axis its dimension and nests the axes as the
-/// mesh does, which a stated order contradicts.
-mlir::LogicalResult checkMeshNesting(mlir::Value value);
 
 /// Each op's pipeline stage on a mesh with a pp axis of more than one rank
 /// (an op without one is an error); empty without such an axis.

@@ -57,6 +57,11 @@ struct MeshAxis {
 struct Sharding {
   std::map<std::string, int64_t> dimOfAxis;
   std::string balancedAxis = ""; ///< empty: every split is contiguous
+  /// Axes that split one dimension together nest in mesh order, the
+  /// earlier axis outer, unless listed here: then in this order, outer
+  /// first. ZeRO's dp block of a tensor-parallel shard's rows is inside
+  /// the tp split: {tp: 0, dp: 0, order: [tp, dp]}.
+  std::vector<std::string> order = {};
   /// With pipeline stages: only the ranks of this stage (their coordinate
   /// on kStageAxis) hold the tensor; -1: every stage does.
   int64_t stage = -1;

@@ -314,10 +314,22 @@ public:
     if (!node.IsMap())
       return fail(node, "expected a map from mesh axis to dimension, got " +
                             describe(node));
-    YAML::Node balancedNode;
+    YAML::Node balancedNode, orderNode;
     for (auto it = node.begin(); it != node.end(); ++it) {
       std::string axis;
       SHARC_TRY(readString(it->first, axis));
+      if (axis == "order") {
+        orderNode = it->second;
+        if (!orderNode.IsSequence())
+          return fail(orderNode, "order: expected a list of mesh axes, got " +
+                                     describe(orderNode));
+        for (const YAML::Node &item : orderNode) {
+          std::string name;
+          SHARC_TRY(readString(item, name));
+          sharding.order.push_back(name);
+        }
+        continue;
+      }
       if (axis == "stage") {
         SHARC_TRY(readStage(it->second, plan, sharding.stage));
         continue;
@@ -345,6 +357,18 @@ public:
                                     " out of range for a tensor of rank " +
                                     std::to_string(rank));
       sharding.dimOfAxis[axis] = dim;
+    }
+    // The order nests axes that split a dimension, each once.
+    for (size_t i = 0; i < sharding.order.size(); ++i) {
+      const std::string &name = sharding.order[i];
+      auto it = sharding.dimOfAxis.find(name);
+      if (it == sharding.dimOfAxis.end() || it->second < 0)
+        return fail(orderNode, "order names '" + name +
+                                   "', which splits no dimension of this "
+                                   "sharding");
+      for (size_t j = 0; j < i; ++j)
+        if (sharding.order[j] == name)
+          return fail(orderNode, "order names '" + name + "' twice");
     }
     // The balanced split cuts the dimension its axis splits.
     if (!sharding.balancedAxis.empty()) {

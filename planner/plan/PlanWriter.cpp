@@ -24,6 +24,12 @@ std::string formatSharding(const Sharding &sharding) {
   if (!sharding.balancedAxis.empty())
     result += std::string(result.size() > 1 ? ", " : "") +
               "balanced: " + quoted(sharding.balancedAxis);
+  if (!sharding.order.empty()) {
+    result += std::string(result.size() > 1 ? ", " : "") + "order: [";
+    for (size_t i = 0; i < sharding.order.size(); ++i)
+      result += (i ? ", " : "") + identifier(sharding.order[i]);
+    result += "]";
+  }
   if (sharding.stage >= 0)
     result += std::string(result.size() > 1 ? ", " : "") +
               "stage: " + std::to_string(sharding.stage);

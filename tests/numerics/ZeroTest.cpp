@@ -271,25 +271,30 @@ TEST_CASE("ZeRO-1 with fused projections, beside tp and with clipping",
     requireShardedLikeWhole(compilePlan("tiny.yaml", sharded, false),
                             compilePlan("tiny.yaml", whole, false), 1e-6);
   }
-  SECTION("dp=2 x tp=2: blocks of the weights tp leaves whole on dim 0") {
-    plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(1, 2), false);
-    // Norm weights sync over dp and tp at once, and column-parallel
-    // weights have dim 0 split over tp: both keep whole updates.
-    int numSharded = countShardedState(sharded);
-    INFO(numSharded << " of " << sharded.params.size());
-    REQUIRE(numSharded > 0);
-    REQUIRE(numSharded < static_cast<int>(sharded.params.size()));
-    for (const plan::ParamEntry &param : sharded.params) {
-      auto tp = param.sharding.dimOfAxis.find("tp");
-      bool tpSplitsDim0 =
-          tp != param.sharding.dimOfAxis.end() && tp->second == 0;
-      if (param.stateSharding) {
+  SECTION("dp=2 x tp=2: a column-parallel weight's block inside its tp shard") {
+    for (bool fused : {false, true}) {
+      INFO((fused ? "fused" : "separate") << " projections");
+      PipelineOptions layout = ddpLayout(1, 2), wholeLayout = ddpLayout(0, 2);
+      layout.fuseProjections = wholeLayout.fuseProjections = fused;
+      plan::Plan sharded = compilePlan("tiny.yaml", layout, false);
+      // Every parameter: the column-parallel weights' dim 0, which tp
+      // splits, is split again over dp inside it, which the plan states.
+      REQUIRE(countShardedState(sharded) ==
+              static_cast<int>(sharded.params.size()));
+      int nested = 0;
+      for (const plan::ParamEntry &param : sharded.params) {
+        auto tp = param.sharding.dimOfAxis.find("tp");
+        if (tp == param.sharding.dimOfAxis.end() || tp->second != 0)
+          continue;
         REQUIRE(param.stateSharding->dimOfAxis.at("dp") == 0);
-        REQUIRE(!tpSplitsDim0);
+        REQUIRE(param.stateSharding->order ==
+                std::vector<std::string>{"tp", "dp"});
+        ++nested;
       }
+      REQUIRE(nested >= 10); // q, k, v, gate, up of both layers
+      requireShardedLikeWhole(
+          sharded, compilePlan("tiny.yaml", wholeLayout, false), 1e-6);
     }
-    requireShardedLikeWhole(
-        sharded, compilePlan("tiny.yaml", ddpLayout(0, 2), false), 1e-6);
   }
   SECTION("syncs over dp and another axis: dp=2 x cp=2, tp_sp_async_vp x dp") {
     // The gradient is summed over cp (or a norm weight's over tp) in an
@@ -458,14 +463,17 @@ TEST_CASE("ZeRO-3 keeps each parameter as one block and trains as ddp",
 
 TEST_CASE("ZeRO-3 beside tp and cp, over microbatches, tied and clipped",
           "[numerics][zero]") {
-  SECTION("dp=2 x tp=2: the blocks of the weights tp leaves whole on dim 0") {
-    plan::Plan sharded = compilePlan("tiny.yaml", ddpLayout(3, 2), false);
-    int numSharded = countShardedParams(sharded);
-    INFO(numSharded << " of " << sharded.params.size());
-    REQUIRE(numSharded > 0);
-    REQUIRE(numSharded < static_cast<int>(sharded.params.size()));
-    requireShardedLikeWhole(
-        sharded, compilePlan("tiny.yaml", ddpLayout(0, 2), false), 1e-6);
+  SECTION("dp=2 x tp=2: column-parallel weights a block of their tp shard") {
+    for (bool fused : {false, true}) {
+      INFO((fused ? "fused" : "separate") << " projections");
+      PipelineOptions layout = ddpLayout(3, 2), wholeLayout = ddpLayout(0, 2);
+      layout.fuseProjections = wholeLayout.fuseProjections = fused;
+      plan::Plan sharded = compilePlan("tiny.yaml", layout, false);
+      REQUIRE(countShardedParams(sharded) ==
+              static_cast<int>(sharded.params.size()));
+      requireShardedLikeWhole(
+          sharded, compilePlan("tiny.yaml", wholeLayout, false), 1e-6);
+    }
   }
   SECTION("dp=2 x cp=2 with fused projections in small groups") {
     PipelineOptions cp = ddpLayout(3), cpWhole = ddpLayout(0);

@@ -54,6 +54,19 @@ TEST_CASE("shard slices are contiguous pieces in rank order", "[executor]") {
   REQUIRE(quarter->localShape == std::vector<int64_t>{2, 6});
   REQUIRE(quarter->start == std::vector<int64_t>{4, 0});
 
+  // ... or, with the order stated, dp pieces inside each tp piece (ZeRO's
+  // block of a tensor-parallel shard): tp rank 0 holds rows 0..3, and its
+  // dp rank 1 the rows 2 and 3 of those.
+  plan::Sharding tpOuter = both;
+  tpOuter.order = {"tp", "dp"};
+  auto block = shardSlice(mesh(2, 2), tpOuter, {8, 6}, {1, 0});
+  REQUIRE(block);
+  REQUIRE(block->localShape == std::vector<int64_t>{2, 6});
+  REQUIRE(block->start == std::vector<int64_t>{2, 0});
+  auto last = shardSlice(mesh(2, 2), tpOuter, {8, 6}, {0, 1});
+  REQUIRE(last);
+  REQUIRE(last->start == std::vector<int64_t>{4, 0});
+
   REQUIRE(isShardOwner(mesh(2, 2), byRows, {0, 1}));
   REQUIRE_FALSE(isShardOwner(mesh(2, 2), byRows, {1, 1}));
 

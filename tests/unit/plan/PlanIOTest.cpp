@@ -58,6 +58,9 @@ Plan makeFullPlan() {
   embed.sharding.dimOfAxis = {{"dp", -1}, {"tp", 0}};
   embed.init = {"normal", 0.0123456789012345678};
   embed.state = {1, 2};
+  // ZeRO-1's moments: a dp block inside each tp shard of the rows.
+  embed.stateSharding = Sharding{{{"dp", 0}, {"tp", 0}}};
+  embed.stateSharding->order = {"tp", "dp"};
   ParamEntry head;
   head.name = "lm_head.weight";
   head.buffer = 0;
@@ -108,6 +111,7 @@ Plan makeFullPlan() {
 void requireSameSharding(const Sharding &a, const Sharding &b) {
   REQUIRE(a.dimOfAxis == b.dimOfAxis);
   REQUIRE(a.balancedAxis == b.balancedAxis);
+  REQUIRE(a.order == b.order);
 }
 
 /// Field by field, so that a failure names the field that differs.
@@ -146,6 +150,9 @@ void requireSamePlan(const Plan &a, const Plan &b) {
     REQUIRE(x.buffer == y.buffer);
     REQUIRE(x.globalShape == y.globalShape);
     requireSameSharding(x.sharding, y.sharding);
+    REQUIRE(x.stateSharding.has_value() == y.stateSharding.has_value());
+    if (x.stateSharding)
+      requireSameSharding(*x.stateSharding, *y.stateSharding);
     REQUIRE(x.init.kind == y.init.kind);
     REQUIRE(x.init.stddev == y.init.stddev);
     REQUIRE(x.tiedTo == y.tiedTo);
@@ -318,6 +325,13 @@ const Malformed kMalformed[] = {
      "{tp: 1, balanced: \"dp\"}",
      "plan.yaml:13:78: balanced names 'dp', which splits no dimension of this "
      "sharding"},
+    {"sharding on an unknown axis or dimension", 13, "{tp: 1}",
+     "{tp: 1, order: [dp, tp]}",
+     "plan.yaml:13:75: order names 'dp', which splits no dimension of this "
+     "sharding"},
+    {"sharding on an unknown axis or dimension", 13, "{tp: 1}",
+     "{tp: 1, order: tp}",
+     "plan.yaml:13:75: order: expected a list of mesh axes, got 'tp'"},
     {"sharding on an unknown axis or dimension", 13, "{tp: 1}", "{tp: 2}",
      "plan.yaml:13:65: dimension 2 out of range for a tensor of rank 2"},
     {"parameter and input buffers out of range", 13, "buffer: 0", "buffer: 7",
