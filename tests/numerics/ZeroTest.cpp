@@ -186,7 +186,7 @@ void requireTrainsAsDense(const PipelineOptions &layout,
 /// in `stages` load the checkpoint and, beside the source run itself, take
 /// two more steps: every parameter and moment must agree.
 void requireResumes(const plan::Plan &source,
-                    std::initializer_list<int64_t> stages) {
+                    std::initializer_list<int64_t> stages, int64_t tpSize = 1) {
   auto trained = train(source, 2);
   auto params = trained->gatherParams();
   auto state = trained->gatherOptimizerState();
@@ -194,8 +194,8 @@ void requireResumes(const plan::Plan &source,
   REQUIRE(state.isOk());
   std::vector<std::unique_ptr<exec::Runtime>> resumed;
   for (int64_t zeroStage : stages) {
-    auto runtime =
-        makeRuntime(compilePlan("tiny.yaml", ddpLayout(zeroStage), false));
+    auto runtime = makeRuntime(
+        compilePlan("tiny.yaml", ddpLayout(zeroStage, tpSize), false));
     REQUIRE(runtime->loadParams(*params).isOk());
     REQUIRE(runtime->loadOptimizerState(*state).isOk());
     runtime->setNextStep(3);
@@ -527,4 +527,7 @@ TEST_CASE("ZeRO-3 beside tp and cp, over microbatches, tied and clipped",
 TEST_CASE("a ZeRO-3 checkpoint resumes on ddp and on ZeRO-1",
           "[numerics][zero]") {
   requireResumes(compilePlan("tiny.yaml", ddpLayout(3), false), {0, 1, 3});
+  // Beside tp: blocks inside the column-parallel weights' tp shards.
+  requireResumes(compilePlan("tiny.yaml", ddpLayout(3, 2), false), {0, 1, 3},
+                 2);
 }
