@@ -18,8 +18,9 @@
 #     --hidden 4096 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 12928" \
 #     scripts/gpu-session.sh sweep peers
 # and SHARC_STREAM_PRIORITY=comm|compute with BENCH_MODES=... bench (with
-# ddp-zero beside ddp: ZeRO-1's grouped reduce-scatters and all-gathers
-# have run only through the host so far), and
+# ddp-zero and ddp-zero3 beside ddp: ZeRO-1's and ZeRO-3's grouped
+# reduce-scatters and all-gathers have run only through the host so far),
+# and
 # `scripts/gpu-session.sh ncclmem` (about two minutes: what NCCL holds per
 # rank beside the plan, the speed issue's memory goal).
 #

@@ -1,17 +1,19 @@
-//===- ZeroTest.cpp - ZeRO-1: the optimizer state sharded over dp ---------===//
+//===- ZeroTest.cpp - ZeRO-1 and ZeRO-3: state and parameters over dp -----===//
 //
 // `--zero 1` (sharc-shard-optimizer) reduce-scatters each data-parallel
 // gradient, updates one block of the parameter a rank with moments of that
-// block alone, and all-gathers the blocks. The reference is the same layout
+// block alone, and all-gathers the blocks; `--zero 3`
+// (sharc-shard-parameters) keeps the parameter itself as the block and
+// gathers it before each op that reads it. The reference is the same layout
 // without it (the all_reduce and whole updates) and the dense step: from
 // the same weights on the same tokens every loss, parameter and moment must
 // agree, with fused projections (a fused weight's pieces cut apart before
-// the sync), beside tensor parallelism (blocks of the weights whose dim 0
-// tp leaves whole), on pipeline stages (each stage's buckets apart), with
-// clipping (each block counted once in the global norm) and under
-// bf16-mixed (a master of the block). A checkpoint of the
-// sharded state loads into the unsharded plan and back, and the plan holds
-// the moments of one block a rank.
+// the sync, gathered into one buffer's rows), beside tensor parallelism
+// (blocks inside the column-parallel weights' tp shards), on pipeline
+// stages (each stage's buckets and gathers apart), with clipping (each
+// block counted once in the global norm), over microbatches and under
+// bf16-mixed (a master of the block). A checkpoint of either loads into
+// the unsharded plan and back, and the plan holds one block a rank.
 //
 //===----------------------------------------------------------------------===//
 
