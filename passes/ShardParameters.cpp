@@ -116,22 +116,19 @@ void ParameterSharder::findBlockParameters() {
   // repeat until nothing changes.
   bool changed = true;
   while (changed) {
-    changed = false;
-    for (auto &[param, block] : llvm::make_early_inc_range(blocks))
-      for (Operation *user : param.getUsers()) {
-        auto concat = dyn_cast<ConcatOp>(user);
-        if (!concat)
-          continue;
-        bool allBlocks =
-            concat.isView() && llvm::all_of(concat.getXs(), [&](Value x) {
-              return blocks.count(x) > 0;
-            });
-        if (!allBlocks) {
-          blocks.erase(param);
-          changed = true;
-          break;
-        }
-      }
+    SmallVector<Value> whole;
+    for (auto &[param, block] : blocks)
+      if (llvm::any_of(param.getUsers(), [&](Operation *user) {
+            auto concat = dyn_cast<ConcatOp>(user);
+            return concat && (!concat.isView() ||
+                              !llvm::all_of(concat.getXs(), [&](Value x) {
+                                return blocks.count(x) > 0;
+                              }));
+          }))
+        whole.push_back(param);
+    for (Value param : whole)
+      blocks.erase(param);
+    changed = !whole.empty();
   }
 }
 

@@ -84,3 +84,39 @@ module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
     return %loss, %ga, %gb, %y : tensor<f32>, !rw, !rw, !y
   }
 }
+
+// -----
+
+// A fused weight one member of which keeps a whole update (3 rows, which
+// dp does not divide) keeps the other whole too: the concat of parameters
+// as it was, both updates whole, nothing gathered.
+// CHECK-LABEL: func.func @fused_mixed
+// CHECK-SAME: tensor<4x2xf32, #sharc.place<dp = R>> {sharc.param = "a"}
+// CHECK-SAME: tensor<3x2xf32, #sharc.place<dp = R>> {sharc.param = "c"}
+// CHECK-NEXT: sharc.concat %arg0, %arg1 {dim = 0 : i64}
+// CHECK-NOT: sharc.all_gather
+// CHECK-NOT: sharc.slice_to_rank
+// CHECK: sharc.adamw %arg1
+// CHECK: sharc.adamw %arg0
+// CHECK-NOT: sharc.all_gather
+// CHECK: return
+!p72 = tensor<7x2xf32, #sharc.place<dp = P>>
+!r72 = tensor<7x2xf32, #sharc.place<dp = R>>
+!ra = tensor<4x2xf32, #sharc.place<dp = R>>
+!rc = tensor<3x2xf32, #sharc.place<dp = R>>
+!x = tensor<3x2xf32, #sharc.place<dp = S(0)>>
+!y = tensor<3x7xf32, #sharc.place<dp = S(0)>>
+module attributes {sharc.mesh = #sharc.mesh<dp = 2>,
+                   sharc.optimizer = {lr = 1.0e-3 : f64}} {
+  func.func @fused_mixed(%a: !ra {sharc.param = "a"}, %c: !rc {sharc.param = "c"},
+                         %x: !x, %dac: !p72, %loss: tensor<f32>)
+      -> (tensor<f32> {sharc.output = "loss"},
+          !ra {sharc.output = "grad:a"}, !rc {sharc.output = "grad:c"},
+          !y {sharc.output = "y"}) {
+    %ac = sharc.concat %a, %c {dim = 0 : i64} : (!ra, !rc) -> !r72
+    %y = sharc.matmul %x, %ac : (!x, !r72) -> !y
+    %g = sharc.all_reduce %dac {axis = "dp"} : (!p72) -> !r72
+    %ga, %gc = sharc.split %g {dim = 0 : i64} : (!r72) -> (!ra, !rc)
+    return %loss, %ga, %gc, %y : tensor<f32>, !ra, !rc, !y
+  }
+}
