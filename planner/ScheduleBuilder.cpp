@@ -186,10 +186,10 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     // before the sends the other stage waits for, and both wait forever
     // (`--pp 2 --schedule latency` timed out on the cpu).
     if (isa<SendOp, RecvOp>(op)) {
-      auto [last, fresh] = lastTransfer.try_emplace(node.stage, int64_t{-1});
-      if (last->second >= 0)
+      auto last = lastTransfer.find(node.stage);
+      if (last != lastTransfer.end())
         node.inputs.push_back(last->second);
-      last->second = static_cast<int64_t>(graph.size());
+      lastTransfer[node.stage] = static_cast<int64_t>(graph.size());
     }
     indexOf[op] = static_cast<int64_t>(graph.size());
     graph.push_back(std::move(node));
