@@ -58,6 +58,10 @@ inline constexpr llvm::StringLiteral kBalancedAxisAttr = "sharc.balanced_axis";
 /// The pipeline stage an op runs on (i64, sharc-pipeline-partition and
 /// -schedule); the planner writes it into the plan.
 inline constexpr llvm::StringLiteral kStageAttr = "sharc.stage";
+/// Marks a copy of a forward op that full recompute runs in the backward
+/// (unit, sharc-recompute{policy=full}); the planner defers no weight
+/// gradient past one.
+inline constexpr llvm::StringLiteral kRecomputeAttr = "sharc.recompute";
 /// Interleaved pipelines: the model chunk (i64) of an op on its stage, and
 /// a transfer's chunks at either end; the virtual stage is
 /// stage + chunk x (pipeline ranks).

@@ -33,7 +33,7 @@ struct PipelineOptions {
   std::string cpComm = "a2a";
   std::string cpSplit = "balanced";
   bool sequenceParallel = false, vocabParallel = false;
-  std::string recompute = "none"; ///< "none" or "sp-allgather"
+  std::string recompute = "none"; ///< "none", "sp-allgather" or "full"
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
   /// ZeRO stage: 0; 1 to shard the optimizer state over dp
   /// (sharc-shard-optimizer); 3 to shard the parameters too

@@ -417,9 +417,15 @@ def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {
     backward re-all-gathers the sequence-sharded input of each
     column-parallel matmul for its weight gradient, so the gathered tensor
     dies after the forward and only the local shard is kept.
+
+    Policy `full` (Megatron's full recompute, every layer): of each layer's
+    forward only its input lives into the backward; right before the first
+    backward op that reads anything else the layer computed, the layer's
+    forward (its collectives included) runs again and the backward reads
+    the copies. Runs after autodiff and before sharc-microbatch.
   }];
   let options = [Option<"policy", "policy", "std::string", "\"sp-allgather\"",
-                        "what to recompute: sp-allgather or none">];
+                        "what to recompute: full, sp-allgather or none">];
 }
 
 def VerifyPlacements : Pass<"sharc-verify-placements", "::mlir::ModuleOp"> {

@@ -1,21 +1,18 @@
 //===- PipelinePartition.cpp - forward ops onto pipeline stages -----------===//
 //
 // Each forward op belongs to a unit: the embedding (-1), a layer 0..L-1 or
-// the head (L: final norm, LM head, loss). A parameter's unit comes from its
-// name and role; an op's is the latest unit of what it reads, so the
-// residual stream moves to a layer's unit where the layer starts; an op
-// that reads no parameter nor op (a constant) takes its first user's.
-// Units map to stages by a contiguous split of the layers.
+// the head (L), as passes/LayerUnits.h finds them. Units map to stages by a
+// contiguous split of the layers.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ir/SharcOps.h"
+#include "passes/LayerUnits.h"
 #include "passes/Layout.h"
 #include "passes/Passes.h"
 #include "passes/PipelineStages.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include <limits>
 #include <map>
 
 namespace sharc {
@@ -28,8 +25,6 @@ using namespace sharc;
 
 namespace {
 
-constexpr int64_t kNoUnit = std::numeric_limits<int64_t>::min();
-
 class Partitioner {
 public:
   Partitioner(func::FuncOp func, StringRef axis, int64_t numStages,
@@ -40,7 +35,6 @@ public:
   LogicalResult run(StringRef balance);
 
 private:
-  int64_t paramUnit(unsigned index) const;
   void findUnits();
   int64_t stageOfUnit(int64_t unit) const;
   LogicalResult routeSharedParams();
@@ -88,45 +82,11 @@ FailureOr<Value> Partitioner::transfer(Value value, int64_t from, int64_t to) {
   return moved.getY();
 }
 
-int64_t Partitioner::paramUnit(unsigned index) const {
-  StringRef name = getArgString(func, index, kParamAttr);
-  if (getArgString(func, index, kRoleAttr) == kRoleEmbedding)
-    return -1;
-  int64_t layer = 0;
-  if (name.consume_front("layers.") &&
-      !name.split('.').first.getAsInteger(10, layer))
-    return layer;
-  return numLayers; // the final norm and the LM head
-}
-
 void Partitioner::findUnits() {
-  Block &body = func.getBody().front();
-  auto unitOfValue = [&](Value value) {
-    if (auto arg = dyn_cast<BlockArgument>(value))
-      return getArgString(func, arg.getArgNumber(), kParamAttr).empty()
-                 ? kNoUnit
-                 : paramUnit(arg.getArgNumber());
-    auto it = unitOf.find(value.getDefiningOp());
-    return it == unitOf.end() ? kNoUnit : it->second;
-  };
-  for (Operation &op : body.without_terminator()) {
-    int64_t unit = kNoUnit;
-    for (Value operand : op.getOperands())
-      unit = std::max(unit, unitOfValue(operand));
-    if (unit != kNoUnit)
-      unitOf[&op] = unit;
-  }
-  // What reads neither a parameter nor an op (the tokens' ops, constants)
-  // runs where it is first needed.
-  for (Operation &op : llvm::reverse(body.without_terminator())) {
-    if (unitOf.count(&op))
-      continue;
-    int64_t unit = std::numeric_limits<int64_t>::max();
-    for (Operation *user : op.getUsers())
-      if (auto it = unitOf.find(user); it != unitOf.end())
-        unit = std::min(unit, it->second);
-    unitOf[&op] = unit == std::numeric_limits<int64_t>::max() ? -1 : unit;
-  }
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator())
+    ops.push_back(&op);
+  unitOf = forwardUnits(func, ops, numLayers);
 }
 
 int64_t Partitioner::stageOfUnit(int64_t unit) const {

@@ -99,6 +99,11 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   pm.addPass(createAutodiff());
   if (options.fuseProjections)
     pm.addPass(createFuseProjections({options.fuseAttentionProjections}));
+  // On one microbatch's forward and backward, which sharc-microbatch then
+  // copies with the recompute between them; after fusing, so a layer's
+  // copy runs the fused GEMMs.
+  if (options.recompute == "full")
+    pm.addPass(createRecompute({options.recompute}));
   // After fusing, so fused weights are built once for all microbatches;
   // before bucketing, so each dp gradient sync runs once per step.
   pm.addPass(createMicrobatch());
@@ -108,7 +113,7 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
       options.zeroStage >= 1 && options.dpSize > 1 && options.withOptimizer;
   if (buckets)
     pm.addPass(createBucketGradients({options.bucketBytes, shardOptimizer}));
-  if (options.recompute != "none")
+  if (options.recompute == "sp-allgather")
     pm.addPass(createRecompute({options.recompute}));
   if (options.withOptimizer) {
     // Gradient buckets (dp, cp) are runs of updates already.

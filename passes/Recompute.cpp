@@ -1,9 +1,17 @@
 //===- Recompute.cpp - rematerialise values in the backward ---------------===//
 
 #include "ir/SharcOps.h"
+#include "passes/LayerUnits.h"
+#include "passes/Layout.h"
 #include "passes/Passes.h"
+#include "passes/PipelineStages.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
 
 namespace sharc {
 #define GEN_PASS_DEF_RECOMPUTE
@@ -51,14 +59,134 @@ void regatherForWeightGradients(func::FuncOp func) {
   }
 }
 
+/// The ops the returned values that are not gradients (the loss, logits)
+/// are computed from, in program order: the forward of a differentiated
+/// step. Empty when the function returns no gradient.
+SmallVector<Operation *> forwardOps(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  llvm::DenseSet<Operation *> forward;
+  SmallVector<Operation *> worklist;
+  bool differentiated = false;
+  for (auto [i, value] : llvm::enumerate(body.getTerminator()->getOperands())) {
+    if (getResultString(func, i, kOutputAttr).starts_with("grad:")) {
+      differentiated = true;
+      continue;
+    }
+    if (Operation *def = value.getDefiningOp())
+      worklist.push_back(def);
+  }
+  if (!differentiated)
+    return {};
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!forward.insert(op).second)
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        worklist.push_back(def);
+  }
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    if (forward.contains(&op))
+      ops.push_back(&op);
+  return ops;
+}
+
+/// Full recompute (Megatron's "full" policy, every layer): of a layer's
+/// forward only its input lives on into the backward. Right before the
+/// first backward op that reads anything else the layer computed, the
+/// layer's forward runs again, and the backward reads the copies. A copy
+/// runs the same kernel on the same inputs as its original, so losses and
+/// gradients are those without recompute, bit for bit.
+///
+/// What is not re-run: a value another unit's forward reads (the residual
+/// stream leaving the layer) or the step returns; what does not depend on
+/// the batch (a fused weight's concat); pipeline transfers; the embedding
+/// and the head. Runs before sharc-microbatch, which copies each
+/// microbatch's forward, recompute and backward alike.
+void recomputeLayers(func::FuncOp func, int64_t numLayers) {
+  SmallVector<Operation *> forward = forwardOps(func);
+  if (forward.empty())
+    return;
+  llvm::DenseSet<Operation *> isForward(forward.begin(), forward.end());
+  llvm::DenseMap<Operation *, int64_t> unitOf =
+      forwardUnits(func, forward, numLayers);
+  Operation *returnOp = func.getBody().front().getTerminator();
+
+  // Activations: what the batch flows into.
+  llvm::DenseSet<Operation *> variant;
+  for (Operation *op : forward)
+    for (Value operand : op->getOperands()) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (arg ? !getArgString(func, arg.getArgNumber(), kInputAttr).empty()
+              : variant.contains(operand.getDefiningOp())) {
+        variant.insert(op);
+        break;
+      }
+    }
+  auto recomputable = [&](Operation *op) {
+    int64_t unit = unitOf.lookup(op);
+    if (!variant.contains(op) || unit < 0 || unit >= numLayers ||
+        isa<TransferOp>(op))
+      return false;
+    for (Operation *user : op->getUsers())
+      if (user == returnOp ||
+          (isForward.contains(user) && unitOf.lookup(user) != unit))
+        return false;
+    return true;
+  };
+  // Newest first, so each op's users are decided before it is.
+  llvm::DenseSet<Operation *> rerun;
+  for (Operation *op : llvm::reverse(forward)) {
+    if (!recomputable(op))
+      continue;
+    if (llvm::any_of(op->getUsers(), [&](Operation *user) {
+          return !isForward.contains(user) || rerun.contains(user);
+        }))
+      rerun.insert(op);
+  }
+  // Each layer's copies go before the first backward op that reads one.
+  std::map<int64_t, Operation *> firstReader;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (isForward.contains(&op))
+      continue;
+    for (Value operand : op.getOperands())
+      if (Operation *def = operand.getDefiningOp(); def && rerun.contains(def))
+        firstReader.try_emplace(unitOf.lookup(def), &op);
+  }
+  for (auto [layer, reader] : firstReader) {
+    OpBuilder builder(reader);
+    IRMapping copies;
+    for (Operation *op : forward) {
+      if (!rerun.contains(op) || unitOf.lookup(op) != layer)
+        continue;
+      Operation *copy = builder.clone(*op, copies);
+      // Under a pipeline schedule the copies run in the backward's slot.
+      copy->removeAttr(kForwardAttr);
+      copy->setAttr(kRecomputeAttr, builder.getUnitAttr());
+      for (auto [result, copied] :
+           llvm::zip(op->getResults(), copy->getResults()))
+        result.replaceUsesWithIf(copied, [&](OpOperand &use) {
+          return !isForward.contains(use.getOwner());
+        });
+    }
+  }
+}
+
 struct RecomputePass : sharc::impl::RecomputeBase<RecomputePass> {
   using RecomputeBase::RecomputeBase;
   void runOnOperation() override {
     if (policy == "none")
       return;
+    if (policy == "full") {
+      int64_t numLayers = ModelSizes(getOperation()).get("num_hidden_layers");
+      for (auto func : getOperation().getOps<func::FuncOp>())
+        recomputeLayers(func, numLayers);
+      return;
+    }
     if (policy != "sp-allgather") {
       getOperation().emitError("unknown recompute policy '")
-          << policy << "' (expected sp-allgather or none)";
+          << policy << "' (expected full, sp-allgather or none)";
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<func::FuncOp>())

@@ -45,8 +45,9 @@ int64_t deferredKey(const ScheduleGraph &graph, int64_t index,
   if (collective < 0)
     return 2 * index; // no collective to run beside: stay put
   for (int64_t later = index + 1; later <= collective; ++later)
-    if (mustFollow(graph[later], graph[index], index) &&
-        (later == collective || keys[later] != 2 * collective + 1))
+    if (graph[later].recomputes ||
+        (mustFollow(graph[later], graph[index], index) &&
+         (later == collective || keys[later] != 2 * collective + 1)))
       return 2 * later - 1;
   return 2 * collective + 1;
 }

@@ -11,9 +11,11 @@
 // Rule: every deferrable node moves down to just after the first collective
 // that follows it in program order, but never past a node that must stay
 // after it (one that reads its result, or a buffer conflict: see
-// buffersConflict), where it stops just before that node. A deferrable node
-// with no later collective stays put: moving it gains no overlap and only
-// stretches the lifetimes of what it reads. Everything else keeps its
+// buffersConflict), or a recomputed copy of a forward op (the next layer's
+// recompute: going past it, a weight gradient would keep its layer's copies
+// alive through that layer's), where it stops just before that node. A
+// deferrable node with no later collective stays put: moving it gains no
+// overlap and only stretches the lifetimes of what it reads. Everything else keeps its
 // relative order; deferred nodes landing at the same place keep theirs.
 //
 //   // 0 dgrad_q, 1 wgrad_q*, 2 dgrad_k, 3 wgrad_k*, 4 add, 5 all_reduce,

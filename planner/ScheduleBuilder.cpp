@@ -131,6 +131,7 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     // arena of 77 MiB where 40 suffice).
     node.deferrable =
         isa<MatmulWgradOp>(op) || (isa<AdamWOp>(op) && !updatesBlock(op));
+    node.recomputes = op->hasAttr(kRecomputeAttr);
     node.writesLoss = writesLoss(op);
     auto [commBytes, axis] = communication(op, mesh);
     node.kind = axis.empty() ? NodeKind::Compute : NodeKind::Collective;

@@ -23,6 +23,10 @@ struct ScheduleNode {
   /// A weight-gradient GEMM: nothing near needs it, so it may wait until a
   /// collective has started and then run beside it.
   bool deferrable = false;
+  /// A copy of a forward op that full recompute runs in the backward: a
+  /// deferred node stops before it, or the weight gradients of one layer
+  /// would keep that layer's copies alive through the next one's.
+  bool recomputes = false;
   /// Writes the step's loss. Its waits are all made, none left to its
   /// stream's earlier waits, so that the instructions the loss depends on
   /// run correctly on their own (evaluation, executor/ForwardPrefix.h).

@@ -17,6 +17,10 @@
 // exactly one layer's worth per layer: the difference between 3 and 2
 // layers must match within a few percent (buffer alignment).
 //
+// Full recompute (`--recompute full`) keeps only each layer's input, the
+// residual stream (H, or H/t under sequence parallelism), and runs the
+// layer's forward again in its backward: a layer then adds that alone.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tests/numerics/NumericsSupport.h"
@@ -66,6 +70,7 @@ double analyticLayerBytes(int64_t t, bool sequenceParallel, bool recompute) {
 void check(const std::string &mode, int64_t t, bool sp, bool recompute) {
   PipelineOptions layout;
   REQUIRE(applyModePreset(mode, t, layout));
+  REQUIRE(layout.recompute == (recompute ? "sp-allgather" : "none"));
   double measured =
       static_cast<double>(arenaBytes(3, layout) - arenaBytes(2, layout));
   double expected = analyticLayerBytes(t, sp, recompute);
@@ -85,4 +90,24 @@ TEST_CASE("activation memory per layer matches the analytic count",
   check("tp_vp", 2, false, false);
   check("tp_sp_async_vp", 2, true, true);
   check("tp_sp_async", 4, true, true);
+}
+
+TEST_CASE("under full recompute a layer keeps its input alone",
+          "[numerics][memory]") {
+  for (auto [mode, t] : {std::pair<std::string, int64_t>{"dense", 1},
+                         {"tp", 2},
+                         {"tp_sp", 2},
+                         {"tp_sp_async_vp", 2},
+                         {"tp_sp", 4}}) {
+    PipelineOptions layout;
+    REQUIRE(applyModePreset(mode, t, layout));
+    layout.recompute = "full";
+    double measured =
+        static_cast<double>(arenaBytes(3, layout) - arenaBytes(2, layout));
+    double input = static_cast<double>(kElementBytes * kSeq * kBatch) *
+                   (layout.sequenceParallel ? kHidden / t : kHidden);
+    INFO(mode << " tp " << t << ": one layer adds " << measured
+              << " bytes to the arena, its input is " << input);
+    REQUIRE(std::fabs(measured - input) <= 0.03 * input);
+  }
 }

@@ -221,6 +221,9 @@ PipelineOptions pipelineOptionsOf(const BenchConfig &config,
   // and, under SP, the backward's re-gather of column inputs.
   if (point.sequenceParallel && point.asyncCommunication)
     options.recompute = "sp-allgather";
+  // Full recompute re-gathers the SP inputs too, with the rest of a layer.
+  if (config.recompute == "full")
+    options.recompute = "full";
   options.fuseAdds = config.fuseAdds;
   options.fuseNormRope = config.fuseNormRope;
   options.fuseProjections = config.fuseProjections != "none";

@@ -171,8 +171,8 @@ std::string manifestYaml(const BenchConfig &c,
       << "\nfuse_adds: " << (c.fuseAdds ? "true" : "false")
       << "\nfuse_norm_rope: " << (c.fuseNormRope ? "true" : "false")
       << "\nfuse_projections: " << c.fuseProjections
-      << "\nzero_stage: " << c.zeroStage << "\nschedule: " << c.schedule
-      << "\npp_schedule: " << c.ppSchedule
+      << "\nzero_stage: " << c.zeroStage << "\nrecompute: " << c.recompute
+      << "\nschedule: " << c.schedule << "\npp_schedule: " << c.ppSchedule
       << "\nbatch_policy: " << c.batchPolicy
       << "\nwarmup_iters: " << c.warmupIters
       << "\nbenchmark_iters: " << c.benchmarkIters << "\nseed: " << c.seed

@@ -71,6 +71,9 @@ struct BenchConfig {
   /// ddp points with the optimizer state sharded over dp (ZeRO-1,
   /// `sharc compile --zero 1`); the other modes have no dp axis.
   int64_t zeroStage = 0;
+  /// "full": every point re-runs each layer's forward in its backward
+  /// (`sharc compile --recompute full`); "none" keeps the modes' own.
+  std::string recompute = "none";
 };
 
 /// One (mode, layers, seq_len) of the sweep, as the manifest records it.

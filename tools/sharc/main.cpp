@@ -80,7 +80,9 @@ void printUsage(FILE *out) {
                "         [--microbatches M (num_microbatches; overrides the "
                "run file)]\n"
                "         [--pp-balance cost|layers] [--sp] [--vp] "
-               "[--recompute none|sp-allgather]\n"
+               "[--recompute none|sp-allgather|full]\n"
+               "         (full: each layer's forward runs again in the "
+               "backward; only layer inputs are kept)\n"
                "         [--cp N (context parallel: the sequence split over N "
                "ranks)]\n"
                "         [--cp-comm a2a|all_gather|ring (attention's exchange: "
@@ -388,9 +390,10 @@ int compile(const CompileFlags &flags) {
   pipeline.sequenceParallel |= flags.sequenceParallel;
   pipeline.vocabParallel |= flags.vocabParallel;
   if (!flags.recompute.empty()) {
-    if (flags.recompute != "none" && flags.recompute != "sp-allgather")
+    if (flags.recompute != "none" && flags.recompute != "sp-allgather" &&
+        flags.recompute != "full")
       return usageError("unknown recompute policy '" + flags.recompute +
-                        "' (expected none or sp-allgather)");
+                        "' (expected none, sp-allgather or full)");
     pipeline.recompute = flags.recompute;
   }
   if ((pipeline.sequenceParallel || pipeline.vocabParallel) &&

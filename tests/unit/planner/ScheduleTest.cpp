@@ -115,6 +115,25 @@ TEST_CASE("a wgrad read before the next collective stops at its reader",
           Ops{"dgrad", "a", "wgrad", "scale", "b", "all_reduce"});
 }
 
+TEST_CASE("a wgrad stops before the next layer's recompute", "[planner]") {
+  // Full recompute under ddp: the bucket's all_reduce comes after the
+  // whole backward; a wgrad deferred to it would keep its layer's copies
+  // alive through every layer's backward after it.
+  ScheduleNode copy = compute("rms_norm (copy of layer 0)");
+  copy.recomputes = true;
+  ScheduleGraph graph = {
+      compute("dgrad"),              // 0
+      wgrad("wgrad"),                // 1*
+      compute("next dgrad", {0}),    // 2 <- dgrad
+      copy,                          // 3
+      compute("layer 0 dgrad", {2}), // 4
+      collective("all_reduce", {1}), // 5 <- wgrad's bucket
+  };
+  REQUIRE(scheduledOps(graph) == Ops{"dgrad", "next dgrad", "wgrad",
+                                     "rms_norm (copy of layer 0)",
+                                     "layer 0 dgrad", "all_reduce"});
+}
+
 TEST_CASE("a wgrad with no later collective stays put", "[planner]") {
   ScheduleGraph graph = {compute("a"), wgrad("wgrad"), compute("b"),
                          compute("reader", {1})};
@@ -150,6 +169,8 @@ ScheduleGraph randomGraph(std::mt19937 &rng) {
     current.op = "n" + std::to_string(node);
     current.kind = percent(rng) < 25 ? NodeKind::Collective : NodeKind::Compute;
     current.deferrable = current.kind == NodeKind::Compute && percent(rng) < 40;
+    current.recomputes = current.kind == NodeKind::Compute &&
+                         !current.deferrable && percent(rng) < 10;
     for (int input = 0; input < node; ++input)
       if (percent(rng) < 12)
         current.inputs.push_back(input);
@@ -169,10 +190,10 @@ bool mustKeepOrder(const ScheduleGraph &graph, int64_t before, int64_t after) {
          buffersConflict(graph[before], graph[after]);
 }
 
-/// The rule, restated per deferrable node: it passes only non-blockers and
-/// at most one collective, and passes the first collective after it unless
-/// a blocker comes first. A deferrable blocker that itself passes that
-/// collective does not block: the two move together.
+/// The rule, restated per deferrable node: it passes only non-blockers (a
+/// recomputed copy blocks) and at most one collective, and passes the first
+/// collective after it unless a blocker comes first. A deferrable blocker that
+/// itself passes that collective does not block: the two move together.
 void checkDeferral(const ScheduleGraph &graph,
                    const std::vector<int64_t> &position, int64_t node) {
   const int64_t count = static_cast<int64_t>(graph.size());
@@ -185,7 +206,8 @@ void checkDeferral(const ScheduleGraph &graph,
                       firstCollective >= 0 &&
                       position[firstCollective] < position[later] &&
                       later < firstCollective;
-    if (firstBlocker < 0 && mustKeepOrder(graph, node, later) && !movesAlong)
+    bool blocks = mustKeepOrder(graph, node, later) || graph[later].recomputes;
+    if (firstBlocker < 0 && blocks && !movesAlong)
       firstBlocker = later;
   }
   int passedCollectives = 0;
@@ -193,6 +215,7 @@ void checkDeferral(const ScheduleGraph &graph,
     if (position[later] > position[node])
       continue;
     REQUIRE(!mustKeepOrder(graph, node, later));
+    REQUIRE(!graph[later].recomputes);
     passedCollectives += graph[later].kind == NodeKind::Collective;
   }
   REQUIRE(passedCollectives <= 1);

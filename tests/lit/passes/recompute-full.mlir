@@ -1,0 +1,48 @@
+// RUN: sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
+// RUN:   --sharc-recompute=policy=full | FileCheck %s
+// RUN: sharc-opt %S/Inputs/two-layers.mlir --sharc-declare-axis="name=pp size=2" \
+// RUN:   --sharc-pipeline-partition --sharc-autodiff \
+// RUN:   --sharc-recompute=policy=full | FileCheck %s --check-prefix=PP
+// RUN: sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
+// RUN:   --sharc-recompute=policy=none | FileCheck %s --check-prefix=NONE
+// RUN: not sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
+// RUN:   --sharc-recompute=policy=most 2>&1 | FileCheck %s --check-prefix=BAD
+
+// Full recompute: of each layer only its input (%0 for layer 0, the
+// residual %3 for layer 1) lives into the backward. Each layer's norm runs
+// again right before the first backward op that reads it (the weight
+// gradient), and no backward op reads the forward's norms. The embedding
+// and the head are left alone: the head's weight gradient reads the last
+// residual, which the step needs anyway.
+// CHECK: %[[H:.*]] = sharc.embedding
+// CHECK-NEXT: %[[X0:.*]] = sharc.rms_norm %[[H]], %arg3
+// CHECK-NEXT: sharc.matmul %[[X0]], %arg4
+// CHECK-NEXT: %[[H0:.*]] = sharc.add %[[H]],
+// CHECK-NEXT: %[[X1:.*]] = sharc.rms_norm %[[H0]], %arg5
+// CHECK: sharc.fill
+// CHECK-NOT: %[[X1]]{{[^0-9_]}}
+// CHECK: sharc.matmul_dgrad {{.*}}, %arg6
+// CHECK-NEXT: %[[RX1:.*]] = sharc.rms_norm %[[H0]], %arg5
+// CHECK-NEXT: sharc.matmul_wgrad {{.*}}, %[[RX1]]
+// CHECK-NOT: %[[X0]]{{[^0-9_]}}
+// CHECK: sharc.matmul_dgrad {{.*}}, %arg4
+// CHECK-NEXT: %[[RX0:.*]] = sharc.rms_norm %[[H]], %arg3
+// CHECK-NEXT: sharc.matmul_wgrad {{.*}}, %[[RX0]]
+// CHECK-NOT: %[[X0]]{{[^0-9_]}}
+// CHECK: return
+
+// On pipeline stages a copy keeps its stage and leaves the forward's slot:
+// sharc-pipeline-schedule runs it in its microbatch's backward. The
+// transfer that brought the layer's input is not run again.
+// PP: sharc.rms_norm %0, %arg3 {{{.*}}sharc.forward, sharc.stage = 0
+// PP: %[[IN:.*]] = sharc.transfer {{.*}}sharc.forward
+// PP: sharc.rms_norm %[[IN]], %arg5 {{{.*}}sharc.forward, sharc.stage = 1
+// PP: sharc.fill
+// PP-NOT: sharc.transfer {{.*}}sharc.forward
+// PP: sharc.rms_norm %[[IN]], %arg5 {eps = {{.*}}, sharc.stage = 1 : i64}
+// PP: sharc.rms_norm %0, %arg3 {eps = {{.*}}, sharc.stage = 0 : i64}
+
+// NONE: sharc.fill
+// NONE-NOT: sharc.rms_norm {{.*}} :
+
+// BAD: unknown recompute policy 'most' (expected full, sp-allgather or none)
