@@ -37,6 +37,14 @@ done
 # ... and with ZeRO-3 (the parameters as well).
 "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
   --mode ddp --dp 2 --zero 3 -o "$stage/bench/ddp-zero3.plan"
+# Full recompute (--recompute full), beside the same plans without it.
+for mode in dense ddp tp_sp_async_vp; do
+  flags=()
+  [ $mode = ddp ] && flags=(--mode ddp --dp 2)
+  [ $mode = tp_sp_async_vp ] && flags=(--mode $mode --tp 2)
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    "${flags[@]}" --recompute full -o "$stage/bench/$mode-recompute.plan"
+done
 # The compute-bound point of the speed issue, on one GPU.
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
   -o "$stage/bench/dense-h4096.plan"

@@ -200,3 +200,23 @@ done
 "$sharc" compile "$here/small.yaml" --keep-grads --mode pp --pp 2 \
   --microbatches 2 --pp-schedule 1f1b --schedule latency \
   -o "$out/small-f32-pp-1f1b-latency.plan"
+# Full recompute (--recompute full: each layer's forward runs again in its
+# backward, only layer inputs kept): dense in f32, bf16 and bf16-mixed,
+# tp_sp_async_vp (the SP collectives re-run), cp ring, and MiniMind in bf16.
+# The copies run the same kernels on the same inputs: the gradients must
+# match the cpu as closely as without recompute.
+for dtype in f32 bf16 mixed; do
+  run=()
+  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
+  [ "$dtype" = mixed ] && run=(--run "$here/mixed.run.yaml")
+  "$sharc" compile "$here/small.yaml" "${run[@]}" --emit-logits --keep-grads \
+    --recompute full -o "$out/small-$dtype-dense-recompute.plan"
+done
+"$sharc" compile "$here/small.yaml" --emit-logits --keep-grads \
+  --mode tp_sp_async_vp --tp 2 --recompute full \
+  -o "$out/small-f32-tp_sp_async_vp-recompute.plan"
+"$sharc" compile "$here/small.yaml" --emit-logits --keep-grads --cp 2 \
+  --cp-comm ring --recompute full -o "$out/small-f32-cp-ring-recompute.plan"
+"$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
+  --emit-logits --keep-grads --recompute full \
+  -o "$out/minimind-bf16-dense-recompute.plan"
