@@ -34,6 +34,8 @@ struct PipelineOptions {
   std::string cpSplit = "balanced";
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute = "none"; ///< "none", "sp-allgather" or "full"
+  /// recompute "full": re-run the first N layers alone (-1: every layer).
+  int64_t recomputeLayers = -1;
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
   /// ZeRO stage: 0; 1 to shard the optimizer state over dp
   /// (sharc-shard-optimizer); 3 to shard the parameters too

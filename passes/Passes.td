@@ -422,10 +422,15 @@ def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {
     forward only its input lives into the backward; right before the first
     backward op that reads anything else the layer computed, the layer's
     forward (its collectives included) runs again and the backward reads
-    the copies. Runs after autodiff and before sharc-microbatch.
+    the copies. Runs after autodiff and before sharc-microbatch. With
+    `layers=N` only the first N layers are re-run (Megatron's block
+    method): under 1F1B the first stage keeps the most microbatches.
   }];
   let options = [Option<"policy", "policy", "std::string", "\"sp-allgather\"",
-                        "what to recompute: full, sp-allgather or none">];
+                        "what to recompute: full, sp-allgather or none">,
+                 Option<"layers", "layers", "int64_t", "-1",
+                        "policy full: re-run layers 0 .. layers-1 alone "
+                        "(-1: every layer)">];
 }
 
 def VerifyPlacements : Pass<"sharc-verify-placements", "::mlir::ModuleOp"> {

@@ -103,7 +103,7 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // copies with the recompute between them; after fusing, so a layer's
   // copy runs the fused GEMMs.
   if (options.recompute == "full")
-    pm.addPass(createRecompute({options.recompute}));
+    pm.addPass(createRecompute({options.recompute, options.recomputeLayers}));
   // After fusing, so fused weights are built once for all microbatches;
   // before bucketing, so each dp gradient sync runs once per step.
   pm.addPass(createMicrobatch());
@@ -114,7 +114,7 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (buckets)
     pm.addPass(createBucketGradients({options.bucketBytes, shardOptimizer}));
   if (options.recompute == "sp-allgather")
-    pm.addPass(createRecompute({options.recompute}));
+    pm.addPass(createRecompute({options.recompute, -1}));
   if (options.withOptimizer) {
     // Gradient buckets (dp, cp) are runs of updates already.
     pm.addPass(createAdamW(

@@ -11,6 +11,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <algorithm>
 #include <map>
 
 namespace sharc {
@@ -102,9 +103,12 @@ SmallVector<Operation *> forwardOps(func::FuncOp func) {
 /// What is not re-run: a value another unit's forward reads (the residual
 /// stream leaving the layer) or the step returns; what does not depend on
 /// the batch (a fused weight's concat); pipeline transfers; the embedding
-/// and the head. Runs before sharc-microbatch, which copies each
+/// and the head. Only layers below `rerunLayers` are re-run (the first N:
+/// under 1F1B the first stage keeps the most microbatches in flight).
+/// Runs before sharc-microbatch, which copies each
 /// microbatch's forward, recompute and backward alike.
-void recomputeLayers(func::FuncOp func, int64_t numLayers) {
+void recomputeLayers(func::FuncOp func, int64_t numLayers,
+                     int64_t rerunLayers) {
   SmallVector<Operation *> forward = forwardOps(func);
   if (forward.empty())
     return;
@@ -126,7 +130,7 @@ void recomputeLayers(func::FuncOp func, int64_t numLayers) {
     }
   auto recomputable = [&](Operation *op) {
     int64_t unit = unitOf.lookup(op);
-    if (!variant.contains(op) || unit < 0 || unit >= numLayers ||
+    if (!variant.contains(op) || unit < 0 || unit >= rerunLayers ||
         isa<TransferOp>(op))
       return false;
     for (Operation *user : op->getUsers())
@@ -180,8 +184,10 @@ struct RecomputePass : sharc::impl::RecomputeBase<RecomputePass> {
       return;
     if (policy == "full") {
       int64_t numLayers = ModelSizes(getOperation()).get("num_hidden_layers");
+      int64_t rerun =
+          layers < 0 ? numLayers : std::min<int64_t>(layers, numLayers);
       for (auto func : getOperation().getOps<func::FuncOp>())
-        recomputeLayers(func, numLayers);
+        recomputeLayers(func, numLayers, rerun);
       return;
     }
     if (policy != "sp-allgather") {

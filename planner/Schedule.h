@@ -15,8 +15,9 @@
 // recompute: going past it, a weight gradient would keep its layer's copies
 // alive through that layer's), where it stops just before that node. A
 // deferrable node with no later collective stays put: moving it gains no
-// overlap and only stretches the lifetimes of what it reads. Everything else keeps its
-// relative order; deferred nodes landing at the same place keep theirs.
+// overlap and only stretches the lifetimes of what it reads. Everything
+// else keeps its relative order; deferred nodes landing at the same place
+// keep theirs.
 //
 //   // 0 dgrad_q, 1 wgrad_q*, 2 dgrad_k, 3 wgrad_k*, 4 add, 5 all_reduce,
 //   // 6 norm_grad   (* deferrable)

@@ -16,10 +16,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "tests/numerics/NumericsSupport.h"
+#include "tools/sharc/RecomputeSearch.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 using namespace sharc;
 using namespace sharc::testing;
@@ -43,12 +46,14 @@ int countOps(const plan::Plan &plan, const std::string &op) {
       [&](const plan::Instruction &instr) { return instr.op == op; }));
 }
 
-/// `layout` of `model` (with `edits`) with and without full recompute: the
-/// plan re-runs the layers' forward ops, and both train alike to the bit.
+/// `layout` of `model` (with `edits`) with and without full recompute (of
+/// the first `layers` layers, -1 all): the plan re-runs the layers'
+/// forward ops, and both train alike to the bit.
 void requireRecomputeExact(const std::string &model, const Edits &edits,
-                           PipelineOptions layout) {
+                           PipelineOptions layout, int64_t layers = -1) {
   plan::Plan kept = compileEdited(model, edits, layout);
   layout.recompute = "full";
+  layout.recomputeLayers = layers;
   plan::Plan rerun = compileEdited(model, edits, layout);
   // Every layer's norms (rms_norm, and q/k's, fused with rope unless cp
   // moves rope) run once more, in its backward.
@@ -119,6 +124,15 @@ TEST_CASE("full recompute trains as keeping the activations, to the bit",
     }
     requireRecomputeExact("tiny-tied.yaml", {}, preset("pp", 2));
   }
+  SECTION("the first layer alone, dense and on pipeline stages") {
+    requireRecomputeExact("tiny.yaml", kFourLayers, preset("dense", 1), 1);
+    PipelineOptions layout = preset("pp", 2);
+    layout.ppSchedule = "1f1b";
+    Edits edits = kFourLayers;
+    edits.push_back(
+        {"micro_batch_size: 2", "micro_batch_size: 1\n  num_microbatches: 4"});
+    requireRecomputeExact("tiny.yaml", edits, layout, 1);
+  }
   SECTION("tp x cp x pp on 8 ranks, microbatches") {
     PipelineOptions layout = preset("tp_cp_pp", 2);
     layout.cpComm = "all_gather";
@@ -147,4 +161,80 @@ TEST_CASE("full recompute keeps fewer activations", "[numerics][recompute]") {
     INFO(activationBytes(rerun) << " bytes against " << activationBytes(kept));
     REQUIRE(activationBytes(rerun) < activationBytes(kept) / 2);
   }
+}
+
+namespace {
+
+/// tiny.yaml at 4 layers and seq 256 (activations outweigh the rest),
+/// written where the compile driver reads it.
+std::string writeTinyFourLayers() {
+  std::ifstream in(std::string(SHARC_SOURCE_DIR) + "/models/tiny.yaml");
+  std::string yaml((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  for (auto [from, to] : {std::pair<std::string, std::string>{
+                              "num_hidden_layers: 2", "num_hidden_layers: 4"},
+                          {"seq_len: 16", "seq_len: 256"}})
+    yaml.replace(yaml.find(from), from.size(), to);
+  std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("sharc-recompute-search-" + std::to_string(getpid()) + ".yaml"))
+          .string();
+  std::ofstream(path) << yaml;
+  return path;
+}
+
+} // namespace
+
+TEST_CASE("recompute auto re-runs the fewest layers that fit",
+          "[numerics][recompute]") {
+  std::string path = writeTinyFourLayers();
+  mlir::MLIRContext context;
+  CompileOptions options;
+  options.modelPath = path;
+  // Each plan's bytes with the first n layers re-run: never more as n
+  // grows (re-running the last layer saves nothing when the peak is in its
+  // own backward, as here), and far fewer with all than with none.
+  std::vector<int64_t> bytes;
+  for (int64_t n = 0; n <= 4; ++n) {
+    CompileOptions each = options;
+    each.pipeline.recompute = n > 0 ? "full" : "none";
+    each.pipeline.recomputeLayers = n;
+    auto plan = compileModel(context, each);
+    REQUIRE(std::holds_alternative<plan::Plan>(plan));
+    bytes.push_back(planDeviceBytes(std::get<plan::Plan>(plan)));
+    if (n > 0)
+      REQUIRE(bytes[n] <= bytes[n - 1]);
+  }
+  REQUIRE(bytes[4] < bytes[0] * 2 / 3);
+  // The fewest layers whose plan fits `limit`, by looking at every one.
+  auto fewest = [&](int64_t limit) {
+    int64_t n = 0;
+    while (bytes[n] > limit)
+      ++n;
+    return n;
+  };
+  for (int64_t n = 0; n <= 4; ++n)
+    for (int64_t limit : {bytes[n], bytes[n] - 1}) {
+      if (limit < bytes[4])
+        continue;
+      INFO("limit " << limit << " bytes");
+      RecomputeChoice choice;
+      auto plan = compileWithinMemory(context, options, limit, &choice);
+      REQUIRE(std::holds_alternative<plan::Plan>(plan));
+      REQUIRE(choice.numLayers == 4);
+      REQUIRE(choice.layers == fewest(limit));
+      REQUIRE(choice.bytes == bytes[choice.layers]);
+      REQUIRE(planDeviceBytes(std::get<plan::Plan>(plan)) == choice.bytes);
+      REQUIRE(choice.noneBytes == bytes[0]);
+    }
+  // Under what every layer re-run needs: refused, naming both sizes.
+  RecomputeChoice choice;
+  auto refused = compileWithinMemory(context, options, bytes[4] - 1, &choice);
+  REQUIRE(std::holds_alternative<CompileError>(refused));
+  const CompileError &error = std::get<CompileError>(refused);
+  REQUIRE(error.exitCode == 2);
+  INFO(error.message);
+  REQUIRE(error.message.find("with every layer re-run") != std::string::npos);
+  REQUIRE(error.message.find("over the limit") != std::string::npos);
+  std::filesystem::remove(path);
 }

@@ -19,6 +19,7 @@
 #include "tools/sharc/CompileDriver.h"
 #include "tools/sharc/DefaultMachine.h"
 #include "tools/sharc/HfConvert.h"
+#include "tools/sharc/RecomputeSearch.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -45,6 +46,7 @@ struct CompileFlags {
   std::string mode = "dense";
   std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize, ppChunks;
   std::optional<int64_t> cpSize, numMicrobatches, zeroStage;
+  std::optional<int64_t> recomputeLayers, memoryLimitMiB;
   std::string cpComm, cpSplit, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute;
@@ -80,9 +82,13 @@ void printUsage(FILE *out) {
                "         [--microbatches M (num_microbatches; overrides the "
                "run file)]\n"
                "         [--pp-balance cost|layers] [--sp] [--vp] "
-               "[--recompute none|sp-allgather|full]\n"
+               "[--recompute none|sp-allgather|full|auto]\n"
                "         (full: each layer's forward runs again in the "
                "backward; only layer inputs are kept)\n"
+               "         [--recompute-layers N (full: the first N layers "
+               "alone)]\n"
+               "         [--recompute auto --memory-limit-mib M (the fewest "
+               "layers re-run whose plan fits M MiB a rank)]\n"
                "         [--cp N (context parallel: the sequence split over N "
                "ranks)]\n"
                "         [--cp-comm a2a|all_gather|ring (attention's exchange: "
@@ -173,11 +179,14 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
     } else if (arg == "--dp" || arg == "--tp" || arg == "--cp" ||
                arg == "--pp" || arg == "--pp-chunks" ||
                arg == "--virtual-stages" || arg == "--microbatches" ||
-               arg == "--bucket-bytes") {
+               arg == "--bucket-bytes" || arg == "--recompute-layers" ||
+               arg == "--memory-limit-mib") {
       std::optional<std::string> v = value(arg.c_str());
       char *end = nullptr;
       long long size = v ? std::strtoll(v->c_str(), &end, 10) : 0;
-      long long limit = arg == "--bucket-bytes" ? (1LL << 40) : 4096;
+      long long limit = arg == "--bucket-bytes" || arg == "--memory-limit-mib"
+                            ? (1LL << 40)
+                            : 4096;
       if (!v || v->empty() || *end != '\0' || size < 1 || size > limit)
         return usageError(arg + " needs a positive integer");
       // --virtual-stages is the original's name for --pp-chunks.
@@ -186,8 +195,10 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
        : arg == "--cp"                                     ? flags.cpSize
        : arg == "--pp"                                     ? flags.ppSize
        : arg == "--pp-chunks" || arg == "--virtual-stages" ? flags.ppChunks
-       : arg == "--microbatches" ? flags.numMicrobatches
-                                 : flags.bucketBytes) = size;
+       : arg == "--microbatches"     ? flags.numMicrobatches
+       : arg == "--recompute-layers" ? flags.recomputeLayers
+       : arg == "--memory-limit-mib" ? flags.memoryLimitMiB
+                                     : flags.bucketBytes) = size;
     } else if (arg == "--zero") {
       std::optional<std::string> v = value(arg.c_str());
       if (v && *v == "2")
@@ -391,11 +402,19 @@ int compile(const CompileFlags &flags) {
   pipeline.vocabParallel |= flags.vocabParallel;
   if (!flags.recompute.empty()) {
     if (flags.recompute != "none" && flags.recompute != "sp-allgather" &&
-        flags.recompute != "full")
+        flags.recompute != "full" && flags.recompute != "auto")
       return usageError("unknown recompute policy '" + flags.recompute +
-                        "' (expected none, sp-allgather or full)");
+                        "' (expected none, sp-allgather, full or auto)");
     pipeline.recompute = flags.recompute;
   }
+  if (flags.recomputeLayers && pipeline.recompute != "full")
+    return usageError("--recompute-layers N re-runs the first N layers of "
+                      "--recompute full; it needs --recompute full");
+  pipeline.recomputeLayers = flags.recomputeLayers.value_or(-1);
+  if ((pipeline.recompute == "auto") != flags.memoryLimitMiB.has_value())
+    return usageError("--recompute auto re-runs the fewest layers whose plan "
+                      "fits --memory-limit-mib MIB a rank; each needs the "
+                      "other");
   if ((pipeline.sequenceParallel || pipeline.vocabParallel) &&
       pipeline.tpSize == 1)
     return usageError("--sp and --vp need tensor parallelism (--tp N, N > 1)");
@@ -460,13 +479,30 @@ int compile(const CompileFlags &flags) {
   if (flags.schedule == "latency")
     options.scheduleMachine = &*machine;
   sharc::PlanSchedule schedule;
-  auto result = sharc::compileModel(context, options, &schedule);
+  sharc::RecomputeChoice choice;
+  auto result = pipeline.recompute == "auto"
+                    ? sharc::compileWithinMemory(context, options,
+                                                 *flags.memoryLimitMiB << 20,
+                                                 &choice, &schedule)
+                    : sharc::compileModel(context, options, &schedule);
   if (auto *error = std::get_if<sharc::CompileError>(&result)) {
     if (!error->message.empty())
       std::fprintf(stderr, "sharc: error: %s\n", error->message.c_str());
     return error->exitCode;
   }
   auto &plan = std::get<sharc::plan::Plan>(result);
+  if (pipeline.recompute == "auto")
+    std::fprintf(stderr,
+                 "sharc: recompute auto: the first %lld of %lld layers re-run "
+                 "in the backward, %.1f MiB a rank within %lld (none: %.1f, "
+                 "all: %.1f; %d compiles)\n",
+                 static_cast<long long>(choice.layers),
+                 static_cast<long long>(choice.numLayers),
+                 static_cast<double>(choice.bytes) / (1 << 20),
+                 static_cast<long long>(*flags.memoryLimitMiB),
+                 static_cast<double>(choice.noneBytes) / (1 << 20),
+                 static_cast<double>(choice.allBytes) / (1 << 20),
+                 choice.compiles);
   double predictedSeconds = 0;
   std::optional<sharc::StepSimulation> simulation;
   if (!flags.report.empty() || !flags.traceSimPath.empty()) {
