@@ -60,7 +60,9 @@ inline constexpr llvm::StringLiteral kBalancedAxisAttr = "sharc.balanced_axis";
 inline constexpr llvm::StringLiteral kStageAttr = "sharc.stage";
 /// Marks a copy of a forward op that full recompute runs in the backward
 /// (unit, sharc-recompute{policy=full}); the planner defers no weight
-/// gradient past one.
+/// gradient past one. Selective recompute's copies (a norm, SwiGLU) are
+/// not marked: they are small and many, and stopping at each would cost
+/// the overlap (MiniMind ddp: 6.48 against 6.10 ms predicted, for 25 MiB).
 inline constexpr llvm::StringLiteral kRecomputeAttr = "sharc.recompute";
 /// Interleaved pipelines: the model chunk (i64) of an op on its stage, and
 /// a transfer's chunks at either end; the virtual stage is

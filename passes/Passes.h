@@ -33,8 +33,10 @@ struct PipelineOptions {
   std::string cpComm = "a2a";
   std::string cpSplit = "balanced";
   bool sequenceParallel = false, vocabParallel = false;
-  std::string recompute = "none"; ///< "none", "sp-allgather" or "full"
-  /// recompute "full": re-run the first N layers alone (-1: every layer).
+  /// "none", "sp-allgather", "full" or "selective" (the cheap ops alone;
+  /// with sp, the column inputs' re-gather too).
+  std::string recompute = "none";
+  /// recompute "full", "selective": the first N layers alone (-1: all).
   int64_t recomputeLayers = -1;
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
   /// ZeRO stage: 0; 1 to shard the optimizer state over dp

@@ -425,9 +425,14 @@ def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {
     the copies. Runs after autodiff and before sharc-microbatch. With
     `layers=N` only the first N layers are re-run (Megatron's block
     method): under 1F1B the first stage keeps the most microbatches.
+
+    Policy `selective`: of each layer only the cheap ops (norms, rope,
+    SwiGLU, views) run again, each right before its first backward
+    reader; what GEMMs, attention and collectives computed is kept.
   }];
   let options = [Option<"policy", "policy", "std::string", "\"sp-allgather\"",
-                        "what to recompute: full, sp-allgather or none">,
+                        "what to recompute: full, selective, sp-allgather "
+                        "or none">,
                  Option<"layers", "layers", "int64_t", "-1",
                         "policy full: re-run layers 0 .. layers-1 alone "
                         "(-1: every layer)">];

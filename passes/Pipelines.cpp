@@ -102,7 +102,7 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // On one microbatch's forward and backward, which sharc-microbatch then
   // copies with the recompute between them; after fusing, so a layer's
   // copy runs the fused GEMMs.
-  if (options.recompute == "full")
+  if (options.recompute == "full" || options.recompute == "selective")
     pm.addPass(createRecompute({options.recompute, options.recomputeLayers}));
   // After fusing, so fused weights are built once for all microbatches;
   // before bucketing, so each dp gradient sync runs once per step.
@@ -113,8 +113,11 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
       options.zeroStage >= 1 && options.dpSize > 1 && options.withOptimizer;
   if (buckets)
     pm.addPass(createBucketGradients({options.bucketBytes, shardOptimizer}));
-  if (options.recompute == "sp-allgather")
-    pm.addPass(createRecompute({options.recompute, -1}));
+  // Selective recompute keeps what collectives gathered; under sequence
+  // parallelism the column inputs are gathered again as well.
+  if (options.recompute == "sp-allgather" ||
+      (options.recompute == "selective" && options.sequenceParallel))
+    pm.addPass(createRecompute({"sp-allgather", -1}));
   if (options.withOptimizer) {
     // Gradient buckets (dp, cp) are runs of updates already.
     pm.addPass(createAdamW(

@@ -93,6 +93,17 @@ SmallVector<Operation *> forwardOps(func::FuncOp func) {
   return ops;
 }
 
+/// The cheap ops selective recompute re-runs: memory-bound kernels whose
+/// inputs the backward keeps anyway (a norm's input for its gradient,
+/// gate/up for SwiGLU's), and views (a split; Megatron's f, the identity in
+/// the forward, which the planner makes a view). Re-running a GEMM, attention
+/// or a collective costs what the full policy pays; re-running a residual add
+/// would keep the GEMM output it adds instead of its own.
+bool isCheap(Operation *op) {
+  return isa<RmsNormOp, RopeOp, RmsNormRopeOp, SwigluOp, SwigluPackedOp,
+             SplitOp, ReplicateOp>(op);
+}
+
 /// Full recompute (Megatron's "full" policy, every layer): of a layer's
 /// forward only its input lives on into the backward. Right before the
 /// first backward op that reads anything else the layer computed, the
@@ -105,10 +116,16 @@ SmallVector<Operation *> forwardOps(func::FuncOp func) {
 /// the batch (a fused weight's concat); pipeline transfers; the embedding
 /// and the head. Only layers below `rerunLayers` are re-run (the first N:
 /// under 1F1B the first stage keeps the most microbatches in flight).
-/// Runs before sharc-microbatch, which copies each
-/// microbatch's forward, recompute and backward alike.
-void recomputeLayers(func::FuncOp func, int64_t numLayers,
-                     int64_t rerunLayers) {
+///
+/// Selective recompute re-runs only the cheap ops (isCheap) and keeps what
+/// the others computed; each copy goes right before its own first reader,
+/// so it lives no longer than it must, and is no barrier to the planner's
+/// deferral of weight gradients (kRecomputeAttr).
+///
+/// Runs before sharc-microbatch, which copies each microbatch's forward,
+/// recompute and backward alike.
+void recomputeLayers(func::FuncOp func, int64_t numLayers, int64_t rerunLayers,
+                     bool selective) {
   SmallVector<Operation *> forward = forwardOps(func);
   if (forward.empty())
     return;
@@ -131,7 +148,7 @@ void recomputeLayers(func::FuncOp func, int64_t numLayers,
   auto recomputable = [&](Operation *op) {
     int64_t unit = unitOf.lookup(op);
     if (!variant.contains(op) || unit < 0 || unit >= rerunLayers ||
-        isa<TransferOp>(op))
+        isa<TransferOp>(op) || (selective && !isCheap(op)))
       return false;
     for (Operation *user : op->getUsers())
       if (user == returnOp ||
@@ -149,31 +166,54 @@ void recomputeLayers(func::FuncOp func, int64_t numLayers,
         }))
       rerun.insert(op);
   }
-  // Each layer's copies go before the first backward op that reads one.
-  std::map<int64_t, Operation *> firstReader;
+  // Where each copy goes: before the first backward op that reads it, and
+  // before the copies that read it.
+  llvm::DenseMap<Operation *, Operation *> placeOf;
+  auto moveUp = [&](Operation *op, Operation *place) {
+    Operation *&at = placeOf[op];
+    if (!at || place->isBeforeInBlock(at))
+      at = place;
+  };
   for (Operation &op : func.getBody().front().without_terminator()) {
     if (isForward.contains(&op))
       continue;
     for (Value operand : op.getOperands())
       if (Operation *def = operand.getDefiningOp(); def && rerun.contains(def))
-        firstReader.try_emplace(unitOf.lookup(def), &op);
+        moveUp(def, &op);
   }
-  for (auto [layer, reader] : firstReader) {
-    OpBuilder builder(reader);
-    IRMapping copies;
-    for (Operation *op : forward) {
-      if (!rerun.contains(op) || unitOf.lookup(op) != layer)
-        continue;
-      Operation *copy = builder.clone(*op, copies);
-      // Under a pipeline schedule the copies run in the backward's slot.
-      copy->removeAttr(kForwardAttr);
+  for (Operation *op : llvm::reverse(forward))
+    if (rerun.contains(op))
+      for (Operation *user : op->getUsers())
+        if (rerun.contains(user))
+          moveUp(op, placeOf.lookup(user));
+  // The full policy re-runs a layer at once, before its first reader.
+  if (!selective) {
+    std::map<int64_t, Operation *> layerPlace;
+    for (Operation *op : forward)
+      if (rerun.contains(op)) {
+        Operation *&at = layerPlace[unitOf.lookup(op)];
+        if (!at || placeOf.lookup(op)->isBeforeInBlock(at))
+          at = placeOf.lookup(op);
+      }
+    for (Operation *op : forward)
+      if (rerun.contains(op))
+        placeOf[op] = layerPlace[unitOf.lookup(op)];
+  }
+  IRMapping copies;
+  for (Operation *op : forward) {
+    if (!rerun.contains(op))
+      continue;
+    OpBuilder builder(placeOf.lookup(op));
+    Operation *copy = builder.clone(*op, copies);
+    // Under a pipeline schedule the copies run in the backward's slot.
+    copy->removeAttr(kForwardAttr);
+    if (!selective)
       copy->setAttr(kRecomputeAttr, builder.getUnitAttr());
-      for (auto [result, copied] :
-           llvm::zip(op->getResults(), copy->getResults()))
-        result.replaceUsesWithIf(copied, [&](OpOperand &use) {
-          return !isForward.contains(use.getOwner());
-        });
-    }
+    for (auto [result, copied] :
+         llvm::zip(op->getResults(), copy->getResults()))
+      result.replaceUsesWithIf(copied, [&](OpOperand &use) {
+        return !isForward.contains(use.getOwner());
+      });
   }
 }
 
@@ -182,17 +222,17 @@ struct RecomputePass : sharc::impl::RecomputeBase<RecomputePass> {
   void runOnOperation() override {
     if (policy == "none")
       return;
-    if (policy == "full") {
+    if (policy == "full" || policy == "selective") {
       int64_t numLayers = ModelSizes(getOperation()).get("num_hidden_layers");
       int64_t rerun =
           layers < 0 ? numLayers : std::min<int64_t>(layers, numLayers);
       for (auto func : getOperation().getOps<func::FuncOp>())
-        recomputeLayers(func, numLayers, rerun);
+        recomputeLayers(func, numLayers, rerun, policy == "selective");
       return;
     }
     if (policy != "sp-allgather") {
       getOperation().emitError("unknown recompute policy '")
-          << policy << "' (expected full, sp-allgather or none)";
+          << policy << "' (expected full, selective, sp-allgather or none)";
       return signalPassFailure();
     }
     for (auto func : getOperation().getOps<func::FuncOp>())

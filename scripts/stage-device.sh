@@ -44,6 +44,8 @@ for mode in dense ddp tp_sp_async_vp; do
   [ $mode = tp_sp_async_vp ] && flags=(--mode $mode --tp 2)
   "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
     "${flags[@]}" --recompute full -o "$stage/bench/$mode-recompute.plan"
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    "${flags[@]}" --recompute selective -o "$stage/bench/$mode-selective.plan"
 done
 # The compute-bound point of the speed issue, on one GPU.
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \

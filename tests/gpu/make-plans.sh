@@ -220,3 +220,14 @@ done
 "$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
   --emit-logits --keep-grads --recompute full \
   -o "$out/minimind-bf16-dense-recompute.plan"
+# Selective recompute (norms, rope and SwiGLU re-run): dense f32 and bf16,
+# and tp_sp_async_vp (the re-gather beside it).
+for dtype in f32 bf16; do
+  run=()
+  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
+  "$sharc" compile "$here/small.yaml" "${run[@]}" --emit-logits --keep-grads \
+    --recompute selective -o "$out/small-$dtype-dense-selective.plan"
+done
+"$sharc" compile "$here/small.yaml" --emit-logits --keep-grads \
+  --mode tp_sp_async_vp --tp 2 --recompute selective \
+  -o "$out/small-f32-tp_sp_async_vp-selective.plan"

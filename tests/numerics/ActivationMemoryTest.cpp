@@ -20,6 +20,11 @@
 // Full recompute (`--recompute full`) keeps only each layer's input, the
 // residual stream (H, or H/t under sequence parallelism), and runs the
 // layer's forward again in its backward: a layer then adds that alone.
+// Selective recompute (`--recompute selective`) re-runs the norms, rope
+// and SwiGLU: a layer keeps neither the norm outputs nor q and k after
+// RoPE nor the SwiGLU (under sp the local norm outputs stay, for the
+// re-gather): 2 x H (2 x H/t + 2 x H/t under sp) + (2 Q + 2 K + 2 I)/t
+// elements and the log-sum-exp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -109,5 +114,30 @@ TEST_CASE("under full recompute a layer keeps its input alone",
     INFO(mode << " tp " << t << ": one layer adds " << measured
               << " bytes to the arena, its input is " << input);
     REQUIRE(std::fabs(measured - input) <= 0.03 * input);
+  }
+}
+
+TEST_CASE("under selective recompute a layer keeps its GEMMs' outputs",
+          "[numerics][memory]") {
+  double h = kHidden, q = kHeads * kHeadDim, k = kKvHeads * kHeadDim;
+  for (auto [mode, t] : {std::pair<std::string, int64_t>{"dense", 1},
+                         {"tp", 2},
+                         {"tp_sp", 2},
+                         {"tp_sp_async_vp", 2},
+                         {"tp_sp", 4}}) {
+    PipelineOptions layout;
+    REQUIRE(applyModePreset(mode, t, layout));
+    layout.recompute = "selective";
+    double measured =
+        static_cast<double>(arenaBytes(3, layout) - arenaBytes(2, layout));
+    bool sp = layout.sequenceParallel;
+    double perToken =
+        kElementBytes * ((sp ? 4 * h / t : 2 * h) +
+                         (2 * q + 2 * k + 2 * kIntermediate) / t) +
+        4.0 * kHeads / t;
+    double expected = perToken * kSeq * kBatch;
+    INFO(mode << " tp " << t << ": one layer adds " << measured
+              << " bytes to the arena, the count is " << expected);
+    REQUIRE(std::fabs(measured - expected) <= 0.03 * expected);
   }
 }

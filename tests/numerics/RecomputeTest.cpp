@@ -46,13 +46,15 @@ int countOps(const plan::Plan &plan, const std::string &op) {
       [&](const plan::Instruction &instr) { return instr.op == op; }));
 }
 
-/// `layout` of `model` (with `edits`) with and without full recompute (of
-/// the first `layers` layers, -1 all): the plan re-runs the layers'
-/// forward ops, and both train alike to the bit.
+/// `layout` of `model` (with `edits`) with and without `policy` (full or
+/// selective, of the first `layers` layers, -1 all): the plan re-runs the
+/// layers' forward ops, and both train alike to the bit.
 void requireRecomputeExact(const std::string &model, const Edits &edits,
-                           PipelineOptions layout, int64_t layers = -1) {
+                           PipelineOptions layout, int64_t layers = -1,
+                           const std::string &policy = "full") {
+  INFO("recompute " << policy);
   plan::Plan kept = compileEdited(model, edits, layout);
-  layout.recompute = "full";
+  layout.recompute = policy;
   layout.recomputeLayers = layers;
   plan::Plan rerun = compileEdited(model, edits, layout);
   // Every layer's norms (rms_norm, and q/k's, fused with rope unless cp
@@ -132,6 +134,28 @@ TEST_CASE("full recompute trains as keeping the activations, to the bit",
     edits.push_back(
         {"micro_batch_size: 2", "micro_batch_size: 1\n  num_microbatches: 4"});
     requireRecomputeExact("tiny.yaml", edits, layout, 1);
+  }
+  SECTION("selective: norms, rope and SwiGLU alone, in every layout kind") {
+    requireRecomputeExact("tiny.yaml", {}, preset("dense", 1), -1, "selective");
+    requireRecomputeExact("tiny.yaml", {}, preset("tp_sp_async_vp", 2), -1,
+                          "selective");
+    PipelineOptions zero = preset("ddp", 2);
+    zero.zeroStage = 3;
+    requireRecomputeExact("tiny.yaml", {}, zero, -1, "selective");
+    PipelineOptions ring = preset("cp", 2);
+    ring.cpComm = "ring";
+    requireRecomputeExact("tiny.yaml", {}, ring, -1, "selective");
+    PipelineOptions pp = preset("pp", 2);
+    pp.ppSchedule = "interleaved";
+    pp.ppChunks = 2;
+    Edits edits = kFourLayers;
+    edits.push_back(
+        {"micro_batch_size: 2", "micro_batch_size: 1\n  num_microbatches: 2"});
+    requireRecomputeExact("tiny.yaml", edits, pp, -1, "selective");
+    PipelineOptions separate = preset("dense", 1);
+    separate.fuseProjections = false;
+    separate.fuseNormRope = false;
+    requireRecomputeExact("tiny.yaml", kFourLayers, separate, 2, "selective");
   }
   SECTION("tp x cp x pp on 8 ranks, microbatches") {
     PipelineOptions layout = preset("tp_cp_pp", 2);

@@ -41,7 +41,7 @@ const char *kUsage =
     "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
     "         [--no_fuse_adds] [--no_fuse_norm_rope]\n"
     "         [--fuse_projections[=all|gate_up]] [--schedule defer|latency]\n"
-    "         [--zero_stage 0|1|3] [--recompute none|full]\n"
+    "         [--zero_stage 0|1|3] [--recompute none|selective|full]\n"
     "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp (ddp and tp\n"
     "         runners: the batch in one pass), cp pp tp_cp tp_pp pp_cp\n"
     "         tp_cp_pp (the general runner: num_microbatches of\n"
@@ -82,7 +82,8 @@ const char *kUsage =
     "  --recompute full  every mode with `sharc compile --recompute full`:\n"
     "                  each layer's forward runs again in the backward and\n"
     "                  only the layers' inputs are kept (under SP it\n"
-    "                  replaces the async modes' re-gather)\n";
+    "                  replaces the async modes' re-gather); selective: its\n"
+    "                  norms, rope and SwiGLU alone\n";
 
 int badFlags(const std::string &message) {
   std::fprintf(stderr, "sharc: error: %s\n%s", message.c_str(), kUsage);
@@ -119,8 +120,10 @@ std::string checkConfig(const BenchConfig &c) {
     return "--backend takes auto, cpu or cuda, not '" + c.backend + "'";
   if (c.schedule != "defer" && c.schedule != "latency")
     return "--schedule takes defer or latency, not '" + c.schedule + "'";
-  if (c.recompute != "none" && c.recompute != "full")
-    return "--recompute takes none or full, not '" + c.recompute + "'";
+  if (c.recompute != "none" && c.recompute != "full" &&
+      c.recompute != "selective")
+    return "--recompute takes none, selective or full, not '" + c.recompute +
+           "'";
   if (c.fuseProjections != "none" && c.fuseProjections != "all" &&
       c.fuseProjections != "gate_up")
     return "--fuse_projections takes all, gate_up or none, not '" +

@@ -221,9 +221,10 @@ PipelineOptions pipelineOptionsOf(const BenchConfig &config,
   // and, under SP, the backward's re-gather of column inputs.
   if (point.sequenceParallel && point.asyncCommunication)
     options.recompute = "sp-allgather";
-  // Full recompute re-gathers the SP inputs too, with the rest of a layer.
-  if (config.recompute == "full")
-    options.recompute = "full";
+  // Full recompute re-gathers the SP inputs too, with the rest of a layer;
+  // selective adds the re-gather under SP (Pipelines.cpp).
+  if (config.recompute != "none")
+    options.recompute = config.recompute;
   options.fuseAdds = config.fuseAdds;
   options.fuseNormRope = config.fuseNormRope;
   options.fuseProjections = config.fuseProjections != "none";

@@ -72,7 +72,8 @@ struct BenchConfig {
   /// `sharc compile --zero 1`); the other modes have no dp axis.
   int64_t zeroStage = 0;
   /// "full": every point re-runs each layer's forward in its backward
-  /// (`sharc compile --recompute full`); "none" keeps the modes' own.
+  /// (`sharc compile --recompute full`), "selective" its cheap ops; "none"
+  /// keeps the modes' own.
   std::string recompute = "none";
 };
 

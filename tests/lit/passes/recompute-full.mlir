@@ -5,6 +5,8 @@
 // RUN:   --sharc-recompute=policy=full | FileCheck %s --check-prefix=PP
 // RUN: sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
 // RUN:   --sharc-recompute=policy=none | FileCheck %s --check-prefix=NONE
+// RUN: sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
+// RUN:   --sharc-recompute=policy=selective | FileCheck %s --check-prefix=SELECTIVE
 // RUN: not sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
 // RUN:   --sharc-recompute=policy=most 2>&1 | FileCheck %s --check-prefix=BAD
 
@@ -22,7 +24,7 @@
 // CHECK: sharc.fill
 // CHECK-NOT: %[[X1]]{{[^0-9_]}}
 // CHECK: sharc.matmul_dgrad {{.*}}, %arg6
-// CHECK-NEXT: %[[RX1:.*]] = sharc.rms_norm %[[H0]], %arg5
+// CHECK-NEXT: %[[RX1:.*]] = sharc.rms_norm %[[H0]], %arg5 {eps = {{.*}}, sharc.recompute}
 // CHECK-NEXT: sharc.matmul_wgrad {{.*}}, %[[RX1]]
 // CHECK-NOT: %[[X0]]{{[^0-9_]}}
 // CHECK: sharc.matmul_dgrad {{.*}}, %arg4
@@ -42,7 +44,18 @@
 // PP: sharc.rms_norm %[[IN]], %arg5 {eps = {{.*}}, sharc.stage = 1 : i64}
 // PP: sharc.rms_norm %0, %arg3 {eps = {{.*}}, sharc.stage = 0 : i64}
 
+// Selective: the norms (cheap, their inputs kept anyway) are re-run right
+// before their readers, unmarked (the planner's deferral may pass them);
+// full recompute's copies carry sharc.recompute.
+// SELECTIVE: sharc.fill
+// SELECTIVE: sharc.matmul_dgrad {{.*}}, %arg6
+// SELECTIVE-NEXT: %[[S1:.*]] = sharc.rms_norm %{{.*}}, %arg5 {eps = {{[^,]*}}} :
+// SELECTIVE-NEXT: sharc.matmul_wgrad {{.*}}, %[[S1]]
+// SELECTIVE: sharc.matmul_dgrad {{.*}}, %arg4
+// SELECTIVE-NEXT: %[[S0:.*]] = sharc.rms_norm %{{.*}}, %arg3 {eps = {{[^,]*}}} :
+// SELECTIVE-NEXT: sharc.matmul_wgrad {{.*}}, %[[S0]]
+
 // NONE: sharc.fill
 // NONE-NOT: sharc.rms_norm {{.*}} :
 
-// BAD: unknown recompute policy 'most' (expected full, sp-allgather or none)
+// BAD: unknown recompute policy 'most' (expected full, selective, sp-allgather or none)
