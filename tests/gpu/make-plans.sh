@@ -204,13 +204,20 @@ done
 # backward, only layer inputs kept): dense in f32, bf16 and bf16-mixed,
 # tp_sp_async_vp (the SP collectives re-run), cp ring, and MiniMind in bf16.
 # The copies run the same kernels on the same inputs: the gradients must
-# match the cpu as closely as without recompute.
+# match the cpu as closely as without recompute. Selective recompute (norms,
+# rope and SwiGLU re-run; names ending in -selective): dense f32 and bf16,
+# and tp_sp_async_vp (the re-gather beside it).
 for dtype in f32 bf16 mixed; do
   run=()
   [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
   [ "$dtype" = mixed ] && run=(--run "$here/mixed.run.yaml")
-  "$sharc" compile "$here/small.yaml" "${run[@]}" --emit-logits --keep-grads \
-    --recompute full -o "$out/small-$dtype-dense-recompute.plan"
+  for policy in full selective; do
+    [ $policy = selective ] && [ $dtype = mixed ] && continue
+    name=recompute
+    [ $policy = selective ] && name=selective
+    "$sharc" compile "$here/small.yaml" "${run[@]}" --emit-logits \
+      --keep-grads --recompute $policy -o "$out/small-$dtype-dense-$name.plan"
+  done
 done
 "$sharc" compile "$here/small.yaml" --emit-logits --keep-grads \
   --mode tp_sp_async_vp --tp 2 --recompute full \
@@ -220,14 +227,6 @@ done
 "$sharc" compile "$root/models/minimind.yaml" --run "$here/bf16.run.yaml" \
   --emit-logits --keep-grads --recompute full \
   -o "$out/minimind-bf16-dense-recompute.plan"
-# Selective recompute (norms, rope and SwiGLU re-run): dense f32 and bf16,
-# and tp_sp_async_vp (the re-gather beside it).
-for dtype in f32 bf16; do
-  run=()
-  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
-  "$sharc" compile "$here/small.yaml" "${run[@]}" --emit-logits --keep-grads \
-    --recompute selective -o "$out/small-$dtype-dense-selective.plan"
-done
 "$sharc" compile "$here/small.yaml" --emit-logits --keep-grads \
   --mode tp_sp_async_vp --tp 2 --recompute selective \
   -o "$out/small-f32-tp_sp_async_vp-selective.plan"

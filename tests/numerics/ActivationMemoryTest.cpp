@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 using namespace sharc;
 using namespace sharc::testing;
@@ -97,28 +98,14 @@ TEST_CASE("activation memory per layer matches the analytic count",
   check("tp_sp_async", 4, true, true);
 }
 
-TEST_CASE("under full recompute a layer keeps its input alone",
-          "[numerics][memory]") {
-  for (auto [mode, t] : {std::pair<std::string, int64_t>{"dense", 1},
-                         {"tp", 2},
-                         {"tp_sp", 2},
-                         {"tp_sp_async_vp", 2},
-                         {"tp_sp", 4}}) {
-    PipelineOptions layout;
-    REQUIRE(applyModePreset(mode, t, layout));
-    layout.recompute = "full";
-    double measured =
-        static_cast<double>(arenaBytes(3, layout) - arenaBytes(2, layout));
-    double input = static_cast<double>(kElementBytes * kSeq * kBatch) *
-                   (layout.sequenceParallel ? kHidden / t : kHidden);
-    INFO(mode << " tp " << t << ": one layer adds " << measured
-              << " bytes to the arena, its input is " << input);
-    REQUIRE(std::fabs(measured - input) <= 0.03 * input);
-  }
-}
+namespace {
 
-TEST_CASE("under selective recompute a layer keeps its GEMMs' outputs",
-          "[numerics][memory]") {
+/// Under `policy`, what one more layer adds to the arena against
+/// `perToken(h, q, k, sequenceParallel, t)` bytes a token, in dense, tp and
+/// sp layouts.
+void checkRecompute(const std::string &policy,
+                    const std::function<double(double, double, double, bool,
+                                               double)> &perToken) {
   double h = kHidden, q = kHeads * kHeadDim, k = kKvHeads * kHeadDim;
   for (auto [mode, t] : {std::pair<std::string, int64_t>{"dense", 1},
                          {"tp", 2},
@@ -127,17 +114,34 @@ TEST_CASE("under selective recompute a layer keeps its GEMMs' outputs",
                          {"tp_sp", 4}}) {
     PipelineOptions layout;
     REQUIRE(applyModePreset(mode, t, layout));
-    layout.recompute = "selective";
+    layout.recompute = policy;
     double measured =
         static_cast<double>(arenaBytes(3, layout) - arenaBytes(2, layout));
-    bool sp = layout.sequenceParallel;
-    double perToken =
-        kElementBytes * ((sp ? 4 * h / t : 2 * h) +
-                         (2 * q + 2 * k + 2 * kIntermediate) / t) +
-        4.0 * kHeads / t;
-    double expected = perToken * kSeq * kBatch;
-    INFO(mode << " tp " << t << ": one layer adds " << measured
-              << " bytes to the arena, the count is " << expected);
+    double expected =
+        perToken(h, q, k, layout.sequenceParallel, static_cast<double>(t)) *
+        kSeq * kBatch;
+    INFO(policy << ", " << mode << " tp " << t << ": one layer adds "
+                << measured << " bytes to the arena, the count is "
+                << expected);
     REQUIRE(std::fabs(measured - expected) <= 0.03 * expected);
   }
+}
+
+} // namespace
+
+TEST_CASE("under full recompute a layer keeps its input alone",
+          "[numerics][memory]") {
+  checkRecompute("full", [](double h, double, double, bool sp, double t) {
+    return kElementBytes * (sp ? h / t : h);
+  });
+}
+
+TEST_CASE("under selective recompute a layer keeps its GEMMs' outputs",
+          "[numerics][memory]") {
+  checkRecompute(
+      "selective", [](double h, double q, double k, bool sp, double t) {
+        return kElementBytes * ((sp ? 4 * h / t : 2 * h) +
+                                (2 * q + 2 * k + 2 * kIntermediate) / t) +
+               4.0 * kHeads / t;
+      });
 }
