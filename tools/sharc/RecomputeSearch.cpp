@@ -25,6 +25,19 @@ std::string mib(int64_t bytes) {
 
 } // namespace
 
+std::string RecomputeChoice::describe(int64_t limitMiB) const {
+  char text[256];
+  std::snprintf(
+      text, sizeof text,
+      "the first %lld of %lld layers re-run in the backward, %.1f "
+      "MiB a rank within %lld (none: %.1f, all: %.1f; %d compiles)",
+      static_cast<long long>(layers), static_cast<long long>(numLayers),
+      static_cast<double>(bytes) / (1 << 20), static_cast<long long>(limitMiB),
+      static_cast<double>(noneBytes) / (1 << 20),
+      static_cast<double>(allBytes) / (1 << 20), compiles);
+  return text;
+}
+
 std::variant<plan::Plan, CompileError>
 sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
                            int64_t limitBytes, RecomputeChoice *choice,

@@ -16,6 +16,7 @@
 #include "tools/sharc/CompileDriver.h"
 
 #include <cstdint>
+#include <string>
 #include <variant>
 
 namespace sharc {
@@ -27,6 +28,9 @@ struct RecomputeChoice {
   int64_t bytes = 0;     ///< the chosen plan's, a rank (planDeviceBytes)
   int64_t noneBytes = 0, allBytes = 0; ///< no layer and every layer re-run
   int compiles = 0;
+  /// "the first 5 of 8 layers re-run in the backward, 1349.0 MiB a rank
+  /// within 1500 (none: 2370.3, all: 804.5; 5 compiles)".
+  std::string describe(int64_t limitMiB) const;
 };
 
 /// What a rank of `plan` holds on a GPU: the plan's regions and the GPU

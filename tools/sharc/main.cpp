@@ -497,17 +497,8 @@ int compile(const CompileFlags &flags) {
   }
   auto &plan = std::get<sharc::plan::Plan>(result);
   if (pipeline.recompute == "auto")
-    std::fprintf(stderr,
-                 "sharc: recompute auto: the first %lld of %lld layers re-run "
-                 "in the backward, %.1f MiB a rank within %lld (none: %.1f, "
-                 "all: %.1f; %d compiles)\n",
-                 static_cast<long long>(choice.layers),
-                 static_cast<long long>(choice.numLayers),
-                 static_cast<double>(choice.bytes) / (1 << 20),
-                 static_cast<long long>(*flags.memoryLimitMiB),
-                 static_cast<double>(choice.noneBytes) / (1 << 20),
-                 static_cast<double>(choice.allBytes) / (1 << 20),
-                 choice.compiles);
+    std::fprintf(stderr, "sharc: recompute auto: %s\n",
+                 choice.describe(*flags.memoryLimitMiB).c_str());
   double predictedSeconds = 0;
   std::optional<sharc::StepSimulation> simulation;
   if (!flags.report.empty() || !flags.traceSimPath.empty()) {
