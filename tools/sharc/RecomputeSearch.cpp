@@ -57,14 +57,27 @@ sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
     lastCompiled = n;
     return compileModel(context, options, schedule);
   };
+  // The search's compiles dump no IR; the chosen plan's is dumped once.
+  std::string dumpIr = options.dumpIr;
+  options.dumpIr.clear();
+  auto chosen = [&](int64_t n, std::variant<plan::Plan, CompileError> plan)
+      -> std::variant<plan::Plan, CompileError> {
+    choice->layers = n;
+    // The schedule the caller gets is the last compile's: redo the chosen
+    // one when bisection ended elsewhere, or to dump its IR.
+    if ((schedule && lastCompiled != n) || !dumpIr.empty()) {
+      options.dumpIr = dumpIr;
+      return compileWith(n);
+    }
+    return plan;
+  };
   auto none = compileWith(0);
   if (auto *error = std::get_if<CompileError>(&none))
     return *error;
   choice->noneBytes = planDeviceBytes(std::get<plan::Plan>(none));
   if (choice->noneBytes <= limitBytes) {
-    choice->layers = 0;
     choice->bytes = choice->allBytes = choice->noneBytes;
-    return none;
+    return chosen(0, std::move(none));
   }
   auto all = compileWith(choice->numLayers);
   if (auto *error = std::get_if<CompileError>(&all))
@@ -94,10 +107,5 @@ sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
       tooFew = middle;
     }
   }
-  choice->layers = fits;
-  // The schedule the caller gets is the last compile's: redo the chosen
-  // one when bisection ended elsewhere.
-  if (schedule && lastCompiled != fits)
-    return compileWith(fits);
-  return best;
+  return chosen(fits, std::move(best));
 }
