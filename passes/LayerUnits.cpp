@@ -4,11 +4,15 @@
 #include "ir/ArgumentRoles.h"
 
 #include <algorithm>
+#include <limits>
 
 using namespace mlir;
 using namespace sharc;
 
 namespace {
+
+/// What reads neither a parameter nor a unit op has no unit of its own.
+constexpr int64_t kNoUnit = std::numeric_limits<int64_t>::min();
 
 int64_t paramUnit(func::FuncOp func, unsigned index, int64_t numLayers) {
   StringRef name = getArgString(func, index, kParamAttr);

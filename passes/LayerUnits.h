@@ -1,5 +1,5 @@
 //===- LayerUnits.h - the model unit each forward op belongs to -*- C++ -*-===//
-// defines: kNoUnit, forwardUnits
+// defines: forwardUnits
 //
 // Pipeline partitioning cuts the forward between units, and full recompute
 // re-runs one unit's forward in the backward; both need to know which unit
@@ -15,11 +15,8 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <cstdint>
-#include <limits>
 
 namespace sharc {
-
-inline constexpr int64_t kNoUnit = std::numeric_limits<int64_t>::min();
 
 /// The unit of each of `forwardOps` (in program order). A parameter's unit
 /// comes from its name and role; an op's is the latest unit of what it
