@@ -38,6 +38,9 @@ struct PipelineOptions {
   std::string recompute = "none";
   /// recompute "full", "selective": the first N layers alone (-1: all).
   int64_t recomputeLayers = -1;
+  /// recompute "full" of the first N layers: "selective" re-runs the
+  /// others' cheap ops ("none": keeps all they computed).
+  std::string recomputeRest = "none";
   int64_t bucketBytes = 25 << 20; ///< data-parallel gradient buckets
   /// ZeRO stage: 0; 1 to shard the optimizer state over dp
   /// (sharc-shard-optimizer); 3 to shard the parameters too

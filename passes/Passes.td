@@ -429,13 +429,19 @@ def Recompute : Pass<"sharc-recompute", "::mlir::ModuleOp"> {
     Policy `selective`: of each layer only the cheap ops (norms, rope,
     SwiGLU, views) run again, each right before its first backward
     reader; what GEMMs, attention and collectives computed is kept.
+    `policy=full layers=N rest=selective` re-runs the first N layers whole
+    and the others selectively (what `--recompute auto` settles on when
+    selective alone does not fit).
   }];
   let options = [Option<"policy", "policy", "std::string", "\"sp-allgather\"",
                         "what to recompute: full, selective, sp-allgather "
                         "or none">,
                  Option<"layers", "layers", "int64_t", "-1",
                         "policy full: re-run layers 0 .. layers-1 alone "
-                        "(-1: every layer)">];
+                        "(-1: every layer)">,
+                 Option<"rest", "rest", "std::string", "\"none\"",
+                        "policy full with layers=N: what the layers past "
+                        "N re-run (none or selective)">];
 }
 
 def VerifyPlacements : Pass<"sharc-verify-placements", "::mlir::ModuleOp"> {

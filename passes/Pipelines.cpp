@@ -103,7 +103,8 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // copies with the recompute between them; after fusing, so a layer's
   // copy runs the fused GEMMs.
   if (options.recompute == "full" || options.recompute == "selective")
-    pm.addPass(createRecompute({options.recompute, options.recomputeLayers}));
+    pm.addPass(createRecompute(
+        {options.recompute, options.recomputeLayers, options.recomputeRest}));
   // After fusing, so fused weights are built once for all microbatches;
   // before bucketing, so each dp gradient sync runs once per step.
   pm.addPass(createMicrobatch());
@@ -115,8 +116,11 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createBucketGradients({options.bucketBytes, shardOptimizer}));
   // Selective recompute keeps what collectives gathered; under sequence
   // parallelism the column inputs are gathered again as well.
+  bool selective =
+      options.recompute == "selective" ||
+      (options.recompute == "full" && options.recomputeRest == "selective");
   if (options.recompute == "sp-allgather" ||
-      (options.recompute == "selective" && options.sequenceParallel))
+      (selective && options.sequenceParallel))
     pm.addPass(createRecompute({"sp-allgather", -1}));
   if (options.withOptimizer) {
     // Gradient buckets (dp, cp) are runs of updates already.

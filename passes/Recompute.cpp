@@ -30,6 +30,9 @@ namespace {
 void regatherForWeightGradients(func::FuncOp func) {
   SmallVector<AllGatherOp> gathers;
   func.walk([&](AllGatherOp gather) {
+    // A layer re-run whole gathers its inputs again already.
+    if (gather->hasAttr(kRecomputeAttr))
+      return;
     if (getPlacement(gather.getY().getType()).getAxis(gather.getAxis()) ==
             PlacementAttr::kReplicated &&
         gather.getDim() == 0)
@@ -113,8 +116,9 @@ bool isCheap(Operation *op) {
 /// What is not re-run: a value another unit's forward reads (the residual
 /// stream leaving the layer) or the step returns; what does not depend on
 /// the batch (a fused weight's concat); pipeline transfers; the embedding
-/// and the head. Only layers below `rerunLayers` are re-run (the first N:
-/// under 1F1B the first stage keeps the most microbatches in flight).
+/// and the head. Only layers in [firstLayer, endLayer) are re-run (the
+/// first N: under 1F1B the first stage keeps the most microbatches in
+/// flight).
 ///
 /// Selective recompute re-runs only the cheap ops (isCheap) and keeps what
 /// the others computed; each copy goes right before its own first reader,
@@ -123,8 +127,8 @@ bool isCheap(Operation *op) {
 ///
 /// Runs before sharc-microbatch, which copies each microbatch's forward,
 /// recompute and backward alike.
-void recomputeLayers(func::FuncOp func, int64_t numLayers, int64_t rerunLayers,
-                     bool selective) {
+void recomputeLayers(func::FuncOp func, int64_t numLayers, int64_t firstLayer,
+                     int64_t endLayer, bool selective) {
   SmallVector<Operation *> forward = forwardOps(func);
   if (forward.empty())
     return;
@@ -146,7 +150,7 @@ void recomputeLayers(func::FuncOp func, int64_t numLayers, int64_t rerunLayers,
     }
   auto recomputable = [&](Operation *op) {
     int64_t unit = unitOf.lookup(op);
-    if (!variant.contains(op) || unit < 0 || unit >= rerunLayers ||
+    if (!variant.contains(op) || unit < firstLayer || unit >= endLayer ||
         isa<TransferOp>(op) || (selective && !isCheap(op)))
       return false;
     for (Operation *user : op->getUsers())
@@ -222,11 +226,22 @@ struct RecomputePass : sharc::impl::RecomputeBase<RecomputePass> {
     if (policy == "none")
       return;
     if (policy == "full" || policy == "selective") {
+      if (rest != "none" && (rest != "selective" || policy != "full")) {
+        getOperation().emitError("recompute rest '")
+            << rest << "' needs policy full and is none or selective";
+        return signalPassFailure();
+      }
       int64_t numLayers = ModelSizes(getOperation()).get("num_hidden_layers");
       int64_t rerun =
           layers < 0 ? numLayers : std::min<int64_t>(layers, numLayers);
-      for (auto func : getOperation().getOps<func::FuncOp>())
-        recomputeLayers(func, numLayers, rerun, policy == "selective");
+      for (auto func : getOperation().getOps<func::FuncOp>()) {
+        recomputeLayers(func, numLayers, 0, rerun, policy == "selective");
+        // The layers past the first N keep what selective keeps: their
+        // copies read only their own layer's forward, so the two runs
+        // touch disjoint ops.
+        if (rest == "selective")
+          recomputeLayers(func, numLayers, rerun, numLayers, true);
+      }
       return;
     }
     if (policy != "sp-allgather") {

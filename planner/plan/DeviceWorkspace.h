@@ -33,6 +33,15 @@
 
 namespace sharc::plan {
 
+/// On cuda, what a rank holds beyond its plan once running: NCCL's buffers
+/// (a communicator per stream and axis), cuBLASLt workspaces, kernels'
+/// scratch. Measured on an H200: 3,159 MiB in use for a 1,502 MiB plan,
+/// of which about 500 MiB is the CUDA context that cudaMemGetInfo's free
+/// bytes already exclude (docs/benchmarks.md). `sharc-run --bench` adds it
+/// to a plan before comparing with the memory a rank may use, and `sharc
+/// bench --recompute auto` takes it off that memory before its search.
+inline constexpr int64_t kCudaRankReserveBytes = int64_t{1152} << 20;
+
 /// cuBLASLt's workspace per stream. Offered 32 MiB, the heuristic picks
 /// kernels that ask for up to 18 MiB at MiniMind's seq-8192 shapes (4
 /// bytes at seq 2048 and hidden 4096), yet on an H200 the steps took the

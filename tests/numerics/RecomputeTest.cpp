@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 using namespace sharc;
 using namespace sharc::testing;
@@ -47,15 +48,18 @@ int countOps(const plan::Plan &plan, const std::string &op) {
 }
 
 /// `layout` of `model` (with `edits`) with and without `policy` (full or
-/// selective, of the first `layers` layers, -1 all): the plan re-runs the
-/// layers' forward ops, and both train alike to the bit.
+/// selective, of the first `layers` layers, -1 all; `rest` for the others
+/// under full): the plan re-runs the layers' forward ops, and both train
+/// alike to the bit.
 void requireRecomputeExact(const std::string &model, const Edits &edits,
                            PipelineOptions layout, int64_t layers = -1,
-                           const std::string &policy = "full") {
-  INFO("recompute " << policy);
+                           const std::string &policy = "full",
+                           const std::string &rest = "none") {
+  INFO("recompute " << policy << " " << layers << ", rest " << rest);
   plan::Plan kept = compileEdited(model, edits, layout);
   layout.recompute = policy;
   layout.recomputeLayers = layers;
+  layout.recomputeRest = rest;
   plan::Plan rerun = compileEdited(model, edits, layout);
   // Every layer's norms (rms_norm, and q/k's, fused with rope unless cp
   // moves rope) run once more, in its backward.
@@ -157,6 +161,20 @@ TEST_CASE("full recompute trains as keeping the activations, to the bit",
     separate.fuseNormRope = false;
     requireRecomputeExact("tiny.yaml", kFourLayers, separate, 2, "selective");
   }
+  SECTION("the first layers whole, the others selectively") {
+    requireRecomputeExact("tiny.yaml", kFourLayers, preset("dense", 1), 1,
+                          "full", "selective");
+    requireRecomputeExact("tiny.yaml", kFourLayers, preset("tp_sp_async_vp", 2),
+                          2, "full", "selective");
+    requireRecomputeExact("tiny.yaml", {}, preset("ddp", 2), 1, "full",
+                          "selective");
+    PipelineOptions pp = preset("pp", 2);
+    pp.ppSchedule = "1f1b";
+    Edits edits = kFourLayers;
+    edits.push_back(
+        {"micro_batch_size: 2", "micro_batch_size: 1\n  num_microbatches: 4"});
+    requireRecomputeExact("tiny.yaml", edits, pp, 3, "full", "selective");
+  }
   SECTION("tp x cp x pp on 8 ranks, microbatches") {
     PipelineOptions layout = preset("tp_cp_pp", 2);
     layout.cpComm = "all_gather";
@@ -209,51 +227,93 @@ std::string writeTinyFourLayers() {
 
 } // namespace
 
-TEST_CASE("recompute auto re-runs the fewest layers that fit",
+TEST_CASE("recompute auto re-runs the least that fits",
           "[numerics][recompute]") {
   std::string path = writeTinyFourLayers();
   mlir::MLIRContext context;
   CompileOptions options;
   options.modelPath = path;
-  // Each plan's bytes with the first n layers re-run: never more as n
-  // grows (re-running the last layer saves nothing when the peak is in its
-  // own backward, as here), and far fewer with all than with none.
+  // The chain of RecomputeSearch.h, each plan compiled by its own flags:
+  // none; selective on the first s layers; the first f whole and the other
+  // 4 - f selectively; all whole.
+  std::vector<PipelineOptions> chain(9);
+  for (int64_t s = 1; s <= 4; ++s) {
+    chain[s].recompute = "selective";
+    chain[s].recomputeLayers = s;
+  }
+  for (int64_t f = 1; f <= 4; ++f) {
+    chain[4 + f].recompute = "full";
+    chain[4 + f].recomputeLayers = f;
+    chain[4 + f].recomputeRest = f < 4 ? "selective" : "none";
+  }
+  // Never more as the chain re-runs more (re-running the last layer saves
+  // nothing when the peak is in its own backward, as here), strictly less
+  // somewhere in each half, far less at the end. Step 8, the last layer
+  // whole, may keep more than step 7, its cheap ops alone: the search then
+  // ends at 7.
   std::vector<int64_t> bytes;
-  for (int64_t n = 0; n <= 4; ++n) {
+  for (const PipelineOptions &step : chain) {
     CompileOptions each = options;
-    each.pipeline.recompute = n > 0 ? "full" : "none";
-    each.pipeline.recomputeLayers = n;
+    each.pipeline = step;
     auto plan = compileModel(context, each);
     REQUIRE(std::holds_alternative<plan::Plan>(plan));
     bytes.push_back(planDeviceBytes(std::get<plan::Plan>(plan)));
-    if (n > 0)
-      REQUIRE(bytes[n] <= bytes[n - 1]);
+    INFO("step " << bytes.size() - 1);
+    if (bytes.size() > 1 && bytes.size() < 9)
+      REQUIRE(bytes.back() <= bytes[bytes.size() - 2]);
   }
-  REQUIRE(bytes[4] < bytes[0] * 2 / 3);
-  // The fewest layers whose plan fits `limit`, by looking at every one.
-  auto fewest = [&](int64_t limit) {
-    int64_t n = 0;
-    while (bytes[n] > limit)
-      ++n;
-    return n;
+  int64_t end = bytes[8] < bytes[7] ? 8 : 7;
+  REQUIRE(bytes[4] < bytes[0]);
+  REQUIRE(bytes[7] < bytes[4]);
+  REQUIRE(bytes[end] < bytes[0] * 2 / 3);
+  // The first step whose plan fits `limit`, by looking at every one.
+  auto first = [&](int64_t limit) {
+    int64_t step = 0;
+    while (bytes[step] > limit)
+      ++step;
+    return step;
   };
-  for (int64_t n = 0; n <= 4; ++n)
-    for (int64_t limit : {bytes[n], bytes[n] - 1}) {
-      if (limit < bytes[4])
+  for (int64_t step = 0; step <= end; ++step)
+    for (int64_t limit : {bytes[step], bytes[step] - 1}) {
+      if (limit < bytes[end])
         continue;
       INFO("limit " << limit << " bytes");
       RecomputeChoice choice;
       auto plan = compileWithinMemory(context, options, limit, &choice);
       REQUIRE(std::holds_alternative<plan::Plan>(plan));
       REQUIRE(choice.numLayers == 4);
-      REQUIRE(choice.layers == fewest(limit));
-      REQUIRE(choice.bytes == bytes[choice.layers]);
+      int64_t expected = first(limit);
+      REQUIRE(choice.fullLayers == std::max<int64_t>(expected - 4, 0));
+      REQUIRE(choice.selectiveLayers ==
+              (expected > 4 ? 8 - expected : expected));
+      REQUIRE(choice.bytes == bytes[expected]);
       REQUIRE(planDeviceBytes(std::get<plan::Plan>(plan)) == choice.bytes);
       REQUIRE(choice.noneBytes == bytes[0]);
+      // The flags it prints compile the same plan.
+      PipelineOptions flagged;
+      std::string flags = choice.flags(), policy, rest;
+      std::optional<int64_t> layers;
+      std::istringstream words(flags);
+      for (std::string word, value; words >> word >> value;) {
+        if (word == "--recompute")
+          policy = value;
+        else if (word == "--recompute-rest")
+          rest = value;
+        else
+          layers = std::stoll(value);
+      }
+      INFO(flags);
+      REQUIRE(applyRecomputeFlags(policy, layers, rest, std::nullopt, flagged)
+                  .empty());
+      CompileOptions again = options;
+      again.pipeline = flagged;
+      auto replay = compileModel(context, again);
+      REQUIRE(std::holds_alternative<plan::Plan>(replay));
+      REQUIRE(planDeviceBytes(std::get<plan::Plan>(replay)) == choice.bytes);
     }
-  // Under what every layer re-run needs: refused, naming both sizes.
+  // Under what the chain's end needs: refused, naming both sizes.
   RecomputeChoice choice;
-  auto refused = compileWithinMemory(context, options, bytes[4] - 1, &choice);
+  auto refused = compileWithinMemory(context, options, bytes[end] - 1, &choice);
   REQUIRE(std::holds_alternative<CompileError>(refused));
   const CompileError &error = std::get<CompileError>(refused);
   REQUIRE(error.exitCode == 2);

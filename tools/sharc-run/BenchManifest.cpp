@@ -81,10 +81,10 @@ Status readPoint(const FieldReader &r, const YAML::Node &node,
   SHARC_TRY(r.read(node, "plan", p.planPath));
   SHARC_TRY(r.read(node, "status", p.status));
   SHARC_TRY(r.read(node, "reason", p.reason, false));
-  if (p.status != "ok" && p.status != "error")
+  if (p.status != "ok" && p.status != "error" && p.status != "oom")
     return Status::invalidInput(r.where(node["status"]) +
-                                ": status is ok or error, not '" + p.status +
-                                "'");
+                                ": status is ok, oom or error, not '" +
+                                p.status + "'");
   if (p.worldSize < 1 || p.globalBatchSize < 1 || p.seqLen < 1 ||
       p.ppSize < 1 || p.cpSize < 1 || p.numMicrobatches < 1)
     return Status::invalidInput(r.where(node) +

@@ -8,6 +8,7 @@
 #include "tools/sharc-run/BenchRunner.h"
 #include "executor/DataLoader.h"
 #include "executor/Runtime.h"
+#include "planner/plan/DeviceWorkspace.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchMemory.h"
 #include "tools/sharc-run/BenchReport.h"
@@ -21,13 +22,6 @@ namespace sharc::benchrun {
 namespace {
 
 constexpr double kMiB = 1048576.0;
-/// On cuda, what a rank holds beyond its plan once running: NCCL's buffers
-/// (a communicator per stream and axis), cuBLASLt workspaces, kernels'
-/// scratch. Measured on an H200: 3,159 MiB in use for a 1,502 MiB plan,
-/// of which about 500 MiB is the CUDA context that cudaMemGetInfo's free
-/// bytes already exclude (docs/benchmarks.md).
-constexpr int64_t kCudaReserveBytes = int64_t{1152} << 20;
-
 BenchResult failed(const std::string &status, const std::string &reason) {
   BenchResult result;
   result.status = status;
@@ -98,8 +92,9 @@ std::string mib(int64_t bytes) {
 BenchResult runBenchPoint(const BenchManifest &manifest,
                           const BenchPointSpec &point,
                           const std::string &backend) {
+  // A point no plan fits (sharc bench --recompute auto) is an oom row.
   if (point.status != "ok")
-    return failed("error", point.reason);
+    return failed(point.status == "oom" ? "oom" : "error", point.reason);
   auto plan = plan::readPlanFile(point.planPath);
   if (!plan)
     return failed("error", plan.status().message());
@@ -116,7 +111,7 @@ BenchResult runBenchPoint(const BenchManifest &manifest,
     resolved = cudaAvailableFor(point.worldSize) ? "cuda" : "cpu";
   MemoryBudget budget =
       memoryBudget(resolved, point.worldSize, manifest.memoryLimitMiB);
-  int64_t reserve = resolved == "cuda" ? kCudaReserveBytes : 0;
+  int64_t reserve = resolved == "cuda" ? plan::kCudaRankReserveBytes : 0;
   BenchResult result;
   result.plannedPeakMiB = static_cast<double>(plannedBytes) / kMiB;
   if (budget.bytesPerRank >= 0 &&

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "planner/plan/DeviceWorkspace.h"
 #include "tools/sharc/BenchModes.h"
 #include "tools/sharc/BenchSweep.h"
 
@@ -41,7 +42,7 @@ const char *kUsage =
     "         [--memory-limit-mib N] [--peak-flops F] [--cuda_graph]\n"
     "         [--no_fuse_adds] [--no_fuse_norm_rope]\n"
     "         [--fuse_projections[=all|gate_up]] [--schedule defer|latency]\n"
-    "         [--zero_stage 0|1|3] [--recompute none|selective|full]\n"
+    "         [--zero_stage 0|1|3] [--recompute none|selective|full|auto]\n"
     "  modes: ddp tp tp_sp tp_sp_async tp_vp tp_sp_async_vp (ddp and tp\n"
     "         runners: the batch in one pass), cp pp tp_cp tp_pp pp_cp\n"
     "         tp_cp_pp (the general runner: num_microbatches of\n"
@@ -83,7 +84,11 @@ const char *kUsage =
     "                  each layer's forward runs again in the backward and\n"
     "                  only the layers' inputs are kept (under SP it\n"
     "                  replaces the async modes' re-gather); selective: its\n"
-    "                  norms, rope and SwiGLU alone\n";
+    "                  norms, rope and SwiGLU alone; auto (with\n"
+    "                  --memory-limit-mib): each point re-runs the least\n"
+    "                  whose plan fits the limit less 1152 MiB for NCCL and\n"
+    "                  the libraries (`sharc compile --recompute auto`), and\n"
+    "                  a point none fits is an oom row\n";
 
 int badFlags(const std::string &message) {
   std::fprintf(stderr, "sharc: error: %s\n%s", message.c_str(), kUsage);
@@ -121,9 +126,14 @@ std::string checkConfig(const BenchConfig &c) {
   if (c.schedule != "defer" && c.schedule != "latency")
     return "--schedule takes defer or latency, not '" + c.schedule + "'";
   if (c.recompute != "none" && c.recompute != "full" &&
-      c.recompute != "selective")
-    return "--recompute takes none, selective or full, not '" + c.recompute +
-           "'";
+      c.recompute != "selective" && c.recompute != "auto")
+    return "--recompute takes none, selective, full or auto, not '" +
+           c.recompute + "'";
+  if (c.recompute == "auto" &&
+      c.memoryLimitMiB <= plan::kCudaRankReserveBytes >> 20)
+    return "--recompute auto fits each point's plan in --memory-limit-mib "
+           "MIB a rank (above the 1152 MiB kept for NCCL and the "
+           "libraries); give it";
   if (c.fuseProjections != "none" && c.fuseProjections != "all" &&
       c.fuseProjections != "gate_up")
     return "--fuse_projections takes all, gate_up or none, not '" +

@@ -223,7 +223,7 @@ PipelineOptions pipelineOptionsOf(const BenchConfig &config,
     options.recompute = "sp-allgather";
   // Full recompute re-gathers the SP inputs too, with the rest of a layer;
   // selective adds the re-gather under SP (Pipelines.cpp).
-  if (config.recompute != "none")
+  if (config.recompute != "none" && config.recompute != "auto")
     options.recompute = config.recompute;
   options.fuseAdds = config.fuseAdds;
   options.fuseNormRope = config.fuseNormRope;

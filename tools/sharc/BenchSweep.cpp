@@ -13,10 +13,12 @@
 
 #include "planner/CostModel.h"
 #include "planner/StepSimulation.h"
+#include "planner/plan/DeviceWorkspace.h"
 #include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc/CompileDriver.h"
 #include "tools/sharc/DefaultMachine.h"
+#include "tools/sharc/RecomputeSearch.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -136,8 +138,24 @@ void compilePoint(const BenchConfig &c, const std::string &workDir,
   if (c.schedule == "latency")
     options.scheduleMachine = &machine;
   PlanSchedule schedule;
-  auto result = compileModel(context, options, &schedule);
+  RecomputeChoice choice;
+  bool search = c.recompute == "auto";
+  auto result = search ? compileWithinMemory(context, options,
+                                             (c.memoryLimitMiB << 20) -
+                                                 plan::kCudaRankReserveBytes,
+                                             &choice, &schedule)
+                       : compileModel(context, options, &schedule);
   if (auto *error = std::get_if<CompileError>(&result)) {
+    // The search's own refusal: no plan fits, as a run would find.
+    if (search && diagnostics.empty() && error->exitCode == kExitBadInput) {
+      point.status = "oom";
+      point.reason = error->message + " (--memory-limit-mib " +
+                     std::to_string(c.memoryLimitMiB) + " less " +
+                     std::to_string(plan::kCudaRankReserveBytes >> 20) +
+                     " MiB kept for NCCL and the libraries)";
+      point.planPath.clear();
+      return;
+    }
     point.status = "error";
     point.reason =
         "compile: " + (diagnostics.empty() ? error->message : diagnostics);
@@ -152,6 +170,8 @@ void compilePoint(const BenchConfig &c, const std::string &workDir,
     point.planPath.clear();
     return;
   }
+  if (search)
+    point.recompute = choice.flags();
   predict(schedule, std::get<plan::Plan>(result), machine, point);
 }
 
@@ -206,8 +226,10 @@ std::string manifestYaml(const BenchConfig &c,
         << "\n    exposed_comm_ms: " << p.exposedCommMs
         << "\n    simulated_bubble: " << p.simulatedBubble
         << "\n    model: " << quoted(p.modelPath)
-        << "\n    plan: " << quoted(p.planPath) << "\n    status: " << p.status
-        << "\n    reason: " << quoted(p.reason) << "\n";
+        << "\n    plan: " << quoted(p.planPath)
+        << "\n    recompute: " << quoted(p.recompute)
+        << "\n    status: " << p.status << "\n    reason: " << quoted(p.reason)
+        << "\n";
   }
   return out.str();
 }
@@ -285,11 +307,13 @@ int runBenchCommand(const std::vector<std::string> &args,
       return kExitFailure;
     }
     compilePoint(config, workDir.string(), *machine, point);
-    std::printf(
-        "compiled [%zu/%zu] %s, %lld layers, seq %lld: %s\n", i + 1,
-        points.size(), point.mode.c_str(), static_cast<long long>(point.layers),
-        static_cast<long long>(point.seqLen),
-        point.status == "ok" ? point.planPath.c_str() : point.reason.c_str());
+    std::string what = point.status == "ok" ? point.planPath : point.reason;
+    if (!point.recompute.empty())
+      what += " (recompute auto: " + point.recompute + ")";
+    std::printf("compiled [%zu/%zu] %s, %lld layers, seq %lld: %s\n", i + 1,
+                points.size(), point.mode.c_str(),
+                static_cast<long long>(point.layers),
+                static_cast<long long>(point.seqLen), what.c_str());
   }
   std::string csvPath = std::filesystem::absolute(config.outputCsv).string();
   std::string manifestPath = (workDir / "bench.yaml").string();

@@ -72,8 +72,9 @@ struct BenchConfig {
   /// `sharc compile --zero 1`); the other modes have no dp axis.
   int64_t zeroStage = 0;
   /// "full": every point re-runs each layer's forward in its backward
-  /// (`sharc compile --recompute full`), "selective" its cheap ops; "none"
-  /// keeps the modes' own.
+  /// (`sharc compile --recompute full`), "selective" its cheap ops; "auto"
+  /// the least that fits memoryLimitMiB less kCudaRankReserveBytes
+  /// (RecomputeSearch.h); "none" keeps the modes' own.
   std::string recompute = "none";
 };
 
@@ -102,8 +103,12 @@ struct BenchPoint {
   /// stages or a simulation that ran to its end.
   double simulatedBubble = -1;
   std::string modelPath, planPath; ///< relative to the work folder
-  std::string status = "ok";       ///< ok, or error when it did not compile
+  /// ok; error when it did not compile; oom when --recompute auto found no
+  /// plan that fits.
+  std::string status = "ok";
   std::string reason;
+  /// --recompute auto: what the search chose, as `sharc compile` flags.
+  std::string recompute;
 };
 
 /// Parses the flags after `bench`: the config, or an exit code (2 for bad

@@ -1,4 +1,4 @@
-//===- RecomputeSearch.cpp - the fewest layers to re-run that fit ---------===//
+//===- RecomputeSearch.cpp - the least re-run work that fits --------------===//
 
 #include "tools/sharc/RecomputeSearch.h"
 #include "ir/frontend/ModelConfig.h"
@@ -14,6 +14,40 @@ int64_t sharc::planDeviceBytes(const plan::Plan &plan) {
   return report.totalBytes + report.workspaceBytes;
 }
 
+std::string sharc::applyRecomputeFlags(const std::string &policy,
+                                       std::optional<int64_t> layers,
+                                       const std::string &rest,
+                                       std::optional<int64_t> memoryLimitMiB,
+                                       PipelineOptions &pipeline) {
+  if (!policy.empty()) {
+    if (policy != "none" && policy != "sp-allgather" && policy != "full" &&
+        policy != "selective" && policy != "auto")
+      return "unknown recompute policy '" + policy +
+             "' (expected none, sp-allgather, selective, full or auto)";
+    // auto leaves the mode's policy for the search's first step.
+    if (policy != "auto")
+      pipeline.recompute = policy;
+  }
+  if (layers && pipeline.recompute != "full" &&
+      pipeline.recompute != "selective")
+    return "--recompute-layers N limits --recompute full or selective to the "
+           "first N layers; it needs one";
+  pipeline.recomputeLayers = layers.value_or(-1);
+  if (!rest.empty()) {
+    if (rest != "none" && rest != "selective")
+      return "--recompute-rest takes none or selective, not '" + rest + "'";
+    if (pipeline.recompute != "full" || !layers)
+      return "--recompute-rest " + rest +
+             " says what the layers past --recompute full --recompute-layers "
+             "N re-run; it needs both";
+    pipeline.recomputeRest = rest;
+  }
+  if ((policy == "auto") != memoryLimitMiB.has_value())
+    return "--recompute auto re-runs the least whose plan fits "
+           "--memory-limit-mib MIB a rank; each needs the other";
+  return "";
+}
+
 namespace {
 
 std::string mib(int64_t bytes) {
@@ -23,19 +57,71 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
+/// Step `step` of the chain (RecomputeSearch.h) as pipeline options;
+/// step 0 is `baseline`, the layout's own policy.
+void setStep(int64_t step, int64_t numLayers, const std::string &baseline,
+             PipelineOptions &pipeline) {
+  pipeline.recomputeRest = "none";
+  if (step == 0) {
+    pipeline.recompute = baseline;
+    pipeline.recomputeLayers = -1;
+  } else if (step <= numLayers) {
+    pipeline.recompute = "selective";
+    pipeline.recomputeLayers = step;
+  } else {
+    pipeline.recompute = "full";
+    pipeline.recomputeLayers = step - numLayers;
+    if (step < 2 * numLayers)
+      pipeline.recomputeRest = "selective";
+  }
+}
+
 } // namespace
 
+std::string RecomputeChoice::flags() const {
+  std::string n = std::to_string(fullLayers ? fullLayers : selectiveLayers);
+  if (fullLayers == numLayers)
+    return "--recompute full";
+  if (fullLayers > 0)
+    return "--recompute full --recompute-layers " + n +
+           " --recompute-rest selective";
+  if (selectiveLayers == numLayers)
+    return "--recompute selective";
+  if (selectiveLayers > 0)
+    return "--recompute selective --recompute-layers " + n;
+  return "--recompute " + baseline;
+}
+
 std::string RecomputeChoice::describe(int64_t limitMiB) const {
+  std::string what;
+  auto of = [&](int64_t n) {
+    return "the first " + std::to_string(n) + " of " +
+           std::to_string(numLayers) + " layers";
+  };
+  if (fullLayers == numLayers)
+    what = "every layer re-run whole";
+  else if (fullLayers > 0)
+    what = of(fullLayers) + " re-run whole, " +
+           (numLayers - fullLayers == 1
+                ? std::string("the last")
+                : "the other " + std::to_string(numLayers - fullLayers)) +
+           " selectively";
+  else if (selectiveLayers == numLayers)
+    what = "every layer's norms, rope and SwiGLU re-run (selective)";
+  else if (selectiveLayers > 0)
+    what = "the norms, rope and SwiGLU of " + of(selectiveLayers) + " re-run";
+  else
+    what = baseline == "none" ? "nothing re-run"
+                              : "nothing re-run but the mode's " + baseline;
   char text[256];
-  std::snprintf(
-      text, sizeof text,
-      "the first %lld of %lld layers re-run in the backward, %.1f "
-      "MiB a rank within %lld (none: %.1f, all: %.1f; %d compiles)",
-      static_cast<long long>(layers), static_cast<long long>(numLayers),
-      static_cast<double>(bytes) / (1 << 20), static_cast<long long>(limitMiB),
-      static_cast<double>(noneBytes) / (1 << 20),
-      static_cast<double>(allBytes) / (1 << 20), compiles);
-  return text;
+  std::snprintf(text, sizeof text,
+                " (%s), %.1f MiB a rank within %lld (nothing re-run: %.1f, "
+                "the most: %.1f; %d compiles)",
+                flags().c_str(), static_cast<double>(bytes) / (1 << 20),
+                static_cast<long long>(limitMiB),
+                static_cast<double>(noneBytes) / (1 << 20),
+                static_cast<double>(allBytes) / (1 << 20), compiles);
+  return what + text;
 }
 
 std::variant<plan::Plan, CompileError>
@@ -46,32 +132,39 @@ sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
       frontend::readConfigFile(options.modelPath, options.runPath);
   if (!config.ok())
     return CompileError{2, config.error->format()};
-  choice->numLayers = config.config->model.numLayers.value;
+  int64_t numLayers = config.config->model.numLayers.value;
+  choice->numLayers = numLayers;
   choice->compiles = 0;
   int64_t lastCompiled = -1;
-  // The plan with the first n layers re-run (n = 0: none).
-  auto compileWith = [&](int64_t n) -> std::variant<plan::Plan, CompileError> {
-    options.pipeline.recompute = n > 0 ? "full" : "none";
-    options.pipeline.recomputeLayers = n;
+  // The async SP modes' re-gather stays where nothing else is re-run; the
+  // other steps re-gather as their policy does.
+  std::string &baseline = choice->baseline;
+  baseline =
+      options.pipeline.recompute == "sp-allgather" ? "sp-allgather" : "none";
+  auto compileStep =
+      [&](int64_t step) -> std::variant<plan::Plan, CompileError> {
+    setStep(step, numLayers, baseline, options.pipeline);
     ++choice->compiles;
-    lastCompiled = n;
+    lastCompiled = step;
     return compileModel(context, options, schedule);
   };
   // The search's compiles dump no IR; the chosen plan's is dumped once.
   std::string dumpIr = options.dumpIr;
   options.dumpIr.clear();
-  auto chosen = [&](int64_t n, std::variant<plan::Plan, CompileError> plan)
+  auto chosen = [&](int64_t step, std::variant<plan::Plan, CompileError> plan)
       -> std::variant<plan::Plan, CompileError> {
-    choice->layers = n;
+    choice->fullLayers = step > numLayers ? step - numLayers : 0;
+    choice->selectiveLayers =
+        step > numLayers ? numLayers - choice->fullLayers : step;
     // The schedule the caller gets is the last compile's: redo the chosen
     // one when bisection ended elsewhere, or to dump its IR.
-    if ((schedule && lastCompiled != n) || !dumpIr.empty()) {
+    if ((schedule && lastCompiled != step) || !dumpIr.empty()) {
       options.dumpIr = dumpIr;
-      return compileWith(n);
+      return compileStep(step);
     }
     return plan;
   };
-  auto none = compileWith(0);
+  auto none = compileStep(0);
   if (auto *error = std::get_if<CompileError>(&none))
     return *error;
   choice->noneBytes = planDeviceBytes(std::get<plan::Plan>(none));
@@ -79,23 +172,39 @@ sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
     choice->bytes = choice->allBytes = choice->noneBytes;
     return chosen(0, std::move(none));
   }
-  auto all = compileWith(choice->numLayers);
+  // The chain's end: every layer whole, or the last one selectively when
+  // that keeps no more. Re-run whole at once, the last layer's copies all
+  // live through its own backward, and that is often the peak.
+  int64_t last = 2 * numLayers;
+  auto all = compileStep(last);
   if (auto *error = std::get_if<CompileError>(&all))
     return *error;
   choice->allBytes = planDeviceBytes(std::get<plan::Plan>(all));
+  if (numLayers > 1) {
+    auto almost = compileStep(last - 1);
+    if (auto *error = std::get_if<CompileError>(&almost))
+      return *error;
+    if (int64_t bytes = planDeviceBytes(std::get<plan::Plan>(almost));
+        bytes <= choice->allBytes) {
+      choice->allBytes = bytes;
+      all = std::move(almost);
+      --last;
+    }
+  }
   if (choice->allBytes > limitBytes)
     return CompileError{
         2, "--memory-limit-mib: the plan needs " + mib(choice->allBytes) +
                " a rank with every layer re-run in the backward (" +
                mib(choice->noneBytes) + " with none), over the limit of " +
                mib(limitBytes)};
-  // Bisection: `fits` re-runs enough layers, `tooFew` too few.
-  int64_t fits = choice->numLayers, tooFew = 0;
+  // Bisection over the chain up to its end, whose plans never grow as steps
+  // re-run more: `fits` is a step that fits, `tooFew` one that does not.
+  int64_t fits = last, tooFew = 0;
   std::variant<plan::Plan, CompileError> best = std::move(all);
   choice->bytes = choice->allBytes;
   while (fits - tooFew > 1) {
     int64_t middle = (fits + tooFew) / 2;
-    auto plan = compileWith(middle);
+    auto plan = compileStep(middle);
     if (auto *error = std::get_if<CompileError>(&plan))
       return *error;
     int64_t bytes = planDeviceBytes(std::get<plan::Plan>(plan));

@@ -1,21 +1,32 @@
-//===- RecomputeSearch.h - the fewest layers to re-run that fit -*- C++ -*-===//
-// defines: RecomputeChoice, planDeviceBytes, compileWithinMemory
+//===- RecomputeSearch.h - the least re-run work that fits ------*- C++ -*-===//
+// defines: RecomputeChoice, applyRecomputeFlags, planDeviceBytes,
+//          compileWithinMemory
 //
-// `sharc compile --recompute auto --memory-limit-mib M`: full recompute
-// trades about a fifth of the step for most of the activations, so the
-// fastest plan that fits re-runs as few layers as it must. The search
-// compiles the plan with the first N layers re-run (`--recompute full
-// --recompute-layers N`) for N found by bisection between none and all,
-// and keeps the smallest N whose plan a rank can hold in M.
+// `sharc compile --recompute auto --memory-limit-mib M`: the fastest plan
+// that fits re-runs as little as it must. Per byte saved, a layer's cheap
+// ops (selective) cost far less than its whole forward (full): MiniMind at
+// seq 2048 saves 80 MiB a layer for a predicted 0.07 ms selectively, 204
+// MiB for 0.29 ms whole. So the search walks one chain of plans, each
+// re-running more than the one before:
+//
+//   step 0        nothing re-run
+//   step s <= L   the cheap ops of the first s layers (selective)
+//   step L + f    the first f layers whole, the other L - f selectively
+//   step 2L       every layer whole (full)
+//
+// and bisects it for the first step whose plan a rank can hold in M. Step
+// 2L may keep more than step 2L - 1 (the last layer's whole copy lives
+// through its own backward); the chain then ends at 2L - 1.
 //
 //   RecomputeChoice choice;
 //   auto plan = compileWithinMemory(context, options, 20480LL << 20, &choice);
-//   // choice.layers of choice.numLayers re-run, choice.bytes a rank
+//   // choice.fullLayers whole, choice.selectiveLayers selectively
 #pragma once
 
 #include "tools/sharc/CompileDriver.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -24,24 +35,45 @@ namespace sharc {
 /// What the search settled on, and the two ends it measured.
 struct RecomputeChoice {
   int64_t numLayers = 0; ///< the model's
-  int64_t layers = 0;    ///< re-run: the first `layers` layers
-  int64_t bytes = 0;     ///< the chosen plan's, a rank (planDeviceBytes)
-  int64_t noneBytes = 0, allBytes = 0; ///< no layer and every layer re-run
+  /// Re-run: the first `fullLayers` layers whole, then the next
+  /// `selectiveLayers` layers' cheap ops.
+  int64_t fullLayers = 0, selectiveLayers = 0;
+  /// The first step's policy: none, or the async SP modes' sp-allgather.
+  std::string baseline = "none";
+  int64_t bytes = 0; ///< the chosen plan's, a rank
+  /// Nothing re-run, and the chain's end (the most re-run).
+  int64_t noneBytes = 0, allBytes = 0;
   int compiles = 0;
-  /// "the first 5 of 8 layers re-run in the backward, 1349.0 MiB a rank
-  /// within 1500 (none: 2370.3, all: 804.5; 5 compiles)".
+  /// The `sharc compile` flags of the chosen plan ("--recompute none").
+  std::string flags() const;
+  /// "the first 12 of 32 layers re-run whole, the other 20 selectively
+  /// (--recompute full --recompute-layers 12 --recompute-rest selective),
+  /// 98472.8 MiB a rank within 100000 (nothing re-run: 180336.8, the most:
+  /// 51500.8; 9 compiles)".
   std::string describe(int64_t limitMiB) const;
 };
+
+/// `sharc compile`'s --recompute POLICY, --recompute-layers N,
+/// --recompute-rest REST and --memory-limit-mib M checked against each
+/// other and set on `pipeline` (policy "" or "auto" leaves it as the mode
+/// has it; the caller runs the search for auto). Returns the usage error,
+/// or "".
+std::string applyRecomputeFlags(const std::string &policy,
+                                std::optional<int64_t> layers,
+                                const std::string &rest,
+                                std::optional<int64_t> memoryLimitMiB,
+                                PipelineOptions &pipeline);
 
 /// What a rank of `plan` holds on a GPU: the plan's regions and the GPU
 /// workspace (the memory report's total and workspace lines).
 int64_t planDeviceBytes(const plan::Plan &plan);
 
-/// Compiles `options` with the fewest layers re-run whose plan needs at
-/// most `limitBytes` a rank (none if it fits as it is). A CompileError
-/// (exit 2) when even re-running every layer needs more, naming both
-/// sizes. `options.pipeline.recompute` is ignored; the schedule goes to
-/// `schedule` as in compileModel.
+/// Compiles `options` with the least re-run work whose plan needs at most
+/// `limitBytes` a rank (nothing re-run if it fits as it is), by the chain
+/// above. A CompileError (exit 2) when even re-running every layer whole
+/// needs more, naming both sizes. `options.pipeline.recompute` is the
+/// first step's policy when it is sp-allgather (the async SP modes'), else
+/// ignored; the schedule goes to `schedule` as in compileModel.
 std::variant<plan::Plan, CompileError>
 compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
                     int64_t limitBytes, RecomputeChoice *choice,

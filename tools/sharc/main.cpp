@@ -49,7 +49,7 @@ struct CompileFlags {
   std::optional<int64_t> recomputeLayers, memoryLimitMiB;
   std::string cpComm, cpSplit, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
-  std::string recompute;
+  std::string recompute, recomputeRest;
   bool emitLogits = false;
   bool withOptimizer = true;
   bool keepGradients = false;
@@ -88,9 +88,10 @@ void printUsage(FILE *out) {
       "backward; only layer inputs are kept; selective: its norms, "
       "rope and SwiGLU alone)\n"
       "         [--recompute-layers N (full, selective: the first N layers "
-      "alone)]\n"
-      "         [--recompute auto --memory-limit-mib M (the fewest "
-      "layers re-run whose plan fits M MiB a rank)]\n"
+      "alone)]\n         [--recompute-rest selective (with full and N: the "
+      "other layers selectively)]\n"
+      "         [--recompute auto --memory-limit-mib M (the least re-run "
+      "whose plan fits M MiB a rank)]\n"
       "         [--cp N (context parallel: the sequence split over N "
       "ranks)]\n"
       "         [--cp-comm a2a|all_gather|ring (attention's exchange: "
@@ -152,7 +153,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
     if (arg == "-o" || arg == "--run" || arg == "--mode" ||
         arg == "--recompute" || arg == "--machine" || arg == "--trace-sim" ||
         arg == "--schedule" || arg == "--cp-comm" || arg == "--cp-split" ||
-        arg == "--pp-schedule" || arg == "--pp-balance") {
+        arg == "--pp-schedule" || arg == "--pp-balance" ||
+        arg == "--recompute-rest") {
       std::optional<std::string> v = value(arg.c_str());
       if (!v)
         return usageError(arg + " needs a value");
@@ -176,6 +178,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
         flags.cpComm = *v;
       else if (arg == "--cp-split")
         flags.cpSplit = *v;
+      else if (arg == "--recompute-rest")
+        flags.recomputeRest = *v;
       else
         flags.recompute = *v;
     } else if (arg == "--dp" || arg == "--tp" || arg == "--cp" ||
@@ -402,24 +406,11 @@ int compile(const CompileFlags &flags) {
                       "parallelism (--pp N, N > 1)");
   pipeline.sequenceParallel |= flags.sequenceParallel;
   pipeline.vocabParallel |= flags.vocabParallel;
-  if (!flags.recompute.empty()) {
-    if (flags.recompute != "none" && flags.recompute != "sp-allgather" &&
-        flags.recompute != "full" && flags.recompute != "selective" &&
-        flags.recompute != "auto")
-      return usageError("unknown recompute policy '" + flags.recompute +
-                        "' (expected none, sp-allgather, selective, full or "
-                        "auto)");
-    pipeline.recompute = flags.recompute;
-  }
-  if (flags.recomputeLayers && pipeline.recompute != "full" &&
-      pipeline.recompute != "selective")
-    return usageError("--recompute-layers N limits --recompute full or "
-                      "selective to the first N layers; it needs one");
-  pipeline.recomputeLayers = flags.recomputeLayers.value_or(-1);
-  if ((pipeline.recompute == "auto") != flags.memoryLimitMiB.has_value())
-    return usageError("--recompute auto re-runs the fewest layers whose plan "
-                      "fits --memory-limit-mib MIB a rank; each needs the "
-                      "other");
+  if (std::string error = sharc::applyRecomputeFlags(
+          flags.recompute, flags.recomputeLayers, flags.recomputeRest,
+          flags.memoryLimitMiB, pipeline);
+      !error.empty())
+    return usageError(error);
   if ((pipeline.sequenceParallel || pipeline.vocabParallel) &&
       pipeline.tpSize == 1)
     return usageError("--sp and --vp need tensor parallelism (--tp N, N > 1)");
@@ -485,7 +476,7 @@ int compile(const CompileFlags &flags) {
     options.scheduleMachine = &*machine;
   sharc::PlanSchedule schedule;
   sharc::RecomputeChoice choice;
-  auto result = pipeline.recompute == "auto"
+  auto result = flags.recompute == "auto"
                     ? sharc::compileWithinMemory(context, options,
                                                  *flags.memoryLimitMiB << 20,
                                                  &choice, &schedule)
@@ -496,7 +487,7 @@ int compile(const CompileFlags &flags) {
     return error->exitCode;
   }
   auto &plan = std::get<sharc::plan::Plan>(result);
-  if (pipeline.recompute == "auto")
+  if (flags.recompute == "auto")
     std::fprintf(stderr, "sharc: recompute auto: %s\n",
                  choice.describe(*flags.memoryLimitMiB).c_str());
   double predictedSeconds = 0;

@@ -7,8 +7,14 @@
 // RUN:   --sharc-recompute=policy=none | FileCheck %s --check-prefix=NONE
 // RUN: sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
 // RUN:   --sharc-recompute=policy=selective | FileCheck %s --check-prefix=SELECTIVE
+// RUN: sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
+// RUN:   --sharc-recompute="policy=full layers=1 rest=selective" \
+// RUN:   | FileCheck %s --check-prefix=MIXED
 // RUN: not sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
 // RUN:   --sharc-recompute=policy=most 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not sharc-opt %S/Inputs/two-layers.mlir --sharc-autodiff \
+// RUN:   --sharc-recompute="policy=selective rest=selective" 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=BADREST
 
 // Full recompute: of each layer only its input (%0 for layer 0, the
 // residual %3 for layer 1) lives into the backward. Each layer's norm runs
@@ -55,7 +61,17 @@
 // SELECTIVE-NEXT: %[[S0:.*]] = sharc.rms_norm %{{.*}}, %arg3 {eps = {{[^,]*}}} :
 // SELECTIVE-NEXT: sharc.matmul_wgrad {{.*}}, %[[S0]]
 
+// The first layer whole (its copy marked), the second selectively.
+// MIXED: sharc.fill
+// MIXED: sharc.matmul_dgrad {{.*}}, %arg6
+// MIXED-NEXT: %[[M1:.*]] = sharc.rms_norm %{{.*}}, %arg5 {eps = {{[^,]*}}} :
+// MIXED-NEXT: sharc.matmul_wgrad {{.*}}, %[[M1]]
+// MIXED: sharc.matmul_dgrad {{.*}}, %arg4
+// MIXED-NEXT: %[[M0:.*]] = sharc.rms_norm %{{.*}}, %arg3 {eps = {{.*}}, sharc.recompute}
+// MIXED-NEXT: sharc.matmul_wgrad {{.*}}, %[[M0]]
+
 // NONE: sharc.fill
 // NONE-NOT: sharc.rms_norm {{.*}} :
 
 // BAD: unknown recompute policy 'most' (expected full, selective, sp-allgather or none)
+// BADREST: recompute rest 'selective' needs policy full and is none or selective
