@@ -46,6 +46,9 @@ for mode in dense ddp tp_sp_async_vp; do
     "${flags[@]}" --recompute full -o "$stage/bench/$mode-recompute.plan"
   "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
     "${flags[@]}" --recompute selective -o "$stage/bench/$mode-selective.plan"
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" --run "$run" \
+    "${flags[@]}" --recompute full --recompute-layers 4 \
+    --recompute-rest selective -o "$stage/bench/$mode-mixed.plan"
 done
 # The compute-bound point of the speed issue, on one GPU.
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \

@@ -230,3 +230,16 @@ done
 "$sharc" compile "$here/small.yaml" --emit-logits --keep-grads \
   --mode tp_sp_async_vp --tp 2 --recompute selective \
   -o "$out/small-f32-tp_sp_async_vp-selective.plan"
+# The first layer whole and the others selectively (names ending in -mixed,
+# what --recompute auto settles on between the two): dense f32 and bf16,
+# tp_sp_async_vp.
+for dtype in f32 bf16; do
+  run=()
+  [ "$dtype" = bf16 ] && run=(--run "$here/bf16.run.yaml")
+  "$sharc" compile "$here/small.yaml" "${run[@]}" --emit-logits --keep-grads \
+    --recompute full --recompute-layers 1 --recompute-rest selective \
+    -o "$out/small-$dtype-dense-mixed.plan"
+done
+"$sharc" compile "$here/small.yaml" --emit-logits --keep-grads \
+  --mode tp_sp_async_vp --tp 2 --recompute full --recompute-layers 1 \
+  --recompute-rest selective -o "$out/small-f32-tp_sp_async_vp-mixed.plan"
