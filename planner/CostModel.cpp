@@ -163,7 +163,7 @@ public:
     SHARC_TRY(
         checkMap(root, what,
                  {"name", "peak_flops", "memory_bandwidth", "launch_overhead",
-                  "links", "op_efficiency", "op_overhead"}));
+                  "links", "op_efficiency", "op_overhead", "gpu_memory"}));
     YAML::Node node;
     SHARC_TRY(require(root, "name", what, node));
     if (!node.IsScalar() || node.Scalar().empty())
@@ -182,6 +182,9 @@ public:
         SHARC_TRY(readOpEfficiency(it->second, machine));
       if (it->first.Scalar() == "op_overhead")
         SHARC_TRY(readOpOverhead(it->second, machine));
+      if (it->first.Scalar() == "gpu_memory")
+        SHARC_TRY(readNumber(it->second, "gpu_memory", /*allowZero=*/false,
+                             machine.gpuMemoryBytes));
     }
     return Status::ok();
   }

@@ -61,10 +61,15 @@ struct Machine {
   /// Seconds each launch of a plan op costs beyond launch_overhead and its
   /// roofline (ramp-up, the last partial wave); absent ops 0.
   std::map<std::string, double> opOverhead;
+  /// One GPU's memory in bytes (`gpu_memory`, optional; 0 when not given):
+  /// what `sharc compile --recompute auto` fits a rank's plan in when no
+  /// --memory-limit-mib is given.
+  double gpuMemoryBytes = 0.0;
 };
 
 /// Parses a machine description; `fileName` prefixes error locations.
-/// Every key is required except `links` entries, which are per axis;
+/// Every key is required except `links` entries, which are per axis, and
+/// `gpu_memory`;
 /// rates must be positive, alpha and launch_overhead non-negative.
 Result<Machine> parseMachine(const std::string &text,
                              const std::string &fileName);

@@ -41,6 +41,11 @@ namespace sharc::plan {
 /// to a plan before comparing with the memory a rank may use, and `sharc
 /// bench --recompute auto` takes it off that memory before its search.
 inline constexpr int64_t kCudaRankReserveBytes = int64_t{1152} << 20;
+/// The CUDA context and the libraries' handles, which cudaMemGetInfo's free
+/// bytes exclude but a GPU's total does not: sharc-run's "device in use"
+/// was 547-625 MiB above the plan and its workspace on an H200 (MiniMind
+/// to a 6.5B model); rounded up.
+inline constexpr int64_t kCudaContextBytes = int64_t{768} << 20;
 
 /// cuBLASLt's workspace per stream. Offered 32 MiB, the heuristic picks
 /// kernels that ask for up to 18 MiB at MiniMind's seq-8192 shapes (4

@@ -84,11 +84,12 @@ const char *kUsage =
     "                  each layer's forward runs again in the backward and\n"
     "                  only the layers' inputs are kept (under SP it\n"
     "                  replaces the async modes' re-gather); selective: its\n"
-    "                  norms, rope and SwiGLU alone; auto (with\n"
-    "                  --memory-limit-mib): each point re-runs the least\n"
-    "                  whose plan fits the limit less 1152 MiB for NCCL and\n"
-    "                  the libraries (`sharc compile --recompute auto`), and\n"
-    "                  a point none fits is an oom row\n";
+    "                  norms, rope and SwiGLU alone; auto: each point\n"
+    "                  re-runs the least whose plan fits --memory-limit-mib\n"
+    "                  less 1152 MiB for NCCL and the libraries (default:\n"
+    "                  the machine file's gpu_memory less 1920 MiB; `sharc\n"
+    "                  compile --recompute auto`), and a point none fits is\n"
+    "                  an oom row\n";
 
 int badFlags(const std::string &message) {
   std::fprintf(stderr, "sharc: error: %s\n%s", message.c_str(), kUsage);
@@ -129,11 +130,11 @@ std::string checkConfig(const BenchConfig &c) {
       c.recompute != "selective" && c.recompute != "auto")
     return "--recompute takes none, selective, full or auto, not '" +
            c.recompute + "'";
-  if (c.recompute == "auto" &&
+  if (c.recompute == "auto" && c.memoryLimitMiB > 0 &&
       c.memoryLimitMiB <= plan::kCudaRankReserveBytes >> 20)
     return "--recompute auto fits each point's plan in --memory-limit-mib "
-           "MIB a rank (above the 1152 MiB kept for NCCL and the "
-           "libraries); give it";
+           "MIB a rank less the 1152 MiB kept for NCCL and the libraries; "
+           "give more than that";
   if (c.fuseProjections != "none" && c.fuseProjections != "all" &&
       c.fuseProjections != "gate_up")
     return "--fuse_projections takes all, gate_up or none, not '" +

@@ -140,19 +140,25 @@ void compilePoint(const BenchConfig &c, const std::string &workDir,
   PlanSchedule schedule;
   RecomputeChoice choice;
   bool search = c.recompute == "auto";
-  auto result = search ? compileWithinMemory(context, options,
-                                             (c.memoryLimitMiB << 20) -
-                                                 plan::kCudaRankReserveBytes,
+  int64_t limitBytes = c.memoryLimitMiB > 0 ? (c.memoryLimitMiB << 20) -
+                                                  plan::kCudaRankReserveBytes
+                                            : machineLimitBytes(machine);
+  auto result = search ? compileWithinMemory(context, options, limitBytes,
                                              &choice, &schedule)
                        : compileModel(context, options, &schedule);
   if (auto *error = std::get_if<CompileError>(&result)) {
     // The search's own refusal: no plan fits, as a run would find.
     if (search && diagnostics.empty() && error->exitCode == kExitBadInput) {
       point.status = "oom";
-      point.reason = error->message + " (--memory-limit-mib " +
-                     std::to_string(c.memoryLimitMiB) + " less " +
+      point.reason =
+          error->message + " (" +
+          (c.memoryLimitMiB > 0
+               ? "--memory-limit-mib " + std::to_string(c.memoryLimitMiB) +
+                     " less " +
                      std::to_string(plan::kCudaRankReserveBytes >> 20) +
-                     " MiB kept for NCCL and the libraries)";
+                     " MiB kept for NCCL and the libraries"
+               : machineLimitSource(machine)) +
+          ")";
       point.planPath.clear();
       return;
     }

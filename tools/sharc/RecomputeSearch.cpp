@@ -3,6 +3,7 @@
 #include "tools/sharc/RecomputeSearch.h"
 #include "ir/frontend/ModelConfig.h"
 #include "planner/MemoryReport.h"
+#include "planner/plan/DeviceWorkspace.h"
 
 #include <cstdio>
 #include <string>
@@ -42,10 +43,28 @@ std::string sharc::applyRecomputeFlags(const std::string &policy,
              "N re-run; it needs both";
     pipeline.recomputeRest = rest;
   }
-  if ((policy == "auto") != memoryLimitMiB.has_value())
-    return "--recompute auto re-runs the least whose plan fits "
-           "--memory-limit-mib MIB a rank; each needs the other";
+  if (memoryLimitMiB && policy != "auto")
+    return "--memory-limit-mib MIB is the memory --recompute auto fits a "
+           "rank's plan in; it needs --recompute auto";
   return "";
+}
+
+int64_t sharc::machineLimitBytes(const Machine &machine) {
+  int64_t bytes = static_cast<int64_t>(machine.gpuMemoryBytes) -
+                  plan::kCudaContextBytes - plan::kCudaRankReserveBytes;
+  return machine.gpuMemoryBytes > 0 && bytes > 0 ? bytes : 0;
+}
+
+std::string sharc::machineLimitSource(const Machine &machine) {
+  char text[192];
+  std::snprintf(
+      text, sizeof text,
+      "%s's gpu_memory, %.0f MiB, less %lld for the CUDA context, "
+      "NCCL and the libraries",
+      machine.name.c_str(), machine.gpuMemoryBytes / (1 << 20),
+      static_cast<long long>(
+          (plan::kCudaContextBytes + plan::kCudaRankReserveBytes) >> 20));
+  return text;
 }
 
 namespace {
@@ -92,7 +111,7 @@ std::string RecomputeChoice::flags() const {
   return "--recompute " + baseline;
 }
 
-std::string RecomputeChoice::describe(int64_t limitMiB) const {
+std::string RecomputeChoice::describe(const std::string &limit) const {
   std::string what;
   auto of = [&](int64_t n) {
     return "the first " + std::to_string(n) + " of " +
@@ -113,13 +132,12 @@ std::string RecomputeChoice::describe(int64_t limitMiB) const {
   else
     what = baseline == "none" ? "nothing re-run"
                               : "nothing re-run but the mode's " + baseline;
-  char text[256];
+  char text[512];
   std::snprintf(text, sizeof text,
-                " (%s), %.1f MiB a rank within %lld (nothing re-run: %.1f, "
+                " (%s), %.1f MiB a rank within %s (nothing re-run: %.1f, "
                 "the most: %.1f; %d compiles)",
                 flags().c_str(), static_cast<double>(bytes) / (1 << 20),
-                static_cast<long long>(limitMiB),
-                static_cast<double>(noneBytes) / (1 << 20),
+                limit.c_str(), static_cast<double>(noneBytes) / (1 << 20),
                 static_cast<double>(allBytes) / (1 << 20), compiles);
   return what + text;
 }

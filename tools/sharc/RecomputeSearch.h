@@ -18,11 +18,15 @@
 // 2L may keep more than step 2L - 1 (the last layer's whole copy lives
 // through its own backward); the chain then ends at 2L - 1.
 //
+// Without --memory-limit-mib the limit is the machine file's GPU memory
+// less what the CUDA context, NCCL and the libraries take.
+//
 //   RecomputeChoice choice;
 //   auto plan = compileWithinMemory(context, options, 20480LL << 20, &choice);
 //   // choice.fullLayers whole, choice.selectiveLayers selectively
 #pragma once
 
+#include "planner/CostModel.h"
 #include "tools/sharc/CompileDriver.h"
 
 #include <cstdint>
@@ -50,12 +54,13 @@ struct RecomputeChoice {
   /// (--recompute full --recompute-layers 12 --recompute-rest selective),
   /// 98472.8 MiB a rank within 100000 (nothing re-run: 180336.8, the most:
   /// 51500.8; 9 compiles)".
-  std::string describe(int64_t limitMiB) const;
+  std::string describe(const std::string &limit) const;
 };
 
 /// `sharc compile`'s --recompute POLICY, --recompute-layers N,
 /// --recompute-rest REST and --memory-limit-mib M checked against each
-/// other and set on `pipeline` (policy "" or "auto" leaves it as the mode
+/// other (auto's limit may come from the machine file instead) and set on
+/// `pipeline` (policy "" or "auto" leaves it as the mode
 /// has it; the caller runs the search for auto). Returns the usage error,
 /// or "".
 std::string applyRecomputeFlags(const std::string &policy,
@@ -63,6 +68,14 @@ std::string applyRecomputeFlags(const std::string &policy,
                                 const std::string &rest,
                                 std::optional<int64_t> memoryLimitMiB,
                                 PipelineOptions &pipeline);
+
+/// What `--recompute auto` fits a rank in without --memory-limit-mib: the
+/// machine file's gpu_memory less the CUDA context and kCudaRankReserveBytes
+/// (DeviceWorkspace.h); 0 when the machine has no gpu_memory.
+int64_t machineLimitBytes(const Machine &machine);
+/// "h200-nvlink's gpu_memory, 143771 MiB, less 1920 for the CUDA context,
+/// NCCL and the libraries".
+std::string machineLimitSource(const Machine &machine);
 
 /// What a rank of `plan` holds on a GPU: the plan's regions and the GPU
 /// workspace (the memory report's total and workspace lines).

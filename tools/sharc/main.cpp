@@ -90,8 +90,9 @@ void printUsage(FILE *out) {
       "         [--recompute-layers N (full, selective: the first N layers "
       "alone)]\n         [--recompute-rest selective (with full and N: the "
       "other layers selectively)]\n"
-      "         [--recompute auto --memory-limit-mib M (the least re-run "
-      "whose plan fits M MiB a rank)]\n"
+      "         [--recompute auto [--memory-limit-mib M] (the least "
+      "re-run whose plan fits M MiB a rank;\n"
+      "          default: the machine file's gpu_memory less 1920 MiB)]\n"
       "         [--cp N (context parallel: the sequence split over N "
       "ranks)]\n"
       "         [--cp-comm a2a|all_gather|ring (attention's exchange: "
@@ -268,9 +269,11 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
                       "' (expected defer or latency)");
   // The machine file feeds the predicted timeline and the latency schedule.
   if (!flags.machinePath.empty() && flags.report.empty() &&
-      flags.traceSimPath.empty() && flags.schedule != "latency")
-    return usageError("--machine is used by --report, --trace-sim and "
-                      "--schedule latency; give one of them");
+      flags.traceSimPath.empty() && flags.schedule != "latency" &&
+      flags.recompute != "auto")
+    return usageError("--machine is used by --report, --trace-sim, "
+                      "--schedule latency and --recompute auto; give one of "
+                      "them");
   // An output may never replace an input of the same run.
   for (const std::string *output : {&flags.outputPath, &flags.traceSimPath})
     for (const std::string *input :
@@ -476,9 +479,19 @@ int compile(const CompileFlags &flags) {
     options.scheduleMachine = &*machine;
   sharc::PlanSchedule schedule;
   sharc::RecomputeChoice choice;
+  int64_t limitBytes = flags.memoryLimitMiB
+                           ? *flags.memoryLimitMiB << 20
+                           : sharc::machineLimitBytes(*machine);
+  std::string limit = flags.memoryLimitMiB
+                          ? std::to_string(*flags.memoryLimitMiB)
+                          : std::to_string(limitBytes >> 20) + " (" +
+                                sharc::machineLimitSource(*machine) + ")";
+  if (flags.recompute == "auto" && limitBytes == 0)
+    return usageError("--recompute auto fits the plan in --memory-limit-mib "
+                      "MIB a rank, or in the machine file's gpu_memory; " +
+                      machine->name + " has none");
   auto result = flags.recompute == "auto"
-                    ? sharc::compileWithinMemory(context, options,
-                                                 *flags.memoryLimitMiB << 20,
+                    ? sharc::compileWithinMemory(context, options, limitBytes,
                                                  &choice, &schedule)
                     : sharc::compileModel(context, options, &schedule);
   if (auto *error = std::get_if<sharc::CompileError>(&result)) {
@@ -489,7 +502,7 @@ int compile(const CompileFlags &flags) {
   auto &plan = std::get<sharc::plan::Plan>(result);
   if (flags.recompute == "auto")
     std::fprintf(stderr, "sharc: recompute auto: %s\n",
-                 choice.describe(*flags.memoryLimitMiB).c_str());
+                 choice.describe(limit).c_str());
   double predictedSeconds = 0;
   std::optional<sharc::StepSimulation> simulation;
   if (!flags.report.empty() || !flags.traceSimPath.empty()) {

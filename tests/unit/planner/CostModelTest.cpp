@@ -66,6 +66,7 @@ TEST_CASE("the default machine file reads back its numbers", "[planner]") {
   REQUIRE(machine->peakFlops.at("f32") == 5.06e13);
   REQUIRE(machine->memoryBandwidth == 4.233e12);
   REQUIRE(machine->launchOverhead == 2.0e-6);
+  REQUIRE(machine->gpuMemoryBytes == 143771.0 * (1 << 20));
   REQUIRE(machine->links.size() == 2);
   REQUIRE(machine->links.at("tp").alpha == 1.0e-5);
   REQUIRE(machine->links.at("dp").beta == 3.0e11);
@@ -165,7 +166,10 @@ TEST_CASE("machine files report errors at their line and column", "[planner]") {
   REQUIRE(errorOf(std::string(kValid) + "speed: 3\n") ==
           "m.yaml:6:1: unknown key 'speed' in the machine (expected one of: "
           "name, peak_flops, memory_bandwidth, launch_overhead, links, "
-          "op_efficiency, op_overhead)");
+          "op_efficiency, op_overhead, gpu_memory)");
+  REQUIRE(errorOf(std::string(kValid) + "gpu_memory: 0\n") ==
+          "m.yaml:6:13: gpu_memory must be positive, got 0");
+  REQUIRE(parseMachine(kValid, "m.yaml")->gpuMemoryBytes == 0.0);
   REQUIRE(errorOf(std::string(kValid) + "op_overhead: {matmul: -1}\n") ==
           "m.yaml:6:23: op_overhead.matmul must be non-negative, got -1");
   REQUIRE(errorOf(std::string(kValid) + "op_efficiency: {matmul: 0}\n") ==
