@@ -243,3 +243,10 @@ done
 "$sharc" compile "$here/small.yaml" --emit-logits --keep-grads \
   --mode tp_sp_async_vp --tp 2 --recompute full --recompute-layers 1 \
   --recompute-rest selective -o "$out/small-f32-tp_sp_async_vp-mixed.plan"
+# ... and on two 1F1B stages of four layers, two microbatches: the first
+# stage's layers whole, the second's selectively.
+sed 's/num_hidden_layers: 2/num_hidden_layers: 4/' "$here/small.yaml" \
+  >"$out/small-4-layers.yaml"
+"$sharc" compile "$out/small-4-layers.yaml" --keep-grads --mode pp --pp 2 \
+  --microbatches 2 --pp-schedule 1f1b --recompute full --recompute-layers 2 \
+  --recompute-rest selective -o "$out/small-f32-pp-1f1b-mixed.plan"
