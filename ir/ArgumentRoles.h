@@ -58,11 +58,13 @@ inline constexpr llvm::StringLiteral kBalancedAxisAttr = "sharc.balanced_axis";
 /// The pipeline stage an op runs on (i64, sharc-pipeline-partition and
 /// -schedule); the planner writes it into the plan.
 inline constexpr llvm::StringLiteral kStageAttr = "sharc.stage";
-/// Marks a copy of a forward op that full recompute runs in the backward
-/// (unit, sharc-recompute{policy=full}); the planner defers no weight
-/// gradient past one. Selective recompute's copies (a norm, SwiGLU) are
-/// not marked: they are small and many, and stopping at each would cost
-/// the overlap (MiniMind ddp: 6.48 against 6.10 ms predicted, for 25 MiB).
+/// Marks what sharc-recompute runs again in the backward, by policy (a
+/// string): "full" (a copy of a layer's forward op), "selective" (a cheap
+/// op's copy) or "sp-allgather" (a column input's re-gather). The planner
+/// defers no weight gradient past a "full" copy; selective copies are no
+/// barrier: they are small and many, and stopping at each would cost the
+/// overlap (MiniMind ddp: 6.48 against 6.10 ms predicted, for 25 MiB). The
+/// report sums what all of them cost; the plan does not carry the mark.
 inline constexpr llvm::StringLiteral kRecomputeAttr = "sharc.recompute";
 /// Interleaved pipelines: the model chunk (i64) of an op on its stage, and
 /// a transfer's chunks at either end; the virtual stage is

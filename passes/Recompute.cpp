@@ -31,7 +31,8 @@ void regatherForWeightGradients(func::FuncOp func) {
   SmallVector<AllGatherOp> gathers;
   func.walk([&](AllGatherOp gather) {
     // A layer re-run whole gathers its inputs again already.
-    if (gather->hasAttr(kRecomputeAttr))
+    if (gather->getAttrOfType<StringAttr>(kRecomputeAttr) ==
+        StringAttr::get(gather->getContext(), "full"))
       return;
     if (getPlacement(gather.getY().getType()).getAxis(gather.getAxis()) ==
             PlacementAttr::kReplicated &&
@@ -57,6 +58,7 @@ void regatherForWeightGradients(func::FuncOp func) {
         first = user;
     OpBuilder builder(first);
     Operation *regather = builder.clone(*gather.getOperation());
+    regather->setAttr(kRecomputeAttr, builder.getStringAttr("sp-allgather"));
     for (OpOperand *use : backwardUses)
       use->set(regather->getResult(0));
   }
@@ -123,7 +125,7 @@ bool isCheap(Operation *op) {
 /// Selective recompute re-runs only the cheap ops (isCheap) and keeps what
 /// the others computed; each copy goes right before its own first reader,
 /// so it lives no longer than it must, and is no barrier to the planner's
-/// deferral of weight gradients (kRecomputeAttr).
+/// deferral of weight gradients (kRecomputeAttr "selective").
 ///
 /// Runs before sharc-microbatch, which copies each microbatch's forward,
 /// recompute and backward alike.
@@ -210,8 +212,8 @@ void recomputeLayers(func::FuncOp func, int64_t numLayers, int64_t firstLayer,
     Operation *copy = builder.clone(*op, copies);
     // Under a pipeline schedule the copies run in the backward's slot.
     copy->removeAttr(kForwardAttr);
-    if (!selective)
-      copy->setAttr(kRecomputeAttr, builder.getUnitAttr());
+    copy->setAttr(kRecomputeAttr,
+                  builder.getStringAttr(selective ? "selective" : "full"));
     for (auto [result, copied] :
          llvm::zip(op->getResults(), copy->getResults()))
       result.replaceUsesWithIf(copied, [&](OpOperand &use) {

@@ -259,6 +259,23 @@ std::string sharc::formatReport(const plan::Plan &plan,
     }
     text += "\n";
   }
+  if (const RecomputeCost &rerun = report.recompute; rerun.ops > 0) {
+    int64_t computeOps = rerun.ops - rerun.collectives;
+    std::snprintf(
+        line, sizeof(line),
+        "  recompute: %lld ops re-run in the backward: %.1f GFLOP (%.1f%% "
+        "of the step's), %.2f GB moved, %.3f ms of predicted compute",
+        static_cast<long long>(computeOps),
+        static_cast<double>(rerun.flops) * 1e-9,
+        rerun.stepFlops > 0 ? 100.0 * rerun.flops / rerun.stepFlops : 0.0,
+        static_cast<double>(rerun.memBytes) * 1e-9, rerun.seconds * 1e3);
+    std::string collectives =
+        std::to_string(rerun.collectives) + " collectives";
+    if (computeOps == 0)
+      text += "  recompute: " + collectives + " re-run in the backward\n";
+    else
+      text += line + (rerun.collectives ? "; " + collectives : "") + "\n";
+  }
   if (report.predictedStepSeconds > 0) {
     std::snprintf(line, sizeof(line), "  predicted step time: %.3f ms\n",
                   report.predictedStepSeconds * 1e3);
@@ -297,6 +314,18 @@ std::string sharc::reportJson(const plan::Plan &plan,
   std::snprintf(field, sizeof(field), "\"predicted_step_seconds\": %.9g, ",
                 report.predictedStepSeconds);
   json += field;
+  // Only a plan that re-runs work has the keys, so the others' JSON is as
+  // it was.
+  if (report.recompute.ops > 0) {
+    add("recompute_ops", report.recompute.ops);
+    add("recompute_collectives", report.recompute.collectives);
+    add("recompute_flops", report.recompute.flops);
+    add("recompute_bytes", report.recompute.memBytes);
+    add("step_flops", report.recompute.stepFlops);
+    std::snprintf(field, sizeof(field), "\"recompute_seconds\": %.9g, ",
+                  report.recompute.seconds);
+    json += field;
+  }
   json += "\"comm_bytes_by_axis\": {";
   bool firstAxis = true;
   for (const auto &[axis, bytes] : report.commBytesByAxis) {

@@ -11,6 +11,7 @@
 // summed in place by one all_reduce, and slabs take turns in slots.
 #pragma once
 
+#include "planner/StepSimulation.h"
 #include "planner/plan/Plan.h"
 
 #include <map>
@@ -60,6 +61,9 @@ struct MemoryReport {
   /// a chain's last rank).
   std::map<std::string, int64_t> leastCommBytesByAxis;
   double predictedStepSeconds = 0; ///< 0 when no cost model was given
+  /// What recompute runs again, with a cost model (recomputeCost); ops 0
+  /// when nothing is re-run.
+  RecomputeCost recompute;
 };
 
 MemoryReport buildMemoryReport(const plan::Plan &plan);

@@ -131,7 +131,9 @@ sharc::buildScheduleGraph(ArrayRef<Operation *> ops,
     // arena of 77 MiB where 40 suffice).
     node.deferrable =
         isa<MatmulWgradOp>(op) || (isa<AdamWOp>(op) && !updatesBlock(op));
-    node.recomputes = op->hasAttr(kRecomputeAttr);
+    auto recompute = op->getAttrOfType<StringAttr>(kRecomputeAttr);
+    node.recomputes = recompute && recompute.getValue() == "full";
+    node.reruns = static_cast<bool>(recompute);
     node.writesLoss = writesLoss(op);
     auto [commBytes, axis] = communication(op, mesh);
     node.kind = axis.empty() ? NodeKind::Compute : NodeKind::Collective;

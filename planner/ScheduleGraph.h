@@ -27,6 +27,9 @@ struct ScheduleNode {
   /// deferred node stops before it, or the weight gradients of one layer
   /// would keep that layer's copies alive through the next one's.
   bool recomputes = false;
+  /// Anything sharc-recompute runs again (a full or selective copy, an SP
+  /// re-gather): what the report's recompute line sums.
+  bool reruns = false;
   /// Writes the step's loss. Its waits are all made, none left to its
   /// stream's earlier waits, so that the instructions the loss depends on
   /// run correctly on their own (evaluation, executor/ForwardPrefix.h).

@@ -396,4 +396,35 @@ StepSimulation simulateStep(const ScheduleGraph &graph,
   return Simulator(graph, streams, order, machine, mesh).run();
 }
 
+RecomputeCost recomputeCost(const ScheduleGraph &graph,
+                            const StepSimulation &simulation) {
+  RecomputeCost most;
+  for (size_t r = 0; r < simulation.ranks.size(); ++r) {
+    const Timeline &timeline = simulation.ranks[r];
+    int64_t stage = r < simulation.stageOfRank.size()
+                        ? simulation.stageOfRank[r]
+                        : int64_t{-1};
+    RecomputeCost cost;
+    for (size_t n = 0; n < graph.size(); ++n) {
+      const ScheduleNode &node = graph[n];
+      if (node.stage >= 0 && node.stage != stage)
+        continue;
+      bool compute = node.kind == NodeKind::Compute;
+      cost.stepFlops += compute ? node.flops : 0;
+      if (!node.reruns)
+        continue;
+      ++cost.ops;
+      cost.collectives += compute ? 0 : 1;
+      if (compute) {
+        cost.flops += node.flops;
+        cost.memBytes += node.memBytes;
+        cost.seconds += timeline.end[n] - timeline.start[n];
+      }
+    }
+    if (r == 0 || cost.seconds > most.seconds)
+      most = cost;
+  }
+  return most;
+}
+
 } // namespace sharc

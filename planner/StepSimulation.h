@@ -55,6 +55,18 @@ struct StepSimulation {
   std::vector<CrossRankWait> transfers;
 };
 
+/// What sharc-recompute runs again (ScheduleNode::reruns) costs the rank
+/// that spends the most simulated compute time on it: the ops (of them
+/// collectives: re-gathers), their arithmetic beside all of the rank's,
+/// the bytes they read and write, and their compute time.
+struct RecomputeCost {
+  int64_t ops = 0, collectives = 0;
+  int64_t flops = 0, stepFlops = 0, memBytes = 0;
+  double seconds = 0.0;
+};
+RecomputeCost recomputeCost(const ScheduleGraph &graph,
+                            const StepSimulation &simulation);
+
 /// `streams` and `order` are the whole plan's (every stage's nodes, events
 /// numbered across stages). An empty mesh is one rank running every node.
 StepSimulation simulateStep(const ScheduleGraph &graph,

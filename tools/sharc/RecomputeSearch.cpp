@@ -67,6 +67,15 @@ std::string sharc::machineLimitSource(const Machine &machine) {
   return text;
 }
 
+std::pair<int64_t, std::string>
+sharc::recomputeLimit(std::optional<int64_t> limitMiB, const Machine &machine) {
+  if (limitMiB)
+    return {*limitMiB << 20, std::to_string(*limitMiB)};
+  int64_t bytes = machineLimitBytes(machine);
+  return {bytes, std::to_string(bytes >> 20) + " (" +
+                     machineLimitSource(machine) + ")"};
+}
+
 namespace {
 
 std::string mib(int64_t bytes) {

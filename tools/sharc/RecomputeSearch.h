@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 
 namespace sharc {
@@ -76,6 +77,11 @@ int64_t machineLimitBytes(const Machine &machine);
 /// "h200-nvlink's gpu_memory, 143771 MiB, less 1920 for the CUDA context,
 /// NCCL and the libraries".
 std::string machineLimitSource(const Machine &machine);
+/// `sharc compile --recompute auto`'s limit in bytes, --memory-limit-mib
+/// when given, else the machine's (0 when it has none), and the text
+/// RecomputeChoice::describe says it with.
+std::pair<int64_t, std::string> recomputeLimit(std::optional<int64_t> limitMiB,
+                                               const Machine &machine);
 
 /// What a rank of `plan` holds on a GPU: the plan's regions and the GPU
 /// workspace (the memory report's total and workspace lines).

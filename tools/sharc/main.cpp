@@ -479,13 +479,8 @@ int compile(const CompileFlags &flags) {
     options.scheduleMachine = &*machine;
   sharc::PlanSchedule schedule;
   sharc::RecomputeChoice choice;
-  int64_t limitBytes = flags.memoryLimitMiB
-                           ? *flags.memoryLimitMiB << 20
-                           : sharc::machineLimitBytes(*machine);
-  std::string limit = flags.memoryLimitMiB
-                          ? std::to_string(*flags.memoryLimitMiB)
-                          : std::to_string(limitBytes >> 20) + " (" +
-                                sharc::machineLimitSource(*machine) + ")";
+  auto [limitBytes, limit] =
+      sharc::recomputeLimit(flags.memoryLimitMiB, *machine);
   if (flags.recompute == "auto" && limitBytes == 0)
     return usageError("--recompute auto fits the plan in --memory-limit-mib "
                       "MIB a rank, or in the machine file's gpu_memory; " +
@@ -531,6 +526,8 @@ int compile(const CompileFlags &flags) {
   if (!flags.report.empty()) {
     sharc::MemoryReport report = sharc::buildMemoryReport(plan);
     report.predictedStepSeconds = predictedSeconds;
+    if (simulation)
+      report.recompute = sharc::recomputeCost(schedule.graph, *simulation);
     // Both forms carry the pipeline's figures; a plan without stages has
     // none, and its JSON no "pipeline" key.
     sharc::PipelineReport stages =

@@ -30,7 +30,7 @@
 // CHECK: sharc.fill
 // CHECK-NOT: %[[X1]]{{[^0-9_]}}
 // CHECK: sharc.matmul_dgrad {{.*}}, %arg6
-// CHECK-NEXT: %[[RX1:.*]] = sharc.rms_norm %[[H0]], %arg5 {eps = {{.*}}, sharc.recompute}
+// CHECK-NEXT: %[[RX1:.*]] = sharc.rms_norm %[[H0]], %arg5 {eps = {{.*}}, sharc.recompute = "full"}
 // CHECK-NEXT: sharc.matmul_wgrad {{.*}}, %[[RX1]]
 // CHECK-NOT: %[[X0]]{{[^0-9_]}}
 // CHECK: sharc.matmul_dgrad {{.*}}, %arg4
@@ -51,23 +51,23 @@
 // PP: sharc.rms_norm %0, %arg3 {eps = {{.*}}, sharc.stage = 0 : i64}
 
 // Selective: the norms (cheap, their inputs kept anyway) are re-run right
-// before their readers, unmarked (the planner's deferral may pass them);
-// full recompute's copies carry sharc.recompute.
+// before their readers, marked "selective" (the planner's deferral may
+// pass them); full recompute's copies are marked "full".
 // SELECTIVE: sharc.fill
 // SELECTIVE: sharc.matmul_dgrad {{.*}}, %arg6
-// SELECTIVE-NEXT: %[[S1:.*]] = sharc.rms_norm %{{.*}}, %arg5 {eps = {{[^,]*}}} :
+// SELECTIVE-NEXT: %[[S1:.*]] = sharc.rms_norm %{{.*}}, %arg5 {eps = {{[^,]*}}, sharc.recompute = "selective"} :
 // SELECTIVE-NEXT: sharc.matmul_wgrad {{.*}}, %[[S1]]
 // SELECTIVE: sharc.matmul_dgrad {{.*}}, %arg4
-// SELECTIVE-NEXT: %[[S0:.*]] = sharc.rms_norm %{{.*}}, %arg3 {eps = {{[^,]*}}} :
+// SELECTIVE-NEXT: %[[S0:.*]] = sharc.rms_norm %{{.*}}, %arg3 {eps = {{[^,]*}}, sharc.recompute = "selective"} :
 // SELECTIVE-NEXT: sharc.matmul_wgrad {{.*}}, %[[S0]]
 
-// The first layer whole (its copy marked), the second selectively.
+// The first layer whole, the second selectively.
 // MIXED: sharc.fill
 // MIXED: sharc.matmul_dgrad {{.*}}, %arg6
-// MIXED-NEXT: %[[M1:.*]] = sharc.rms_norm %{{.*}}, %arg5 {eps = {{[^,]*}}} :
+// MIXED-NEXT: %[[M1:.*]] = sharc.rms_norm %{{.*}}, %arg5 {eps = {{[^,]*}}, sharc.recompute = "selective"} :
 // MIXED-NEXT: sharc.matmul_wgrad {{.*}}, %[[M1]]
 // MIXED: sharc.matmul_dgrad {{.*}}, %arg4
-// MIXED-NEXT: %[[M0:.*]] = sharc.rms_norm %{{.*}}, %arg3 {eps = {{.*}}, sharc.recompute}
+// MIXED-NEXT: %[[M0:.*]] = sharc.rms_norm %{{.*}}, %arg3 {eps = {{.*}}, sharc.recompute = "full"}
 // MIXED-NEXT: sharc.matmul_wgrad {{.*}}, %[[M0]]
 
 // NONE: sharc.fill

@@ -13,7 +13,7 @@
 // CHECK-NEXT: %[[G:.*]] = sharc.all_gather %[[X]]
 // CHECK: sharc.fill
 // CHECK-NOT: sharc.matmul_wgrad {{.*}}, %[[G]] :
-// CHECK: %[[REGATHER:.*]] = sharc.all_gather %[[X]] {axis = "tp", dim = 0 : i64}
+// CHECK: %[[REGATHER:.*]] = sharc.all_gather %[[X]] {axis = "tp", dim = 0 : i64, sharc.recompute = "sp-allgather"}
 // CHECK-NEXT: sharc.matmul_dgrad
 // CHECK-NEXT: sharc.matmul_wgrad {{.*}}, %[[REGATHER]] :
 // CHECK: sharc.matmul_wgrad {{.*}}, %[[REGATHER]] :
