@@ -2,12 +2,13 @@
 """Train Hugging Face's Qwen3 as sharc-run trains the same plan: a PyTorch
 twin of a sharc training run, to compare loss curves and speed side by side.
 
-usage: scripts/torch-twin-train.py --init CKPT --data TRAIN.tokens
+usage: scripts/torch-twin-train.py [--init CKPT] --data TRAIN.tokens
            [--val-data VAL.tokens] --seq S --batch B --steps N [options]
 
 It starts from the weights of a sharc checkpoint (`sharc-run PLAN --steps 0
 --save CKPT` writes the step-0 weights; the names are Qwen3's,
-docs/huggingface.md), reads the token files in the windows sharc-run reads
+docs/huggingface.md), or without --init from Hugging Face's own draws of
+the same distribution (for models whose checkpoint is slow to move), reads the token files in the windows sharc-run reads
 (docs/data.md: step s reads windows (s-1)B .. sB-1, window w at token
 w*S mod count, wrapping; --shuffle reads window (w*a) mod N, a the integer
 nearest 0.618 N coprime to N, as executor/DataLoader.cpp), and applies
@@ -101,10 +102,6 @@ def lr_factor(t, warmup, total, min_factor, decay):
 def build_model(a, dev):
     from safetensors.torch import load_file
     from transformers import Qwen3Config, Qwen3ForCausalLM
-    try:
-        weights = load_file(a.init)
-    except (OSError, ValueError, RuntimeError) as error:
-        fail(f"{a.init}: {error}")
     cfg = Qwen3Config(hidden_size=a.hidden, num_hidden_layers=a.layers,
                       num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
                       head_dim=a.head_dim, intermediate_size=a.intermediate,
@@ -112,6 +109,16 @@ def build_model(a, dev):
                       rope_theta=a.rope_theta, rms_norm_eps=1e-6,
                       tie_word_embeddings=False, attention_bias=False,
                       attn_implementation="sdpa", use_cache=False)
+    if not a.init:
+        # Hugging Face's own initialisation, on the GPU: normal(0, 0.02)
+        # weights and norms at one, sharc's distribution but not its draws.
+        with torch.device(dev):
+            model = Qwen3ForCausalLM(cfg)
+        return model.to(torch.bfloat16) if a.dtype == "bfloat16" else model
+    try:
+        weights = load_file(a.init)
+    except (OSError, ValueError, RuntimeError) as error:
+        fail(f"{a.init}: {error}")
     model = Qwen3ForCausalLM(cfg)
     state = {}
     for name, value in weights.items():
@@ -127,7 +134,8 @@ def build_model(a, dev):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--init", required=True)
+    p.add_argument("--init", help="sharc's step-0 checkpoint (without it, "
+                   "Hugging Face's own draws of the same distribution)")
     p.add_argument("--data", required=True)
     p.add_argument("--val-data")
     p.add_argument("--log", required=True)
@@ -144,10 +152,16 @@ def main():
     p.add_argument("--dtype", choices=["bf16-mixed", "bfloat16"], default="bf16-mixed")
     p.add_argument("--shuffle", action="store_true")
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--checkpointing", action="store_true",
+                   help="re-run each layer's forward in the backward "
+                        "(gradient_checkpointing_enable): what a PyTorch user "
+                        "does where the activations do not fit")
     a = p.parse_args()
     dev = torch.device("cuda")
     torch.manual_seed(0)
     model = build_model(a, dev)
+    if a.checkpointing:
+        model.gradient_checkpointing_enable()
     fwd = torch.compile(model) if a.compile else model
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(a.beta1, a.beta2),
                             eps=a.eps, weight_decay=a.weight_decay, fused=True)
@@ -205,6 +219,8 @@ def main():
         if a.eval_every and t % a.eval_every == 0 and t != a.steps:
             evaluate(t)
     evaluate(a.steps)
+    print(f"peak memory {torch.cuda.max_memory_allocated() / 2**20:.1f} MiB "
+          f"(tensors)", flush=True)
 
 
 if __name__ == "__main__":
