@@ -67,7 +67,11 @@ std::string chromeTrace(const plan::Plan &plan, const StepTrace &trace) {
                 ",\"ts\":" + micros(record.startNs) +
                 ",\"dur\":" + micros(record.endNs - record.startNs) +
                 ",\"args\":{\"instr\":" + std::to_string(record.instr) +
-                ",\"loc\":" + plan::jsonString(instr.loc) + "}},\n";
+                ",\"loc\":" + plan::jsonString(instr.loc) +
+                (instr.recompute.empty()
+                     ? std::string()
+                     : ",\"recompute\":" + plan::jsonString(instr.recompute)) +
+                "}},\n";
       }
     }
   }

@@ -40,7 +40,10 @@ void Emitter::emitInstructions() {
       instr.stage = stage.getInt();
       instr.attrs.erase(kStageAttr.str());
     }
-    instr.attrs.erase(kRecomputeAttr.str());
+    if (auto recompute = op->getAttrOfType<StringAttr>(kRecomputeAttr)) {
+      instr.recompute = recompute.getValue().str();
+      instr.attrs.erase(kRecomputeAttr.str());
+    }
     if (auto slab = slabOf.find(op); slab != slabOf.end()) {
       // The whole bucket in one call, in place.
       instr.op = "all_reduce";

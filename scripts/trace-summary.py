@@ -9,7 +9,8 @@ span / max(stream busy) (1.0: the step is as long as its busiest stream;
 the goal is at most 1.10). Then the ops that take the most time; with
 --locs N, the N model-file locations (the YAML line each instruction came
 from) that take the most, summed over their instructions; with --instrs N,
-the N longest instructions, each with its rank, index and location.
+the N longest instructions, each with its rank, index and location. A
+plan compiled with recompute adds the time its re-run instructions took.
 
     python3 scripts/trace-summary.py t.json [--top 12] [--locs N] [--instrs N]
 """
@@ -67,6 +68,7 @@ def main():
     by_op = collections.defaultdict(lambda: [0, 0.0])
     by_loc = collections.defaultdict(lambda: [0, 0.0])
     instrs = []  # (duration, rank, instruction, op, location)
+    rerun = collections.defaultdict(lambda: [0, 0.0])  # policy -> count, us
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "thread_name":
             threads[(e["pid"], e["tid"])] = e["args"]["name"]
@@ -81,6 +83,10 @@ def main():
             at[1] += e["dur"]
             instrs.append((e["dur"], e["pid"], e.get("args", {}).get("instr"),
                            e["name"], loc))
+            policy = e.get("args", {}).get("recompute")
+            if policy:
+                rerun[policy][0] += 1
+                rerun[policy][1] += e["dur"]
     if not spans:
         sys.exit(f"trace-summary: {args.trace}: no instruction spans")
     for pid in sorted({pid for pid, _ in spans}):
@@ -109,6 +115,14 @@ def main():
             :args.top]:
         print(f"  {name:<24} {count:5d} x  {t / 1e3:9.3f} ms "
               f"{100 * t / total:5.1f}%")
+    if rerun:
+        # What the plan's recompute runs again (its instructions' args).
+        count = sum(c for c, _ in rerun.values())
+        spent = sum(t for _, t in rerun.values())
+        parts = ", ".join(f"{policy} {c} x {t / 1e3:.3f} ms"
+                          for policy, (c, t) in sorted(rerun.items()))
+        print(f"recompute: {count} instructions, {spent / 1e3:.3f} ms "
+              f"({100 * spent / total:.1f}% of the ops' time): {parts}")
     if args.locs > 0:
         print("locations by time:")
         for loc, (count, t) in sorted(by_loc.items(),

@@ -110,6 +110,10 @@ struct Instruction {
   /// The pipeline stage that runs it (kStageAxis coordinate); -1: every
   /// rank runs it.
   int64_t stage = -1;
+  /// What sharc-recompute runs again in the backward, by policy: "full",
+  /// "selective" or "sp-allgather"; empty for the rest. Runs as any other
+  /// instruction; traces and reports tell it apart.
+  std::string recompute;
 
   int64_t getInt(const std::string &key, int64_t fallback = 0) const;
   double getFloat(const std::string &key, double fallback = 0.0) const;

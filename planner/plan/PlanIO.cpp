@@ -458,7 +458,7 @@ public:
     const std::string what = "an instruction";
     SHARC_TRY(readFields(node, what,
                          {"op", "in", "out", "stream", "waits", "signals",
-                          "attrs", "loc", "stage"},
+                          "attrs", "loc", "stage", "recompute"},
                          fields));
     Instruction instruction;
     YAML::Node value;
@@ -498,6 +498,15 @@ public:
       SHARC_TRY(readString(*found, instruction.loc));
     if (auto found = fields.find("stage"))
       SHARC_TRY(readStage(*found, plan, instruction.stage));
+    if (auto found = fields.find("recompute")) {
+      SHARC_TRY(readString(*found, instruction.recompute));
+      if (instruction.recompute != "full" &&
+          instruction.recompute != "selective" &&
+          instruction.recompute != "sp-allgather")
+        return fail(*found, "recompute is full, selective or sp-allgather, "
+                            "not '" +
+                                instruction.recompute + "'");
+    }
     plan.instructions.push_back(std::move(instruction));
     return Status::ok();
   }

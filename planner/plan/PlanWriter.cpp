@@ -140,6 +140,8 @@ std::string writePlan(const Plan &plan) {
       out += ", loc: " + quoted(instruction.loc);
     if (instruction.stage >= 0)
       out += ", stage: " + std::to_string(instruction.stage);
+    if (!instruction.recompute.empty())
+      out += ", recompute: " + instruction.recompute;
     out += "}\n";
   }
   return out;

@@ -104,6 +104,7 @@ Plan makeFullPlan() {
   gather.op = "all_gather";
   gather.operands = {5};
   gather.results = {6};
+  gather.recompute = "sp-allgather";
   plan.instructions = {matmul, gather};
   return plan;
 }
@@ -178,6 +179,8 @@ void requireSamePlan(const Plan &a, const Plan &b) {
     REQUIRE(x.waits == y.waits);
     REQUIRE(x.signals == y.signals);
     REQUIRE(x.loc == y.loc);
+    REQUIRE(x.stage == y.stage);
+    REQUIRE(x.recompute == y.recompute);
     REQUIRE(x.attrs.size() == y.attrs.size());
     for (const auto &[key, value] : x.attrs) {
       INFO("attribute " << key);
@@ -353,6 +356,9 @@ const Malformed kMalformed[] = {
     {"unknown init kind", 13, "kind: normal", "kind: uniform",
      "plan.yaml:13:82: unknown init kind 'uniform' (expected normal, ones or "
      "zeros)"},
+    {"unknown recompute policy", 19, "stream: 1", "stream: 1, recompute: most",
+     "plan.yaml:19:63: recompute is full, selective or sp-allgather, not "
+     "'most'"},
     {"duplicate key", 18, "stream: 0", "stream: 0, stream: 1",
      "plan.yaml:18:51: duplicate key 'stream' in an instruction"},
     {"YAML syntax error", 18, "{transpose_b: 1}}", "{transpose_b: 1}",
@@ -394,7 +400,7 @@ TEST_CASE("the written plan is versioned and one instruction per line",
                               "attrs: {eps: 1e-06, one: 1.0}, "
                               "loc: \"models/tiny.yaml:4:3\"}\n"));
   REQUIRE_THAT(text, Contains("\n  - {op: all_gather, in: [5], out: [6], "
-                              "stream: 0}\n"));
+                              "stream: 0, recompute: sp-allgather}\n"));
   REQUIRE_THAT(text, Contains("\nmesh: [{name: dp, size: 2}, "
                               "{name: tp, size: 4}]\n"));
   REQUIRE_THAT(text, Contains("\n  - {id: 3, name: \"tokens\", region: input, "
