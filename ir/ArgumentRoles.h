@@ -64,7 +64,8 @@ inline constexpr llvm::StringLiteral kStageAttr = "sharc.stage";
 /// defers no weight gradient past a "full" copy; selective copies are no
 /// barrier: they are small and many, and stopping at each would cost the
 /// overlap (MiniMind ddp: 6.48 against 6.10 ms predicted, for 25 MiB). The
-/// report sums what all of them cost; the plan does not carry the mark.
+/// report sums what all of them cost, and the plan carries the mark as the
+/// instruction's `recompute` field.
 inline constexpr llvm::StringLiteral kRecomputeAttr = "sharc.recompute";
 /// Interleaved pipelines: the model chunk (i64) of an op on its stage, and
 /// a transfer's chunks at either end; the virtual stage is

@@ -148,7 +148,7 @@ void compilePoint(const BenchConfig &c, const std::string &workDir,
                        : compileModel(context, options, &schedule);
   if (auto *error = std::get_if<CompileError>(&result)) {
     // The search's own refusal: no plan fits, as a run would find.
-    if (search && diagnostics.empty() && error->exitCode == kExitBadInput) {
+    if (search && choice.overLimit) {
       point.status = "oom";
       point.reason =
           error->message + " (" +
@@ -302,6 +302,15 @@ int runBenchCommand(const std::vector<std::string> &args,
     std::fprintf(stderr, "sharc: error: cannot create %s: %s\n",
                  workDir.c_str(), error.message().c_str());
     return kExitFailure;
+  }
+  if (config.recompute == "auto" && config.memoryLimitMiB == 0 &&
+      machineLimitBytes(*machine) == 0) {
+    std::fprintf(stderr,
+                 "sharc: error: --recompute auto fits each point in "
+                 "--memory-limit-mib MIB a rank, or in the machine file's "
+                 "gpu_memory; %s has none\n",
+                 machine->name.c_str());
+    return kExitBadInput;
   }
   std::vector<BenchPoint> points = expandSweep(config);
   for (size_t i = 0; i < points.size(); ++i) {

@@ -162,6 +162,7 @@ sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
   int64_t numLayers = config.config->model.numLayers.value;
   choice->numLayers = numLayers;
   choice->compiles = 0;
+  choice->overLimit = false;
   int64_t lastCompiled = -1;
   // The async SP modes' re-gather stays where nothing else is re-run; the
   // other steps re-gather as their policy does.
@@ -218,7 +219,8 @@ sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
       --last;
     }
   }
-  if (choice->allBytes > limitBytes)
+  choice->overLimit = choice->allBytes > limitBytes;
+  if (choice->overLimit)
     return CompileError{
         2, "--memory-limit-mib: the plan needs " + mib(choice->allBytes) +
                " a rank with every layer re-run in the backward (" +

@@ -49,6 +49,8 @@ struct RecomputeChoice {
   /// Nothing re-run, and the chain's end (the most re-run).
   int64_t noneBytes = 0, allBytes = 0;
   int compiles = 0;
+  /// The search refused: even the chain's end needs more than the limit.
+  bool overLimit = false;
   /// The `sharc compile` flags of the chosen plan ("--recompute none").
   std::string flags() const;
   /// "the first 12 of 32 layers re-run whole, the other 20 selectively
