@@ -31,8 +31,8 @@ void regatherForWeightGradients(func::FuncOp func) {
   SmallVector<AllGatherOp> gathers;
   func.walk([&](AllGatherOp gather) {
     // A layer re-run whole gathers its inputs again already.
-    if (gather->getAttrOfType<StringAttr>(kRecomputeAttr) ==
-        StringAttr::get(gather->getContext(), "full"))
+    if (auto mark = gather->getAttrOfType<StringAttr>(kRecomputeAttr);
+        mark && mark.getValue() == "full")
       return;
     if (getPlacement(gather.getY().getType()).getAxis(gather.getAxis()) ==
             PlacementAttr::kReplicated &&

@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <utility>
 
 using namespace sharc;
 
@@ -85,23 +87,24 @@ std::string mib(int64_t bytes) {
   return text;
 }
 
-/// Step `step` of the chain (RecomputeSearch.h) as pipeline options;
-/// step 0 is `baseline`, the layout's own policy.
-void setStep(int64_t step, int64_t numLayers, const std::string &baseline,
-             PipelineOptions &pipeline) {
-  pipeline.recomputeRest = "none";
-  if (step == 0) {
-    pipeline.recompute = baseline;
-    pipeline.recomputeLayers = -1;
-  } else if (step <= numLayers) {
-    pipeline.recompute = "selective";
-    pipeline.recomputeLayers = step;
-  } else {
-    pipeline.recompute = "full";
-    pipeline.recomputeLayers = step - numLayers;
-    if (step < 2 * numLayers)
-      pipeline.recomputeRest = "selective";
-  }
+/// Step `step` of the chain (RecomputeSearch.h): the layers it re-runs
+/// whole, then the layers whose cheap ops it re-runs.
+std::pair<int64_t, int64_t> stepLayers(int64_t step, int64_t numLayers) {
+  if (step <= numLayers)
+    return {0, step};
+  return {step - numLayers, 2 * numLayers - step};
+}
+
+/// The pipeline options of re-running `full` layers whole and the next
+/// `selective` selectively; nothing re-run is `baseline`, the layout's own
+/// policy. RecomputeChoice::flags says the same as flags.
+void setLayers(int64_t full, int64_t selective, const std::string &baseline,
+               PipelineOptions &pipeline) {
+  pipeline.recompute = full > 0        ? "full"
+                       : selective > 0 ? "selective"
+                                       : baseline;
+  pipeline.recomputeLayers = full > 0 ? full : selective > 0 ? selective : -1;
+  pipeline.recomputeRest = full > 0 && selective > 0 ? "selective" : "none";
 }
 
 } // namespace
@@ -171,7 +174,8 @@ sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
       options.pipeline.recompute == "sp-allgather" ? "sp-allgather" : "none";
   auto compileStep =
       [&](int64_t step) -> std::variant<plan::Plan, CompileError> {
-    setStep(step, numLayers, baseline, options.pipeline);
+    auto [full, selective] = stepLayers(step, numLayers);
+    setLayers(full, selective, baseline, options.pipeline);
     ++choice->compiles;
     lastCompiled = step;
     return compileModel(context, options, schedule);
@@ -181,9 +185,8 @@ sharc::compileWithinMemory(mlir::MLIRContext &context, CompileOptions options,
   options.dumpIr.clear();
   auto chosen = [&](int64_t step, std::variant<plan::Plan, CompileError> plan)
       -> std::variant<plan::Plan, CompileError> {
-    choice->fullLayers = step > numLayers ? step - numLayers : 0;
-    choice->selectiveLayers =
-        step > numLayers ? numLayers - choice->fullLayers : step;
+    std::tie(choice->fullLayers, choice->selectiveLayers) =
+        stepLayers(step, numLayers);
     // The schedule the caller gets is the last compile's: redo the chosen
     // one when bisection ended elsewhere, or to dump its IR.
     if ((schedule && lastCompiled != step) || !dumpIr.empty()) {
