@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <set>
 
 namespace sharc::exec {
@@ -17,9 +19,9 @@ constexpr int64_t kMaxCheckpointStep = 1'000'000'000'000;
 /// The checkpoint's own promises, checked before a byte of it is loaded: a
 /// file of another kind or another model must not half-load, and a step
 /// count must not wrap the runtime's counter.
-Status checkMetadata(const Runtime &runtime, const plan::TensorFile &file,
-                     int64_t &step) {
-  const auto &metadata = file.metadata;
+Status checkMetadata(const Runtime &runtime,
+                     const plan::SafeTensorsReader &file, int64_t &step) {
+  const auto &metadata = file.metadata();
   if (auto format = metadata.find("format");
       format != metadata.end() && format->second != "sharc-checkpoint")
     return Status::invalidInput("metadata format '" + format->second +
@@ -52,12 +54,12 @@ Status checkMetadata(const Runtime &runtime, const plan::TensorFile &file,
     for (size_t i = 0; i < 2 || i < param.state.size(); ++i)
       known.insert(Runtime::stateTensorName(param.name, i));
   }
-  for (const plan::NamedTensor &tensor : file.tensors)
+  for (const plan::TensorSpec &tensor : file.tensors())
     if (!known.count(tensor.name))
       return Status::invalidInput(
           "tensor '" + tensor.name + "' is no parameter of model '" +
           runtime.plan().modelName + "' nor its optimizer state (" +
-          std::to_string(file.tensors.size()) +
+          std::to_string(file.tensors().size()) +
           " tensors in the file; a checkpoint of another model?)");
   return Status::ok();
 }
@@ -81,10 +83,11 @@ std::string scheduleText(const plan::LrSchedule &schedule) {
 
 /// data_position as a window count in [0, 2^62]: far inside int64 when a
 /// run's windows are added to it, and never a wrapped number.
-Status readDataPosition(const plan::TensorFile &file, int64_t &position) {
+Status readDataPosition(const std::map<std::string, std::string> &metadata,
+                        int64_t &position) {
   position = -1;
-  auto found = file.metadata.find("data_position");
-  if (found == file.metadata.end())
+  auto found = metadata.find("data_position");
+  if (found == metadata.end())
     return Status::ok();
   const std::string &digits = found->second;
   int64_t value = -1;
@@ -100,10 +103,11 @@ Status readDataPosition(const plan::TensorFile &file, int64_t &position) {
 
 /// data_shuffle "<stride>/<windows>", both positive (DataLoader::setOrder
 /// checks them against the data); absent: file order.
-Status readDataOrder(const plan::TensorFile &file, DataOrder &order) {
+Status readDataOrder(const std::map<std::string, std::string> &metadata,
+                     DataOrder &order) {
   order = {};
-  auto found = file.metadata.find("data_shuffle");
-  if (found == file.metadata.end())
+  auto found = metadata.find("data_shuffle");
+  if (found == metadata.end())
     return Status::ok();
   const std::string &text = found->second;
   const char *end = text.data() + text.size();
@@ -148,63 +152,108 @@ void resizeRows(plan::NamedTensor &tensor, int64_t rows) {
   tensor.shape[0] = rows;
 }
 
+/// The file's tensors one at a time, the last one kept (a tied parameter
+/// asks for its owner's again), the vocabulary rows padded as the plan's.
+class CheckpointSource {
+public:
+  CheckpointSource(const Runtime &runtime, const plan::SafeTensorsReader &file)
+      : runtime_(runtime), file_(file) {}
+
+  Result<const plan::NamedTensor *> operator()(const std::string &name) {
+    if (!current_.name.empty() && current_.name == name)
+      return &current_;
+    current_ = {};
+    if (!file_.find(name))
+      return nullptr;
+    auto tensor = file_.read(name);
+    if (!tensor)
+      return tensor.status();
+    current_ = std::move(*tensor);
+    int64_t rows = paddedRows(runtime_.plan(), name);
+    if (rows > 0 && current_.shape.size() == 2 &&
+        current_.shape[0] == runtime_.plan().vocabSize)
+      resizeRows(current_, rows);
+    return &current_;
+  }
+
+private:
+  const Runtime &runtime_;
+  const plan::SafeTensorsReader &file_;
+  plan::NamedTensor current_;
+};
+
 } // namespace
 
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
                       bool withOptimizerState, int64_t dataPosition,
                       DataOrder dataOrder) {
-  auto params = runtime.gatherParams();
-  if (!params)
-    return params.status();
-  plan::TensorFile file = std::move(*params);
-  file.metadata["format"] = "sharc-checkpoint";
-  file.metadata["model"] = runtime.plan().modelName;
-  file.metadata["step"] = std::to_string(runtime.nextStep() - 1);
+  std::map<std::string, std::string> metadata;
+  metadata["format"] = "sharc-checkpoint";
+  metadata["model"] = runtime.plan().modelName;
+  metadata["step"] = std::to_string(runtime.nextStep() - 1);
   if (dataPosition >= 0)
-    file.metadata["data_position"] = std::to_string(dataPosition);
+    metadata["data_position"] = std::to_string(dataPosition);
   if (dataOrder.stride > 0)
-    file.metadata["data_shuffle"] = std::to_string(dataOrder.stride) + "/" +
-                                    std::to_string(dataOrder.numWindows);
-  file.metadata["lr_schedule"] = scheduleText(runtime.plan().lrSchedule);
+    metadata["data_shuffle"] = std::to_string(dataOrder.stride) + "/" +
+                               std::to_string(dataOrder.numWindows);
+  metadata["lr_schedule"] = scheduleText(runtime.plan().lrSchedule);
+  std::vector<Runtime::SavedTensor> saved = runtime.paramTensors();
   if (withOptimizerState) {
-    auto state = runtime.gatherOptimizerState();
-    if (!state)
-      return state.status();
-    for (plan::NamedTensor &tensor : state->tensors)
-      file.tensors.push_back(std::move(tensor));
-    file.metadata["optimizer_state"] = "adamw";
+    for (Runtime::SavedTensor &tensor : runtime.optimizerStateTensors())
+      saved.push_back(std::move(tensor));
+    metadata["optimizer_state"] = "adamw";
   }
+  // The writer's order, by name; every process gathers in it (the shards
+  // travel between processes) and the first one writes.
+  std::sort(saved.begin(), saved.end(),
+            [](const Runtime::SavedTensor &a, const Runtime::SavedTensor &b) {
+              return a.spec.name < b.spec.name;
+            });
   const plan::Plan &plan = runtime.plan();
-  for (plan::NamedTensor &tensor : file.tensors)
-    if (paddedRows(plan, tensor.name) > 0)
-      resizeRows(tensor, plan.vocabSize);
-  // Every process gathered; one writes.
-  if (!runtime.writesFiles())
-    return Status::ok();
-  return plan::writeSafeTensors(path, file);
+  std::vector<plan::TensorSpec> specs;
+  for (const Runtime::SavedTensor &tensor : saved) {
+    specs.push_back(tensor.spec);
+    if (paddedRows(plan, tensor.spec.name) > 0)
+      specs.back().shape[0] = plan.vocabSize;
+  }
+  std::unique_ptr<plan::SafeTensorsWriter> writer;
+  if (runtime.writesFiles()) {
+    auto created = plan::SafeTensorsWriter::create(path, metadata, specs);
+    if (!created)
+      return created.status();
+    writer = std::move(*created);
+  }
+  // One tensor in host memory at a time.
+  for (const Runtime::SavedTensor &entry : saved) {
+    auto tensor = runtime.gatherSaved(entry);
+    if (!tensor)
+      return tensor.status();
+    if (paddedRows(plan, tensor->name) > 0)
+      resizeRows(*tensor, plan.vocabSize);
+    if (writer)
+      SHARC_TRY(writer->write(*tensor));
+  }
+  return writer ? writer->commit() : Status::ok();
 }
 
 Status loadCheckpoint(Runtime &runtime, const std::string &path,
                       int64_t *dataPosition, DataOrder *dataOrder) {
-  auto file = plan::readSafeTensors(path);
+  auto file = plan::SafeTensorsReader::open(path);
   if (!file)
     return file.status();
+  const plan::SafeTensorsReader &reader = **file;
   if (dataPosition)
-    SHARC_TRY(readDataPosition(*file, *dataPosition).withContext(path));
+    SHARC_TRY(
+        readDataPosition(reader.metadata(), *dataPosition).withContext(path));
   if (dataOrder)
-    SHARC_TRY(readDataOrder(*file, *dataOrder).withContext(path));
+    SHARC_TRY(readDataOrder(reader.metadata(), *dataOrder).withContext(path));
   int64_t step = -1;
-  SHARC_TRY(checkMetadata(runtime, *file, step).withContext(path));
-  for (plan::NamedTensor &tensor : file->tensors) {
-    int64_t rows = paddedRows(runtime.plan(), tensor.name);
-    if (rows > 0 && tensor.shape.size() == 2 &&
-        tensor.shape[0] == runtime.plan().vocabSize)
-      resizeRows(tensor, rows);
-  }
-  SHARC_TRY(runtime.loadParams(*file).withContext(path));
-  if (file->metadata.count("optimizer_state") == 0)
+  SHARC_TRY(checkMetadata(runtime, reader, step).withContext(path));
+  CheckpointSource source(runtime, reader);
+  SHARC_TRY(runtime.loadParams(std::ref(source)).withContext(path));
+  if (reader.metadata().count("optimizer_state") == 0)
     return Status::ok();
-  SHARC_TRY(runtime.loadOptimizerState(*file).withContext(path));
+  SHARC_TRY(runtime.loadOptimizerState(std::ref(source)).withContext(path));
   if (step >= 0)
     runtime.setNextStep(step + 1);
   return Status::ok();

@@ -41,6 +41,7 @@
 #include "planner/plan/Status.h"
 
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -112,17 +113,39 @@ public:
   /// Draws every parameter from (seed, name, global index) on every rank,
   /// zeroes optimizer state and restarts the step counter at 1.
   Status initParams(uint64_t seed);
+  /// Hands out a global tensor by name, valid until the next call; nullptr
+  /// when there is none. A TensorFile's, or one read from disk at a time
+  /// (Checkpoint.cpp), so a large model loads without all of it in host
+  /// memory.
+  using TensorSource =
+      std::function<Result<const plan::NamedTensor *>(const std::string &name)>;
   /// Global tensors by parameter name; each rank takes its slice, converting
   /// f32/bf16 as needed. A missing or mis-shaped tensor is invalid input.
   /// Tied parameters (ParamEntry::tiedTo) are neither needed nor read.
+  Status loadParams(const TensorSource &source);
   Status loadParams(const plan::TensorFile &file);
-  /// Every untied parameter as a global tensor in its storage type; under
-  /// bf16-mixed its f32 master (of which the bf16 parameter is a rounding).
+
+  /// A tensor a checkpoint holds: its name, storage dtype and global
+  /// shape, and the buffer and layout of its shards.
+  struct SavedTensor {
+    plan::TensorSpec spec;
+    int64_t buffer;
+    plan::Sharding sharding;
+  };
+  /// Every untied parameter in its storage type; under bf16-mixed its f32
+  /// master (of which the bf16 parameter is a rounding). In plan order.
+  std::vector<SavedTensor> paramTensors() const;
+  /// The optimizer state buffers as tensors named "<param>.exp_avg" and
+  /// "<param>.exp_avg_sq" (stateTensorName); the master is a parameter's.
+  std::vector<SavedTensor> optimizerStateTensors() const;
+  /// One of them, gathered from every rank that holds a shard (under
+  /// mpirun every process calls it: the shards travel between them).
+  Result<plan::NamedTensor> gatherSaved(const SavedTensor &tensor) const;
+  /// paramTensors(), each gathered.
   Result<plan::TensorFile> gatherParams() const;
-  /// Optimizer state as global tensors named "<param>.<i>" for the i-th
-  /// state buffer (0: adam m, 1: adam v); the master (bf16-mixed) is left
-  /// to gatherParams.
+  /// optimizerStateTensors(), each gathered.
   Result<plan::TensorFile> gatherOptimizerState() const;
+  Status loadOptimizerState(const TensorSource &source);
   Status loadOptimizerState(const plan::TensorFile &file);
   static std::string stateTensorName(const std::string &param, size_t index);
 

@@ -194,20 +194,21 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
   return tensor;
 }
 
-Status Runtime::loadParams(const TensorFile &file) {
+Status Runtime::loadParams(const TensorSource &source) {
   for (const ParamEntry &param : plan_.params) {
-    const std::string &source =
-        param.tiedTo.empty() ? param.name : param.tiedTo;
-    const NamedTensor *tensor = file.find(source);
+    const std::string &name = param.tiedTo.empty() ? param.name : param.tiedTo;
+    auto tensor = source(name);
     if (!tensor)
-      return Status::invalidInput("no tensor '" + source + "' for parameter '" +
+      return tensor.status();
+    if (!*tensor)
+      return Status::invalidInput("no tensor '" + name + "' for parameter '" +
                                   param.name + "'");
-    const ParamEntry *owner = plan_.findParam(source);
-    if (tensor->shape != owner->globalShape)
+    const ParamEntry *owner = plan_.findParam(name);
+    if ((*tensor)->shape != owner->globalShape)
       return Status::invalidInput(
-          "tensor '" + source + "' has shape " + shapeText(tensor->shape) +
+          "tensor '" + name + "' has shape " + shapeText((*tensor)->shape) +
           ", the plan expects " + shapeText(owner->globalShape));
-    SHARC_TRY(scatterTensor(*tensor, param.buffer, param.sharding));
+    SHARC_TRY(scatterTensor(**tensor, param.buffer, param.sharding));
     for (const auto &rank : ranks_)
       if (holdsStage(*rank, param.sharding))
         for (int64_t state : param.state)
@@ -216,29 +217,89 @@ Status Runtime::loadParams(const TensorFile &file) {
     // the f32 masters), so a resumed run continues exactly.
     if (int64_t master = masterIndex(plan_, param); master >= 0)
       SHARC_TRY(
-          scatterTensor(*tensor, param.state[master], param.stateLayout()));
+          scatterTensor(**tensor, param.state[master], param.stateLayout()));
   }
   nextStep_ = 1;
   return Status::ok();
 }
 
-Result<TensorFile> Runtime::gatherParams() const {
-  TensorFile file;
+namespace {
+
+Runtime::TensorSource sourceOf(const TensorFile &file) {
+  return [&file](const std::string &name) -> Result<const NamedTensor *> {
+    return file.find(name);
+  };
+}
+
+} // namespace
+
+Status Runtime::loadParams(const TensorFile &file) {
+  return loadParams(sourceOf(file));
+}
+
+std::vector<Runtime::SavedTensor> Runtime::paramTensors() const {
+  std::vector<SavedTensor> tensors;
   for (const ParamEntry &param : plan_.params) {
     if (!param.tiedTo.empty())
       continue;
-    // bf16-mixed: the f32 master is the parameter; its bf16 copy follows.
     int64_t master = masterIndex(plan_, param);
     int64_t source = master >= 0 ? param.state[master] : param.buffer;
-    auto tensor =
-        gatherTensor(param.name, source, param.globalShape,
-                     master >= 0 ? param.stateLayout() : param.sharding,
-                     plan_.buffers[source].dtype);
+    tensors.push_back(
+        {.spec = {param.name, plan_.buffers[source].dtype, param.globalShape},
+         .buffer = source,
+         .sharding = master >= 0 ? param.stateLayout() : param.sharding});
+  }
+  return tensors;
+}
+
+std::vector<Runtime::SavedTensor> Runtime::optimizerStateTensors() const {
+  std::vector<SavedTensor> tensors;
+  for (const ParamEntry &param : plan_.params) {
+    if (!param.tiedTo.empty())
+      continue;
+    int64_t master = masterIndex(plan_, param);
+    for (size_t i = 0; i < param.state.size(); ++i) {
+      // The master is saved as the parameter (paramTensors).
+      if (static_cast<int64_t>(i) == master)
+        continue;
+      int64_t buffer = param.state[i];
+      tensors.push_back(
+          {.spec = {stateTensorName(param.name, i), plan_.buffers[buffer].dtype,
+                    param.globalShape},
+           .buffer = buffer,
+           .sharding = param.stateLayout()});
+    }
+  }
+  return tensors;
+}
+
+Result<NamedTensor> Runtime::gatherSaved(const SavedTensor &tensor) const {
+  return gatherTensor(tensor.spec.name, tensor.buffer, tensor.spec.shape,
+                      tensor.sharding, tensor.spec.dtype);
+}
+
+namespace {
+
+Result<TensorFile> gatherAll(const Runtime &runtime,
+                             const std::vector<Runtime::SavedTensor> &saved) {
+  TensorFile file;
+  for (const Runtime::SavedTensor &entry : saved) {
+    auto tensor = runtime.gatherSaved(entry);
     if (!tensor)
       return tensor.status();
     file.tensors.push_back(std::move(*tensor));
   }
   return file;
+}
+
+} // namespace
+
+Result<TensorFile> Runtime::gatherParams() const {
+  return gatherAll(*this, paramTensors());
+}
+
+Result<TensorFile> Runtime::gatherOptimizerState() const {
+  return gatherAll(*this, optimizerStateTensors());
 }
 
 std::string Runtime::stateTensorName(const std::string &param, size_t index) {
@@ -250,49 +311,33 @@ std::string Runtime::stateTensorName(const std::string &param, size_t index) {
   return param + ".state" + std::to_string(index);
 }
 
-Result<TensorFile> Runtime::gatherOptimizerState() const {
-  TensorFile file;
+Status Runtime::loadOptimizerState(const TensorSource &source) {
   for (const ParamEntry &param : plan_.params) {
-    if (!param.tiedTo.empty())
-      continue;
-    int64_t master = masterIndex(plan_, param);
-    for (size_t i = 0; i < param.state.size(); ++i) {
-      // The master is saved as the parameter (gatherParams).
-      if (static_cast<int64_t>(i) == master)
-        continue;
-      auto tensor = gatherTensor(stateTensorName(param.name, i), param.state[i],
-                                 param.globalShape, param.stateLayout(),
-                                 plan_.buffers[param.state[i]].dtype);
-      if (!tensor)
-        return tensor.status();
-      file.tensors.push_back(std::move(*tensor));
-    }
-  }
-  return file;
-}
-
-Status Runtime::loadOptimizerState(const TensorFile &file) {
-  for (const ParamEntry &param : plan_.params) {
-    const std::string &source =
-        param.tiedTo.empty() ? param.name : param.tiedTo;
-    const ParamEntry *owner = plan_.findParam(source);
+    const std::string &owned = param.tiedTo.empty() ? param.name : param.tiedTo;
+    const ParamEntry *owner = plan_.findParam(owned);
     int64_t master = masterIndex(plan_, param);
     for (size_t i = 0; i < param.state.size(); ++i) {
       // Loaded with the parameter (loadParams).
       if (static_cast<int64_t>(i) == master)
         continue;
-      std::string name = stateTensorName(source, i);
-      const NamedTensor *tensor = file.find(name);
+      std::string name = stateTensorName(owned, i);
+      auto tensor = source(name);
       if (!tensor)
+        return tensor.status();
+      if (!*tensor)
         return Status::invalidInput("no optimizer state tensor '" + name + "'");
-      if (tensor->shape != owner->globalShape)
+      if ((*tensor)->shape != owner->globalShape)
         return Status::invalidInput(
-            "tensor '" + name + "' has shape " + shapeText(tensor->shape) +
+            "tensor '" + name + "' has shape " + shapeText((*tensor)->shape) +
             ", the plan expects " + shapeText(owner->globalShape));
-      SHARC_TRY(scatterTensor(*tensor, param.state[i], param.stateLayout()));
+      SHARC_TRY(scatterTensor(**tensor, param.state[i], param.stateLayout()));
     }
   }
   return Status::ok();
+}
+
+Status Runtime::loadOptimizerState(const TensorFile &file) {
+  return loadOptimizerState(sourceOf(file));
 }
 
 Status Runtime::setBatch(const std::vector<int32_t> &tokens) {

@@ -89,9 +89,8 @@ Status sharc::readYaml(const std::string &text, const std::string &fileName,
   }
 }
 
-Status sharc::writeFileAtomically(const std::string &path,
-                                  const std::vector<std::string_view> &pieces,
-                                  const std::string &what) {
+Result<std::unique_ptr<AtomicFileWriter>>
+AtomicFileWriter::open(const std::string &path, const std::string &what) {
   std::string named =
       what.empty() ? "'" + path + "'" : what + " '" + path + "'";
   struct stat info{};
@@ -106,39 +105,116 @@ Status sharc::writeFileAtomically(const std::string &path,
   if (fd < 0)
     return Status::runtimeError("cannot write " + named + ": " +
                                 std::strerror(errno));
-  auto failWith = [&](const std::string &reason) {
-    ::close(fd);
-    std::remove(temporary.c_str());
-    return Status::runtimeError("cannot write " + named + ": " + reason);
-  };
-  for (std::string_view piece : pieces) {
-    const char *data = piece.data();
-    size_t left = piece.size();
-    while (left > 0) {
-      ssize_t written = ::write(fd, data, left);
-      if (written < 0 && errno == EINTR)
-        continue;
-      if (written <= 0)
-        return failWith(std::strerror(errno));
-      data += written;
-      left -= static_cast<size_t>(written);
-    }
+  return std::unique_ptr<AtomicFileWriter>(
+      new AtomicFileWriter(path, named, temporary, fd));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    std::remove(temporary_.c_str());
   }
+}
+
+Status AtomicFileWriter::fail(const std::string &reason) {
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = -1;
+  std::remove(temporary_.c_str());
+  return Status::runtimeError("cannot write " + named_ + ": " + reason);
+}
+
+Status AtomicFileWriter::append(std::string_view bytes) {
+  if (fd_ < 0)
+    return Status::runtimeError("cannot write " + named_ +
+                                ": the file is closed");
+  const char *data = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t written = ::write(fd_, data, left);
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written <= 0)
+      return fail(std::strerror(errno));
+    data += written;
+    left -= static_cast<size_t>(written);
+  }
+  return Status::ok();
+}
+
+Status AtomicFileWriter::commit() {
+  if (fd_ < 0)
+    return Status::runtimeError("cannot write " + named_ +
+                                ": the file is closed");
   // A new file is 0600 from mkstemp; give it what a plain create would.
   mode_t mask = ::umask(0);
   ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0 || ::fsync(fd) != 0)
-    return failWith(std::strerror(errno));
-  if (::close(fd) != 0) {
-    std::remove(temporary.c_str());
-    return Status::runtimeError("cannot write " + named + ": " +
-                                std::strerror(errno));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+  if (::fchmod(fd_, 0666 & ~mask) != 0 || ::fsync(fd_) != 0)
+    return fail(std::strerror(errno));
+  int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0 || std::rename(temporary_.c_str(), path_.c_str()) != 0) {
     int error = errno;
-    std::remove(temporary.c_str());
-    return Status::runtimeError("cannot write " + named + ": " +
+    std::remove(temporary_.c_str());
+    return Status::runtimeError("cannot write " + named_ + ": " +
                                 std::strerror(error));
+  }
+  return Status::ok();
+}
+
+Status sharc::writeFileAtomically(const std::string &path,
+                                  const std::vector<std::string_view> &pieces,
+                                  const std::string &what) {
+  auto file = AtomicFileWriter::open(path, what);
+  if (!file)
+    return file.status();
+  for (std::string_view piece : pieces)
+    SHARC_TRY((*file)->append(piece));
+  return (*file)->commit();
+}
+
+Result<std::unique_ptr<FileReader>> FileReader::open(const std::string &path,
+                                                     const std::string &what) {
+  std::string named =
+      what.empty() ? "'" + path + "'" : what + " '" + path + "'";
+  // Checked before opening: opening a FIFO would block.
+  struct stat info{};
+  if (::stat(path.c_str(), &info) == 0) {
+    std::string kind = notARegularFile(info);
+    if (!kind.empty())
+      return Status::invalidInput(named + " is " + kind + ", not a file");
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::invalidInput("cannot open " + named + ": " +
+                                std::strerror(errno));
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    int error = errno;
+    ::close(fd);
+    return Status::invalidInput(
+        "cannot read " + named + ": " +
+        (S_ISREG(info.st_mode) ? std::strerror(error) : "not a file"));
+  }
+  return std::unique_ptr<FileReader>(
+      new FileReader(named, fd, static_cast<int64_t>(info.st_size)));
+}
+
+FileReader::~FileReader() { ::close(fd_); }
+
+Status FileReader::readAt(int64_t offset, void *into, int64_t numBytes) const {
+  auto *to = static_cast<char *>(into);
+  while (numBytes > 0) {
+    ssize_t got = ::pread(fd_, to, static_cast<size_t>(numBytes),
+                          static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      return Status::runtimeError(
+          "cannot read " + named_ + " at byte " + std::to_string(offset) +
+          ": " + (got < 0 ? std::strerror(errno) : "the file ends there"));
+    to += got;
+    offset += got;
+    numBytes -= got;
   }
   return Status::ok();
 }

@@ -1,14 +1,20 @@
 //===- FileText.h - whole files and YAML errors as Status -------*- C++ -*-===//
-// defines: readWholeFile, readYaml, writeFileAtomically, sameFile
+// defines: readWholeFile, readYaml, writeFileAtomically, AtomicFileWriter,
+//          FileReader, sameFile
 //
 // The runtime-side readers (plans, machine files, safetensors) all read a
 // file whole and turn yaml-cpp's exceptions into FILE:LINE:COL messages;
 // the writers (plans, checkpoints, traces) all replace a file atomically.
+// A checkpoint of a large model is larger than a host's memory can hold
+// twice, so it is written and read a tensor at a time (AtomicFileWriter,
+// FileReader).
 #pragma once
 
 #include "planner/plan/Status.h"
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +46,59 @@ Status readYaml(const std::string &text, const std::string &fileName,
 Status writeFileAtomically(const std::string &path,
                            const std::vector<std::string_view> &pieces,
                            const std::string &what);
+
+/// A file written a piece at a time through a temporary beside `path`
+/// that commit() flushes and renames over it: writeFileAtomically for a
+/// file too large to hold in memory at once (a checkpoint). Destroyed
+/// before commit(), or after a failed append, it removes the temporary and
+/// leaves whatever was at `path` whole.
+class AtomicFileWriter {
+public:
+  /// Errors as writeFileAtomically's.
+  static Result<std::unique_ptr<AtomicFileWriter>>
+  open(const std::string &path, const std::string &what);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter &) = delete;
+  AtomicFileWriter &operator=(const AtomicFileWriter &) = delete;
+
+  Status append(std::string_view bytes);
+  Status commit();
+
+private:
+  AtomicFileWriter(std::string path, std::string named, std::string temporary,
+                   int fd)
+      : path_(std::move(path)), named_(std::move(named)),
+        temporary_(std::move(temporary)), fd_(fd) {}
+  /// Closes and removes the temporary; the error names the file.
+  Status fail(const std::string &reason);
+
+  std::string path_, named_, temporary_;
+  int fd_; ///< -1 once closed
+};
+
+/// A regular file read at offsets, a piece at a time.
+class FileReader {
+public:
+  /// Errors as readWholeFile's, without its host-memory bound.
+  static Result<std::unique_ptr<FileReader>> open(const std::string &path,
+                                                  const std::string &what);
+  ~FileReader();
+  FileReader(const FileReader &) = delete;
+  FileReader &operator=(const FileReader &) = delete;
+
+  int64_t size() const { return size_; }
+  /// Reads [offset, offset + numBytes) into `into`; a short or failed read
+  /// is a runtime error.
+  Status readAt(int64_t offset, void *into, int64_t numBytes) const;
+
+private:
+  FileReader(std::string named, int fd, int64_t size)
+      : named_(std::move(named)), fd_(fd), size_(size) {}
+
+  std::string named_;
+  int fd_;
+  int64_t size_;
+};
 
 /// Whether two paths name one existing file (same device and inode), so
 /// that an output can be refused when it would overwrite an input.

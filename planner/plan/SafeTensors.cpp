@@ -130,16 +130,21 @@ std::string formatCounts(const std::vector<int64_t> &values) {
   return result + "]";
 }
 
-struct Extent {
-  int64_t begin;
-  int64_t end;
-  const NamedTensor *tensor;
+/// A tensor's header entry: what it is and where its bytes lie in the data.
+struct Entry {
+  TensorSpec spec; ///< F16 entries as F32, what reading them gives
+  int64_t begin = 0, end = 0;
   bool isHalf = false; ///< F16 in the file, F32 once read
+};
+
+struct Header {
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries; ///< sorted by name
 };
 
 /// Reads one tensor's header entry and checks it against the data size.
 Status readEntry(const std::string &name, const YAML::Node &entry,
-                 int64_t dataBytes, NamedTensor &tensor, Extent &extent) {
+                 int64_t dataBytes, Entry &out) {
   const std::string where = "tensor '" + name + "'";
   if (!entry.IsMap())
     return Status::invalidInput(where + ": expected a map");
@@ -164,9 +169,10 @@ Status readEntry(const std::string &name, const YAML::Node &entry,
     return Status::invalidInput(where + ": unsupported dtype '" + dtypeText +
                                 "' (sharc reads F32, BF16, F16 as F32, I32 "
                                 "and F64)");
-  tensor.name = name;
-  tensor.dtype = *dtype;
-  if (!parseCounts(entry["shape"], tensor.shape))
+  TensorSpec &spec = out.spec;
+  spec.name = name;
+  spec.dtype = *dtype;
+  if (!parseCounts(entry["shape"], spec.shape))
     return Status::invalidInput(
         where + ": shape must be a list of non-negative integers");
   std::vector<int64_t> offsets;
@@ -180,24 +186,24 @@ Status readEntry(const std::string &name, const YAML::Node &entry,
                                 " run past the end of the data (" +
                                 std::to_string(dataBytes) + " bytes)");
   std::optional<int64_t> numBytes =
-      byteSize(tensor.shape, isHalf ? 2 : dtypeSize(tensor.dtype));
+      byteSize(spec.shape, isHalf ? 2 : dtypeSize(spec.dtype));
   if (!numBytes || *numBytes != offsets[1] - offsets[0])
     return Status::invalidInput(
-        where + ": shape " + formatCounts(tensor.shape) + " of " + dtypeText +
+        where + ": shape " + formatCounts(spec.shape) + " of " + dtypeText +
         " needs " + (numBytes ? std::to_string(*numBytes) : "too many") +
         " bytes, but data_offsets " + formatCounts(offsets) + " hold " +
         std::to_string(offsets[1] - offsets[0]));
-  extent = {offsets[0], offsets[1], nullptr, isHalf};
+  out.begin = offsets[0];
+  out.end = offsets[1];
+  out.isHalf = isHalf;
   return Status::ok();
 }
 
-/// Reads the header's tensor entries and metadata into `file`, with each
-/// tensor's extent of the data.
-Status readHeader(const YAML::Node &header, std::string_view data,
-                  const std::string &fileName, TensorFile &file,
-                  std::vector<Extent> &extents) {
+/// Reads the header's tensor entries and metadata.
+Status readEntries(const YAML::Node &root, int64_t dataBytes,
+                   const std::string &fileName, Header &header) {
   std::set<std::string> names;
-  for (auto it = header.begin(); it != header.end(); ++it) {
+  for (auto it = root.begin(); it != root.end(); ++it) {
     if (!it->first.IsScalar())
       return Status::invalidInput(fileName + ": header keys must be strings");
     const std::string name = it->first.Scalar();
@@ -213,28 +219,154 @@ Status readHeader(const YAML::Node &header, std::string_view data,
         if (!entry->first.IsScalar() || !entry->second.IsScalar())
           return Status::invalidInput(
               fileName + ": __metadata__ must map strings to strings");
-        file.metadata[entry->first.Scalar()] = entry->second.Scalar();
+        header.metadata[entry->first.Scalar()] = entry->second.Scalar();
       }
       continue;
     }
-    NamedTensor tensor;
-    Extent extent;
-    Status status = readEntry(
-        name, it->second, static_cast<int64_t>(data.size()), tensor, extent);
+    Entry entry;
+    Status status = readEntry(name, it->second, dataBytes, entry);
     if (!status)
       return status.withContext(fileName);
-    if (extent.isHalf)
-      tensor.bytes = widenHalves(
-          reinterpret_cast<const uint8_t *>(data.data()) + extent.begin,
-          extent.end - extent.begin);
-    else
-      tensor.bytes.assign(data.begin() + extent.begin,
-                          data.begin() + extent.end);
-    file.tensors.push_back(std::move(tensor));
-    extents.push_back(extent);
+    header.entries.push_back(std::move(entry));
+  }
+  return Status::ok();
+}
+
+/// The header length in the file's first 8 bytes, checked against the
+/// bytes after them.
+Result<uint64_t> readHeaderLength(const char *lengthBytes, uint64_t fileSize,
+                                  const std::string &fileName) {
+  auto invalid = [&](const std::string &message) {
+    return Status::invalidInput(fileName + ": " + message);
+  };
+  if (fileSize < 8)
+    return invalid("file is " + std::to_string(fileSize) +
+                   " bytes, too short for the 8-byte header length");
+  uint64_t headerBytes = 0;
+  for (int i = 7; i >= 0; --i)
+    headerBytes = (headerBytes << 8) | static_cast<uint8_t>(lengthBytes[i]);
+  if (headerBytes > kMaxHeaderBytes)
+    return invalid("header length " + std::to_string(headerBytes) +
+                   " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
+                   " bytes");
+  if (headerBytes > fileSize - 8)
+    return invalid("header length " + std::to_string(headerBytes) +
+                   " exceeds the " + std::to_string(fileSize - 8) +
+                   " bytes after it (truncated file?)");
+  return headerBytes;
+}
+
+/// Parses and checks the JSON header of a file whose data holds
+/// `dataBytes`: every entry inside the data, none overlapping another.
+Result<Header> parseHeader(std::string_view headerText, int64_t dataBytes,
+                           const std::string &fileName) {
+  auto invalid = [&](const std::string &message) {
+    return Status::invalidInput(fileName + ": " + message);
+  };
+  if (headerText.empty() || headerText.front() != '{')
+    return invalid("header must be a JSON object starting with '{'");
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(headerText));
+  } catch (const YAML::DeepRecursion &) {
+    return invalid("header is not valid JSON: nesting deeper than the YAML "
+                   "parser allows");
+  } catch (const YAML::Exception &error) {
+    return invalid("header is not valid JSON: " + error.msg);
+  }
+  if (!root.IsMap())
+    return invalid("header must be a JSON object");
+
+  Header header;
+  // Every lookup is checked first; the catch is for a yaml-cpp corner that
+  // throws where no check reached, which must not escape as a crash.
+  try {
+    SHARC_TRY(readEntries(root, dataBytes, fileName, header));
+  } catch (const YAML::Exception &error) {
+    return invalid("header cannot be read: " + error.msg);
   }
 
-  return Status::ok();
+  std::vector<const Entry *> extents;
+  for (const Entry &entry : header.entries)
+    extents.push_back(&entry);
+  std::sort(extents.begin(), extents.end(), [](const Entry *a, const Entry *b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  // Empty tensors own no bytes, so they cannot overlap anything.
+  const Entry *previous = nullptr;
+  for (const Entry *extent : extents) {
+    if (extent->begin == extent->end)
+      continue;
+    if (previous && extent->begin < previous->end)
+      return invalid("tensors '" + previous->spec.name + "' " +
+                     formatCounts({previous->begin, previous->end}) + " and '" +
+                     extent->spec.name + "' " +
+                     formatCounts({extent->begin, extent->end}) + " overlap");
+    previous = extent;
+  }
+  std::sort(
+      header.entries.begin(), header.entries.end(),
+      [](const Entry &a, const Entry &b) { return a.spec.name < b.spec.name; });
+  return header;
+}
+
+/// A tensor of `entry`'s spec holding `bytes` as stored (F16 widened).
+NamedTensor tensorOf(const Entry &entry, const uint8_t *bytes) {
+  NamedTensor tensor{.name = entry.spec.name,
+                     .dtype = entry.spec.dtype,
+                     .shape = entry.spec.shape,
+                     .bytes = {}};
+  int64_t numBytes = entry.end - entry.begin;
+  if (entry.isHalf)
+    tensor.bytes = widenHalves(bytes, numBytes);
+  else
+    tensor.bytes.assign(bytes, bytes + numBytes);
+  return tensor;
+}
+
+/// The header of `tensors` (sorted by name): field order and compact
+/// separators as the reference writer's, so a file of one dtype is
+/// byte-identical to what PyTorch would write; padded to 8 bytes.
+Result<std::string>
+formatHeader(const std::map<std::string, std::string> &metadata,
+             const std::vector<TensorSpec> &tensors, const std::string &path) {
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    for (const auto &[key, value] : metadata)
+      header += (header.back() == '{' ? "" : ",") + jsonString(key) + ":" +
+                jsonString(value);
+    header += "}";
+  }
+  int64_t offset = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec &tensor = tensors[i];
+    std::optional<int64_t> numBytes =
+        byteSize(tensor.shape, dtypeSize(tensor.dtype));
+    if (tensor.name.empty() || tensor.name == "__metadata__" ||
+        (i > 0 && tensors[i - 1].name == tensor.name))
+      return Status::runtimeError("cannot write '" + path + "': tensor name '" +
+                                  tensor.name +
+                                  "' is empty, reserved or "
+                                  "repeated");
+    if (!numBytes || offset > INT64_MAX - *numBytes)
+      return Status::runtimeError("cannot write '" + path + "': tensor '" +
+                                  tensor.name + "' of shape " +
+                                  formatCounts(tensor.shape) + " is too large");
+    header +=
+        (header.back() == '{' ? "" : ",") + jsonString(tensor.name) +
+        ":{\"dtype\":\"" + safeTensorsDTypeName(tensor.dtype) +
+        "\",\"shape\":" + formatCounts(tensor.shape) +
+        ",\"data_offsets\":" + formatCounts({offset, offset + *numBytes}) + "}";
+    offset += *numBytes;
+  }
+  header += "}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  return header;
+}
+
+bool byName(const TensorSpec &a, const TensorSpec &b) {
+  return a.name < b.name;
 }
 
 } // namespace
@@ -248,136 +380,181 @@ const NamedTensor *TensorFile::find(const std::string &name) const {
 
 Result<TensorFile> parseSafeTensors(std::string_view fileBytes,
                                     const std::string &fileName) {
-  auto invalid = [&](const std::string &message) {
-    return Status::invalidInput(fileName + ": " + message);
-  };
-  const uint64_t fileSize = fileBytes.size();
-  if (fileSize < 8)
-    return invalid("file is " + std::to_string(fileSize) +
-                   " bytes, too short for the 8-byte header length");
-  uint64_t headerBytes = 0;
-  for (int i = 7; i >= 0; --i)
-    headerBytes = (headerBytes << 8) | static_cast<uint8_t>(fileBytes[i]);
-  if (headerBytes > kMaxHeaderBytes)
-    return invalid("header length " + std::to_string(headerBytes) +
-                   " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
-                   " bytes");
-  if (headerBytes > fileSize - 8)
-    return invalid("header length " + std::to_string(headerBytes) +
-                   " exceeds the " + std::to_string(fileSize - 8) +
-                   " bytes after it (truncated file?)");
-  std::string_view headerText = fileBytes.substr(8, headerBytes);
-  std::string_view data = fileBytes.substr(8 + headerBytes);
-  if (headerText.empty() || headerText.front() != '{')
-    return invalid("header must be a JSON object starting with '{'");
-
-  YAML::Node header;
-  try {
-    header = YAML::Load(std::string(headerText));
-  } catch (const YAML::DeepRecursion &) {
-    return invalid("header is not valid JSON: nesting deeper than the YAML "
-                   "parser allows");
-  } catch (const YAML::Exception &error) {
-    return invalid("header is not valid JSON: " + error.msg);
-  }
-  if (!header.IsMap())
-    return invalid("header must be a JSON object");
-
+  auto headerBytes =
+      readHeaderLength(fileBytes.data(), fileBytes.size(), fileName);
+  if (!headerBytes)
+    return headerBytes.status();
+  std::string_view data = fileBytes.substr(8 + *headerBytes);
+  auto header = parseHeader(fileBytes.substr(8, *headerBytes),
+                            static_cast<int64_t>(data.size()), fileName);
+  if (!header)
+    return header.status();
   TensorFile file;
-  std::vector<Extent> extents;
-  // Every lookup is checked first; the catch is for a yaml-cpp corner that
-  // throws where no check reached, which must not escape as a crash.
-  try {
-    SHARC_TRY(readHeader(header, data, fileName, file, extents));
-  } catch (const YAML::Exception &error) {
-    return invalid("header cannot be read: " + error.msg);
-  }
-
-  for (size_t i = 0; i < extents.size(); ++i)
-    extents[i].tensor = &file.tensors[i];
-  std::sort(extents.begin(), extents.end(),
-            [](const Extent &a, const Extent &b) {
-              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-            });
-  // Empty tensors own no bytes, so they cannot overlap anything.
-  const Extent *previous = nullptr;
-  for (const Extent &extent : extents) {
-    if (extent.begin == extent.end)
-      continue;
-    if (previous && extent.begin < previous->end)
-      return invalid("tensors '" + previous->tensor->name + "' " +
-                     formatCounts({previous->begin, previous->end}) + " and '" +
-                     extent.tensor->name + "' " +
-                     formatCounts({extent.begin, extent.end}) + " overlap");
-    previous = &extent;
-  }
-  std::sort(file.tensors.begin(), file.tensors.end(),
-            [](const NamedTensor &a, const NamedTensor &b) {
-              return a.name < b.name;
-            });
+  file.metadata = std::move(header->metadata);
+  for (const Entry &entry : header->entries)
+    file.tensors.push_back(tensorOf(
+        entry, reinterpret_cast<const uint8_t *>(data.data()) + entry.begin));
   return file;
 }
 
+Result<std::unique_ptr<SafeTensorsReader>>
+SafeTensorsReader::open(const std::string &path) {
+  auto file = FileReader::open(path, "");
+  if (!file)
+    return file.status();
+  uint64_t fileSize = static_cast<uint64_t>((*file)->size());
+  char lengthBytes[8] = {};
+  if (fileSize >= 8)
+    SHARC_TRY((*file)->readAt(0, lengthBytes, 8));
+  auto headerBytes = readHeaderLength(lengthBytes, fileSize, path);
+  if (!headerBytes)
+    return headerBytes.status();
+  std::string headerText(*headerBytes, '\0');
+  SHARC_TRY((*file)->readAt(8, headerText.data(),
+                            static_cast<int64_t>(*headerBytes)));
+  int64_t dataStart = 8 + static_cast<int64_t>(*headerBytes);
+  auto header = parseHeader(headerText, (*file)->size() - dataStart, path);
+  if (!header)
+    return header.status();
+  std::unique_ptr<SafeTensorsReader> reader(new SafeTensorsReader());
+  reader->file_ = std::move(*file);
+  reader->metadata_ = std::move(header->metadata);
+  for (const Entry &entry : header->entries) {
+    reader->tensors_.push_back(entry.spec);
+    reader->extents_.push_back(
+        {dataStart + entry.begin, dataStart + entry.end, entry.isHalf});
+  }
+  return reader;
+}
+
+SafeTensorsReader::~SafeTensorsReader() = default;
+
+const TensorSpec *SafeTensorsReader::find(const std::string &name) const {
+  auto it = std::lower_bound(
+      tensors_.begin(), tensors_.end(),
+      TensorSpec{.name = name, .dtype = DType::F32, .shape = {}}, byName);
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+Result<NamedTensor> SafeTensorsReader::read(const std::string &name) const {
+  const TensorSpec *spec = find(name);
+  if (!spec)
+    return Status::invalidInput("no tensor '" + name + "' in the file");
+  const Extent &extent = extents_[spec - tensors_.data()];
+  std::vector<uint8_t> stored(static_cast<size_t>(extent.end - extent.begin));
+  SHARC_TRY(file_->readAt(extent.begin, stored.data(),
+                          static_cast<int64_t>(stored.size())));
+  if (!extent.isHalf)
+    return NamedTensor{.name = spec->name,
+                       .dtype = spec->dtype,
+                       .shape = spec->shape,
+                       .bytes = std::move(stored)};
+  Entry entry{.spec = *spec,
+              .begin = 0,
+              .end = static_cast<int64_t>(stored.size()),
+              .isHalf = true};
+  return tensorOf(entry, stored.data());
+}
+
 Result<TensorFile> readSafeTensors(const std::string &path) {
-  Result<std::string> bytes = readWholeFile(path, "");
-  if (!bytes.isOk())
-    return bytes.status();
-  return parseSafeTensors(*bytes, path);
+  auto reader = SafeTensorsReader::open(path);
+  if (!reader)
+    return reader.status();
+  TensorFile file;
+  file.metadata = (*reader)->metadata();
+  for (const TensorSpec &spec : (*reader)->tensors()) {
+    auto tensor = (*reader)->read(spec.name);
+    if (!tensor)
+      return tensor.status();
+    file.tensors.push_back(std::move(*tensor));
+  }
+  return file;
+}
+
+Result<std::unique_ptr<SafeTensorsWriter>>
+SafeTensorsWriter::create(const std::string &path,
+                          const std::map<std::string, std::string> &metadata,
+                          std::vector<TensorSpec> tensors) {
+  std::sort(tensors.begin(), tensors.end(), byName);
+  auto header = formatHeader(metadata, tensors, path);
+  if (!header)
+    return header.status();
+  auto file = AtomicFileWriter::open(path, "");
+  if (!file)
+    return file.status();
+  char length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<char>((header->size() >> (8 * i)) & 0xff);
+  SHARC_TRY((*file)->append({length, sizeof(length)}));
+  SHARC_TRY((*file)->append(*header));
+  std::unique_ptr<SafeTensorsWriter> writer(new SafeTensorsWriter());
+  writer->path_ = path;
+  writer->file_ = std::move(*file);
+  writer->order_ = std::move(tensors);
+  return writer;
+}
+
+SafeTensorsWriter::~SafeTensorsWriter() = default;
+
+Status SafeTensorsWriter::write(const NamedTensor &tensor) {
+  auto refuse = [&](const std::string &reason) {
+    return Status::runtimeError("cannot write '" + path_ + "': " + reason);
+  };
+  if (next_ >= order_.size())
+    return refuse("tensor '" + tensor.name + "' is not in the header");
+  const TensorSpec &spec = order_[next_];
+  if (tensor.name != spec.name || tensor.dtype != spec.dtype ||
+      tensor.shape != spec.shape)
+    return refuse("tensor '" + tensor.name + "' " + dtypeName(tensor.dtype) +
+                  " " + formatCounts(tensor.shape) +
+                  " comes where the header has '" + spec.name + "' " +
+                  dtypeName(spec.dtype) + " " + formatCounts(spec.shape));
+  std::optional<int64_t> numBytes =
+      byteSize(tensor.shape, dtypeSize(tensor.dtype));
+  if (!numBytes || *numBytes != static_cast<int64_t>(tensor.bytes.size()))
+    return refuse("tensor '" + tensor.name + "' has " +
+                  std::to_string(tensor.bytes.size()) + " bytes for shape " +
+                  formatCounts(tensor.shape));
+  SHARC_TRY(file_->append({reinterpret_cast<const char *>(tensor.bytes.data()),
+                           tensor.bytes.size()}));
+  ++next_;
+  return Status::ok();
+}
+
+Status SafeTensorsWriter::commit() {
+  if (next_ != order_.size())
+    return Status::runtimeError(
+        "cannot write '" + path_ + "': " + std::to_string(next_) + " of " +
+        std::to_string(order_.size()) + " tensors written");
+  return file_->commit();
 }
 
 Status writeSafeTensors(const std::string &path, const TensorFile &file) {
+  // Every tensor is checked before the file is created.
   std::vector<const NamedTensor *> order;
-  for (const NamedTensor &tensor : file.tensors)
-    order.push_back(&tensor);
-  std::sort(order.begin(), order.end(),
-            [](const NamedTensor *a, const NamedTensor *b) {
-              return a->name < b->name;
-            });
-
-  // Field order and compact separators follow the reference writer, so a
-  // file of one dtype is byte-identical to what PyTorch would write.
-  std::string header = "{";
-  if (!file.metadata.empty()) {
-    header += "\"__metadata__\":{";
-    for (const auto &[key, value] : file.metadata)
-      header += (header.back() == '{' ? "" : ",") + jsonString(key) + ":" +
-                jsonString(value);
-    header += "}";
-  }
-  int64_t offset = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    const NamedTensor &tensor = *order[i];
+  for (const NamedTensor &tensor : file.tensors) {
     std::optional<int64_t> numBytes =
         byteSize(tensor.shape, dtypeSize(tensor.dtype));
-    if (tensor.name.empty() || tensor.name == "__metadata__" ||
-        (i > 0 && order[i - 1]->name == tensor.name))
-      return Status::runtimeError("cannot write '" + path + "': tensor name '" +
-                                  tensor.name +
-                                  "' is empty, reserved or "
-                                  "repeated");
     if (!numBytes || *numBytes != static_cast<int64_t>(tensor.bytes.size()))
       return Status::runtimeError(
           "cannot write '" + path + "': tensor '" + tensor.name + "' has " +
           std::to_string(tensor.bytes.size()) + " bytes for shape " +
           formatCounts(tensor.shape));
-    header +=
-        (header.back() == '{' ? "" : ",") + jsonString(tensor.name) +
-        ":{\"dtype\":\"" + safeTensorsDTypeName(tensor.dtype) +
-        "\",\"shape\":" + formatCounts(tensor.shape) +
-        ",\"data_offsets\":" + formatCounts({offset, offset + *numBytes}) + "}";
-    offset += *numBytes;
+    order.push_back(&tensor);
   }
-  header += "}";
-  header.append((8 - header.size() % 8) % 8, ' ');
-
-  char length[8];
-  for (int i = 0; i < 8; ++i)
-    length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
-  std::vector<std::string_view> pieces{{length, sizeof(length)}, header};
+  std::sort(order.begin(), order.end(),
+            [](const NamedTensor *a, const NamedTensor *b) {
+              return a->name < b->name;
+            });
+  std::vector<TensorSpec> specs;
   for (const NamedTensor *tensor : order)
-    pieces.emplace_back(reinterpret_cast<const char *>(tensor->bytes.data()),
-                        tensor->bytes.size());
-  return writeFileAtomically(path, pieces, "");
+    specs.push_back({tensor->name, tensor->dtype, tensor->shape});
+  auto writer = SafeTensorsWriter::create(path, file.metadata, specs);
+  if (!writer)
+    return writer.status();
+  for (const NamedTensor *tensor : order)
+    SHARC_TRY((*writer)->write(*tensor));
+  return (*writer)->commit();
 }
 
 std::vector<double> tensorAsDoubles(const NamedTensor &tensor) {

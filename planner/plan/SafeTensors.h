@@ -1,5 +1,6 @@
 //===- SafeTensors.h - read and write .safetensors files --------*- C++ -*-===//
-// defines: NamedTensor, TensorFile, readSafeTensors, parseSafeTensors,
+// defines: NamedTensor, TensorFile, TensorSpec, SafeTensorsReader,
+//          SafeTensorsWriter, readSafeTensors, parseSafeTensors,
 //          writeSafeTensors, tensorAsDoubles
 //
 // The safetensors layout, as PyTorch's `safetensors` package writes it: an
@@ -18,10 +19,12 @@
 #pragma once
 
 #include "planner/plan/DType.h"
+#include "planner/plan/FileText.h"
 #include "planner/plan/Status.h"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,8 +46,72 @@ struct TensorFile {
   const NamedTensor *find(const std::string &name) const;
 };
 
-/// Reads and validates a file; a malformed file is invalid input whose
-/// message starts with the path.
+/// A tensor's name, dtype and shape, without its bytes.
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+};
+
+/// Reads and validates a file's header, then one tensor at a time on
+/// request: a checkpoint larger than the host's memory loads with one
+/// tensor's bytes in memory at once. A malformed file is invalid input
+/// whose message starts with the path.
+class SafeTensorsReader {
+public:
+  static Result<std::unique_ptr<SafeTensorsReader>>
+  open(const std::string &path);
+  ~SafeTensorsReader();
+
+  const std::map<std::string, std::string> &metadata() const {
+    return metadata_;
+  }
+  /// Sorted by name; an F16 tensor as F32, what read() gives.
+  const std::vector<TensorSpec> &tensors() const { return tensors_; }
+  /// The tensor called `name`, or nullptr.
+  const TensorSpec *find(const std::string &name) const;
+  /// Its bytes from the file; invalid input when there is none.
+  Result<NamedTensor> read(const std::string &name) const;
+
+private:
+  SafeTensorsReader() = default;
+  struct Extent {
+    int64_t begin, end; ///< bytes of the file
+    bool isHalf;
+  };
+  std::unique_ptr<FileReader> file_;
+  std::map<std::string, std::string> metadata_;
+  std::vector<TensorSpec> tensors_;
+  std::vector<Extent> extents_; ///< tensors_'s
+};
+
+/// Writes a file a tensor at a time: create() writes the header of every
+/// tensor, write() takes their bytes in order() (by name), commit()
+/// renames the whole file into place (writeSafeTensors's temporary and
+/// rename). Destroyed before commit(), it leaves nothing at the path.
+class SafeTensorsWriter {
+public:
+  static Result<std::unique_ptr<SafeTensorsWriter>>
+  create(const std::string &path,
+         const std::map<std::string, std::string> &metadata,
+         std::vector<TensorSpec> tensors);
+  ~SafeTensorsWriter();
+
+  const std::vector<TensorSpec> &order() const { return order_; }
+  /// The next tensor of order(), of its dtype and shape.
+  Status write(const NamedTensor &tensor);
+  /// After the last tensor.
+  Status commit();
+
+private:
+  SafeTensorsWriter() = default;
+  std::string path_;
+  std::unique_ptr<AtomicFileWriter> file_;
+  std::vector<TensorSpec> order_;
+  size_t next_ = 0;
+};
+
+/// Reads and validates a whole file (SafeTensorsReader, every tensor).
 Result<TensorFile> readSafeTensors(const std::string &path);
 
 /// Parses the bytes of a whole file; fileName only prefixes the messages.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sys/stat.h>
 
 namespace sharc::training {
 
@@ -46,6 +47,18 @@ std::string formatEval(int64_t step, const EvalResult &result) {
                 std::exp(result.loss), static_cast<long long>(result.batches),
                 static_cast<long long>(result.tokens));
   return line;
+}
+
+std::string formatCheckpointLine(const char *verb, const std::string &path,
+                                 double seconds) {
+  struct stat info{};
+  double gigabytes = ::stat(path.c_str(), &info) == 0
+                         ? static_cast<double>(info.st_size) / 1e9
+                         : 0.0;
+  char numbers[96];
+  std::snprintf(numbers, sizeof(numbers), " (%.2f GB in %.1f s, %.2f GB/s)",
+                gigabytes, seconds, gigabytes / std::max(seconds, 1e-9));
+  return std::string(verb) + " " + path + numbers;
 }
 
 std::string rotatingCheckpointPath(const std::string &savePath, int64_t step) {

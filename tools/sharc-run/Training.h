@@ -1,6 +1,6 @@
 //===- Training.h - sharc-run's evaluation and checkpoints ------*- C++ -*-===//
 // defines: baseLearningRate, evaluate, EvalResult, formatEval,
-//          rotatingCheckpointPath, CheckpointRotation
+//          formatCheckpointLine, rotatingCheckpointPath, CheckpointRotation
 //
 // The parts of a long run that sit around the step loop in main.cpp:
 // validation loss and perplexity on a fixed set of batches
@@ -36,6 +36,12 @@ Result<EvalResult> evaluate(exec::Runtime &runtime,
 
 /// "eval step   10  val loss 4.12345  ppl 61.78  (16 batches, 2048 tokens)"
 std::string formatEval(int64_t step, const EvalResult &result);
+
+/// "saved ckpt.safetensors (39.12 GB in 41.3 s, 0.95 GB/s)": the file's
+/// size as it is on disk and the time the save or load took, for a model
+/// whose checkpoint takes long enough to wonder about.
+std::string formatCheckpointLine(const char *verb, const std::string &path,
+                                 double seconds);
 
 /// ckpt.safetensors at step 120 -> ckpt-step000120.safetensors (any other
 /// name gets the suffix at its end).

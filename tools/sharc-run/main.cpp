@@ -47,6 +47,11 @@ using namespace sharc;
 
 namespace {
 
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 /// Under mpirun, this process's index (errors name it); -1 otherwise.
 int64_t processIndex = -1;
 
@@ -163,9 +168,7 @@ int generate(exec::Runtime &runtime, const RunFlags &options) {
   auto samples = exec::generateTokens(
       runtime, generation, [&](int64_t index, const std::vector<int32_t> &ids) {
         if (index == 0)
-          firstSeconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+          firstSeconds = secondsSince(start);
         std::printf("token %lld:", static_cast<long long>(index));
         for (int32_t id : ids)
           std::printf(" %d", id);
@@ -175,9 +178,7 @@ int generate(exec::Runtime &runtime, const RunFlags &options) {
       });
   if (!samples)
     return fail(samples.status());
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
+  double seconds = secondsSince(start);
   if (!options.quiet)
     std::printf("generated %lld tokens in %.2f s: %.1f ms a token after the "
                 "first (%.1f ms)\n",
@@ -275,10 +276,15 @@ int run(const RunFlags &options, bool stepsGiven,
   int64_t dataPosition = -1;
   exec::DataOrder dataOrder; ///< a shuffled checkpoint's order
   if (!options.loadPath.empty()) {
+    auto started = std::chrono::steady_clock::now();
     if (Status status = exec::loadCheckpoint(rt, options.loadPath,
                                              &dataPosition, &dataOrder);
         !status)
       return fail(status);
+    if (!options.quiet)
+      std::printf("%s\n", training::formatCheckpointLine(
+                              "loaded", options.loadPath, secondsSince(started))
+                              .c_str());
   } else if (Status status = rt.initParams(options.seed); !status) {
     return fail(status);
   }
@@ -321,11 +327,7 @@ int run(const RunFlags &options, bool stepsGiven,
     valLoader = std::move(*fromFile);
   }
   auto runStart = std::chrono::steady_clock::now();
-  auto secondsSinceStart = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         runStart)
-        .count();
-  };
+  auto secondsSinceStart = [&] { return secondsSince(runStart); };
   auto evaluate = [&](int64_t step) -> Status {
     auto result = training::evaluate(rt, *valLoader, options.evalBatches);
     if (!result)
@@ -386,11 +388,14 @@ int run(const RunFlags &options, bool stepsGiven,
     if (options.saveEvery > 0 && step % options.saveEvery == 0) {
       if (Status status = checkDivergence(rt, step); !status)
         return fail(status);
+      auto started = std::chrono::steady_clock::now();
       auto saved = rotation.save(rt, dataPosition, loader->order());
       if (!saved)
         return fail(saved.status());
-      if (!options.quiet)
-        std::printf("saved %s\n", saved->c_str());
+      if (!options.quiet && rt.writesFiles())
+        std::printf("%s\n", training::formatCheckpointLine(
+                                "saved", *saved, secondsSince(started))
+                                .c_str());
     }
   }
   std::printf("%s\n", metrics.summary().c_str());
@@ -415,10 +420,15 @@ int run(const RunFlags &options, bool stepsGiven,
   if (!options.savePath.empty()) {
     if (Status status = checkDivergence(rt, rt.nextStep() - 1); !status)
       return fail(status);
+    auto started = std::chrono::steady_clock::now();
     if (Status status = exec::saveCheckpoint(rt, options.savePath, true,
                                              dataPosition, loader->order());
         !status)
       return fail(status);
+    if (!options.quiet && rt.writesFiles())
+      std::printf("%s\n", training::formatCheckpointLine(
+                              "saved", options.savePath, secondsSince(started))
+                              .c_str());
   }
   if (!options.tracePath.empty())
     if (Status status = writeTrace(rt, options.tracePath); !status)

@@ -12,6 +12,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <unistd.h>
 
 using namespace sharc;
@@ -148,5 +150,40 @@ TEST_CASE("a checkpoint keeps a shuffled run's order", "[executor]") {
     REQUIRE(position == 12);
     REQUIRE(loaded.stride == saved.stride);
     REQUIRE(loaded.numWindows == saved.numWindows);
+  }
+}
+
+TEST_CASE("a checkpoint written a tensor at a time is the whole file",
+          "[executor]") {
+  // The file the whole-file writer makes of every gathered tensor: what a
+  // save held in memory at once before it was streamed.
+  for (auto [dp, tp] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {1, 2}}) {
+    INFO("dp " << dp << " tp " << tp);
+    TempFile temp;
+    auto runtime = Runtime::create(makeLinearPlan(LinearModel{}, dp, tp), {});
+    REQUIRE(runtime);
+    trainedCheckpoint(**runtime, temp.path);
+    std::ifstream streamed(temp.path, std::ios::binary);
+    std::string streamedBytes((std::istreambuf_iterator<char>(streamed)),
+                              std::istreambuf_iterator<char>());
+
+    auto params = (*runtime)->gatherParams();
+    auto state = (*runtime)->gatherOptimizerState();
+    REQUIRE(params);
+    REQUIRE(state);
+    plan::TensorFile whole = std::move(*params);
+    for (plan::NamedTensor &tensor : state->tensors)
+      whole.tensors.push_back(std::move(tensor));
+    whole.metadata = {{"format", "sharc-checkpoint"},
+                      {"model", "linear"},
+                      {"step", "2"},
+                      {"lr_schedule", "constant"},
+                      {"optimizer_state", "adamw"}};
+    REQUIRE(plan::writeSafeTensors(temp.path, whole));
+    std::ifstream written(temp.path, std::ios::binary);
+    std::string wholeBytes((std::istreambuf_iterator<char>(written)),
+                           std::istreambuf_iterator<char>());
+    REQUIRE(streamedBytes.size() == wholeBytes.size());
+    REQUIRE(streamedBytes == wholeBytes);
   }
 }

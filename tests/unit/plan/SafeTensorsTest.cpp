@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -55,6 +56,17 @@ std::string parseError(const std::string &bytes) {
 }
 
 const std::string kTensorPath = SHARC_BINARY_DIR "/SafeTensorsTest.safetensors";
+
+/// Files named "<path>.<anything>" beside `path`: writers' temporaries.
+int temporariesBeside(const std::string &path) {
+  std::filesystem::path target(path);
+  std::string prefix = target.filename().string() + ".";
+  int count = 0;
+  for (const auto &entry :
+       std::filesystem::directory_iterator(target.parent_path()))
+    count += entry.path().filename().string().rfind(prefix, 0) == 0;
+  return count;
+}
 
 } // namespace
 
@@ -318,4 +330,124 @@ TEST_CASE("the writer refuses tensors that do not match their shape",
   file.tensors = {makeTensor<float>("w", DType::F32, {1}, {1}),
                   makeTensor<float>("w", DType::F32, {1}, {2})};
   REQUIRE_FALSE(writeSafeTensors(kTensorPath, file).isOk());
+}
+
+TEST_CASE("the reader takes one tensor at a time from the file", "[plan]") {
+  TensorFile file;
+  file.tensors = {makeTensor<float>("w", DType::F32, {2, 2}, {1, 2, 3, 4}),
+                  makeTensor<int32_t>("a", DType::I32, {3}, {7, 8, 9})};
+  file.metadata = {{"step", "3"}};
+  REQUIRE(writeSafeTensors(kTensorPath, file));
+  auto reader = SafeTensorsReader::open(kTensorPath);
+  REQUIRE(reader);
+  REQUIRE((*reader)->metadata() == file.metadata);
+  REQUIRE((*reader)->tensors().size() == 2);
+  REQUIRE((*reader)->tensors()[0].name == "a");
+  REQUIRE((*reader)->tensors()[1].shape == std::vector<int64_t>{2, 2});
+  REQUIRE((*reader)->find("nothing") == nullptr);
+  // Read in any order, each its own bytes.
+  auto w = (*reader)->read("w");
+  REQUIRE(w);
+  REQUIRE(w->bytes == file.tensors[0].bytes);
+  REQUIRE(w->dtype == DType::F32);
+  auto a = (*reader)->read("a");
+  REQUIRE(a);
+  REQUIRE(a->bytes == file.tensors[1].bytes);
+  auto missing = (*reader)->read("nothing");
+  REQUIRE_FALSE(missing);
+  REQUIRE(missing.status().message() == "no tensor 'nothing' in the file");
+  std::remove(kTensorPath.c_str());
+}
+
+TEST_CASE("the reader refuses every truncation of a file on disk", "[plan]") {
+  TensorFile file;
+  file.tensors = {makeTensor<float>("w", DType::F32, {3}, {1, 2, 3}),
+                  makeTensor<int32_t>("i", DType::I32, {1}, {4})};
+  REQUIRE(writeSafeTensors(kTensorPath, file));
+  std::string bytes = readWholeFile(kTensorPath);
+  for (size_t length = 0; length < bytes.size(); ++length) {
+    std::ofstream(kTensorPath, std::ios::binary | std::ios::trunc)
+        << bytes.substr(0, length);
+    auto reader = SafeTensorsReader::open(kTensorPath);
+    REQUIRE_FALSE(reader);
+    REQUIRE_THAT(reader.status().message(), StartsWith(kTensorPath + ": "));
+  }
+  std::remove(kTensorPath.c_str());
+}
+
+TEST_CASE("the streaming writer's file equals the whole-file writer's",
+          "[plan]") {
+  TensorFile file;
+  file.tensors = {makeTensor<float>("z", DType::F32, {2}, {1.5f, -2}),
+                  makeTensor<uint16_t>("b", DType::BF16, {3}, {1, 2, 3}),
+                  makeTensor<double>("d", DType::F64, {}, {0.25})};
+  file.metadata = {{"format", "sharc-checkpoint"}, {"step", "9"}};
+  REQUIRE(writeSafeTensors(kTensorPath, file));
+  std::string whole = readWholeFile(kTensorPath);
+  std::remove(kTensorPath.c_str());
+
+  std::vector<TensorSpec> specs;
+  for (const NamedTensor &tensor : file.tensors)
+    specs.push_back({tensor.name, tensor.dtype, tensor.shape});
+  auto writer = SafeTensorsWriter::create(kTensorPath, file.metadata, specs);
+  REQUIRE(writer);
+  std::vector<std::string> order;
+  for (const TensorSpec &spec : (*writer)->order())
+    order.push_back(spec.name);
+  REQUIRE(order == std::vector<std::string>{"b", "d", "z"});
+  // Nothing is at the path until the last tensor is in and committed.
+  REQUIRE((*writer)->write(file.tensors[1]));
+  REQUIRE(std::ifstream(kTensorPath).fail());
+  Status early = (*writer)->commit();
+  REQUIRE_FALSE(early);
+  REQUIRE(early.message() ==
+          "cannot write '" + kTensorPath + "': 1 of 3 tensors written");
+  REQUIRE(std::ifstream(kTensorPath).fail());
+  REQUIRE((*writer)->write(file.tensors[2]));
+  REQUIRE((*writer)->write(file.tensors[0]));
+  REQUIRE((*writer)->commit());
+  REQUIRE(readWholeFile(kTensorPath) == whole);
+  REQUIRE(temporariesBeside(kTensorPath) == 0);
+  std::remove(kTensorPath.c_str());
+}
+
+TEST_CASE("the streaming writer takes tensors in its order, whole", "[plan]") {
+  std::vector<TensorSpec> specs = {{"a", DType::F32, {2}},
+                                   {"b", DType::F32, {1}}};
+  NamedTensor a = makeTensor<float>("a", DType::F32, {2}, {1, 2});
+  NamedTensor b = makeTensor<float>("b", DType::F32, {1}, {3});
+  {
+    auto writer = SafeTensorsWriter::create(kTensorPath, {}, specs);
+    REQUIRE(writer);
+    Status outOfOrder = (*writer)->write(b);
+    REQUIRE_FALSE(outOfOrder);
+    REQUIRE(outOfOrder.message() ==
+            "cannot write '" + kTensorPath +
+                "': tensor 'b' f32 [1] comes where the header has 'a' f32 [2]");
+    NamedTensor short_ = a;
+    short_.bytes.resize(4);
+    Status shortBytes = (*writer)->write(short_);
+    REQUIRE_FALSE(shortBytes);
+    REQUIRE(shortBytes.message() ==
+            "cannot write '" + kTensorPath +
+                "': tensor 'a' has 4 bytes for shape [2]");
+    REQUIRE(temporariesBeside(kTensorPath) == 1);
+    // Dropped without commit: no file, and no temporary beside it.
+  }
+  REQUIRE(std::ifstream(kTensorPath).fail());
+  REQUIRE(temporariesBeside(kTensorPath) == 0);
+  auto writer = SafeTensorsWriter::create(kTensorPath, {}, specs);
+  REQUIRE(writer);
+  REQUIRE((*writer)->write(a));
+  REQUIRE((*writer)->write(b));
+  Status extra = (*writer)->write(b);
+  REQUIRE_FALSE(extra);
+  REQUIRE(extra.message() == "cannot write '" + kTensorPath +
+                                 "': tensor 'b' is not in the header");
+  REQUIRE((*writer)->commit());
+  auto read = readSafeTensors(kTensorPath);
+  REQUIRE(read);
+  REQUIRE(read->tensors[0].bytes == a.bytes);
+  REQUIRE(read->tensors[1].bytes == b.bytes);
+  std::remove(kTensorPath.c_str());
 }
