@@ -2,11 +2,14 @@
 
 #include "executor/Checkpoint.h"
 
+#include "executor/Divergence.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace sharc::exec {
@@ -186,7 +189,7 @@ private:
 
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
                       bool withOptimizerState, int64_t dataPosition,
-                      DataOrder dataOrder) {
+                      DataOrder dataOrder, bool refuseDiverged) {
   std::map<std::string, std::string> metadata;
   metadata["format"] = "sharc-checkpoint";
   metadata["model"] = runtime.plan().modelName;
@@ -224,15 +227,23 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
     writer = std::move(*created);
   }
   // One tensor in host memory at a time.
+  DivergenceWatch watch;
   for (const Runtime::SavedTensor &entry : saved) {
     auto tensor = runtime.gatherSaved(entry);
     if (!tensor)
       return tensor.status();
+    if (refuseDiverged)
+      watch.see(*tensor, entry.isState);
     if (paddedRows(plan, tensor->name) > 0)
       resizeRows(*tensor, plan.vocabSize);
     if (writer)
       SHARC_TRY(writer->write(*tensor));
   }
+  // Every process saw the same tensors, so all refuse alike; the writer's
+  // temporary goes with it.
+  if (std::optional<std::string> verdict = watch.verdict())
+    return Status::runtimeError(*verdict +
+                                ": the run diverged; nothing was saved");
   return writer ? writer->commit() : Status::ok();
 }
 

@@ -27,10 +27,15 @@ namespace sharc::exec {
 
 /// dataPosition < 0: none is written (a run without a data stream). Under
 /// mpirun every process calls it (the tensors are gathered over all of
-/// them) and the first one writes the file.
+/// them) and the first one writes the file. The tensors are gathered and
+/// written one at a time, so host memory holds one tensor, not the model.
+/// With refuseDiverged, each tensor is checked on its way
+/// (DivergenceWatch): a state holding a NaN or an infinity leaves whatever
+/// was at `path` as it was and is a runtime error, "<verdict>: the run
+/// diverged; nothing was saved".
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
                       bool withOptimizerState = true, int64_t dataPosition = -1,
-                      DataOrder dataOrder = {});
+                      DataOrder dataOrder = {}, bool refuseDiverged = false);
 
 /// Loads the parameters; when the file carries optimizer state, loads it
 /// too and continues the step count, otherwise the optimizer starts fresh.

@@ -44,29 +44,43 @@ std::optional<bool> firstNonFiniteIsNan(const plan::NamedTensor &tensor) {
   return std::nullopt;
 }
 
-/// The first tensor with a value that is not finite, as "WHAT 'name' holds
-/// nan" (or inf).
-std::optional<std::string> firstNonFinite(const plan::TensorFile &file,
-                                          const std::string &what) {
-  for (const plan::NamedTensor &tensor : file.tensors)
-    if (std::optional<bool> isNan = firstNonFiniteIsNan(tensor))
-      return what + " '" + tensor.name + "' holds " + (*isNan ? "nan" : "inf");
-  return std::nullopt;
-}
-
 } // namespace
 
+void DivergenceWatch::see(const plan::NamedTensor &tensor, bool isState) {
+  std::optional<std::string> &first = isState ? moment_ : param_;
+  if (first)
+    return;
+  if (std::optional<bool> isNan = firstNonFiniteIsNan(tensor))
+    first = std::string(isState ? "AdamW moment" : "parameter") + " '" +
+            tensor.name + "' holds " + (*isNan ? "nan" : "inf");
+}
+
+std::optional<std::string> DivergenceWatch::verdict() const {
+  if (moment_)
+    return "the gradient norm is not finite (" + *moment_ + ")";
+  return param_;
+}
+
 Result<std::optional<std::string>> findDivergence(const Runtime &runtime) {
-  auto state = runtime.gatherOptimizerState();
-  if (!state)
-    return state.status();
-  if (auto found = firstNonFinite(*state, "AdamW moment"))
-    return std::optional<std::string>("the gradient norm is not finite (" +
-                                      *found + ")");
-  auto params = runtime.gatherParams();
-  if (!params)
-    return params.status();
-  return firstNonFinite(*params, "parameter");
+  DivergenceWatch watch;
+  for (const Runtime::SavedTensor &saved : runtime.optimizerStateTensors()) {
+    auto tensor = runtime.gatherSaved(saved);
+    if (!tensor)
+      return tensor.status();
+    watch.see(*tensor, true);
+    // The moments decide the verdict once one holds a non-finite value.
+    if (watch.verdict())
+      return watch.verdict();
+  }
+  for (const Runtime::SavedTensor &saved : runtime.paramTensors()) {
+    auto tensor = runtime.gatherSaved(saved);
+    if (!tensor)
+      return tensor.status();
+    watch.see(*tensor, false);
+    if (watch.verdict())
+      return watch.verdict();
+  }
+  return std::optional<std::string>();
 }
 
 } // namespace sharc::exec

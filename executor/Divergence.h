@@ -1,5 +1,5 @@
 //===- Divergence.h - find a diverged training state ------------*- C++ -*-===//
-// defines: findDivergence
+// defines: DivergenceWatch, findDivergence
 //
 // A run whose loss stays finite can still diverge: a gradient whose squared
 // norm overflows makes AdamW's second moment infinite (the parameter then
@@ -21,8 +21,24 @@
 
 namespace sharc::exec {
 
-/// What holds a NaN or an infinity, optimizer state first (it shows the
-/// gradient), then parameters; nullopt when every value is finite.
+/// Looks at global tensors as they pass, one at a time (a checkpoint's on
+/// their way to disk, so the check costs no download of its own), and
+/// keeps what holds a NaN or an infinity.
+class DivergenceWatch {
+public:
+  /// isState: an optimizer moment, whose non-finite value is a gradient's.
+  void see(const plan::NamedTensor &tensor, bool isState);
+  /// The first moment seen that holds one ("the gradient norm is not
+  /// finite (AdamW moment 'w.exp_avg_sq' holds inf)"), else the first
+  /// parameter ("parameter 'w' holds nan"); nullopt when all were finite.
+  std::optional<std::string> verdict() const;
+
+private:
+  std::optional<std::string> moment_, param_;
+};
+
+/// The verdict over every optimizer state tensor, then every parameter,
+/// gathered one at a time.
 Result<std::optional<std::string>> findDivergence(const Runtime &runtime);
 
 } // namespace sharc::exec

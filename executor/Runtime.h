@@ -131,6 +131,7 @@ public:
     plan::TensorSpec spec;
     int64_t buffer;
     plan::Sharding sharding;
+    bool isState; ///< an optimizer moment, not a parameter
   };
   /// Every untied parameter in its storage type; under bf16-mixed its f32
   /// master (of which the bf16 parameter is a rounding). In plan order.

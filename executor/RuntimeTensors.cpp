@@ -247,7 +247,8 @@ std::vector<Runtime::SavedTensor> Runtime::paramTensors() const {
     tensors.push_back(
         {.spec = {param.name, plan_.buffers[source].dtype, param.globalShape},
          .buffer = source,
-         .sharding = master >= 0 ? param.stateLayout() : param.sharding});
+         .sharding = master >= 0 ? param.stateLayout() : param.sharding,
+         .isState = false});
   }
   return tensors;
 }
@@ -267,7 +268,8 @@ std::vector<Runtime::SavedTensor> Runtime::optimizerStateTensors() const {
           {.spec = {stateTensorName(param.name, i), plan_.buffers[buffer].dtype,
                     param.globalShape},
            .buffer = buffer,
-           .sharding = param.stateLayout()});
+           .sharding = param.stateLayout(),
+           .isState = true});
     }
   }
   return tensors;

@@ -52,12 +52,15 @@ std::string formatEval(int64_t step, const EvalResult &result) {
 std::string formatCheckpointLine(const char *verb, const std::string &path,
                                  double seconds) {
   struct stat info{};
-  double gigabytes = ::stat(path.c_str(), &info) == 0
-                         ? static_cast<double>(info.st_size) / 1e9
-                         : 0.0;
+  double bytes =
+      ::stat(path.c_str(), &info) == 0 ? static_cast<double>(info.st_size) : 0;
   char numbers[96];
-  std::snprintf(numbers, sizeof(numbers), " (%.2f GB in %.1f s, %.2f GB/s)",
-                gigabytes, seconds, gigabytes / std::max(seconds, 1e-9));
+  if (bytes < 1e9)
+    std::snprintf(numbers, sizeof(numbers), " (%.1f MB in %.1f s)", bytes / 1e6,
+                  seconds);
+  else
+    std::snprintf(numbers, sizeof(numbers), " (%.2f GB in %.1f s, %.2f GB/s)",
+                  bytes / 1e9, seconds, bytes / 1e9 / std::max(seconds, 1e-9));
   return std::string(verb) + " " + path + numbers;
 }
 
@@ -78,7 +81,8 @@ Result<std::string> CheckpointRotation::save(const exec::Runtime &runtime,
                                              int64_t dataPosition,
                                              exec::DataOrder dataOrder) {
   std::string path = rotatingCheckpointPath(savePath_, runtime.nextStep() - 1);
-  SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition, dataOrder));
+  SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition, dataOrder,
+                                 /*refuseDiverged=*/true));
   written_.push_back(path);
   // Only files this run wrote are removed, oldest first, and only once the
   // newer one is whole on disk.

@@ -47,8 +47,9 @@ std::string formatCheckpointLine(const char *verb, const std::string &path,
 /// name gets the suffix at its end).
 std::string rotatingCheckpointPath(const std::string &savePath, int64_t step);
 
-/// Writes checkpoints (atomically, as every checkpoint) and removes the
-/// oldest this run wrote once more than keepLast exist.
+/// Writes checkpoints (atomically, as every checkpoint; a diverged state
+/// is refused, saveCheckpoint's refuseDiverged) and removes the oldest this
+/// run wrote once more than keepLast exist.
 class CheckpointRotation {
 public:
   CheckpointRotation(std::string savePath, int64_t keepLast)

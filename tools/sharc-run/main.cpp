@@ -117,9 +117,9 @@ int validate(const RunFlags &options, const plan::Plan &plan, bool stepsGiven) {
   return report->passed ? 0 : 1;
 }
 
-/// A diverged state (Divergence.h) after step `step` as a runtime error:
-/// nothing may be written from it, a checkpoint least of all.
-Status checkDivergence(const exec::Runtime &runtime, int64_t step) {
+/// Step `step`'s updates stored a NaN or an infinity: the error naming the
+/// tensor that holds one (Divergence.h).
+Status divergedAt(const exec::Runtime &runtime, int64_t step) {
   auto diverged = exec::findDivergence(runtime);
   if (!diverged)
     return diverged.status();
@@ -127,14 +127,6 @@ Status checkDivergence(const exec::Runtime &runtime, int64_t step) {
     return Status::runtimeError("step " + std::to_string(step) + ": " +
                                 **diverged +
                                 ": the run diverged; nothing was saved");
-  return Status::ok();
-}
-
-/// Step `step`'s updates stored a NaN or an infinity: the error naming the
-/// tensor that holds one.
-Status divergedAt(const exec::Runtime &runtime, int64_t step) {
-  if (Status status = checkDivergence(runtime, step); !status)
-    return status;
   // The flag and the state disagree only if the state changed since.
   return Status::runtimeError("step " + std::to_string(step) +
                               ": an AdamW update stored a NaN or an infinity: "
@@ -386,12 +378,10 @@ int run(const RunFlags &options, bool stepsGiven,
       if (Status status = evaluate(step); !status)
         return fail(status);
     if (options.saveEvery > 0 && step % options.saveEvery == 0) {
-      if (Status status = checkDivergence(rt, step); !status)
-        return fail(status);
       auto started = std::chrono::steady_clock::now();
       auto saved = rotation.save(rt, dataPosition, loader->order());
       if (!saved)
-        return fail(saved.status());
+        return fail(saved.status().withContext("step " + std::to_string(step)));
       if (!options.quiet && rt.writesFiles())
         std::printf("%s\n", training::formatCheckpointLine(
                                 "saved", *saved, secondsSince(started))
@@ -418,13 +408,13 @@ int run(const RunFlags &options, bool stepsGiven,
     if (Status status = evaluate(rt.nextStep() - 1); !status)
       return fail(status);
   if (!options.savePath.empty()) {
-    if (Status status = checkDivergence(rt, rt.nextStep() - 1); !status)
-      return fail(status);
     auto started = std::chrono::steady_clock::now();
-    if (Status status = exec::saveCheckpoint(rt, options.savePath, true,
-                                             dataPosition, loader->order());
+    if (Status status =
+            exec::saveCheckpoint(rt, options.savePath, true, dataPosition,
+                                 loader->order(), /*refuseDiverged=*/true);
         !status)
-      return fail(status);
+      return fail(
+          status.withContext("step " + std::to_string(rt.nextStep() - 1)));
     if (!options.quiet && rt.writesFiles())
       std::printf("%s\n", training::formatCheckpointLine(
                               "saved", options.savePath, secondsSince(started))

@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -224,6 +226,24 @@ TEST_CASE("sharc-run stops a diverged run and saves nothing from it",
   REQUIRE(run.out.find("sharc-run: error: the loss of step 2 is nan: the run "
                        "diverged; nothing was saved") != std::string::npos);
   REQUIRE(::access(savePath.c_str(), F_OK) != 0);
+
+  // Without a step, the save itself finds the NaN on its way to disk and
+  // leaves the file that was there as it was.
+  {
+    std::ofstream(savePath) << "an older file";
+  }
+  ToolRun saved = runTool(planPath + " --steps 0 --load " + nanPath +
+                          " --save " + savePath);
+  INFO(saved.out);
+  REQUIRE(saved.exitCode == 1);
+  REQUIRE(saved.out.find("sharc-run: error: step 1: parameter 'head.weight' "
+                         "holds nan: the run diverged; nothing was saved") !=
+          std::string::npos);
+  std::ifstream older(savePath);
+  std::string text((std::istreambuf_iterator<char>(older)),
+                   std::istreambuf_iterator<char>());
+  REQUIRE(text == "an older file");
+  std::remove(savePath.c_str());
   for (const std::string &path : {planPath, goodPath, nanPath})
     std::remove(path.c_str());
 }
