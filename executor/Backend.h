@@ -63,6 +63,9 @@ public:
   virtual Status upload(void *dst, const void *src, int64_t numBytes) = 0;
   virtual Status download(void *dst, const void *src,
                           int64_t numBytes) const = 0;
+  /// Zeroes numBytes bytes at dst, done when it returns (as an upload of
+  /// zeros, without the host buffer and the copy).
+  virtual Status zero(void *dst, int64_t numBytes) = 0;
   /// Sets numBytes bytes at dst to `byte`, ordered on `stream`.
   virtual Status fill(int64_t stream, void *dst, uint8_t byte,
                       int64_t numBytes) = 0;

@@ -31,6 +31,10 @@ public:
     std::memcpy(dst, src, static_cast<size_t>(numBytes));
     return Status::ok();
   }
+  Status zero(void *dst, int64_t numBytes) override {
+    std::memset(dst, 0, static_cast<size_t>(numBytes));
+    return Status::ok();
+  }
   Status fill(int64_t, void *dst, uint8_t byte, int64_t numBytes) override {
     std::memset(dst, byte, static_cast<size_t>(numBytes));
     return Status::ok();

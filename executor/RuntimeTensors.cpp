@@ -44,10 +44,8 @@ int64_t masterIndex(const plan::Plan &plan, const ParamEntry &param) {
 } // namespace
 
 Status Runtime::zeroBuffer(int64_t rank, int64_t bufferId) {
-  std::vector<std::byte> zeros(
-      static_cast<size_t>(plan_.buffers[bufferId].numBytes));
-  return local(rank).device->upload(storage(rank, bufferId), zeros.data(),
-                                    plan_.buffers[bufferId].numBytes);
+  return local(rank).device->zero(storage(rank, bufferId),
+                                  plan_.buffers[bufferId].numBytes);
 }
 
 Status Runtime::initParams(uint64_t seed) {

@@ -55,6 +55,14 @@ public:
                           cudaMemcpyDeviceToHost));
     return Status::ok();
   }
+  Status zero(void *dst, int64_t numBytes) override {
+    SHARC_CUDA(cudaSetDevice(device()));
+    // On the legacy stream, finished before it returns: the plan's streams
+    // are non-blocking and would not wait for it.
+    SHARC_CUDA(cudaMemset(dst, 0, static_cast<size_t>(numBytes)));
+    SHARC_CUDA(cudaStreamSynchronize(nullptr));
+    return Status::ok();
+  }
   Status fill(int64_t stream, void *dst, uint8_t byte,
               int64_t numBytes) override {
     SHARC_CUDA(cudaMemsetAsync(dst, byte, static_cast<size_t>(numBytes),

@@ -236,6 +236,7 @@ int run(const RunFlags &options, bool stepsGiven,
   runOptions.captureSteps = options.cudaGraph;
   runOptions.shareGpus = options.shareGpus;
   runOptions.processes = processes;
+  auto setUpStart = std::chrono::steady_clock::now();
   auto runtime = exec::Runtime::create(*plan, runOptions);
   if (!runtime)
     return fail(runtime.status().withContext(options.planPath));
@@ -260,7 +261,7 @@ int run(const RunFlags &options, bool stepsGiven,
                   static_cast<long long>(processes->count()),
                   processes->describe().c_str(),
                   static_cast<long long>(rt.localRanks().count));
-    std::printf("\n");
+    std::printf(" (set-up %.1f s)\n", secondsSince(setUpStart));
     printDeviceMemory(rt, "after set-up");
   }
 
@@ -277,8 +278,14 @@ int run(const RunFlags &options, bool stepsGiven,
       std::printf("%s\n", training::formatCheckpointLine(
                               "loaded", options.loadPath, secondsSince(started))
                               .c_str());
-  } else if (Status status = rt.initParams(options.seed); !status) {
-    return fail(status);
+  } else {
+    auto started = std::chrono::steady_clock::now();
+    if (Status status = rt.initParams(options.seed); !status)
+      return fail(status);
+    if (!options.quiet)
+      std::printf("parameters drawn (seed %llu) in %.1f s\n",
+                  static_cast<unsigned long long>(options.seed),
+                  secondsSince(started));
   }
 
   if (!options.prompt.empty())
