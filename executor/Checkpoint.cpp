@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <set>
@@ -165,13 +166,11 @@ public:
   Result<const plan::NamedTensor *> operator()(const std::string &name) {
     if (!current_.name.empty() && current_.name == name)
       return &current_;
-    current_ = {};
+    current_.name.clear();
     if (!file_.find(name))
       return nullptr;
-    auto tensor = file_.read(name);
-    if (!tensor)
-      return tensor.status();
-    current_ = std::move(*tensor);
+    // Into the bytes of the tensor before: no fresh pages to fault in.
+    SHARC_TRY(file_.readInto(name, current_));
     int64_t rows = paddedRows(runtime_.plan(), name);
     if (rows > 0 && current_.shape.size() == 2 &&
         current_.shape[0] == runtime_.plan().vocabSize)
@@ -226,8 +225,14 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
       return created.status();
     writer = std::move(*created);
   }
-  // One tensor in host memory at a time.
+  // Host memory holds two tensors: one gathered (and checked) while the
+  // one before it goes to disk on a thread of its own, so the
+  // device-to-host copies and the check hide behind the disk. An early
+  // return waits for the write in flight (the future's destructor) before
+  // `writing` goes.
   DivergenceWatch watch;
+  plan::NamedTensor writing;
+  std::future<Status> written;
   for (const Runtime::SavedTensor &entry : saved) {
     auto tensor = runtime.gatherSaved(entry);
     if (!tensor)
@@ -236,9 +241,17 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
       watch.see(*tensor, entry.isState);
     if (paddedRows(plan, tensor->name) > 0)
       resizeRows(*tensor, plan.vocabSize);
-    if (writer)
-      SHARC_TRY(writer->write(*tensor));
+    if (!writer)
+      continue;
+    if (written.valid())
+      SHARC_TRY(written.get());
+    writing = std::move(*tensor);
+    written = std::async(std::launch::async, [&writer, &writing] {
+      return writer->write(writing);
+    });
   }
+  if (written.valid())
+    SHARC_TRY(written.get());
   // Every process saw the same tensors, so all refuse alike; the writer's
   // temporary goes with it.
   if (std::optional<std::string> verdict = watch.verdict())

@@ -2,42 +2,53 @@
 
 #include "executor/Divergence.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 
 namespace sharc::exec {
 namespace {
 
-/// Whether every element is finite, read in place: tensorAsDoubles would
-/// allocate 8 bytes per element of every parameter each step.
+/// Of `count` little-endian IEEE words, whether the first one that is not
+/// finite (exponent bits all ones) is a NaN (some mantissa bit set);
+/// nullopt when all are finite. Each chunk is tested without a branch per
+/// element, so the test runs at memory speed (a checkpoint passes through
+/// it); only a chunk that holds one is looked at element by element.
+template <typename Word, Word kExponent, Word kMantissa>
+std::optional<bool> firstNonFiniteWord(const uint8_t *bytes, size_t count) {
+  constexpr size_t kChunk = 4096;
+  auto wordAt = [&](size_t i) {
+    Word word;
+    std::memcpy(&word, bytes + i * sizeof(Word), sizeof(Word));
+    return word;
+  };
+  for (size_t begin = 0; begin < count; begin += kChunk) {
+    size_t end = std::min(count, begin + kChunk);
+    bool any = false;
+    for (size_t i = begin; i < end; ++i)
+      any |= (wordAt(i) & kExponent) == kExponent;
+    if (!any)
+      continue;
+    for (size_t i = begin; i < end; ++i)
+      if (Word word = wordAt(i); (word & kExponent) == kExponent)
+        return (word & kMantissa) != 0;
+  }
+  return std::nullopt;
+}
+
+/// Whether the tensor's first non-finite element is a NaN; nullopt when
+/// every element is finite (an integer tensor always is).
 std::optional<bool> firstNonFiniteIsNan(const plan::NamedTensor &tensor) {
   const uint8_t *bytes = tensor.bytes.data();
   const size_t size = tensor.bytes.size();
   switch (tensor.dtype) {
   case DType::F32:
-    for (size_t at = 0; at + 4 <= size; at += 4) {
-      float value;
-      std::memcpy(&value, bytes + at, sizeof(value));
-      if (!std::isfinite(value))
-        return std::isnan(value);
-    }
-    break;
+    return firstNonFiniteWord<uint32_t, 0x7f800000u, 0x007fffffu>(bytes,
+                                                                  size / 4);
   case DType::BF16:
-    for (size_t at = 0; at + 2 <= size; at += 2) {
-      uint16_t word;
-      std::memcpy(&word, bytes + at, sizeof(word));
-      if ((word & 0x7f80) == 0x7f80) // exponent all ones: inf or nan
-        return (word & 0x007f) != 0;
-    }
-    break;
+    return firstNonFiniteWord<uint16_t, 0x7f80, 0x007f>(bytes, size / 2);
   case DType::F64:
-    for (size_t at = 0; at + 8 <= size; at += 8) {
-      double value;
-      std::memcpy(&value, bytes + at, sizeof(value));
-      if (!std::isfinite(value))
-        return std::isnan(value);
-    }
-    break;
+    return firstNonFiniteWord<uint64_t, 0x7ff0000000000000ull,
+                              0x000fffffffffffffull>(bytes, size / 8);
   case DType::I32:
     break;
   }

@@ -105,7 +105,7 @@ Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
                                 std::to_string(tensor.bytes.size()) +
                                 " bytes, its shape needs " +
                                 std::to_string(needed));
-  std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
+  std::vector<std::byte> shard;
   for (const auto &rank : ranks_) {
     if (!holdsStage(*rank, sharding))
       continue;
@@ -117,6 +117,14 @@ Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
       return Status::invalidInput(
           "tensor '" + tensor.name + "' of shape " + shapeText(tensor.shape) +
           " does not shard to buffer shape " + shapeText(buffer.shape));
+    // A whole tensor in the buffer's type goes up as it is.
+    if (slice->localShape == tensor.shape && tensor.dtype == buffer.dtype) {
+      SHARC_TRY(rank->device->upload(
+          storage(rank->rank, bufferId), tensor.bytes.data(),
+          static_cast<int64_t>(tensor.bytes.size())));
+      continue;
+    }
+    shard.resize(static_cast<size_t>(buffer.numBytes));
     copyGlobalToLocal(tensor.bytes.data(), tensor.dtype, *slice, shard.data(),
                       buffer.dtype);
     SHARC_TRY(rank->device->upload(storage(rank->rank, bufferId), shard.data(),
@@ -156,6 +164,15 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
       LocalSpan span = localSpanOf(*slice, begin, end);
       if (span.begin == span.end)
         continue;
+      // The whole of a whole tensor in the buffer's type comes down as it
+      // is.
+      if (slice->localShape == globalShape && rows.count < 0 &&
+          buffer.dtype == dtype) {
+        SHARC_TRY(rank->device->download(
+            tensor.bytes.data(), storage(rank->rank, bufferId),
+            static_cast<int64_t>(tensor.bytes.size())));
+        continue;
+      }
       part.resize(static_cast<size_t>((span.end - span.begin) * elementBytes));
       const auto *base =
           static_cast<const std::byte *>(storage(rank->rank, bufferId));

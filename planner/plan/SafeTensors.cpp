@@ -437,23 +437,29 @@ const TensorSpec *SafeTensorsReader::find(const std::string &name) const {
 }
 
 Result<NamedTensor> SafeTensorsReader::read(const std::string &name) const {
+  NamedTensor tensor;
+  SHARC_TRY(readInto(name, tensor));
+  return tensor;
+}
+
+Status SafeTensorsReader::readInto(const std::string &name,
+                                   NamedTensor &into) const {
   const TensorSpec *spec = find(name);
   if (!spec)
     return Status::invalidInput("no tensor '" + name + "' in the file");
   const Extent &extent = extents_[spec - tensors_.data()];
-  std::vector<uint8_t> stored(static_cast<size_t>(extent.end - extent.begin));
-  SHARC_TRY(file_->readAt(extent.begin, stored.data(),
-                          static_cast<int64_t>(stored.size())));
-  if (!extent.isHalf)
-    return NamedTensor{.name = spec->name,
-                       .dtype = spec->dtype,
-                       .shape = spec->shape,
-                       .bytes = std::move(stored)};
-  Entry entry{.spec = *spec,
-              .begin = 0,
-              .end = static_cast<int64_t>(stored.size()),
-              .isHalf = true};
-  return tensorOf(entry, stored.data());
+  int64_t numBytes = extent.end - extent.begin;
+  into.name = spec->name;
+  into.dtype = spec->dtype;
+  into.shape = spec->shape;
+  if (!extent.isHalf) {
+    into.bytes.resize(static_cast<size_t>(numBytes));
+    return file_->readAt(extent.begin, into.bytes.data(), numBytes);
+  }
+  std::vector<uint8_t> halves(static_cast<size_t>(numBytes));
+  SHARC_TRY(file_->readAt(extent.begin, halves.data(), numBytes));
+  into.bytes = widenHalves(halves.data(), numBytes);
+  return Status::ok();
 }
 
 Result<TensorFile> readSafeTensors(const std::string &path) {

@@ -72,6 +72,9 @@ public:
   const TensorSpec *find(const std::string &name) const;
   /// Its bytes from the file; invalid input when there is none.
   Result<NamedTensor> read(const std::string &name) const;
+  /// As read, into `into`, whose bytes' storage is reused where it is
+  /// large enough (a loop over a model's tensors faults in no new pages).
+  Status readInto(const std::string &name, NamedTensor &into) const;
 
 private:
   SafeTensorsReader() = default;

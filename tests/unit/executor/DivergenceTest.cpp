@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 
 using namespace sharc;
@@ -68,5 +69,46 @@ TEST_CASE("a non-finite moment or parameter is found, bf16 and f32",
     auto param = findDivergence(rt);
     REQUIRE(param);
     REQUIRE(param->value_or("") == "parameter 'embed.weight' holds nan");
+  }
+}
+
+TEST_CASE("the watch names the first non-finite value past the first chunk",
+          "[executor]") {
+  // 10,000 elements: the scan tests chunks of 4096 without a branch each.
+  auto tensorOf = [](DType dtype,
+                     const std::vector<std::pair<size_t, double>> &values) {
+    plan::NamedTensor tensor{
+        .name = "w", .dtype = dtype, .shape = {10000}, .bytes = {}};
+    tensor.bytes.assign(10000 * dtypeSize(dtype), 0);
+    for (auto [index, value] : values) {
+      uint8_t *at = tensor.bytes.data() + index * dtypeSize(dtype);
+      if (dtype == DType::F32) {
+        float narrow = static_cast<float>(value);
+        std::memcpy(at, &narrow, 4);
+      } else if (dtype == DType::F64) {
+        std::memcpy(at, &value, 8);
+      } else {
+        uint16_t bits = floatToBf16(static_cast<float>(value));
+        std::memcpy(at, &bits, 2);
+      }
+    }
+    return tensor;
+  };
+  double inf = INFINITY, nan = NAN;
+  for (DType dtype : {DType::F32, DType::BF16, DType::F64}) {
+    INFO(dtypeName(dtype));
+    DivergenceWatch finite;
+    finite.see(tensorOf(dtype, {{9999, 3.5}, {4096, -1e30}}), false);
+    REQUIRE_FALSE(finite.verdict());
+    DivergenceWatch infFirst;
+    infFirst.see(tensorOf(dtype, {{7000, nan}, {5000, -inf}}), false);
+    REQUIRE(infFirst.verdict().value_or("") == "parameter 'w' holds inf");
+    DivergenceWatch nanFirst;
+    nanFirst.see(tensorOf(dtype, {{4097, nan}, {9999, inf}}), false);
+    REQUIRE(nanFirst.verdict().value_or("") == "parameter 'w' holds nan");
+    // A moment outranks a parameter seen before it.
+    nanFirst.see(tensorOf(dtype, {{8191, inf}}), true);
+    REQUIRE(nanFirst.verdict().value_or("") ==
+            "the gradient norm is not finite (AdamW moment 'w' holds inf)");
   }
 }

@@ -353,6 +353,14 @@ TEST_CASE("the reader takes one tensor at a time from the file", "[plan]") {
   auto a = (*reader)->read("a");
   REQUIRE(a);
   REQUIRE(a->bytes == file.tensors[1].bytes);
+  // Into one tensor, larger then smaller: each read is whole.
+  NamedTensor into;
+  REQUIRE((*reader)->readInto("w", into));
+  REQUIRE((*reader)->readInto("a", into));
+  REQUIRE(into.name == "a");
+  REQUIRE(into.dtype == DType::I32);
+  REQUIRE(into.shape == std::vector<int64_t>{3});
+  REQUIRE(into.bytes == file.tensors[1].bytes);
   auto missing = (*reader)->read("nothing");
   REQUIRE_FALSE(missing);
   REQUIRE(missing.status().message() == "no tensor 'nothing' in the file");
