@@ -63,14 +63,11 @@ Status Runtime::initParams(uint64_t seed) {
                               rank->env.coords);
       if (!slice)
         return slice.status();
-      SHARC_TRY(initShard(param.init, seed, source, *slice, shard.data(),
-                          buffer.dtype));
-      SHARC_TRY(rank->device->upload(storage(rank->rank, param.buffer),
-                                     shard.data(), buffer.numBytes));
       for (int64_t state : param.state)
         SHARC_TRY(zeroBuffer(rank->rank, state));
       // The master holds the drawn values before rounding: param is the
       // master rounded to bf16, and the f32 run starts from the master's.
+      bool drawn = false;
       if (int64_t master = masterIndex(plan_, param); master >= 0) {
         const Buffer &masterBuffer = plan_.buffers[param.state[master]];
         std::vector<std::byte> values(
@@ -84,7 +81,22 @@ Status Runtime::initParams(uint64_t seed) {
                             values.data(), masterBuffer.dtype));
         SHARC_TRY(rank->device->upload(storage(rank->rank, masterBuffer.id),
                                        values.data(), masterBuffer.numBytes));
+        // A draw stores its double rounded to float, then to the storage
+        // type (kernels::storeElement): rounding the f32 master gives the
+        // parameter's drawn bits, so one draw of billions serves both.
+        if (masterBuffer.dtype == DType::F32 &&
+            sameElements(*slice, *masterSlice)) {
+          convertElementsInParallel(values.data(), DType::F32, shard.data(),
+                                    buffer.dtype,
+                                    numElements(slice->localShape));
+          drawn = true;
+        }
       }
+      if (!drawn)
+        SHARC_TRY(initShard(param.init, seed, source, *slice, shard.data(),
+                            buffer.dtype));
+      SHARC_TRY(rank->device->upload(storage(rank->rank, param.buffer),
+                                     shard.data(), buffer.numBytes));
     }
   }
   nextStep_ = 1;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 namespace sharc::exec {
 
@@ -183,6 +184,47 @@ void convertElements(const void *src, DType srcType, void *dst, DType dstType,
   kernels::TensorView to{dst, dstType};
   for (int64_t i = 0; i < count; ++i)
     kernels::storeElement(to, i, kernels::loadElement(from, i));
+}
+
+void convertElementsInParallel(const void *src, DType srcType, void *dst,
+                               DType dstType, int64_t count) {
+  constexpr int64_t kChunk = int64_t{1} << 22;
+  int64_t chunks = (count + kChunk - 1) / kChunk;
+  int64_t threads = std::min<int64_t>(
+      std::max(1u, std::thread::hardware_concurrency()), chunks);
+  if (threads <= 1) {
+    convertElements(src, srcType, dst, dstType, count);
+    return;
+  }
+  auto convertChunks = [&](int64_t first) {
+    for (int64_t chunk = first; chunk < chunks; chunk += threads) {
+      int64_t begin = chunk * kChunk, length = std::min(kChunk, count - begin);
+      convertElements(
+          static_cast<const std::byte *>(src) + begin * dtypeSize(srcType),
+          srcType, static_cast<std::byte *>(dst) + begin * dtypeSize(dstType),
+          dstType, length);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int64_t t = 0; t < threads; ++t)
+    workers.emplace_back(convertChunks, t);
+  for (std::thread &worker : workers)
+    worker.join();
+}
+
+bool sameElements(const ShardSlice &a, const ShardSlice &b) {
+  if (a.globalShape != b.globalShape || a.localShape != b.localShape ||
+      a.start != b.start || a.runs.size() != b.runs.size())
+    return false;
+  for (size_t d = 0; d < a.runs.size(); ++d) {
+    if (a.runs[d].size() != b.runs[d].size())
+      return false;
+    for (size_t r = 0; r < a.runs[d].size(); ++r)
+      if (a.runs[d][r].globalStart != b.runs[d][r].globalStart ||
+          a.runs[d][r].length != b.runs[d][r].length)
+        return false;
+  }
+  return true;
 }
 
 namespace {

@@ -1,7 +1,8 @@
 //===- ShardLayout.h - the part of a tensor a rank holds --------*- C++ -*-===//
 // defines: meshCoords, ShardSlice, shardSlice, stageOfRank, isShardOwner,
 // numElements,
-//          convertElements, copyGlobalToLocal, copyLocalToGlobal,
+//          convertElements, convertElementsInParallel, sameElements,
+//          copyGlobalToLocal, copyLocalToGlobal,
 //          localSpanOf, copyLocalRangeToGlobal
 //
 // A rank's place in the mesh and the part of a global tensor it holds. The
@@ -76,6 +77,14 @@ int64_t numElements(const std::vector<int64_t> &shape);
 /// nearest even on the way down; a plain copy when the types agree).
 void convertElements(const void *src, DType srcType, void *dst, DType dstType,
                      int64_t count);
+/// As convertElements, over the host's threads for a large count (a model's
+/// weights rounded from its f32 masters).
+void convertElementsInParallel(const void *src, DType srcType, void *dst,
+                               DType dstType, int64_t count);
+
+/// Whether two slices of one tensor hold the same elements in the same
+/// local order.
+bool sameElements(const ShardSlice &a, const ShardSlice &b);
 
 /// Copies this slice out of a whole global tensor into local storage.
 void copyGlobalToLocal(const void *global, DType globalType,
