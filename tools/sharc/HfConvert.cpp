@@ -153,14 +153,16 @@ Status sharc::exportHf(const std::string &checkpointPath,
   frontend::ConfigResult config = frontend::readConfigFile(modelPath);
   if (!config.ok())
     return Status::invalidInput(config.error->format());
-  auto checkpoint = plan::readSafeTensors(checkpointPath);
+  // The checkpoint is read a tensor at a time, and its optimizer state
+  // (two thirds of a bf16-mixed file) not at all.
+  auto checkpoint = plan::SafeTensorsReader::open(checkpointPath);
   if (!checkpoint)
     return checkpoint.status();
-  plan::TensorFile hf;
-  hf.metadata["format"] = "pt"; // what transformers asks of a torch file
+  std::vector<ParamShape> params = expectedParams(config.config->model);
+  std::vector<plan::TensorSpec> specs;
   DType dtype = DType::F32;
-  for (const ParamShape &param : expectedParams(config.config->model)) {
-    const plan::NamedTensor *tensor = checkpoint->find(param.name);
+  for (const ParamShape &param : params) {
+    const plan::TensorSpec *tensor = (*checkpoint)->find(param.name);
     if (!tensor)
       return Status::invalidInput(checkpointPath + ": no tensor '" +
                                   param.name + "', which " + modelPath +
@@ -174,9 +176,7 @@ Status sharc::exportHf(const std::string &checkpointPath,
       return Status::invalidInput(checkpointPath + ": tensor '" + param.name +
                                   "' is neither f32 nor bf16");
     dtype = tensor->dtype;
-    plan::NamedTensor out = *tensor;
-    out.name = hfTensorName(param.name);
-    hf.tensors.push_back(std::move(out));
+    specs.push_back({hfTensorName(param.name), tensor->dtype, tensor->shape});
   }
   std::string tokenizer;
   if (!tokenizerPath.empty()) {
@@ -186,7 +186,19 @@ Status sharc::exportHf(const std::string &checkpointPath,
     tokenizer = std::move(*text);
   }
   SHARC_TRY(makeDirectory(outDir));
-  SHARC_TRY(plan::writeSafeTensors(outDir + "/model.safetensors", hf));
+  auto writer = plan::SafeTensorsWriter::create(
+      outDir + "/model.safetensors",
+      {{"format", "pt"}}, // what transformers asks of a torch file
+      specs);
+  if (!writer)
+    return writer.status();
+  plan::NamedTensor tensor;
+  for (const plan::TensorSpec &spec : (*writer)->order()) {
+    SHARC_TRY((*checkpoint)->readInto(sharcTensorName(spec.name), tensor));
+    tensor.name = spec.name;
+    SHARC_TRY((*writer)->write(tensor));
+  }
+  SHARC_TRY((*writer)->commit());
   if (!tokenizerPath.empty()) {
     SHARC_TRY(writeFileAtomically(outDir + "/tokenizer.json", {tokenizer},
                                   "tokenizer"));
