@@ -2,12 +2,12 @@
 // defines: readWholeFile, readYaml, writeFileAtomically, AtomicFileWriter,
 //          FileReader, sameFile
 //
-// The runtime-side readers (plans, machine files, safetensors) all read a
-// file whole and turn yaml-cpp's exceptions into FILE:LINE:COL messages;
-// the writers (plans, checkpoints, traces) all replace a file atomically.
-// A checkpoint of a large model is larger than a host's memory can hold
-// twice, so it is written and read a tensor at a time (AtomicFileWriter,
-// FileReader).
+// The runtime-side readers (plans, machine files, token files) read a file
+// whole and turn yaml-cpp's exceptions into FILE:LINE:COL messages; the
+// writers (plans, checkpoints, traces) all replace a file atomically. A
+// safetensors file (a checkpoint of a large model can be larger than the
+// host's memory) is read and written a piece at a time instead
+// (FileReader, AtomicFileWriter).
 #pragma once
 
 #include "planner/plan/Status.h"

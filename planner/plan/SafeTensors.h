@@ -12,6 +12,10 @@
 // sharc reads F32, BF16, I32 and F64 tensors, and F16 ones (a released
 // model's weights) widened to F32 exactly; a scalar has shape [].
 //
+// SafeTensorsReader and SafeTensorsWriter take a file a tensor at a time
+// (a checkpoint larger than the host's memory); readSafeTensors and
+// writeSafeTensors are the whole file through them.
+//
 // The writer sorts tensors by name and packs them without gaps, because the
 // reference reader rejects any byte not covered by a tensor; the data start
 // is 8-byte aligned. Tensor bytes are little-endian, as on every host sharc
