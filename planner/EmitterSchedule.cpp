@@ -36,13 +36,23 @@ LogicalResult Emitter::planSchedule() {
                llvm::any_of(schedule.graph, [](const ScheduleNode &node) {
                  return node.kind == NodeKind::Collective;
                });
+  // The buffers the order gives their lifetimes: the latency-hiding order
+  // keeps them within what the default order keeps live.
+  ArenaBuffers arena;
+  for (int64_t id : activationIds)
+    arena.buffers[id] = {
+        result.buffers[id].numBytes,
+        result.buffers[id].region == plan::Region::Gradient ? 1 : 0};
+  for (auto [id, buffer] : llvm::enumerate(result.buffers))
+    if (buffer.viewOf >= 0)
+      arena.baseOf[static_cast<int64_t>(id)] = buffer.viewOf;
   PlanOne planOne = [&](const ScheduleGraph &graph, std::vector<int64_t> &order,
                         StreamAssignment &streams) {
     if (async && options.scheduleMachine) {
       std::vector<double> seconds;
       for (const ScheduleNode &node : graph)
         seconds.push_back(nodeSeconds(*options.scheduleMachine, node));
-      order = latencyHidingOrder(graph, seconds);
+      order = latencyHidingOrder(graph, seconds, &arena);
       streams = assignStreams(graph, order);
     } else if (async) {
       order = scheduleOrder(graph);

@@ -2,9 +2,14 @@
 
 #include "planner/ListSchedule.h"
 
+#include "planner/Schedule.h"
+
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <map>
+#include <optional>
+#include <set>
 
 namespace sharc {
 namespace {
@@ -43,10 +48,88 @@ std::vector<std::vector<int64_t>> predecessors(const ScheduleGraph &graph) {
   return before;
 }
 
+/// Each arena's bytes live as nodes are taken one after another.
+class LiveBytes {
+public:
+  using Bytes = std::array<int64_t, ArenaBuffers::kArenas>;
+
+  LiveBytes(const ScheduleGraph &graph, const ArenaBuffers &arena)
+      : arena_(arena), touched_(graph.size()) {
+    for (size_t i = 0; i < graph.size(); ++i) {
+      std::set<int64_t> bases;
+      for (const auto *ids : {&graph[i].reads, &graph[i].writes})
+        for (int64_t id : *ids) {
+          auto view = arena.baseOf.find(id);
+          int64_t base = view == arena.baseOf.end() ? id : view->second;
+          if (arena.buffers.count(base))
+            bases.insert(base);
+        }
+      touched_[i].assign(bases.begin(), bases.end());
+      for (int64_t base : bases)
+        ++touchesLeft_[base];
+    }
+  }
+
+  /// While node i runs: what is live with its buffers.
+  Bytes during(int64_t i) const {
+    Bytes sum = live_;
+    for (int64_t base : touched_[i])
+      if (!isLive_.count(base))
+        add(sum, base, 1);
+    return sum;
+  }
+  /// After node i, all arenas together: less the buffers it touches last.
+  int64_t after(int64_t i) const {
+    Bytes sum = during(i);
+    for (int64_t base : touched_[i])
+      if (touchesLeft_.at(base) == 1)
+        add(sum, base, -1);
+    int64_t total = 0;
+    for (int64_t bytes : sum)
+      total += bytes;
+    return total;
+  }
+  void take(int64_t i) {
+    for (int64_t base : touched_[i]) {
+      if (isLive_.insert(base).second)
+        add(live_, base, 1);
+      if (--touchesLeft_[base] == 0)
+        add(live_, base, -1);
+    }
+  }
+
+private:
+  void add(Bytes &sum, int64_t base, int64_t sign) const {
+    const ArenaBuffers::Sized &buffer = arena_.buffers.at(base);
+    sum[static_cast<size_t>(buffer.arena)] += sign * buffer.bytes;
+  }
+
+  const ArenaBuffers &arena_;
+  std::vector<std::vector<int64_t>> touched_; ///< per node, its bases
+  std::map<int64_t, int64_t> touchesLeft_;
+  std::set<int64_t> isLive_; ///< ever taken (freed ones stay in it)
+  Bytes live_{};
+};
+
 } // namespace
 
+std::vector<int64_t> peakLiveBytes(const ScheduleGraph &graph,
+                                   const std::vector<int64_t> &order,
+                                   const ArenaBuffers &arena) {
+  LiveBytes live(graph, arena);
+  std::vector<int64_t> peak(ArenaBuffers::kArenas, 0);
+  for (int64_t node : order) {
+    LiveBytes::Bytes during = live.during(node);
+    for (size_t k = 0; k < peak.size(); ++k)
+      peak[k] = std::max(peak[k], during[k]);
+    live.take(node);
+  }
+  return peak;
+}
+
 std::vector<int64_t> latencyHidingOrder(const ScheduleGraph &graph,
-                                        const std::vector<double> &seconds) {
+                                        const std::vector<double> &seconds,
+                                        const ArenaBuffers *arena) {
   const int64_t count = static_cast<int64_t>(graph.size());
   std::vector<std::vector<int64_t>> before = predecessors(graph);
   std::vector<std::vector<int64_t>> after(static_cast<size_t>(count));
@@ -88,13 +171,45 @@ std::vector<int64_t> latencyHidingOrder(const ScheduleGraph &graph,
       start = std::max(start, finish[p]);
     return start;
   };
+  // The memory bound: what the default order keeps live at its peak.
+  std::optional<LiveBytes> live;
+  std::vector<int64_t> limit;
+  if (arena) {
+    live.emplace(graph, *arena);
+    limit = peakLiveBytes(graph, scheduleOrder(graph), *arena);
+  }
+  auto fits = [&](int64_t i) {
+    if (!live)
+      return true;
+    LiveBytes::Bytes during = live->during(i);
+    for (size_t k = 0; k < limit.size(); ++k)
+      if (during[k] > limit[k])
+        return false;
+    return true;
+  };
   while (!ready.empty()) {
     size_t best = 0;
-    double bestStart = std::numeric_limits<double>::infinity();
-    for (size_t r = 0; r < ready.size(); ++r) {
+    double bestStart = startOf(ready[0]);
+    for (size_t r = 1; r < ready.size(); ++r) {
       int64_t i = ready[r];
       double start = startOf(i);
       int64_t b = ready[best];
+      // A node within the memory bound; when neither is, the one that
+      // leaves fewer bytes live.
+      if (fits(i) != fits(b)) {
+        if (fits(i)) {
+          best = r;
+          bestStart = start;
+        }
+        continue;
+      }
+      if (!fits(i) && live->after(i) != live->after(b)) {
+        if (live->after(i) < live->after(b)) {
+          best = r;
+          bestStart = start;
+        }
+        continue;
+      }
       // Earliest start; then the longest path to the end; then program
       // order. Starts within a nanosecond count as equal (sums of doubles).
       bool earlier = start < bestStart - 1e-9;
@@ -107,6 +222,8 @@ std::vector<int64_t> latencyHidingOrder(const ScheduleGraph &graph,
       }
     }
     int64_t node = ready[best];
+    if (live)
+      live->take(node);
     ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
     double start = startOf(node);
     finish[node] = start + secondsOf(node);

@@ -125,7 +125,12 @@ TEST_CASE("random DAGs keep every data dependency and buffer conflict",
       }
       seconds.push_back(time(rng));
     }
-    std::vector<int64_t> order = latencyHidingOrder(graph, seconds);
+    // Half the trials bound the memory: the order must be as valid.
+    ArenaBuffers arena;
+    for (int64_t buffer = 0; buffer < 4; ++buffer)
+      arena.buffers[buffer] = {.bytes = 1 + buffer, .arena = buffer % 2};
+    std::vector<int64_t> order =
+        latencyHidingOrder(graph, seconds, trial % 2 == 0 ? &arena : nullptr);
     REQUIRE(static_cast<int>(order.size()) == count);
     std::vector<int64_t> position(count, -1);
     for (int pos = 0; pos < count; ++pos) {
@@ -140,4 +145,66 @@ TEST_CASE("random DAGs keep every data dependency and buffer conflict",
           REQUIRE(position[a] < position[b]);
       }
   }
+}
+
+TEST_CASE("live bytes count each arena, a view as its slab", "[planner]") {
+  // Buffer 10 (100 bytes, arena 0) is written by `a` and read through its
+  // view 20 by `c`; buffer 11 (30 bytes, arena 1) lives in `b` alone;
+  // buffer 99 (a parameter) counts nowhere.
+  ScheduleGraph graph{compute("a"), compute("b"), compute("c")};
+  graph[0].writes = {10};
+  graph[1].writes = {11};
+  graph[1].reads = {99};
+  graph[2].reads = {20};
+  ArenaBuffers arena;
+  arena.baseOf[20] = 10;
+  arena.buffers[10] = {.bytes = 100, .arena = 0};
+  arena.buffers[11] = {.bytes = 30, .arena = 1};
+  CHECK(peakLiveBytes(graph, {0, 1, 2}, arena) ==
+        std::vector<int64_t>{100, 30});
+  // `b` between the slab's writer and reader: its 30 bytes in the other
+  // arena do not add to the slab's 100.
+  CHECK(peakLiveBytes(graph, {0, 2, 1}, arena) ==
+        std::vector<int64_t>{100, 30});
+  ArenaBuffers oneArena = arena;
+  oneArena.buffers[11].arena = 0;
+  CHECK(peakLiveBytes(graph, {0, 1, 2}, oneArena) ==
+        std::vector<int64_t>{130, 0});
+  CHECK(peakLiveBytes(graph, {0, 2, 1}, oneArena) ==
+        std::vector<int64_t>{100, 0});
+}
+
+TEST_CASE("a gather ready early waits while its buffer would pass the "
+          "default order's peak",
+          "[planner]") {
+  // Two parameter gathers (ZeRO-3), each of a 100-byte buffer its layer
+  // alone reads. The second gather can start at 1 s on the communication
+  // stream, the first layer only at 2 s (after the embedding): the
+  // unbounded order puts the gather first and holds both buffers; bounded
+  // by the default order's peak (one buffer and the first layer's output)
+  // it gathers after the first layer has read its buffer.
+  ScheduleGraph graph{compute("embed"), collective("gather1", {}),
+                      compute("layer1", {0, 1}), collective("gather2", {}),
+                      compute("layer2", {2, 3})};
+  graph[1].writes = {1};
+  graph[2].reads = {1};
+  graph[2].writes = {5};
+  graph[3].writes = {2};
+  graph[4].reads = {2, 5};
+  std::vector<double> seconds{2.0, 1.0, 1.0, 1.0, 1.0};
+  ArenaBuffers arena;
+  arena.buffers[1] = {.bytes = 100, .arena = 0};
+  arena.buffers[2] = {.bytes = 100, .arena = 0};
+  arena.buffers[5] = {.bytes = 1, .arena = 0};
+  std::vector<int64_t> unbounded = latencyHidingOrder(graph, seconds);
+  std::vector<int64_t> bounded = latencyHidingOrder(graph, seconds, &arena);
+  CHECK(opsIn(graph, unbounded) == std::vector<std::string>{"embed", "gather1",
+                                                            "gather2", "layer1",
+                                                            "layer2"});
+  CHECK(peakLiveBytes(graph, unbounded, arena)[0] == 201);
+  CHECK(opsIn(graph, bounded) == std::vector<std::string>{"embed", "gather1",
+                                                          "layer1", "gather2",
+                                                          "layer2"});
+  CHECK(peakLiveBytes(graph, bounded, arena)[0] == 101);
+  CHECK(peakLiveBytes(graph, {0, 1, 2, 3, 4}, arena)[0] == 101);
 }
