@@ -73,24 +73,18 @@ std::optional<std::string> DivergenceWatch::verdict() const {
 }
 
 Result<std::optional<std::string>> findDivergence(const Runtime &runtime) {
+  // The moments first: once one holds a non-finite value it decides.
   DivergenceWatch watch;
-  for (const Runtime::SavedTensor &saved : runtime.optimizerStateTensors()) {
-    auto tensor = runtime.gatherSaved(saved);
-    if (!tensor)
-      return tensor.status();
-    watch.see(*tensor, true);
-    // The moments decide the verdict once one holds a non-finite value.
-    if (watch.verdict())
-      return watch.verdict();
-  }
-  for (const Runtime::SavedTensor &saved : runtime.paramTensors()) {
-    auto tensor = runtime.gatherSaved(saved);
-    if (!tensor)
-      return tensor.status();
-    watch.see(*tensor, false);
-    if (watch.verdict())
-      return watch.verdict();
-  }
+  for (bool isState : {true, false})
+    for (const Runtime::SavedTensor &saved :
+         isState ? runtime.optimizerStateTensors() : runtime.paramTensors()) {
+      auto tensor = runtime.gatherSaved(saved);
+      if (!tensor)
+        return tensor.status();
+      watch.see(*tensor, isState);
+      if (std::optional<std::string> verdict = watch.verdict())
+        return verdict;
+    }
   return std::optional<std::string>();
 }
 

@@ -9,8 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +31,18 @@ std::string notARegularFile(const struct stat &info) {
   return "not a regular file";
 }
 
+/// "'PATH'", or "WHAT 'PATH'" ("plan 'x.plan'") for messages.
+std::string nameOf(const std::string &path, const std::string &what) {
+  return what.empty() ? "'" + path + "'" : what + " '" + path + "'";
+}
+
+/// What is at `path` when it exists and is not a regular file ("a
+/// directory"), checked before opening it: opening a FIFO would block.
+std::string notAFileAt(const std::string &path) {
+  struct stat info{};
+  return ::stat(path.c_str(), &info) == 0 ? notARegularFile(info) : "";
+}
+
 int64_t hostMemoryBytes() {
   long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
   return pages > 0 && pageSize > 0 ? static_cast<int64_t>(pages) * pageSize
@@ -43,29 +53,18 @@ int64_t hostMemoryBytes() {
 
 Result<std::string> sharc::readWholeFile(const std::string &path,
                                          const std::string &what) {
-  std::string named =
-      what.empty() ? "'" + path + "'" : what + " '" + path + "'";
-  // Checked before opening: opening a FIFO would block.
-  struct stat info{};
-  if (::stat(path.c_str(), &info) == 0) {
-    std::string kind = notARegularFile(info);
-    if (!kind.empty())
-      return Status::invalidInput(named + " is " + kind + ", not a file");
-    if (static_cast<int64_t>(info.st_size) > hostMemoryBytes())
-      return Status::invalidInput(named + " holds " +
-                                  std::to_string(info.st_size) +
-                                  " bytes, more than this host's memory of " +
-                                  std::to_string(hostMemoryBytes()) + " bytes");
-  }
-  std::ifstream file(path, std::ios::binary);
+  auto file = FileReader::open(path, what);
   if (!file)
-    return Status::invalidInput("cannot open " + named + ": " +
-                                std::strerror(errno));
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad())
-    return Status::runtimeError("cannot read " + named);
-  return text.str();
+    return file.status();
+  int64_t size = (*file)->size();
+  if (size > hostMemoryBytes())
+    return Status::invalidInput(nameOf(path, what) + " holds " +
+                                std::to_string(size) +
+                                " bytes, more than this host's memory of " +
+                                std::to_string(hostMemoryBytes()) + " bytes");
+  std::string text(static_cast<size_t>(size), '\0');
+  SHARC_TRY((*file)->readAt(0, text.data(), size));
+  return text;
 }
 
 Status sharc::readYaml(const std::string &text, const std::string &fileName,
@@ -91,14 +90,9 @@ Status sharc::readYaml(const std::string &text, const std::string &fileName,
 
 Result<std::unique_ptr<AtomicFileWriter>>
 AtomicFileWriter::open(const std::string &path, const std::string &what) {
-  std::string named =
-      what.empty() ? "'" + path + "'" : what + " '" + path + "'";
-  struct stat info{};
-  if (::stat(path.c_str(), &info) == 0) {
-    std::string kind = notARegularFile(info);
-    if (!kind.empty())
-      return Status::invalidInput("cannot write " + named + ": it is " + kind);
-  }
+  std::string named = nameOf(path, what);
+  if (std::string kind = notAFileAt(path); !kind.empty())
+    return Status::invalidInput("cannot write " + named + ": it is " + kind);
   // mkstemp in the target's folder, so the rename never crosses devices.
   std::string temporary = path + ".XXXXXX";
   int fd = ::mkstemp(temporary.data());
@@ -175,19 +169,14 @@ Status sharc::writeFileAtomically(const std::string &path,
 
 Result<std::unique_ptr<FileReader>> FileReader::open(const std::string &path,
                                                      const std::string &what) {
-  std::string named =
-      what.empty() ? "'" + path + "'" : what + " '" + path + "'";
-  // Checked before opening: opening a FIFO would block.
-  struct stat info{};
-  if (::stat(path.c_str(), &info) == 0) {
-    std::string kind = notARegularFile(info);
-    if (!kind.empty())
-      return Status::invalidInput(named + " is " + kind + ", not a file");
-  }
+  std::string named = nameOf(path, what);
+  if (std::string kind = notAFileAt(path); !kind.empty())
+    return Status::invalidInput(named + " is " + kind + ", not a file");
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return Status::invalidInput("cannot open " + named + ": " +
                                 std::strerror(errno));
+  struct stat info{};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     int error = errno;
     ::close(fd);
