@@ -178,47 +178,49 @@ std::vector<int64_t> latencyHidingOrder(const ScheduleGraph &graph,
     live.emplace(graph, *arena);
     limit = peakLiveBytes(graph, scheduleOrder(graph), *arena);
   }
-  auto fits = [&](int64_t i) {
-    if (!live)
-      return true;
-    LiveBytes::Bytes during = live->during(i);
-    for (size_t k = 0; k < limit.size(); ++k)
-      if (during[k] > limit[k])
-        return false;
-    return true;
+  // A ready node's standing, computed once a pick.
+  struct Candidate {
+    double start;
+    bool fits;     ///< within the memory bound (always, without one)
+    int64_t after; ///< bytes live after it (with a bound)
+  };
+  auto candidate = [&](int64_t i) {
+    Candidate c{startOf(i), true, 0};
+    if (live) {
+      LiveBytes::Bytes during = live->during(i);
+      for (size_t k = 0; k < limit.size(); ++k)
+        c.fits = c.fits && during[k] <= limit[k];
+      if (!c.fits)
+        c.after = live->after(i);
+    }
+    return c;
   };
   while (!ready.empty()) {
     size_t best = 0;
-    double bestStart = startOf(ready[0]);
+    Candidate top = candidate(ready[0]);
     for (size_t r = 1; r < ready.size(); ++r) {
-      int64_t i = ready[r];
-      double start = startOf(i);
-      int64_t b = ready[best];
-      // A node within the memory bound; when neither is, the one that
-      // leaves fewer bytes live.
-      if (fits(i) != fits(b)) {
-        if (fits(i)) {
-          best = r;
-          bestStart = start;
-        }
-        continue;
+      int64_t i = ready[r], b = ready[best];
+      Candidate c = candidate(i);
+      bool better;
+      if (c.fits != top.fits) {
+        // A node within the memory bound first.
+        better = c.fits;
+      } else if (!c.fits && c.after != top.after) {
+        // Neither is: the one that leaves fewer bytes live.
+        better = c.after < top.after;
+      } else {
+        // Earliest start; then the longest path to the end; then program
+        // order. Starts within a nanosecond count as equal (sums of
+        // doubles).
+        bool earlier = c.start < top.start - 1e-9;
+        bool tie = !earlier && c.start <= top.start + 1e-9;
+        better = earlier ||
+                 (tie && (remaining[i] > remaining[b] + 1e-12 ||
+                          (remaining[i] >= remaining[b] - 1e-12 && i < b)));
       }
-      if (!fits(i) && live->after(i) != live->after(b)) {
-        if (live->after(i) < live->after(b)) {
-          best = r;
-          bestStart = start;
-        }
-        continue;
-      }
-      // Earliest start; then the longest path to the end; then program
-      // order. Starts within a nanosecond count as equal (sums of doubles).
-      bool earlier = start < bestStart - 1e-9;
-      bool tie = !earlier && start <= bestStart + 1e-9;
-      if (earlier ||
-          (tie && (remaining[i] > remaining[b] + 1e-12 ||
-                   (remaining[i] >= remaining[b] - 1e-12 && i < b)))) {
+      if (better) {
         best = r;
-        bestStart = start;
+        top = c;
       }
     }
     int64_t node = ready[best];

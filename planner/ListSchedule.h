@@ -53,8 +53,9 @@ std::vector<int64_t> peakLiveBytes(const ScheduleGraph &graph,
 /// arena's live bytes within scheduleOrder's peak (Schedule.h) where it
 /// can: a node that would take them past it waits while another fits, and
 /// when none does, the one that leaves the fewest bytes live goes first.
-/// Without, a collective whose inputs are ready early (a ZeRO-3 gather) runs at
-/// once and its buffer lives until its reader runs.
+/// Without, whatever can start earliest goes first, and a value made early
+/// (a gradient bucket queued behind other collectives, the next layer's
+/// activations) lives until its late reader runs.
 std::vector<int64_t> latencyHidingOrder(const ScheduleGraph &graph,
                                         const std::vector<double> &seconds,
                                         const ArenaBuffers *arena = nullptr);
