@@ -8,7 +8,7 @@
 // stream, its communicator, the GEMM engine, the kernels' scratch) and the
 // events between streams. The runtime never touches rank memory itself:
 // parameters, batches and outputs move through upload/download, poison
-// through fill.
+// through fill, and parameters are drawn where they live (drawNormal).
 //
 // Two ways to run a step, chosen by enqueues():
 //  - cpu: a host thread per stream of every rank; a launch runs to
@@ -27,6 +27,7 @@
 #include "executor/OpTable.h"
 #include "executor/Processes.h"
 #include "executor/Trace.h"
+#include "kernels/ParamDraw.h"
 #include "planner/plan/Plan.h"
 #include "planner/plan/Status.h"
 
@@ -66,6 +67,13 @@ public:
   /// Zeroes numBytes bytes at dst, done when it returns (as an upload of
   /// zeros, without the host buffer and the copy).
   virtual Status zero(void *dst, int64_t numBytes) = 0;
+  /// Draws a parameter's shard in place (kernels/ParamDraw.h, rowStarts in
+  /// host memory), done when it returns: the same bits on every backend.
+  virtual Status drawNormal(const kernels::NormalDrawArgs &args) = 0;
+  /// Rounds numel float elements at src to dst's type (a bf16 weight from
+  /// its f32 master), done when it returns.
+  virtual Status convert(kernels::ConstTensorView src, kernels::TensorView dst,
+                         int64_t numel) = 0;
   /// Sets numBytes bytes at dst to `byte`, ordered on `stream`.
   virtual Status fill(int64_t stream, void *dst, uint8_t byte,
                       int64_t numBytes) = 0;

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <system_error>
 
 namespace sharc::exec {
 namespace {
@@ -246,9 +247,15 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
     if (written.valid())
       SHARC_TRY(written.get());
     writing = std::move(*tensor);
-    written = std::async(std::launch::async, [&writer, &writing] {
-      return writer->write(writing);
-    });
+    try {
+      written = std::async(std::launch::async, [&writer, &writing] {
+        return writer->write(writing);
+      });
+    } catch (const std::system_error &) {
+      // No thread to spare: this tensor goes to disk before the next one
+      // is gathered.
+      SHARC_TRY(writer->write(writing));
+    }
   }
   if (written.valid())
     SHARC_TRY(written.get());

@@ -6,6 +6,7 @@
 
 #include "executor/Arena.h"
 #include "executor/EventBoard.h"
+#include "executor/ShardLayout.h"
 
 #include <cstring>
 #include <utility>
@@ -33,6 +34,15 @@ public:
   }
   Status zero(void *dst, int64_t numBytes) override {
     std::memset(dst, 0, static_cast<size_t>(numBytes));
+    return Status::ok();
+  }
+  Status drawNormal(const kernels::NormalDrawArgs &args) override {
+    kernels::cpu::drawNormal(args);
+    return Status::ok();
+  }
+  Status convert(kernels::ConstTensorView src, kernels::TensorView dst,
+                 int64_t numel) override {
+    convertElementsInParallel(src.data, src.dtype, dst.data, dst.dtype, numel);
     return Status::ok();
   }
   Status fill(int64_t, void *dst, uint8_t byte, int64_t numBytes) override {

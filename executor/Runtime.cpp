@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <system_error>
 #include <thread>
 
 namespace sharc::exec {
@@ -500,10 +502,25 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
   if (tasks.size() == 1) {
     runOne(0);
   } else {
+    // The streams wait for one another, so every one needs its thread: a
+    // thread the host cannot start fails the step, and wakes the started
+    // ones' waits (a thrown start with threads still joinable would end
+    // the process).
     std::vector<std::thread> threads;
     threads.reserve(tasks.size());
-    for (size_t t = 0; t < tasks.size(); ++t)
-      threads.emplace_back(runOne, t);
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      try {
+        threads.emplace_back(runOne, t);
+      } catch (const std::system_error &error) {
+        statuses[t] = Status::runtimeError(
+            std::string("could not start a host thread for a stream: ") +
+            error.what());
+        int64_t none = -1;
+        firstFailure.compare_exchange_strong(none, static_cast<int64_t>(t));
+        abortAll();
+        break;
+      }
+    }
     for (std::thread &thread : threads)
       thread.join();
   }

@@ -3,7 +3,9 @@
 // The Runtime's host side: parameters drawn or loaded, optimizer state,
 // batches and outputs, each a global tensor on the host that every rank
 // slices (ShardLayout.h) through a host staging buffer and the backend's
-// upload/download, so this file never touches rank memory directly.
+// upload/download, so this file never touches rank memory directly. A
+// normal draw runs where the rank's memory is (RankDevice::drawNormal,
+// the same bits on every backend), without a host copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +43,29 @@ int64_t masterIndex(const plan::Plan &plan, const ParamEntry &param) {
   return -1;
 }
 
+/// Draws the shard `slice` of a parameter initialised by `init` into rank
+/// memory: a normal draw where the tensor lives (on a GPU, without the
+/// host), ones and zeros through a host buffer.
+Status drawShard(RankDevice &device, const plan::InitSpec &init, uint64_t seed,
+                 std::string_view name, const ShardSlice &slice,
+                 kernels::TensorView out) {
+  if (init.kind == "normal" &&
+      (out.dtype == DType::F32 || out.dtype == DType::BF16)) {
+    std::vector<int64_t> starts = sliceRowStarts(slice);
+    return device.drawNormal(
+        {.out = out,
+         .rowStarts = starts.data(),
+         .rows = static_cast<int64_t>(starts.size()),
+         .columns = slice.localShape.empty() ? 1 : slice.localShape.back(),
+         .key = drawKey(seed, name),
+         .stddev = init.stddev});
+  }
+  int64_t numBytes = numElements(slice.localShape) * dtypeSize(out.dtype);
+  std::vector<std::byte> values(static_cast<size_t>(numBytes));
+  SHARC_TRY(initShard(init, seed, name, slice, values.data(), out.dtype));
+  return device.upload(out.data, values.data(), numBytes);
+}
+
 } // namespace
 
 Status Runtime::zeroBuffer(int64_t rank, int64_t bufferId) {
@@ -55,7 +80,6 @@ Status Runtime::initParams(uint64_t seed) {
     const std::string &source =
         param.tiedTo.empty() ? param.name : param.tiedTo;
     const Buffer &buffer = plan_.buffers[param.buffer];
-    std::vector<std::byte> shard(static_cast<size_t>(buffer.numBytes));
     for (const auto &rank : ranks_) {
       if (!holdsStage(*rank, param.sharding))
         continue;
@@ -65,38 +89,33 @@ Status Runtime::initParams(uint64_t seed) {
         return slice.status();
       for (int64_t state : param.state)
         SHARC_TRY(zeroBuffer(rank->rank, state));
+      RankDevice &device = *rank->device;
+      void *weights = storage(rank->rank, param.buffer);
       // The master holds the drawn values before rounding: param is the
       // master rounded to bf16, and the f32 run starts from the master's.
-      bool drawn = false;
       if (int64_t master = masterIndex(plan_, param); master >= 0) {
         const Buffer &masterBuffer = plan_.buffers[param.state[master]];
-        std::vector<std::byte> values(
-            static_cast<size_t>(masterBuffer.numBytes));
         // Under ZeRO-1 the master is the rank's block of the parameter.
         auto masterSlice = shardSlice(plan_.mesh, param.stateLayout(),
                                       param.globalShape, rank->env.coords);
         if (!masterSlice)
           return masterSlice.status();
-        SHARC_TRY(initShard(param.init, seed, source, *masterSlice,
-                            values.data(), masterBuffer.dtype));
-        SHARC_TRY(rank->device->upload(storage(rank->rank, masterBuffer.id),
-                                       values.data(), masterBuffer.numBytes));
+        void *masterData = storage(rank->rank, masterBuffer.id);
+        SHARC_TRY(drawShard(device, param.init, seed, source, *masterSlice,
+                            {masterData, masterBuffer.dtype}));
         // A draw stores its double rounded to float, then to the storage
         // type (kernels::storeElement): rounding the f32 master gives the
         // parameter's drawn bits, so one draw of billions serves both.
         if (masterBuffer.dtype == DType::F32 &&
             sameElements(*slice, *masterSlice)) {
-          convertElementsInParallel(values.data(), DType::F32, shard.data(),
-                                    buffer.dtype,
-                                    numElements(slice->localShape));
-          drawn = true;
+          SHARC_TRY(device.convert({masterData, DType::F32},
+                                   {weights, buffer.dtype},
+                                   numElements(slice->localShape)));
+          continue;
         }
       }
-      if (!drawn)
-        SHARC_TRY(initShard(param.init, seed, source, *slice, shard.data(),
-                            buffer.dtype));
-      SHARC_TRY(rank->device->upload(storage(rank->rank, param.buffer),
-                                     shard.data(), buffer.numBytes));
+      SHARC_TRY(drawShard(device, param.init, seed, source, *slice,
+                          {weights, buffer.dtype}));
     }
   }
   nextStep_ = 1;

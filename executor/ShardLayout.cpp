@@ -3,6 +3,7 @@
 #include "executor/ShardLayout.h"
 
 #include "kernels/TensorView.h"
+#include "kernels/cpu/HostThreads.h"
 
 #include <algorithm>
 #include <cstring>
@@ -205,11 +206,7 @@ void convertElementsInParallel(const void *src, DType srcType, void *dst,
           dstType, length);
     }
   };
-  std::vector<std::thread> workers;
-  for (int64_t t = 0; t < threads; ++t)
-    workers.emplace_back(convertChunks, t);
-  for (std::thread &worker : workers)
-    worker.join();
+  kernels::cpu::runShares(threads, convertChunks);
 }
 
 bool sameElements(const ShardSlice &a, const ShardSlice &b) {

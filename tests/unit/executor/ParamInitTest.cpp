@@ -5,7 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
+#include <vector>
 
 using namespace sharc;
 using namespace sharc::exec;
@@ -208,4 +211,76 @@ TEST_CASE("a large shard drawn on several threads equals the element-wise "
       REQUIRE(
           local[r * (cols / 2) + c] ==
           static_cast<float>(initValue(spec, 7, "w", r * cols + cols / 2 + c)));
+}
+
+TEST_CASE("the draw's log and cosine are within a few ulp of libm's",
+          "[executor]") {
+  // Uniform doubles over (0, 1], the draw's own u1 and u2 among them, and
+  // the edges: 1, the smallest u1 (2^-53), both sides of the fold points
+  // sqrt(1/2) (log) and the quadrants and eighths of a turn (cosine).
+  std::vector<double> points{1.0,
+                             0x1.0p-53,
+                             0.5,
+                             0.25,
+                             0.125,
+                             0.375,
+                             0.625,
+                             0.75,
+                             0.875,
+                             0x1.6a09e667f3bccp-1,
+                             0x1.6a09e667f3bcdp-1,
+                             0x1.6a09e667f3bcep-1};
+  for (int64_t i = 0; i < 400000; ++i)
+    points.push_back(static_cast<double>((splitmix64(99 + i) >> 11) + 1) *
+                     0x1.0p-53);
+  for (double p : std::vector<double>(points))
+    for (double step : {-1.0, 1.0})
+      points.push_back(std::nextafter(p, p + step));
+  double worstLog = 0, worstCos = 0;
+  for (double u : points) {
+    if (u <= 0 || u > 1)
+      continue;
+    double ulp =
+        std::nextafter(std::abs(std::log(u)), 1e300) - std::abs(std::log(u));
+    if (u != 1.0)
+      worstLog = std::max(
+          worstLog, std::abs(kernels::drawLogUnit(u) - std::log(u)) / ulp);
+    else
+      REQUIRE(kernels::drawLogUnit(u) == 0.0);
+    if (u < 1.0)
+      worstCos =
+          std::max(worstCos, std::abs(kernels::drawCosTwoPi(u) -
+                                      std::cos(2 * std::numbers::pi * u)));
+  }
+  INFO("log " << worstLog << " ulp, cosine " << worstCos);
+  REQUIRE(worstLog <= 4.0);
+  // libm's cos(2 pi u) carries the rounding of its argument, 2 pi u, up to
+  // 4.4e-16: the two agree to that.
+  REQUIRE(worstCos <= 1e-15);
+  REQUIRE(kernels::drawCosTwoPi(0.0) == 1.0);
+  REQUIRE(kernels::drawCosTwoPi(0.5) == -1.0);
+  REQUIRE(kernels::drawCosTwoPi(0.25) == 0.0);
+}
+
+TEST_CASE("the draw gives libm's Box-Muller once rounded to f32",
+          "[executor]") {
+  // Before the draw had its own log and cosine, it was libm's. Rounded to
+  // the f32 a parameter stores, the two differ only where a value falls
+  // within a few double ulp of an f32 rounding boundary: about one in 2^27.
+  uint64_t key = drawKey(42, "layers.0.mlp.down_proj.weight");
+  int64_t differ = 0;
+  const int64_t count = 2000000;
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t counter = 2 * static_cast<uint64_t>(i);
+    double u1 =
+        static_cast<double>((splitmix64(key + counter) >> 11) + 1) * 0x1.0p-53;
+    double u2 =
+        static_cast<double>(splitmix64(key + counter + 1) >> 11) * 0x1.0p-53;
+    double libm = 0.02 * std::sqrt(-2.0 * std::log(u1)) *
+                  std::cos(2 * std::numbers::pi * u2);
+    double ours = kernels::cpu::drawNormalValue(0.02, key, i);
+    REQUIRE(std::abs(ours - libm) <= 1e-15 * 0.02 * 9);
+    differ += static_cast<float>(ours) != static_cast<float>(libm);
+  }
+  REQUIRE(differ <= 2);
 }
