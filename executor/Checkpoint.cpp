@@ -3,6 +3,7 @@
 #include "executor/Checkpoint.h"
 
 #include "executor/Divergence.h"
+#include "executor/ShardLayout.h"
 
 #include <algorithm>
 #include <charconv>
@@ -185,12 +186,22 @@ private:
   plan::NamedTensor current_;
 };
 
-} // namespace
-
-Status saveCheckpoint(const Runtime &runtime, const std::string &path,
-                      bool withOptimizerState, int64_t dataPosition,
-                      DataOrder dataOrder, bool refuseDiverged) {
+/// What a checkpoint of a runtime holds: its metadata, and its tensors in
+/// the writer's order (by name; every process gathers in it, since the
+/// shards travel between processes, and the first one writes) with their
+/// specs in the file (the vocabulary's padded rows left out).
+struct CheckpointContents {
   std::map<std::string, std::string> metadata;
+  std::vector<Runtime::SavedTensor> saved;
+  std::vector<plan::TensorSpec> specs;
+};
+
+CheckpointContents checkpointContents(const Runtime &runtime,
+                                      bool withOptimizerState,
+                                      int64_t dataPosition,
+                                      DataOrder dataOrder) {
+  CheckpointContents contents;
+  std::map<std::string, std::string> &metadata = contents.metadata;
   metadata["format"] = "sharc-checkpoint";
   metadata["model"] = runtime.plan().modelName;
   metadata["step"] = std::to_string(runtime.nextStep() - 1);
@@ -200,28 +211,39 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
     metadata["data_shuffle"] = std::to_string(dataOrder.stride) + "/" +
                                std::to_string(dataOrder.numWindows);
   metadata["lr_schedule"] = scheduleText(runtime.plan().lrSchedule);
-  std::vector<Runtime::SavedTensor> saved = runtime.paramTensors();
+  std::vector<Runtime::SavedTensor> &saved = contents.saved;
+  saved = runtime.paramTensors();
   if (withOptimizerState) {
     for (Runtime::SavedTensor &tensor : runtime.optimizerStateTensors())
       saved.push_back(std::move(tensor));
     metadata["optimizer_state"] = "adamw";
   }
-  // The writer's order, by name; every process gathers in it (the shards
-  // travel between processes) and the first one writes.
   std::sort(saved.begin(), saved.end(),
             [](const Runtime::SavedTensor &a, const Runtime::SavedTensor &b) {
               return a.spec.name < b.spec.name;
             });
   const plan::Plan &plan = runtime.plan();
-  std::vector<plan::TensorSpec> specs;
   for (const Runtime::SavedTensor &tensor : saved) {
-    specs.push_back(tensor.spec);
+    contents.specs.push_back(tensor.spec);
     if (paddedRows(plan, tensor.spec.name) > 0)
-      specs.back().shape[0] = plan.vocabSize;
+      contents.specs.back().shape[0] = plan.vocabSize;
   }
+  return contents;
+}
+
+} // namespace
+
+Status saveCheckpoint(const Runtime &runtime, const std::string &path,
+                      bool withOptimizerState, int64_t dataPosition,
+                      DataOrder dataOrder, bool refuseDiverged) {
+  CheckpointContents contents =
+      checkpointContents(runtime, withOptimizerState, dataPosition, dataOrder);
+  const std::vector<Runtime::SavedTensor> &saved = contents.saved;
+  const plan::Plan &plan = runtime.plan();
   std::unique_ptr<plan::SafeTensorsWriter> writer;
   if (runtime.writesFiles()) {
-    auto created = plan::SafeTensorsWriter::create(path, metadata, specs);
+    auto created = plan::SafeTensorsWriter::create(path, contents.metadata,
+                                                   contents.specs);
     if (!created)
       return created.status();
     writer = std::move(*created);
@@ -265,6 +287,57 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
     return Status::runtimeError(*verdict +
                                 ": the run diverged; nothing was saved");
   return writer ? writer->commit() : Status::ok();
+}
+
+Result<CheckpointSnapshot> CheckpointSnapshot::take(const Runtime &runtime,
+                                                    int64_t dataPosition,
+                                                    DataOrder dataOrder,
+                                                    bool refuseDiverged) {
+  CheckpointContents contents =
+      checkpointContents(runtime, true, dataPosition, dataOrder);
+  CheckpointSnapshot snapshot;
+  snapshot.metadata_ = std::move(contents.metadata);
+  snapshot.specs_ = std::move(contents.specs);
+  snapshot.writes_ = runtime.writesFiles();
+  const plan::Plan &plan = runtime.plan();
+  DivergenceWatch watch;
+  for (const Runtime::SavedTensor &entry : contents.saved) {
+    // Every process takes part in the gather; the one that writes keeps.
+    auto tensor = runtime.gatherSaved(entry);
+    if (!tensor)
+      return tensor.status();
+    if (refuseDiverged)
+      watch.see(*tensor, entry.isState);
+    if (!snapshot.writes_)
+      continue;
+    if (paddedRows(plan, tensor->name) > 0)
+      resizeRows(*tensor, plan.vocabSize);
+    snapshot.bytes_ += static_cast<int64_t>(tensor->bytes.size());
+    snapshot.tensors_.push_back(std::move(*tensor));
+  }
+  if (std::optional<std::string> verdict = watch.verdict())
+    return Status::runtimeError(*verdict +
+                                ": the run diverged; nothing was saved");
+  return snapshot;
+}
+
+Status CheckpointSnapshot::write(const std::string &path) const {
+  if (!writes_)
+    return Status::ok();
+  auto writer = plan::SafeTensorsWriter::create(path, metadata_, specs_);
+  if (!writer)
+    return writer.status();
+  for (const plan::NamedTensor &tensor : tensors_)
+    SHARC_TRY((*writer)->write(tensor));
+  return (*writer)->commit();
+}
+
+int64_t checkpointBytes(const Runtime &runtime, bool withOptimizerState) {
+  int64_t bytes = 0;
+  for (const plan::TensorSpec &spec :
+       checkpointContents(runtime, withOptimizerState, -1, {}).specs)
+    bytes += numElements(spec.shape) * dtypeSize(spec.dtype);
+  return bytes;
 }
 
 Status loadCheckpoint(Runtime &runtime, const std::string &path,

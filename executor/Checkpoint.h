@@ -1,5 +1,6 @@
 //===- Checkpoint.h - params and adam state as safetensors ------*- C++ -*-===//
-// defines: saveCheckpoint, loadCheckpoint
+// defines: saveCheckpoint, CheckpointSnapshot, checkpointBytes,
+//          loadCheckpoint
 //
 // A checkpoint holds global (unsharded) tensors, so any plan of the same
 // model (dense, tp, dp, ...) can resume from it: parameters by name in their
@@ -21,7 +22,9 @@
 #include "executor/Runtime.h"
 #include "planner/plan/Status.h"
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace sharc::exec {
 
@@ -36,6 +39,37 @@ namespace sharc::exec {
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
                       bool withOptimizerState = true, int64_t dataPosition = -1,
                       DataOrder dataOrder = {}, bool refuseDiverged = false);
+
+/// A checkpoint with optimizer state gathered into host memory at one
+/// step, to be written later, on another thread while training goes on
+/// (sharc-run's background --save-every): write() makes the file
+/// saveCheckpoint makes at that step, byte for byte. The process that
+/// writes holds the whole checkpoint (bytes(); checkpointBytes tells
+/// beforehand); under mpirun the others take part in the gather and hold
+/// nothing.
+class CheckpointSnapshot {
+public:
+  /// Collective under mpirun, as saveCheckpoint; refuseDiverged as there.
+  static Result<CheckpointSnapshot> take(const Runtime &runtime,
+                                         int64_t dataPosition = -1,
+                                         DataOrder dataOrder = {},
+                                         bool refuseDiverged = false);
+  /// Writes the file atomically (nothing on a process that does not
+  /// write). Touches no runtime, so any thread may call it.
+  Status write(const std::string &path) const;
+  /// The tensors' bytes held in host memory.
+  int64_t bytes() const { return bytes_; }
+
+private:
+  std::map<std::string, std::string> metadata_;
+  std::vector<plan::TensorSpec> specs_;
+  std::vector<plan::NamedTensor> tensors_;
+  int64_t bytes_ = 0;
+  bool writes_ = false;
+};
+
+/// The bytes of a checkpoint's tensors (its file, less the header).
+int64_t checkpointBytes(const Runtime &runtime, bool withOptimizerState = true);
 
 /// Loads the parameters; when the file carries optimizer state, loads it
 /// too and continues the step count, otherwise the optimizer starts fresh.

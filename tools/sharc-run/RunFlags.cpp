@@ -32,7 +32,8 @@ const char *kUsage =
     "                 [--validate DENSE_PLAN | --compare-cpu]\n"
     "                 [--trace FILE.json] [--timeout SECONDS]\n"
     "                 [--val-data FILE [--eval-every N] [--eval-batches N]]\n"
-    "                 [--save-every N [--keep-last K]] [--log FILE.csv]\n"
+    "                 [--save-every N [--keep-last K] [--save-in-place]]\n"
+    "                 [--log FILE.csv]\n"
     "       sharc-run PLAN --generate IDS [--max-new-tokens N]\n"
     "                 [--temperature T] [--top-k K] [--load CKPT] [--seed N]\n"
     "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
@@ -55,7 +56,11 @@ const char *kUsage =
     "                  step_s, elapsed_s, val_loss, val_ppl (docs/data.md)\n"
     "  --save-every N  also write CKPT-stepNNNNNN.safetensors every N steps\n"
     "                  (--save CKPT names them), keeping the last\n"
-    "                  --keep-last K (3); every checkpoint is atomic\n"
+    "                  --keep-last K (3); every checkpoint is atomic.\n"
+    "                  The run waits while the state is gathered into host\n"
+    "                  memory, and a thread writes the file as training\n"
+    "                  goes on; --save-in-place (or a host with less than\n"
+    "                  twice the checkpoint available) waits for the file\n"
     "  --poison        fill activations with NaN before every step\n"
     "  --check         reject a plan whose streams may touch the same\n"
     "                  bytes without an event ordering them (exit 1),\n"
@@ -192,6 +197,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
         return bad("--eval-batches needs at least 1");
     } else if (flag == "--save-every") {
       SHARC_TRY(needCount(options.saveEvery));
+    } else if (flag == "--save-in-place") {
+      options.saveInPlace = true;
     } else if (flag == "--keep-last") {
       SHARC_TRY(needCount(options.keepLast));
       if (options.keepLast < 1)
@@ -270,6 +277,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
     return bad("--eval-every needs --val-data FILE");
   if (options.saveEvery > 0 && options.savePath.empty())
     return bad("--save-every needs --save CKPT (it names the checkpoints)");
+  if (options.saveInPlace && options.saveEvery == 0)
+    return bad("--save-in-place needs --save-every N");
   if (options.validatePath == "<plan>.dense")
     options.validatePath = options.planPath + ".dense";
   if (options.backend != "cpu" && options.backend != "cuda" &&

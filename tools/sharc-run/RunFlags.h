@@ -41,6 +41,7 @@ struct RunFlags {
   int64_t evalBatches = 16; ///< batches of the validation file per eval
   int64_t saveEvery = 0;    ///< 0: only the final --save
   int64_t keepLast = 3;     ///< rotating checkpoints kept
+  bool saveInPlace = false; ///< --save-every: the step loop waits for files
   bool shuffle = false;     ///< --data's windows in a scattered order
   /// --generate IDS: the prompt (comma-separated ids) to continue instead
   /// of training; empty: train.

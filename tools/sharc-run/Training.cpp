@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <sys/stat.h>
+#include <system_error>
+#include <utility>
 
 namespace sharc::training {
 
@@ -64,6 +66,21 @@ std::string formatCheckpointLine(const char *verb, const std::string &path,
   return std::string(verb) + " " + path + numbers;
 }
 
+std::string formatSnapshotLine(const std::string &path, int64_t bytes,
+                               double seconds) {
+  char numbers[96];
+  double size = static_cast<double>(bytes);
+  if (size < 1e9)
+    std::snprintf(numbers, sizeof(numbers),
+                  " in the background (%.1f MB gathered in %.1f s)", size / 1e6,
+                  seconds);
+  else
+    std::snprintf(numbers, sizeof(numbers),
+                  " in the background (%.2f GB gathered in %.1f s)", size / 1e9,
+                  seconds);
+  return "saving " + path + numbers;
+}
+
 std::string rotatingCheckpointPath(const std::string &savePath, int64_t step) {
   char suffix[32];
   std::snprintf(suffix, sizeof(suffix), "-step%06lld",
@@ -77,21 +94,103 @@ std::string rotatingCheckpointPath(const std::string &savePath, int64_t step) {
   return savePath + suffix;
 }
 
-Result<std::string> CheckpointRotation::save(const exec::Runtime &runtime,
-                                             int64_t dataPosition,
-                                             exec::DataOrder dataOrder) {
-  std::string path = rotatingCheckpointPath(savePath_, runtime.nextStep() - 1);
-  SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition, dataOrder,
-                                 /*refuseDiverged=*/true));
+CheckpointRotation::~CheckpointRotation() {
+  // An early return of the run: the file in flight is finished (or left
+  // as its temporary, removed on failure), never cut off mid-write.
+  if (writing_.valid())
+    writing_.wait();
+}
+
+void CheckpointRotation::rotate(const std::string &path, bool writesFiles) {
   written_.push_back(path);
   // Only files this run wrote are removed, oldest first, and only once the
   // newer one is whole on disk.
   while (static_cast<int64_t>(written_.size()) > keepLast_) {
-    if (runtime.writesFiles())
+    if (writesFiles)
       std::remove(written_.front().c_str());
     written_.pop_front();
   }
+}
+
+Result<std::string> CheckpointRotation::save(const exec::Runtime &runtime,
+                                             int64_t dataPosition,
+                                             exec::DataOrder dataOrder) {
+  std::string path = rotatingCheckpointPath(savePath_, runtime.nextStep() - 1);
+  if (!background_) {
+    SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition, dataOrder,
+                                   /*refuseDiverged=*/true));
+    rotate(path, runtime.writesFiles());
+    return path;
+  }
+  if (writing_.valid())
+    return Status::runtimeError("a background save is still in flight");
+  auto snapshot =
+      exec::CheckpointSnapshot::take(runtime, dataPosition, dataOrder,
+                                     /*refuseDiverged=*/true);
+  if (!snapshot)
+    return snapshot.status();
+  snapshot_ = std::make_unique<exec::CheckpointSnapshot>(std::move(*snapshot));
+  writingPath_ = path;
+  writesFiles_ = runtime.writesFiles();
+  writingStep_ = runtime.nextStep() - 1;
+  writeStart_ = std::chrono::steady_clock::now();
+  auto write = [this] {
+    Status status = snapshot_->write(writingPath_);
+    writeSeconds_ = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - writeStart_)
+                        .count();
+    return status;
+  };
+  try {
+    writing_ = std::async(std::launch::async, write);
+  } catch (const std::system_error &) {
+    // No thread to spare: written now, reported by finished() as ever.
+    std::promise<Status> done;
+    done.set_value(write());
+    writing_ = done.get_future();
+  }
   return path;
+}
+
+Result<std::optional<CheckpointRotation::Written>>
+CheckpointRotation::finished(bool wait) {
+  if (!writing_.valid())
+    return std::optional<Written>{};
+  if (!wait &&
+      writing_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return std::optional<Written>{};
+  Status status = writing_.get();
+  snapshot_.reset(); // the host memory goes back at once
+  if (!status)
+    return status.withContext("step " + std::to_string(writingStep_));
+  rotate(writingPath_, writesFiles_);
+  return std::optional<Written>{Written{writingPath_, writeSeconds_}};
+}
+
+bool snapshotFits(int64_t bytes, std::string &why) {
+  std::FILE *meminfo = std::fopen("/proc/meminfo", "r");
+  long long availableKiB = -1;
+  if (meminfo) {
+    char line[256];
+    while (std::fgets(line, sizeof(line), meminfo))
+      if (std::sscanf(line, "MemAvailable: %lld kB", &availableKiB) == 1)
+        break;
+    std::fclose(meminfo);
+  }
+  if (availableKiB < 0) {
+    why = "this host does not say how much memory it has available";
+    return false;
+  }
+  double available = static_cast<double>(availableKiB) * 1024.0;
+  if (2.0 * static_cast<double>(bytes) <= available)
+    return true;
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "a checkpoint of %.2f GB is more than half of the %.2f GB "
+                "this host has available",
+                static_cast<double>(bytes) / 1e9, available / 1e9);
+  why = text;
+  return false;
 }
 
 } // namespace sharc::training

@@ -1,6 +1,7 @@
 //===- Training.h - sharc-run's evaluation and checkpoints ------*- C++ -*-===//
 // defines: baseLearningRate, evaluate, EvalResult, formatEval,
-//          formatCheckpointLine, rotatingCheckpointPath, CheckpointRotation
+//          formatCheckpointLine, formatSnapshotLine,
+//          rotatingCheckpointPath, CheckpointRotation, snapshotFits
 //
 // The parts of a long run that sit around the step loop in main.cpp:
 // validation loss and perplexity on a fixed set of batches
@@ -8,12 +9,17 @@
 // and `--save-every N` checkpoints of which the last K are kept.
 #pragma once
 
+#include "executor/Checkpoint.h"
 #include "executor/DataLoader.h"
 #include "executor/Runtime.h"
 #include "planner/plan/Status.h"
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <future>
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace sharc::training {
@@ -43,25 +49,69 @@ std::string formatEval(int64_t step, const EvalResult &result);
 std::string formatCheckpointLine(const char *verb, const std::string &path,
                                  double seconds);
 
+/// "saving ckpt-step000010.safetensors in the background (29.55 GB
+/// gathered in 3.1 s)": what the step loop waited for.
+std::string formatSnapshotLine(const std::string &path, int64_t bytes,
+                               double seconds);
+
 /// ckpt.safetensors at step 120 -> ckpt-step000120.safetensors (any other
 /// name gets the suffix at its end).
 std::string rotatingCheckpointPath(const std::string &savePath, int64_t step);
 
 /// Writes checkpoints (atomically, as every checkpoint; a diverged state
 /// is refused, saveCheckpoint's refuseDiverged) and removes the oldest this
-/// run wrote once more than keepLast exist.
+/// run wrote once more than keepLast exist. In the background, a save
+/// gathers the state into host memory (exec::CheckpointSnapshot; the step
+/// loop waits for that alone) and a thread writes the file while training
+/// goes on; the next save, and the end of the run, wait for it first.
 class CheckpointRotation {
 public:
-  CheckpointRotation(std::string savePath, int64_t keepLast)
-      : savePath_(std::move(savePath)), keepLast_(keepLast) {}
-  /// The path written, for the log line.
+  CheckpointRotation(std::string savePath, int64_t keepLast, bool background)
+      : savePath_(std::move(savePath)), keepLast_(keepLast),
+        background_(background) {}
+  ~CheckpointRotation();
+  CheckpointRotation(const CheckpointRotation &) = delete;
+  CheckpointRotation &operator=(const CheckpointRotation &) = delete;
+
+  bool background() const { return background_; }
+  /// The host memory the background save in flight holds.
+  int64_t snapshotBytes() const { return snapshot_ ? snapshot_->bytes() : 0; }
+  /// The path written, or being written in the background, for the log
+  /// line. In the background, call finished(true) first.
   Result<std::string> save(const exec::Runtime &runtime, int64_t dataPosition,
                            exec::DataOrder dataOrder = {});
 
+  /// A file a background save wrote.
+  struct Written {
+    std::string path;
+    double seconds = 0.0; ///< the write's, after the gather
+  };
+  /// The background write that has finished since the last call (with
+  /// wait, once it has), or nullopt when none is in flight or it goes on.
+  /// A failed write is the run's failure.
+  Result<std::optional<Written>> finished(bool wait);
+
 private:
+  /// After `path` is whole on disk: the oldest beyond keepLast go.
+  void rotate(const std::string &path, bool writesFiles);
+
   std::string savePath_;
   int64_t keepLast_;
+  bool background_;
   std::deque<std::string> written_;
+  /// The background write in flight: its snapshot, file and result.
+  std::unique_ptr<exec::CheckpointSnapshot> snapshot_;
+  std::string writingPath_;
+  int64_t writingStep_ = 0;
+  bool writesFiles_ = false; ///< this process writes (not so under mpirun)
+  std::future<Status> writing_;
+  std::chrono::steady_clock::time_point writeStart_;
+  double writeSeconds_ = 0.0;
 };
+
+/// Whether a snapshot of `bytes` leaves the host half of the memory it has
+/// available (/proc/meminfo's MemAvailable); else, in `why`, what it would
+/// take of what.
+bool snapshotFits(int64_t bytes, std::string &why);
 
 } // namespace sharc::training

@@ -337,7 +337,31 @@ int run(const RunFlags &options, bool stepsGiven,
       return trainLog->writeEval(step, *result, secondsSinceStart());
     return Status::ok();
   };
-  training::CheckpointRotation rotation(options.savePath, options.keepLast);
+  // --save-every writes in the background where the host can hold a
+  // snapshot of the state beside the run.
+  bool background = options.saveEvery > 0 && !options.saveInPlace;
+  if (background) {
+    std::string why;
+    if (!training::snapshotFits(exec::checkpointBytes(rt), why)) {
+      background = false;
+      if (!options.quiet && rt.writesFiles())
+        std::printf("--save-every writes in place: %s\n", why.c_str());
+    }
+  }
+  training::CheckpointRotation rotation(options.savePath, options.keepLast,
+                                        background);
+  // A background save's line once its file is whole; its failure fails
+  // the run.
+  auto reportSaved = [&](bool wait) -> Status {
+    auto written = rotation.finished(wait);
+    if (!written)
+      return written.status();
+    if (*written && !options.quiet && rt.writesFiles())
+      std::printf("%s\n", training::formatCheckpointLine(
+                              "saved", (*written)->path, (*written)->seconds)
+                              .c_str());
+    return Status::ok();
+  };
   double baseLr = training::baseLearningRate(*plan);
 
   // Where the run starts, so that the first comparison is on the page.
@@ -384,17 +408,27 @@ int run(const RunFlags &options, bool stepsGiven,
         i + 1 < options.steps)
       if (Status status = evaluate(step); !status)
         return fail(status);
-    if (options.saveEvery > 0 && step % options.saveEvery == 0) {
+    bool saves = options.saveEvery > 0 && step % options.saveEvery == 0;
+    if (Status status = reportSaved(/*wait=*/saves); !status)
+      return fail(status);
+    if (saves) {
       auto started = std::chrono::steady_clock::now();
       auto saved = rotation.save(rt, dataPosition, loader->order());
       if (!saved)
         return fail(saved.status().withContext("step " + std::to_string(step)));
       if (!options.quiet && rt.writesFiles())
-        std::printf("%s\n", training::formatCheckpointLine(
-                                "saved", *saved, secondsSince(started))
-                                .c_str());
+        std::printf("%s\n", rotation.background()
+                                ? training::formatSnapshotLine(
+                                      *saved, rotation.snapshotBytes(),
+                                      secondsSince(started))
+                                      .c_str()
+                                : training::formatCheckpointLine(
+                                      "saved", *saved, secondsSince(started))
+                                      .c_str());
     }
   }
+  if (Status status = reportSaved(/*wait=*/true); !status)
+    return fail(status);
   std::printf("%s\n", metrics.summary().c_str());
   if (!options.quiet && options.steps > 0)
     printDeviceMemory(rt, "after the steps");
