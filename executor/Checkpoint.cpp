@@ -256,18 +256,24 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
   DivergenceWatch watch;
   plan::NamedTensor writing;
   std::future<Status> written;
+  // Two storages take turns (the one written last is gathered into next),
+  // so after the first tensors the gathers write to touched pages.
+  std::vector<uint8_t> spare;
   for (const Runtime::SavedTensor &entry : saved) {
-    auto tensor = runtime.gatherSaved(entry);
+    auto tensor = runtime.gatherSaved(entry, std::move(spare));
     if (!tensor)
       return tensor.status();
     if (refuseDiverged)
       watch.see(*tensor, entry.isState);
     if (paddedRows(plan, tensor->name) > 0)
       resizeRows(*tensor, plan.vocabSize);
-    if (!writer)
+    if (!writer) {
+      spare = std::move(tensor->bytes);
       continue;
+    }
     if (written.valid())
       SHARC_TRY(written.get());
+    spare = std::move(writing.bytes);
     writing = std::move(*tensor);
     try {
       written = std::async(std::launch::async, [&writer, &writing] {
@@ -289,13 +295,16 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
   return writer ? writer->commit() : Status::ok();
 }
 
-Result<CheckpointSnapshot> CheckpointSnapshot::take(const Runtime &runtime,
-                                                    int64_t dataPosition,
-                                                    DataOrder dataOrder,
-                                                    bool refuseDiverged) {
+Result<CheckpointSnapshot>
+CheckpointSnapshot::take(const Runtime &runtime, int64_t dataPosition,
+                         DataOrder dataOrder, bool refuseDiverged,
+                         CheckpointSnapshot *previous) {
   CheckpointContents contents =
       checkpointContents(runtime, true, dataPosition, dataOrder);
   CheckpointSnapshot snapshot;
+  std::vector<plan::NamedTensor> storages;
+  if (previous)
+    storages = std::move(previous->tensors_);
   snapshot.metadata_ = std::move(contents.metadata);
   snapshot.specs_ = std::move(contents.specs);
   snapshot.writes_ = runtime.writesFiles();
@@ -303,7 +312,12 @@ Result<CheckpointSnapshot> CheckpointSnapshot::take(const Runtime &runtime,
   DivergenceWatch watch;
   for (const Runtime::SavedTensor &entry : contents.saved) {
     // Every process takes part in the gather; the one that writes keeps.
-    auto tensor = runtime.gatherSaved(entry);
+    // The tensors come in the same order at every save, so tensor i is
+    // gathered into the storage of the last snapshot's tensor i.
+    std::vector<uint8_t> storage;
+    if (size_t i = snapshot.tensors_.size(); i < storages.size())
+      storage = std::move(storages[i].bytes);
+    auto tensor = runtime.gatherSaved(entry, std::move(storage));
     if (!tensor)
       return tensor.status();
     if (refuseDiverged)

@@ -50,10 +50,14 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
 class CheckpointSnapshot {
 public:
   /// Collective under mpirun, as saveCheckpoint; refuseDiverged as there.
-  static Result<CheckpointSnapshot> take(const Runtime &runtime,
-                                         int64_t dataPosition = -1,
-                                         DataOrder dataOrder = {},
-                                         bool refuseDiverged = false);
+  /// The tensors are gathered into `previous`'s storage (taken from it),
+  /// whose pages the process has already touched: the first snapshot of a
+  /// large model gathers at the speed of page faults, the next ones at a
+  /// copy's.
+  static Result<CheckpointSnapshot>
+  take(const Runtime &runtime, int64_t dataPosition = -1,
+       DataOrder dataOrder = {}, bool refuseDiverged = false,
+       CheckpointSnapshot *previous = nullptr);
   /// Writes the file atomically (nothing on a process that does not
   /// write). Touches no runtime, so any thread may call it.
   Status write(const std::string &path) const;

@@ -2,8 +2,11 @@
 
 #include "executor/Divergence.h"
 
+#include "planner/plan/HostThreads.h"
+
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace sharc::exec {
 namespace {
@@ -35,23 +38,47 @@ std::optional<bool> firstNonFiniteWord(const uint8_t *bytes, size_t count) {
   return std::nullopt;
 }
 
-/// Whether the tensor's first non-finite element is a NaN; nullopt when
-/// every element is finite (an integer tensor always is).
-std::optional<bool> firstNonFiniteIsNan(const plan::NamedTensor &tensor) {
-  const uint8_t *bytes = tensor.bytes.data();
-  const size_t size = tensor.bytes.size();
-  switch (tensor.dtype) {
+/// firstNonFiniteWord over words [begin, end) of `bytes` as `dtype`.
+std::optional<bool> firstNonFiniteIn(const uint8_t *bytes, DType dtype,
+                                     size_t begin, size_t end) {
+  switch (dtype) {
   case DType::F32:
-    return firstNonFiniteWord<uint32_t, 0x7f800000u, 0x007fffffu>(bytes,
-                                                                  size / 4);
+    return firstNonFiniteWord<uint32_t, 0x7f800000u, 0x007fffffu>(
+        bytes + begin * 4, end - begin);
   case DType::BF16:
-    return firstNonFiniteWord<uint16_t, 0x7f80, 0x007f>(bytes, size / 2);
+    return firstNonFiniteWord<uint16_t, 0x7f80, 0x007f>(bytes + begin * 2,
+                                                        end - begin);
   case DType::F64:
     return firstNonFiniteWord<uint64_t, 0x7ff0000000000000ull,
-                              0x000fffffffffffffull>(bytes, size / 8);
+                              0x000fffffffffffffull>(bytes + begin * 8,
+                                                     end - begin);
   case DType::I32:
     break;
   }
+  return std::nullopt;
+}
+
+/// Whether the tensor's first non-finite element is a NaN; nullopt when
+/// every element is finite (an integer tensor always is). One thread scans
+/// about 5 GB/s, so a large tensor is cut into parts scanned at once; the
+/// first part that holds one answers.
+std::optional<bool> firstNonFiniteIsNan(const plan::NamedTensor &tensor) {
+  if (tensor.dtype == DType::I32)
+    return std::nullopt;
+  size_t words =
+      tensor.bytes.size() / static_cast<size_t>(dtypeSize(tensor.dtype));
+  constexpr size_t kPartBytes = size_t{16} << 20;
+  size_t parts = std::clamp<size_t>(tensor.bytes.size() / kPartBytes, 1, 16);
+  size_t share = (words + parts - 1) / parts;
+  std::vector<std::optional<bool>> found(parts);
+  runShares(static_cast<int64_t>(parts), [&](int64_t part) {
+    size_t begin = std::min(words, static_cast<size_t>(part) * share);
+    found[part] = firstNonFiniteIn(tensor.bytes.data(), tensor.dtype, begin,
+                                   std::min(words, begin + share));
+  });
+  for (const std::optional<bool> &isNan : found)
+    if (isNan)
+      return isNan;
   return std::nullopt;
 }
 

@@ -141,7 +141,10 @@ public:
   std::vector<SavedTensor> optimizerStateTensors() const;
   /// One of them, gathered from every rank that holds a shard (under
   /// mpirun every process calls it: the shards travel between them).
-  Result<plan::NamedTensor> gatherSaved(const SavedTensor &tensor) const;
+  /// `reuse`, the bytes of a tensor gathered before, keeps its storage (its
+  /// pages are touched: a save cycles two, a snapshot keeps its own).
+  Result<plan::NamedTensor> gatherSaved(const SavedTensor &tensor,
+                                        std::vector<uint8_t> reuse = {}) const;
   /// paramTensors(), each gathered.
   Result<plan::TensorFile> gatherParams() const;
   /// optimizerStateTensors(), each gathered.
@@ -286,12 +289,13 @@ private:
     int64_t first, count;
   };
   /// Gathers a global tensor whose shards live in buffer `bufferId`, or
-  /// the given rows of it (in range: the caller checks).
+  /// the given rows of it (in range: the caller checks), into `reuse`'s
+  /// storage.
   Result<plan::NamedTensor>
   gatherTensor(const std::string &name, int64_t bufferId,
                const std::vector<int64_t> &globalShape,
-               const plan::Sharding &sharding, DType dtype,
-               Rows rows = {0, -1}) const;
+               const plan::Sharding &sharding, DType dtype, Rows rows = {0, -1},
+               std::vector<uint8_t> reuse = {}) const;
   /// Writes every rank's slice of a global tensor into buffer `bufferId`.
   Status scatterTensor(const plan::NamedTensor &tensor, int64_t bufferId,
                        const plan::Sharding &sharding);

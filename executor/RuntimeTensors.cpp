@@ -13,6 +13,7 @@
 
 #include "executor/ParamInit.h"
 #include "executor/ShardLayout.h"
+#include "planner/plan/HostThreads.h"
 
 #include <cstddef>
 #include <vector>
@@ -167,8 +168,8 @@ Status Runtime::scatterTensor(const NamedTensor &tensor, int64_t bufferId,
 Result<NamedTensor>
 Runtime::gatherTensor(const std::string &name, int64_t bufferId,
                       const std::vector<int64_t> &globalShape,
-                      const plan::Sharding &sharding, DType dtype,
-                      Rows rows) const {
+                      const plan::Sharding &sharding, DType dtype, Rows rows,
+                      std::vector<uint8_t> reuse) const {
   const Buffer &buffer = plan_.buffers[bufferId];
   // The flattened global elements [begin, end) that the rows hold.
   std::vector<int64_t> shape = globalShape;
@@ -179,8 +180,10 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
     end = begin + rows.count * rowElements;
     shape[0] = rows.count;
   }
-  NamedTensor tensor{.name = name, .dtype = dtype, .shape = shape, .bytes = {}};
-  tensor.bytes.resize(static_cast<size_t>((end - begin) * dtypeSize(dtype)));
+  NamedTensor tensor{
+      .name = name, .dtype = dtype, .shape = shape, .bytes = std::move(reuse)};
+  resizeForOverwrite(tensor.bytes,
+                     static_cast<size_t>((end - begin) * dtypeSize(dtype)));
   int64_t elementBytes = dtypeSize(buffer.dtype);
   if (processes_->count() == 1) {
     // One shard at a time, only the local bytes that hold the rows.
@@ -204,7 +207,8 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
             static_cast<int64_t>(tensor.bytes.size())));
         continue;
       }
-      part.resize(static_cast<size_t>((span.end - span.begin) * elementBytes));
+      resizeForOverwrite(
+          part, static_cast<size_t>((span.end - span.begin) * elementBytes));
       const auto *base =
           static_cast<const std::byte *>(storage(rank->rank, bufferId));
       SHARC_TRY(rank->device->download(part.data(),
@@ -218,7 +222,8 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
   // Over processes: every rank's buffer, this process's downloaded and
   // the others' received, [rank][bytes].
   size_t shardBytes = static_cast<size_t>(buffer.numBytes);
-  std::vector<std::byte> shards(shardBytes * static_cast<size_t>(span_.world));
+  std::vector<std::byte> shards;
+  resizeForOverwrite(shards, shardBytes * static_cast<size_t>(span_.world));
   std::byte *mine = shards.data() + shardBytes * span_.first;
   for (const auto &rank : ranks_)
     if (isShardOwner(plan_.mesh, sharding, rank->env.coords))
@@ -321,9 +326,11 @@ std::vector<Runtime::SavedTensor> Runtime::optimizerStateTensors() const {
   return tensors;
 }
 
-Result<NamedTensor> Runtime::gatherSaved(const SavedTensor &tensor) const {
+Result<NamedTensor> Runtime::gatherSaved(const SavedTensor &tensor,
+                                         std::vector<uint8_t> reuse) const {
   return gatherTensor(tensor.spec.name, tensor.buffer, tensor.spec.shape,
-                      tensor.sharding, tensor.spec.dtype);
+                      tensor.sharding, tensor.spec.dtype, {0, -1},
+                      std::move(reuse));
 }
 
 namespace {

@@ -3,7 +3,7 @@
 #include "executor/ShardLayout.h"
 
 #include "kernels/TensorView.h"
-#include "kernels/cpu/HostThreads.h"
+#include "planner/plan/HostThreads.h"
 
 #include <algorithm>
 #include <cstring>
@@ -206,7 +206,7 @@ void convertElementsInParallel(const void *src, DType srcType, void *dst,
           dstType, length);
     }
   };
-  kernels::cpu::runShares(threads, convertChunks);
+  runShares(threads, convertChunks);
 }
 
 bool sameElements(const ShardSlice &a, const ShardSlice &b) {

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/ParamDraw.h"
-#include "kernels/cpu/HostThreads.h"
+#include "planner/plan/HostThreads.h"
 
 #include <algorithm>
 #include <thread>

@@ -2,15 +2,19 @@
 
 #include "planner/plan/FileText.h"
 
+#include "planner/plan/HostThreads.h"
+
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace sharc;
 
@@ -118,21 +122,40 @@ Status AtomicFileWriter::fail(const std::string &reason) {
   return Status::runtimeError("cannot write " + named_ + ": " + reason);
 }
 
+namespace {
+
+/// Reads of more than this go as pieces on several threads.
+constexpr size_t kPieceBytes = size_t{16} << 20;
+
+/// Writes all of `bytes` at `offset`; the errno of a failure, else 0.
+int writeAllAt(int fd, const char *data, size_t size, off_t offset) {
+  while (size > 0) {
+    ssize_t written = ::pwrite(fd, data, size, offset);
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written <= 0)
+      return written < 0 ? errno : EIO;
+    data += written;
+    size -= static_cast<size_t>(written);
+    offset += written;
+  }
+  return 0;
+}
+
+} // namespace
+
 Status AtomicFileWriter::append(std::string_view bytes) {
   if (fd_ < 0)
     return Status::runtimeError("cannot write " + named_ +
                                 ": the file is closed");
-  const char *data = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t written = ::write(fd_, data, left);
-    if (written < 0 && errno == EINTR)
-      continue;
-    if (written <= 0)
-      return fail(std::strerror(errno));
-    data += written;
-    left -= static_cast<size_t>(written);
-  }
+  // One writer: buffered writes to one file hold its inode's lock, so
+  // pieces on several threads only wait for each other (measured on the
+  // GPU node: 0.93 GB/s against 1.28-1.43 from one thread).
+  if (int error = writeAllAt(fd_, bytes.data(), bytes.size(),
+                             static_cast<off_t>(offset_));
+      error != 0)
+    return fail(std::strerror(error));
+  offset_ += static_cast<int64_t>(bytes.size());
   return Status::ok();
 }
 
@@ -191,20 +214,35 @@ Result<std::unique_ptr<FileReader>> FileReader::open(const std::string &path,
 FileReader::~FileReader() { ::close(fd_); }
 
 Status FileReader::readAt(int64_t offset, void *into, int64_t numBytes) const {
-  auto *to = static_cast<char *>(into);
-  while (numBytes > 0) {
-    ssize_t got = ::pread(fd_, to, static_cast<size_t>(numBytes),
-                          static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      return Status::runtimeError(
-          "cannot read " + named_ + " at byte " + std::to_string(offset) +
-          ": " + (got < 0 ? std::strerror(errno) : "the file ends there"));
-    to += got;
-    offset += got;
-    numBytes -= got;
-  }
+  // Large reads go as pieces on several threads: the page cache's copies,
+  // and the faults of fresh memory, on each (reads share the file).
+  size_t total = static_cast<size_t>(std::max<int64_t>(numBytes, 0));
+  size_t pieces = std::min<size_t>((total + kPieceBytes - 1) / kPieceBytes, 8);
+  size_t share = pieces == 0 ? 0 : (total + pieces - 1) / pieces;
+  std::vector<std::string> errors(pieces);
+  runShares(static_cast<int64_t>(pieces), [&](int64_t piece) {
+    size_t begin = static_cast<size_t>(piece) * share;
+    char *to = static_cast<char *>(into) + begin;
+    int64_t at = offset + static_cast<int64_t>(begin);
+    size_t left = begin < total ? std::min(share, total - begin) : 0;
+    while (left > 0) {
+      ssize_t got = ::pread(fd_, to, left, static_cast<off_t>(at));
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0) {
+        errors[piece] =
+            "cannot read " + named_ + " at byte " + std::to_string(at) + ": " +
+            (got < 0 ? std::strerror(errno) : "the file ends there");
+        return;
+      }
+      to += got;
+      at += got;
+      left -= static_cast<size_t>(got);
+    }
+  });
+  for (const std::string &error : errors)
+    if (!error.empty())
+      return Status::runtimeError(error);
   return Status::ok();
 }
 

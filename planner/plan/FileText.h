@@ -73,7 +73,8 @@ private:
   Status fail(const std::string &reason);
 
   std::string path_, named_, temporary_;
-  int fd_; ///< -1 once closed
+  int fd_;             ///< -1 once closed
+  int64_t offset_ = 0; ///< where the next append goes
 };
 
 /// A regular file read at offsets, a piece at a time.

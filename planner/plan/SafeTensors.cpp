@@ -8,6 +8,8 @@
 
 #include "planner/plan/SafeTensors.h"
 
+#include "planner/plan/HostThreads.h"
+
 #include "planner/plan/FileText.h"
 #include "planner/plan/JsonText.h"
 
@@ -453,7 +455,7 @@ Status SafeTensorsReader::readInto(const std::string &name,
   into.dtype = spec->dtype;
   into.shape = spec->shape;
   if (!extent.isHalf) {
-    into.bytes.resize(static_cast<size_t>(numBytes));
+    resizeForOverwrite(into.bytes, static_cast<size_t>(numBytes));
     return file_->readAt(extent.begin, into.bytes.data(), numBytes);
   }
   std::vector<uint8_t> halves(static_cast<size_t>(numBytes));

@@ -124,9 +124,11 @@ Result<std::string> CheckpointRotation::save(const exec::Runtime &runtime,
   }
   if (writing_.valid())
     return Status::runtimeError("a background save is still in flight");
+  // The last snapshot's storage is gathered into again (kept, not freed,
+  // once its file was whole).
   auto snapshot =
       exec::CheckpointSnapshot::take(runtime, dataPosition, dataOrder,
-                                     /*refuseDiverged=*/true);
+                                     /*refuseDiverged=*/true, snapshot_.get());
   if (!snapshot)
     return snapshot.status();
   snapshot_ = std::make_unique<exec::CheckpointSnapshot>(std::move(*snapshot));
@@ -160,7 +162,6 @@ CheckpointRotation::finished(bool wait) {
       writing_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
     return std::optional<Written>{};
   Status status = writing_.get();
-  snapshot_.reset(); // the host memory goes back at once
   if (!status)
     return status.withContext("step " + std::to_string(writingStep_));
   rotate(writingPath_, writesFiles_);

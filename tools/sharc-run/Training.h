@@ -99,7 +99,8 @@ private:
   int64_t keepLast_;
   bool background_;
   std::deque<std::string> written_;
-  /// The background write in flight: its snapshot, file and result.
+  /// The background write in flight: its snapshot (kept after the write,
+  /// its storage gathered into at the next save), file and result.
   std::unique_ptr<exec::CheckpointSnapshot> snapshot_;
   std::string writingPath_;
   int64_t writingStep_ = 0;

@@ -75,11 +75,16 @@ TEST_CASE("a non-finite moment or parameter is found, bf16 and f32",
 TEST_CASE("the watch names the first non-finite value past the first chunk",
           "[executor]") {
   // 10,000 elements: the scan tests chunks of 4096 without a branch each.
+  // 12 million: a tensor past 16 MiB is cut into parts scanned on threads
+  // at once (1, 3 and 6 parts here), of which the first holding one answers.
   auto tensorOf = [](DType dtype,
-                     const std::vector<std::pair<size_t, double>> &values) {
-    plan::NamedTensor tensor{
-        .name = "w", .dtype = dtype, .shape = {10000}, .bytes = {}};
-    tensor.bytes.assign(10000 * dtypeSize(dtype), 0);
+                     const std::vector<std::pair<size_t, double>> &values,
+                     size_t count = 10000) {
+    plan::NamedTensor tensor{.name = "w",
+                             .dtype = dtype,
+                             .shape = {static_cast<int64_t>(count)},
+                             .bytes = {}};
+    tensor.bytes.assign(count * dtypeSize(dtype), 0);
     for (auto [index, value] : values) {
       uint8_t *at = tensor.bytes.data() + index * dtypeSize(dtype);
       if (dtype == DType::F32) {
@@ -106,6 +111,19 @@ TEST_CASE("the watch names the first non-finite value past the first chunk",
     DivergenceWatch nanFirst;
     nanFirst.see(tensorOf(dtype, {{4097, nan}, {9999, inf}}), false);
     REQUIRE(nanFirst.verdict().value_or("") == "parameter 'w' holds nan");
+    const size_t big = 12'000'000;
+    DivergenceWatch bigFinite;
+    bigFinite.see(tensorOf(dtype, {{big - 1, 2.0}}, big), false);
+    REQUIRE_FALSE(bigFinite.verdict());
+    DivergenceWatch bigInfFirst; // each in a later part than the one before
+    bigInfFirst.see(
+        tensorOf(dtype, {{big - 2, nan}, {7'000'000, inf}, {9'500'000, nan}},
+                 big),
+        false);
+    REQUIRE(bigInfFirst.verdict().value_or("") == "parameter 'w' holds inf");
+    DivergenceWatch bigNanLast;
+    bigNanLast.see(tensorOf(dtype, {{big - 1, nan}}, big), false);
+    REQUIRE(bigNanLast.verdict().value_or("") == "parameter 'w' holds nan");
     // A moment outranks a parameter seen before it.
     nanFirst.see(tensorOf(dtype, {{8191, inf}}), true);
     REQUIRE(nanFirst.verdict().value_or("") ==

@@ -53,6 +53,37 @@ TEST_CASE("an atomic write replaces the file and leaves no temporary",
   ::rmdir(dir.c_str());
 }
 
+TEST_CASE("large appends and reads in pieces keep the bytes in order",
+          "[plan]") {
+  // Small appends around large ones, read back whole (a read of more than
+  // 16 MiB goes as up to 8 pieces at their offsets on several threads).
+  std::string dir = tempDir();
+  std::string path = dir + "/big.bin";
+  std::string expected;
+  {
+    auto writer = AtomicFileWriter::open(path, "test file");
+    REQUIRE(writer);
+    uint64_t state = 12345;
+    for (size_t size : {size_t{7}, size_t{40} << 20, size_t{1},
+                        (size_t{130} << 20) + 3, size_t{0}, size_t{5}}) {
+      std::string piece(size, '\0');
+      for (char &c : piece) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        c = static_cast<char>(state >> 56);
+      }
+      REQUIRE((*writer)->append(piece));
+      expected += piece;
+    }
+    REQUIRE((*writer)->commit());
+  }
+  auto text = readWholeFile(path, "");
+  REQUIRE(text);
+  REQUIRE(text->size() == expected.size());
+  REQUIRE(*text == expected);
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
+}
+
 TEST_CASE("an atomic write never replaces a directory or a FIFO", "[plan]") {
   std::string dir = tempDir();
   std::string sub = dir + "/sub";

@@ -1,4 +1,4 @@
-//===- KernelsHostThreadsTest.cpp - shares of host work on threads --------===//
+//===- HostThreadsTest.cpp - shares of host work on threads ---------------===//
 //
 // runShares runs every share once, on threads while the host can start
 // them, and on the calling thread when it cannot: a fresh process whose
@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cpu/HostThreads.h"
+#include "planner/plan/HostThreads.h"
 
 #include <catch2/catch.hpp>
 
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-using namespace sharc::kernels;
+using sharc::runShares;
 
 namespace {
 
@@ -32,7 +32,7 @@ std::pair<bool, int> runCounted(int n) {
   std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
   std::atomic<int> elsewhere{0};
   std::thread::id caller = std::this_thread::get_id();
-  cpu::runShares(n, [&](int64_t share) {
+  runShares(n, [&](int64_t share) {
     runs[share].fetch_add(1);
     if (std::this_thread::get_id() != caller)
       elsewhere.fetch_add(1);
@@ -53,7 +53,7 @@ long mappedBytes() {
 
 } // namespace
 
-TEST_CASE("runShares runs every share once, on threads", "[kernels]") {
+TEST_CASE("runShares runs every share once, on threads", "[plan]") {
   for (int n : {1, 2, 7}) {
     auto [once, elsewhere] = runCounted(n);
     REQUIRE(once);
@@ -84,7 +84,7 @@ TEST_CASE("runShares on a host that starts no thread", "[.capped]") {
 }
 
 TEST_CASE("runShares runs every share on the caller when no thread starts",
-          "[kernels]") {
+          "[plan]") {
   pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
