@@ -3,12 +3,14 @@
 #include "tools/sharc-run/Training.h"
 
 #include "executor/Checkpoint.h"
+#include "planner/plan/FileText.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sys/stat.h>
 #include <system_error>
+#include <unistd.h>
 #include <utility>
 
 namespace sharc::training {
@@ -101,8 +103,10 @@ CheckpointRotation::~CheckpointRotation() {
     writing_.wait();
 }
 
-void CheckpointRotation::rotate(const std::string &path, bool writesFiles) {
+void CheckpointRotation::rotate(const std::string &path, int64_t step,
+                                bool writesFiles) {
   written_.push_back(path);
+  lastStep_ = step;
   // Only files this run wrote are removed, oldest first, and only once the
   // newer one is whole on disk.
   while (static_cast<int64_t>(written_.size()) > keepLast_) {
@@ -119,7 +123,7 @@ Result<std::string> CheckpointRotation::save(const exec::Runtime &runtime,
   if (!background_) {
     SHARC_TRY(exec::saveCheckpoint(runtime, path, true, dataPosition, dataOrder,
                                    /*refuseDiverged=*/true));
-    rotate(path, runtime.writesFiles());
+    rotate(path, runtime.nextStep() - 1, runtime.writesFiles());
     return path;
   }
   if (writing_.valid())
@@ -164,8 +168,34 @@ CheckpointRotation::finished(bool wait) {
   Status status = writing_.get();
   if (!status)
     return status.withContext("step " + std::to_string(writingStep_));
-  rotate(writingPath_, writesFiles_);
+  rotate(writingPath_, writingStep_, writesFiles_);
   return std::optional<Written>{Written{writingPath_, writeSeconds_}};
+}
+
+Status linkOrCopy(const std::string &from, const std::string &to) {
+  std::string temporary = to + ".link-" + std::to_string(::getpid());
+  std::remove(temporary.c_str());
+  if (::link(from.c_str(), temporary.c_str()) == 0) {
+    if (::rename(temporary.c_str(), to.c_str()) == 0)
+      return Status::ok();
+    std::remove(temporary.c_str());
+  }
+  // Another file system, or one without hard links.
+  auto reader = FileReader::open(from, "checkpoint");
+  if (!reader)
+    return reader.status();
+  auto writer = AtomicFileWriter::open(to, "checkpoint");
+  if (!writer)
+    return writer.status();
+  constexpr int64_t kPiece = int64_t{64} << 20;
+  std::string piece;
+  for (int64_t at = 0; at < (*reader)->size(); at += kPiece) {
+    piece.resize(static_cast<size_t>(std::min(kPiece, (*reader)->size() - at)));
+    SHARC_TRY((*reader)->readAt(at, piece.data(),
+                                static_cast<int64_t>(piece.size())));
+    SHARC_TRY((*writer)->append(piece));
+  }
+  return (*writer)->commit();
 }
 
 bool snapshotFits(int64_t bytes, std::string &why) {

@@ -1,7 +1,8 @@
 //===- Training.h - sharc-run's evaluation and checkpoints ------*- C++ -*-===//
 // defines: baseLearningRate, evaluate, EvalResult, formatEval,
 //          formatCheckpointLine, formatSnapshotLine,
-//          rotatingCheckpointPath, CheckpointRotation, snapshotFits
+//          rotatingCheckpointPath, CheckpointRotation, linkOrCopy,
+//          snapshotFits
 //
 // The parts of a long run that sit around the step loop in main.cpp:
 // validation loss and perplexity on a fixed set of batches
@@ -81,6 +82,13 @@ public:
   Result<std::string> save(const exec::Runtime &runtime, int64_t dataPosition,
                            exec::DataOrder dataOrder = {});
 
+  /// The last checkpoint written (whole on disk) if it is of `step`.
+  std::optional<std::string> writtenAt(int64_t step) const {
+    if (written_.empty() || lastStep_ != step)
+      return std::nullopt;
+    return written_.back();
+  }
+
   /// A file a background save wrote.
   struct Written {
     std::string path;
@@ -92,13 +100,15 @@ public:
   Result<std::optional<Written>> finished(bool wait);
 
 private:
-  /// After `path` is whole on disk: the oldest beyond keepLast go.
-  void rotate(const std::string &path, bool writesFiles);
+  /// After `path`, the state after `step`, is whole on disk: the oldest
+  /// beyond keepLast go.
+  void rotate(const std::string &path, int64_t step, bool writesFiles);
 
   std::string savePath_;
   int64_t keepLast_;
   bool background_;
   std::deque<std::string> written_;
+  int64_t lastStep_ = -1; ///< the step of written_.back()
   /// The background write in flight: its snapshot (kept after the write,
   /// its storage gathered into at the next save), file and result.
   std::unique_ptr<exec::CheckpointSnapshot> snapshot_;
@@ -109,6 +119,10 @@ private:
   std::chrono::steady_clock::time_point writeStart_;
   double writeSeconds_ = 0.0;
 };
+
+/// Makes `to` the file `from` is, atomically: a hard link where the file
+/// system has them, else a copy streamed through host memory.
+Status linkOrCopy(const std::string &from, const std::string &to);
 
 /// Whether a snapshot of `bytes` leaves the host half of the memory it has
 /// available (/proc/meminfo's MemAvailable); else, in `why`, what it would

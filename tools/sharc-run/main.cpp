@@ -450,16 +450,23 @@ int run(const RunFlags &options, bool stepsGiven,
       return fail(status);
   if (!options.savePath.empty()) {
     auto started = std::chrono::steady_clock::now();
-    if (Status status =
-            exec::saveCheckpoint(rt, options.savePath, true, dataPosition,
-                                 loader->order(), /*refuseDiverged=*/true);
-        !status)
+    // A run that ends on a --save-every step has that state on disk
+    // already: the final checkpoint is the same file, not a second save.
+    std::optional<std::string> same = rotation.writtenAt(rt.nextStep() - 1);
+    Status status =
+        same ? (rt.writesFiles() ? training::linkOrCopy(*same, options.savePath)
+                                 : Status::ok())
+             : exec::saveCheckpoint(rt, options.savePath, true, dataPosition,
+                                    loader->order(), /*refuseDiverged=*/true);
+    if (!status)
       return fail(
           status.withContext("step " + std::to_string(rt.nextStep() - 1)));
     if (!options.quiet && rt.writesFiles())
-      std::printf("%s\n", training::formatCheckpointLine(
-                              "saved", options.savePath, secondsSince(started))
-                              .c_str());
+      std::printf("%s%s\n",
+                  training::formatCheckpointLine("saved", options.savePath,
+                                                 secondsSince(started))
+                      .c_str(),
+                  same ? (", the file of " + *same).c_str() : "");
   }
   if (!options.tracePath.empty())
     if (Status status = writeTrace(rt, options.tracePath); !status)
