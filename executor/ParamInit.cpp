@@ -29,6 +29,20 @@ std::vector<int64_t> sliceRowStarts(const ShardSlice &slice) {
   return starts;
 }
 
+ShardDraw shardDraw(const plan::InitSpec &spec, uint64_t seed,
+                    std::string_view name, const ShardSlice &slice,
+                    kernels::TensorView out) {
+  ShardDraw draw{.rowStarts = sliceRowStarts(slice), .args = {}};
+  draw.args = {.out = out,
+               .rowStarts = draw.rowStarts.data(),
+               .rows = static_cast<int64_t>(draw.rowStarts.size()),
+               .columns =
+                   slice.localShape.empty() ? 1 : slice.localShape.back(),
+               .key = drawKey(seed, name),
+               .stddev = spec.stddev};
+  return draw;
+}
+
 double initValue(const plan::InitSpec &spec, uint64_t seed,
                  std::string_view name, int64_t globalIndex) {
   if (spec.kind == "ones")
@@ -54,14 +68,7 @@ Status initShard(const plan::InitSpec &spec, uint64_t seed,
       kernels::storeElement(view, i, value);
     return Status::ok();
   }
-  std::vector<int64_t> starts = sliceRowStarts(slice);
-  kernels::cpu::drawNormal(
-      {.out = view,
-       .rowStarts = starts.data(),
-       .rows = static_cast<int64_t>(starts.size()),
-       .columns = slice.localShape.empty() ? 1 : slice.localShape.back(),
-       .key = drawKey(seed, name),
-       .stddev = spec.stddev});
+  kernels::cpu::drawNormal(shardDraw(spec, seed, name, slice, view).args);
   return Status::ok();
 }
 

@@ -1,5 +1,6 @@
 //===- ParamInit.h - shard-independent param init ---------------*- C++ -*-===//
-// defines: drawKey, sliceRowStarts, initValue, initShard, splitmix64, fnv1a
+// defines: drawKey, sliceRowStarts, ShardDraw, shardDraw, initValue,
+//          initShard, splitmix64, fnv1a
 //
 // A parameter's value is a pure function of (seed, parameter name, global
 // element index), drawn from a counter-based generator rather than a
@@ -33,6 +34,17 @@ uint64_t drawKey(uint64_t seed, std::string_view name);
 /// The global index of the first element of each local row (the slice's
 /// last dimension) of `slice`; a row's elements follow it one by one.
 std::vector<int64_t> sliceRowStarts(const ShardSlice &slice);
+
+/// The normal draw of `slice` of parameter `name` into `out`, with the row
+/// table its arguments point at (kept by the struct: a moved vector keeps
+/// its storage).
+struct ShardDraw {
+  std::vector<int64_t> rowStarts;
+  kernels::NormalDrawArgs args;
+};
+ShardDraw shardDraw(const plan::InitSpec &spec, uint64_t seed,
+                    std::string_view name, const ShardSlice &slice,
+                    kernels::TensorView out);
 
 /// The initial value of global element `globalIndex` of parameter `name`.
 double initValue(const plan::InitSpec &spec, uint64_t seed,

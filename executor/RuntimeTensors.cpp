@@ -52,14 +52,7 @@ Status drawShard(RankDevice &device, const plan::InitSpec &init, uint64_t seed,
                  kernels::TensorView out) {
   if (init.kind == "normal" &&
       (out.dtype == DType::F32 || out.dtype == DType::BF16)) {
-    std::vector<int64_t> starts = sliceRowStarts(slice);
-    return device.drawNormal(
-        {.out = out,
-         .rowStarts = starts.data(),
-         .rows = static_cast<int64_t>(starts.size()),
-         .columns = slice.localShape.empty() ? 1 : slice.localShape.back(),
-         .key = drawKey(seed, name),
-         .stddev = init.stddev});
+    return device.drawNormal(shardDraw(init, seed, name, slice, out).args);
   }
   int64_t numBytes = numElements(slice.localShape) * dtypeSize(out.dtype);
   std::vector<std::byte> values(static_cast<size_t>(numBytes));

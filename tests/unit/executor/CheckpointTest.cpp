@@ -8,19 +8,16 @@
 #include "executor/DataLoader.h"
 
 #include "TestPlans.h"
+#include "tests/unit/NoThreads.h"
 
 #include <catch2/catch.hpp>
 
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <system_error>
-#include <thread>
 
 using namespace sharc;
 using namespace sharc::exec;
@@ -194,12 +191,7 @@ TEST_CASE("a checkpoint written a tensor at a time is the whole file",
   }
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-// Sanitizers reserve terabytes of address space, so the cap below would
-// stop them rather than the threads; these cases run in the release build.
-
-// Run by the next case in a fresh process (a forked one would reuse the
-// stacks of threads that already ended, which glibc keeps).
+#ifdef SHARC_NO_THREADS_TESTABLE
 TEST_CASE("a host that starts no thread fails a step and still saves",
           "[.capped]") {
   TempFile temp;
@@ -212,24 +204,12 @@ TEST_CASE("a host that starts no thread fails a step and still saves",
   if (!(*runtime)->setBatch(data.batch(1)))
     _exit(2);
   // Room for a small checkpoint, not for one 8 MiB thread stack.
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0;
-  statm >> pages;
-  rlim_t cap = static_cast<rlim_t>(pages * sysconf(_SC_PAGESIZE) + (4 << 20));
-  rlimit limit{cap, cap};
-  if (setrlimit(RLIMIT_AS, &limit) != 0)
-    _exit(3);
-  try {
-    std::thread probe([] {});
-    probe.join();
-    _exit(4); // the cap did not stop a thread: nothing would be tested
-  } catch (const std::system_error &) {
-  }
+  sharc::test::capThreads(4 << 20);
   // Two ranks' streams need their threads: the step fails, naming why.
   auto step = (*runtime)->step();
   if (step || step.status().message().find("could not start a host thread") ==
                   std::string::npos)
-    _exit(5);
+    _exit(10);
   // The save's writer thread does not start either: each tensor is
   // written before the next is gathered, and the file is whole.
   if (!saveCheckpoint(**runtime, temp.path))
@@ -250,23 +230,13 @@ TEST_CASE("a host that starts no thread fails a step and still saves",
 
 TEST_CASE("a host out of threads fails a step with a message, not an abort",
           "[executor]") {
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    const char *args[] = {
-        "/proc/self/exe",
-        "a host that starts no thread fails a step and still saves", nullptr};
-    execv(args[0], const_cast<char *const *>(args));
-    _exit(9);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  INFO("signalled " << WIFSIGNALED(status) << ", exit " << WEXITSTATUS(status)
-                    << " (2: set-up; 3: setrlimit; 4: a thread started "
-                       "anyway; 5: the step did not fail by name; 6: the "
-                       "save failed; 7, 8: the file lacks a parameter; 9: "
-                       "no exec)");
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  int code = sharc::test::runInFreshProcess(
+      "a host that starts no thread fails a step and still saves");
+  INFO("exit " << code
+               << " (2: set-up; 3: setrlimit; 4: a thread started anyway; 5: "
+                  "no exec; 6: the save failed; 7, 8: the file lacks a "
+                  "parameter; 10: the step did not fail by name; 128 + N: "
+                  "signal N)");
+  REQUIRE(code == 0);
 }
 #endif

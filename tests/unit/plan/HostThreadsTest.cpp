@@ -8,21 +8,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/plan/HostThreads.h"
+#include "tests/unit/NoThreads.h"
 
 #include <catch2/catch.hpp>
 
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-using sharc::runShares;
+using namespace sharc;
 
 namespace {
 
@@ -43,14 +39,6 @@ std::pair<bool, int> runCounted(int n) {
   return {once, elsewhere.load()};
 }
 
-/// The process's mapped bytes now (/proc/self/statm's first field).
-long mappedBytes() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0;
-  statm >> pages;
-  return pages * sysconf(_SC_PAGESIZE);
-}
-
 } // namespace
 
 TEST_CASE("runShares runs every share once, on threads", "[plan]") {
@@ -61,45 +49,21 @@ TEST_CASE("runShares runs every share once, on threads", "[plan]") {
   }
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-// Sanitizers reserve terabytes of address space, so the cap below would
-// stop them rather than the threads; these cases run in the release build.
-
-// Run by the next case in a fresh process (a forked one would reuse the
-// stacks of threads that already ended, which glibc keeps).
+#ifdef SHARC_NO_THREADS_TESTABLE
 TEST_CASE("runShares on a host that starts no thread", "[.capped]") {
   // Room for the shares' bookkeeping, not for one 8 MiB thread stack.
-  rlim_t cap = static_cast<rlim_t>(mappedBytes() + (2 << 20));
-  rlimit limit{cap, cap};
-  if (setrlimit(RLIMIT_AS, &limit) != 0)
-    _exit(3);
-  try {
-    std::thread probe([] {});
-    probe.join();
-    _exit(4); // the cap did not stop a thread: nothing would be tested
-  } catch (const std::system_error &) {
-  }
+  test::capThreads(2 << 20);
   auto [once, elsewhere] = runCounted(5);
   _exit(once && elsewhere == 0 ? 0 : 1);
 }
 
 TEST_CASE("runShares runs every share on the caller when no thread starts",
           "[plan]") {
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    const char *args[] = {"/proc/self/exe",
-                          "runShares on a host that starts no thread", nullptr};
-    execv(args[0], const_cast<char *const *>(args));
-    _exit(5);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  INFO("child exit " << WEXITSTATUS(status)
-                     << " (1: a share ran twice, never or on a thread; 3: "
-                        "setrlimit failed; 4: a thread started anyway; 5: "
-                        "no exec)");
-  REQUIRE(WEXITSTATUS(status) == 0);
+  int code =
+      test::runInFreshProcess("runShares on a host that starts no thread");
+  INFO("exit " << code
+               << " (1: a share ran twice, never or on a thread; 3: "
+                  "setrlimit failed; 4: a thread started anyway; 5: no exec)");
+  REQUIRE(code == 0);
 }
 #endif
