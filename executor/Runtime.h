@@ -284,6 +284,11 @@ private:
   /// The state of a rank this process drives.
   RankState &local(int64_t rank) const { return *ranks_[rank - span_.first]; }
   Status zeroBuffer(int64_t rank, int64_t bufferId);
+  /// bf16-mixed: writes `param`'s weights on `rank` as its f32 master
+  /// rounded, on the device, where the two slices hold the same elements
+  /// (not under ZeRO-1, whose master is a block); whether it did.
+  Result<bool> weightsFromMaster(const RankState &rank,
+                                 const plan::ParamEntry &param) const;
   /// Rows [first, first + count) along dim 0; count < 0: all of them.
   struct Rows {
     int64_t first, count;

@@ -67,6 +67,29 @@ Status Runtime::zeroBuffer(int64_t rank, int64_t bufferId) {
                                   plan_.buffers[bufferId].numBytes);
 }
 
+Result<bool> Runtime::weightsFromMaster(const RankState &rank,
+                                        const ParamEntry &param) const {
+  int64_t master = masterIndex(plan_, param);
+  if (master < 0)
+    return false;
+  const Buffer &masterBuffer = plan_.buffers[param.state[master]];
+  if (masterBuffer.dtype != DType::F32)
+    return false;
+  auto slice = shardSlice(plan_.mesh, param.sharding, param.globalShape,
+                          rank.env.coords);
+  auto masterSlice = shardSlice(plan_.mesh, param.stateLayout(),
+                                param.globalShape, rank.env.coords);
+  if (!slice || !masterSlice)
+    return slice ? masterSlice.status() : slice.status();
+  if (!sameElements(*slice, *masterSlice))
+    return false;
+  SHARC_TRY(rank.device->convert(
+      {storage(rank.rank, masterBuffer.id), DType::F32},
+      {storage(rank.rank, param.buffer), plan_.buffers[param.buffer].dtype},
+      numElements(slice->localShape)));
+  return true;
+}
+
 Status Runtime::initParams(uint64_t seed) {
   for (const ParamEntry &param : plan_.params) {
     // A tied parameter draws its values under the name it is tied to, so
@@ -77,14 +100,9 @@ Status Runtime::initParams(uint64_t seed) {
     for (const auto &rank : ranks_) {
       if (!holdsStage(*rank, param.sharding))
         continue;
-      auto slice = shardSlice(plan_.mesh, param.sharding, param.globalShape,
-                              rank->env.coords);
-      if (!slice)
-        return slice.status();
       for (int64_t state : param.state)
         SHARC_TRY(zeroBuffer(rank->rank, state));
       RankDevice &device = *rank->device;
-      void *weights = storage(rank->rank, param.buffer);
       // The master holds the drawn values before rounding: param is the
       // master rounded to bf16, and the f32 run starts from the master's.
       if (int64_t master = masterIndex(plan_, param); master >= 0) {
@@ -94,22 +112,24 @@ Status Runtime::initParams(uint64_t seed) {
                                       param.globalShape, rank->env.coords);
         if (!masterSlice)
           return masterSlice.status();
-        void *masterData = storage(rank->rank, masterBuffer.id);
-        SHARC_TRY(drawShard(device, param.init, seed, source, *masterSlice,
-                            {masterData, masterBuffer.dtype}));
+        SHARC_TRY(drawShard(
+            device, param.init, seed, source, *masterSlice,
+            {storage(rank->rank, masterBuffer.id), masterBuffer.dtype}));
         // A draw stores its double rounded to float, then to the storage
         // type (kernels::storeElement): rounding the f32 master gives the
         // parameter's drawn bits, so one draw of billions serves both.
-        if (masterBuffer.dtype == DType::F32 &&
-            sameElements(*slice, *masterSlice)) {
-          SHARC_TRY(device.convert({masterData, DType::F32},
-                                   {weights, buffer.dtype},
-                                   numElements(slice->localShape)));
+        auto rounded = weightsFromMaster(*rank, param);
+        if (!rounded)
+          return rounded.status();
+        if (*rounded)
           continue;
-        }
       }
+      auto slice = shardSlice(plan_.mesh, param.sharding, param.globalShape,
+                              rank->env.coords);
+      if (!slice)
+        return slice.status();
       SHARC_TRY(drawShard(device, param.init, seed, source, *slice,
-                          {weights, buffer.dtype}));
+                          {storage(rank->rank, param.buffer), buffer.dtype}));
     }
   }
   nextStep_ = 1;
@@ -252,16 +272,30 @@ Status Runtime::loadParams(const TensorSource &source) {
       return Status::invalidInput(
           "tensor '" + name + "' has shape " + shapeText((*tensor)->shape) +
           ", the plan expects " + shapeText(owner->globalShape));
-    SHARC_TRY(scatterTensor(**tensor, param.buffer, param.sharding));
     for (const auto &rank : ranks_)
       if (holdsStage(*rank, param.sharding))
         for (int64_t state : param.state)
           SHARC_TRY(zeroBuffer(rank->rank, state));
     // The master takes the tensor as stored (a bf16-mixed checkpoint holds
-    // the f32 masters), so a resumed run continues exactly.
-    if (int64_t master = masterIndex(plan_, param); master >= 0)
+    // the f32 masters), so a resumed run continues exactly; the weights are
+    // its rounding, made on the device where a rank can (no host
+    // conversion, no second upload), else rounded on the host.
+    bool rounded = false;
+    if (int64_t master = masterIndex(plan_, param); master >= 0) {
       SHARC_TRY(
           scatterTensor(**tensor, param.state[master], param.stateLayout()));
+      rounded = true;
+      for (const auto &rank : ranks_) {
+        if (!holdsStage(*rank, param.sharding))
+          continue;
+        auto done = weightsFromMaster(*rank, param);
+        if (!done)
+          return done.status();
+        rounded = rounded && *done;
+      }
+    }
+    if (!rounded)
+      SHARC_TRY(scatterTensor(**tensor, param.buffer, param.sharding));
   }
   nextStep_ = 1;
   return Status::ok();
