@@ -83,6 +83,12 @@ std::string formatSnapshotLine(const std::string &path, int64_t bytes,
   return "saving " + path + numbers;
 }
 
+std::string formatWait(double seconds) {
+  char text[64];
+  std::snprintf(text, sizeof(text), ", the run waited %.1f s for it", seconds);
+  return text;
+}
+
 std::string rotatingCheckpointPath(const std::string &savePath, int64_t step) {
   char suffix[32];
   std::snprintf(suffix, sizeof(suffix), "-step%06lld",

@@ -1,6 +1,6 @@
 //===- Training.h - sharc-run's evaluation and checkpoints ------*- C++ -*-===//
 // defines: baseLearningRate, evaluate, EvalResult, formatEval,
-//          formatCheckpointLine, formatSnapshotLine,
+//          formatCheckpointLine, formatSnapshotLine, formatWait,
 //          rotatingCheckpointPath, CheckpointRotation, linkOrCopy,
 //          snapshotFits
 //
@@ -54,6 +54,10 @@ std::string formatCheckpointLine(const char *verb, const std::string &path,
 /// gathered in 3.1 s)": what the step loop waited for.
 std::string formatSnapshotLine(const std::string &path, int64_t bytes,
                                double seconds);
+
+/// ", the run waited 6.2 s for it": appended to a background save's line
+/// when the run had to wait for the write to finish.
+std::string formatWait(double seconds);
 
 /// ckpt.safetensors at step 120 -> ckpt-step000120.safetensors (any other
 /// name gets the suffix at its end).

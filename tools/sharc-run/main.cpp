@@ -353,13 +353,19 @@ int run(const RunFlags &options, bool stepsGiven,
   // A background save's line once its file is whole; its failure fails
   // the run.
   auto reportSaved = [&](bool wait) -> Status {
+    auto started = std::chrono::steady_clock::now();
     auto written = rotation.finished(wait);
     if (!written)
       return written.status();
+    // A save that comes before the last one's write is done waits for it:
+    // saves closer than a write takes, which the line says.
+    double waited = secondsSince(started);
     if (*written && !options.quiet && rt.writesFiles())
-      std::printf("%s\n", training::formatCheckpointLine(
-                              "saved", (*written)->path, (*written)->seconds)
-                              .c_str());
+      std::printf("%s%s\n",
+                  training::formatCheckpointLine("saved", (*written)->path,
+                                                 (*written)->seconds)
+                      .c_str(),
+                  waited >= 0.05 ? training::formatWait(waited).c_str() : "");
     return Status::ok();
   };
   double baseLr = training::baseLearningRate(*plan);
