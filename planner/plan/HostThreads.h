@@ -9,15 +9,24 @@
 // thrown start with threads still joinable would end the process).
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
 namespace sharc {
+
+/// madvise's advice to make a range's pages present and writable.
+#ifdef MADV_POPULATE_WRITE
+inline constexpr int kPopulateWrite = MADV_POPULATE_WRITE;
+#else
+inline constexpr int kPopulateWrite = 23; // Linux 5.14's value
+#endif
 
 template <typename Work> void runShares(int64_t count, const Work &work) {
   if (count <= 0)
@@ -41,8 +50,11 @@ template <typename Work> void runShares(int64_t count, const Work &work) {
 /// zero or old bytes). Memory the process has not touched costs a page
 /// fault per page on its first write (1.1-1.4 GB/s on one thread on the
 /// GPU node, a tenth of a copy's speed), so a vector that must grow past a
-/// few MiB is first touched on several threads; one already large enough
-/// keeps its pages.
+/// few MiB has its pages made present first, by the kernel
+/// (MADV_POPULATE_WRITE, faster than faulting them one by one) on several
+/// threads; the resize's zeroing then runs over present pages. Where the
+/// kernel lacks it (Linux before 5.14), the resize faults them as before.
+/// A vector already large enough keeps its pages.
 template <typename Byte>
 void resizeForOverwrite(std::vector<Byte> &bytes, size_t size) {
   static_assert(sizeof(Byte) == 1, "a vector of bytes");
@@ -51,18 +63,24 @@ void resizeForOverwrite(std::vector<Byte> &bytes, size_t size) {
     bytes.resize(size);
     return;
   }
-  // The new storage's pages are written first on several threads; the
-  // resize's own zeroing then runs over touched pages at memset speed.
   std::vector<Byte> grown;
   grown.reserve(size);
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   int64_t threads =
       std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 16);
   size_t share =
       (size + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
+  auto base = reinterpret_cast<uintptr_t>(grown.data());
   runShares(threads, [&](int64_t t) {
-    size_t begin = static_cast<size_t>(t) * share;
-    if (begin < size)
-      std::memset(grown.data() + begin, 0, std::min(share, size - begin));
+    // Whole pages inside this share (madvise takes page-aligned ranges);
+    // the bytes around them are faulted by the resize.
+    uintptr_t begin = base + std::min(size, static_cast<size_t>(t) * share);
+    uintptr_t end = base + std::min(size, static_cast<size_t>(t + 1) * share);
+    begin = (begin + page - 1) / page * page;
+    end = end / page * page;
+    if (begin < end)
+      (void)madvise(reinterpret_cast<void *>(begin), end - begin,
+                    kPopulateWrite);
   });
   grown.resize(size);
   bytes = std::move(grown);

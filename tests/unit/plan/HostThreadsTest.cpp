@@ -12,7 +12,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,6 +49,31 @@ TEST_CASE("runShares runs every share once, on threads", "[plan]") {
     REQUIRE(once);
     REQUIRE(elsewhere == n - 1);
   }
+}
+
+TEST_CASE("resizeForOverwrite grows with zeros and keeps what is large "
+          "enough",
+          "[plan]") {
+  // Past 8 MiB a vector grows through pages made present on threads; the
+  // size, the zeros and the storage kept on shrinking are std::vector's.
+  std::vector<uint8_t> bytes;
+  const size_t big = (size_t{20} << 20) + 12345;
+  resizeForOverwrite(bytes, big);
+  REQUIRE(bytes.size() == big);
+  REQUIRE(std::all_of(bytes.begin(), bytes.end(),
+                      [](uint8_t b) { return b == 0; }));
+  std::fill(bytes.begin(), bytes.end(), uint8_t{7});
+  const uint8_t *storage = bytes.data();
+  resizeForOverwrite(bytes, big / 2);
+  REQUIRE(bytes.size() == big / 2);
+  REQUIRE(bytes.data() == storage);
+  REQUIRE(bytes.back() == 7);
+  resizeForOverwrite(bytes, big);
+  REQUIRE(bytes.data() == storage);
+  REQUIRE(bytes[big / 2] == 0);
+  std::vector<std::byte> small;
+  resizeForOverwrite(small, 100);
+  REQUIRE(small.size() == 100);
 }
 
 #ifdef SHARC_NO_THREADS_TESTABLE
