@@ -231,6 +231,31 @@ CheckpointContents checkpointContents(const Runtime &runtime,
   return contents;
 }
 
+/// One tensor of a checkpoint as the file holds it (the vocabulary's
+/// padded rows left out), gathered into `reuse`'s storage and shown to
+/// `watch` on its way when one is given.
+Result<plan::NamedTensor> gatherForFile(const Runtime &runtime,
+                                        const Runtime::SavedTensor &entry,
+                                        DivergenceWatch *watch,
+                                        std::vector<uint8_t> reuse) {
+  auto tensor = runtime.gatherSaved(entry, std::move(reuse));
+  if (!tensor)
+    return tensor.status();
+  if (watch)
+    watch->see(*tensor, entry.isState);
+  if (paddedRows(runtime.plan(), tensor->name) > 0)
+    resizeRows(*tensor, runtime.plan().vocabSize);
+  return tensor;
+}
+
+/// The error of a state the watch found diverged; ok otherwise.
+Status refusal(const DivergenceWatch &watch) {
+  if (std::optional<std::string> verdict = watch.verdict())
+    return Status::runtimeError(*verdict +
+                                ": the run diverged; nothing was saved");
+  return Status::ok();
+}
+
 } // namespace
 
 Status saveCheckpoint(const Runtime &runtime, const std::string &path,
@@ -239,7 +264,6 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
   CheckpointContents contents =
       checkpointContents(runtime, withOptimizerState, dataPosition, dataOrder);
   const std::vector<Runtime::SavedTensor> &saved = contents.saved;
-  const plan::Plan &plan = runtime.plan();
   std::unique_ptr<plan::SafeTensorsWriter> writer;
   if (runtime.writesFiles()) {
     auto created = plan::SafeTensorsWriter::create(path, contents.metadata,
@@ -260,13 +284,10 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
   // so after the first tensors the gathers write to touched pages.
   std::vector<uint8_t> spare;
   for (const Runtime::SavedTensor &entry : saved) {
-    auto tensor = runtime.gatherSaved(entry, std::move(spare));
+    auto tensor = gatherForFile(
+        runtime, entry, refuseDiverged ? &watch : nullptr, std::move(spare));
     if (!tensor)
       return tensor.status();
-    if (refuseDiverged)
-      watch.see(*tensor, entry.isState);
-    if (paddedRows(plan, tensor->name) > 0)
-      resizeRows(*tensor, plan.vocabSize);
     if (!writer) {
       spare = std::move(tensor->bytes);
       continue;
@@ -289,9 +310,7 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
     SHARC_TRY(written.get());
   // Every process saw the same tensors, so all refuse alike; the writer's
   // temporary goes with it.
-  if (std::optional<std::string> verdict = watch.verdict())
-    return Status::runtimeError(*verdict +
-                                ": the run diverged; nothing was saved");
+  SHARC_TRY(refusal(watch));
   return writer ? writer->commit() : Status::ok();
 }
 
@@ -308,7 +327,6 @@ CheckpointSnapshot::take(const Runtime &runtime, int64_t dataPosition,
   snapshot.metadata_ = std::move(contents.metadata);
   snapshot.specs_ = std::move(contents.specs);
   snapshot.writes_ = runtime.writesFiles();
-  const plan::Plan &plan = runtime.plan();
   DivergenceWatch watch;
   for (const Runtime::SavedTensor &entry : contents.saved) {
     // Every process takes part in the gather; the one that writes keeps.
@@ -317,21 +335,16 @@ CheckpointSnapshot::take(const Runtime &runtime, int64_t dataPosition,
     std::vector<uint8_t> storage;
     if (size_t i = snapshot.tensors_.size(); i < storages.size())
       storage = std::move(storages[i].bytes);
-    auto tensor = runtime.gatherSaved(entry, std::move(storage));
+    auto tensor = gatherForFile(
+        runtime, entry, refuseDiverged ? &watch : nullptr, std::move(storage));
     if (!tensor)
       return tensor.status();
-    if (refuseDiverged)
-      watch.see(*tensor, entry.isState);
     if (!snapshot.writes_)
       continue;
-    if (paddedRows(plan, tensor->name) > 0)
-      resizeRows(*tensor, plan.vocabSize);
     snapshot.bytes_ += static_cast<int64_t>(tensor->bytes.size());
     snapshot.tensors_.push_back(std::move(*tensor));
   }
-  if (std::optional<std::string> verdict = watch.verdict())
-    return Status::runtimeError(*verdict +
-                                ": the run diverged; nothing was saved");
+  SHARC_TRY(refusal(watch));
   return snapshot;
 }
 

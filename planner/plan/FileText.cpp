@@ -122,28 +122,6 @@ Status AtomicFileWriter::fail(const std::string &reason) {
   return Status::runtimeError("cannot write " + named_ + ": " + reason);
 }
 
-namespace {
-
-/// Reads of more than this go as pieces on several threads.
-constexpr size_t kPieceBytes = size_t{16} << 20;
-
-/// Writes all of `bytes` at `offset`; the errno of a failure, else 0.
-int writeAllAt(int fd, const char *data, size_t size, off_t offset) {
-  while (size > 0) {
-    ssize_t written = ::pwrite(fd, data, size, offset);
-    if (written < 0 && errno == EINTR)
-      continue;
-    if (written <= 0)
-      return written < 0 ? errno : EIO;
-    data += written;
-    size -= static_cast<size_t>(written);
-    offset += written;
-  }
-  return 0;
-}
-
-} // namespace
-
 Status AtomicFileWriter::append(std::string_view bytes) {
   if (fd_ < 0)
     return Status::runtimeError("cannot write " + named_ +
@@ -151,11 +129,17 @@ Status AtomicFileWriter::append(std::string_view bytes) {
   // One writer: buffered writes to one file hold its inode's lock, so
   // pieces on several threads only wait for each other (measured on the
   // GPU node: 0.93 GB/s against 1.28-1.43 from one thread).
-  if (int error = writeAllAt(fd_, bytes.data(), bytes.size(),
-                             static_cast<off_t>(offset_));
-      error != 0)
-    return fail(std::strerror(error));
-  offset_ += static_cast<int64_t>(bytes.size());
+  const char *data = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t written = ::write(fd_, data, left);
+    if (written < 0 && errno == EINTR)
+      continue;
+    if (written <= 0)
+      return fail(std::strerror(errno));
+    data += written;
+    left -= static_cast<size_t>(written);
+  }
   return Status::ok();
 }
 
@@ -212,6 +196,11 @@ Result<std::unique_ptr<FileReader>> FileReader::open(const std::string &path,
 }
 
 FileReader::~FileReader() { ::close(fd_); }
+
+namespace {
+/// Reads of more than this go as pieces on several threads.
+constexpr size_t kPieceBytes = size_t{16} << 20;
+} // namespace
 
 Status FileReader::readAt(int64_t offset, void *into, int64_t numBytes) const {
   // Large reads go as pieces on several threads: the page cache's copies,

@@ -73,8 +73,7 @@ private:
   Status fail(const std::string &reason);
 
   std::string path_, named_, temporary_;
-  int fd_;             ///< -1 once closed
-  int64_t offset_ = 0; ///< where the next append goes
+  int fd_; ///< -1 once closed
 };
 
 /// A regular file read at offsets, a piece at a time.
