@@ -390,4 +390,21 @@ Status loadCheckpoint(Runtime &runtime, const std::string &path,
   return Status::ok();
 }
 
+bool snapshotFits(int64_t bytes, int64_t availableBytes, std::string &why) {
+  if (availableBytes < 0) {
+    why = "this host does not say how much memory it has available";
+    return false;
+  }
+  double available = static_cast<double>(availableBytes);
+  if (2.0 * static_cast<double>(bytes) <= available)
+    return true;
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                "a checkpoint of %.2f GB is more than half of the %.2f GB "
+                "this host has available",
+                static_cast<double>(bytes) / 1e9, available / 1e9);
+  why = text;
+  return false;
+}
+
 } // namespace sharc::exec

@@ -1,6 +1,6 @@
 //===- Checkpoint.h - params and adam state as safetensors ------*- C++ -*-===//
 // defines: saveCheckpoint, CheckpointSnapshot, checkpointBytes,
-//          loadCheckpoint
+//          snapshotFits, loadCheckpoint
 //
 // A checkpoint holds global (unsharded) tensors, so any plan of the same
 // model (dense, tp, dp, ...) can resume from it: parameters by name in their
@@ -74,6 +74,11 @@ private:
 
 /// The bytes of a checkpoint's tensors (its file, less the header).
 int64_t checkpointBytes(const Runtime &runtime, bool withOptimizerState = true);
+
+/// Whether a snapshot of `bytes` leaves the host at least half of the
+/// `availableBytes` it has (memAvailableBytes; -1: unknown, which does not
+/// fit); else, in `why`, what it would take of what.
+bool snapshotFits(int64_t bytes, int64_t availableBytes, std::string &why);
 
 /// Loads the parameters; when the file carries optimizer state, loads it
 /// too and continues the step count, otherwise the optimizer starts fresh.

@@ -8,29 +8,11 @@
 #include "tools/sharc-run/BenchMemory.h"
 
 #include "executor/Backend.h"
+#include "planner/plan/HostMemory.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 namespace sharc::benchrun {
-namespace {
-
-/// MemAvailable of /proc/meminfo in bytes, -1 when unreadable.
-int64_t hostAvailableBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    std::istringstream fields(line);
-    std::string key;
-    int64_t kib = -1;
-    if (fields >> key >> kib && key == "MemAvailable:")
-      return kib * 1024;
-  }
-  return -1;
-}
-
-} // namespace
 
 bool cudaAvailableFor(int64_t worldSize) {
   return exec::resolveBackend("auto", worldSize) == "cuda";
@@ -43,7 +25,7 @@ MemoryBudget memoryBudget(const std::string &backend, int64_t worldSize,
     budget.bytesPerRank = exec::deviceFreeBytes("cuda", worldSize);
     budget.source = "free on the GPU";
   } else {
-    int64_t available = hostAvailableBytes();
+    int64_t available = memAvailableBytes();
     if (available >= 0) {
       budget.bytesPerRank = available / std::max<int64_t>(worldSize, 1);
       budget.source =

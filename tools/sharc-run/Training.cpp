@@ -204,30 +204,4 @@ Status linkOrCopy(const std::string &from, const std::string &to) {
   return (*writer)->commit();
 }
 
-bool snapshotFits(int64_t bytes, std::string &why) {
-  std::FILE *meminfo = std::fopen("/proc/meminfo", "r");
-  long long availableKiB = -1;
-  if (meminfo) {
-    char line[256];
-    while (std::fgets(line, sizeof(line), meminfo))
-      if (std::sscanf(line, "MemAvailable: %lld kB", &availableKiB) == 1)
-        break;
-    std::fclose(meminfo);
-  }
-  if (availableKiB < 0) {
-    why = "this host does not say how much memory it has available";
-    return false;
-  }
-  double available = static_cast<double>(availableKiB) * 1024.0;
-  if (2.0 * static_cast<double>(bytes) <= available)
-    return true;
-  char text[160];
-  std::snprintf(text, sizeof(text),
-                "a checkpoint of %.2f GB is more than half of the %.2f GB "
-                "this host has available",
-                static_cast<double>(bytes) / 1e9, available / 1e9);
-  why = text;
-  return false;
-}
-
 } // namespace sharc::training

@@ -1,8 +1,7 @@
 //===- Training.h - sharc-run's evaluation and checkpoints ------*- C++ -*-===//
 // defines: baseLearningRate, evaluate, EvalResult, formatEval,
 //          formatCheckpointLine, formatSnapshotLine, formatWait,
-//          rotatingCheckpointPath, CheckpointRotation, linkOrCopy,
-//          snapshotFits
+//          rotatingCheckpointPath, CheckpointRotation, linkOrCopy
 //
 // The parts of a long run that sit around the step loop in main.cpp:
 // validation loss and perplexity on a fixed set of batches
@@ -127,10 +126,5 @@ private:
 /// Makes `to` the file `from` is, atomically: a hard link where the file
 /// system has them, else a copy streamed through host memory.
 Status linkOrCopy(const std::string &from, const std::string &to);
-
-/// Whether a snapshot of `bytes` leaves the host half of the memory it has
-/// available (/proc/meminfo's MemAvailable); else, in `why`, what it would
-/// take of what.
-bool snapshotFits(int64_t bytes, std::string &why);
 
 } // namespace sharc::training

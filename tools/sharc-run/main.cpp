@@ -28,6 +28,7 @@
 #include "planner/MemoryReport.h"
 #include "planner/plan/DeviceWorkspace.h"
 #include "planner/plan/FileText.h"
+#include "planner/plan/HostMemory.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchRunner.h"
 #include "tools/sharc-run/RunFlags.h"
@@ -342,7 +343,8 @@ int run(const RunFlags &options, bool stepsGiven,
   bool background = options.saveEvery > 0 && !options.saveInPlace;
   if (background) {
     std::string why;
-    if (!training::snapshotFits(exec::checkpointBytes(rt), why)) {
+    if (!exec::snapshotFits(exec::checkpointBytes(rt), memAvailableBytes(),
+                            why)) {
       background = false;
       if (!options.quiet && rt.writesFiles())
         std::printf("--save-every writes in place: %s\n", why.c_str());

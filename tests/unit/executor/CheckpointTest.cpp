@@ -192,6 +192,19 @@ TEST_CASE("a checkpoint written a tensor at a time is the whole file",
 }
 
 #ifdef SHARC_NO_THREADS_TESTABLE
+TEST_CASE("a background snapshot needs twice its size available",
+          "[executor]") {
+  std::string why;
+  int64_t gb = 1000 * 1000 * 1000;
+  REQUIRE(snapshotFits(10 * gb, 20 * gb, why));
+  REQUIRE(why.empty());
+  REQUIRE_FALSE(snapshotFits(10 * gb, 20 * gb - 1, why));
+  REQUIRE(why == "a checkpoint of 10.00 GB is more than half of the 20.00 GB "
+                 "this host has available");
+  REQUIRE_FALSE(snapshotFits(1, -1, why));
+  REQUIRE(why == "this host does not say how much memory it has available");
+}
+
 TEST_CASE("a host that starts no thread fails a step and still saves",
           "[.capped]") {
   TempFile temp;
