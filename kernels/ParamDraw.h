@@ -91,6 +91,19 @@ SHARC_HOST_DEVICE inline double fromBits(uint64_t bits) {
 #endif
 }
 
+/// c[0] z^(N-1) + c[1] z^(N-2) + ... + c[N-1] by Horner's rule, each step
+/// a rounded product and a rounded sum.
+template <int N>
+SHARC_HOST_DEVICE inline double horner(double z, const double (&c)[N]) {
+  double p = c[0];
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int i = 1; i < N; ++i)
+    p = add(mul(p, z), c[i]);
+  return p;
+}
+
 } // namespace draw
 
 /// ln u for a normal double u in (0, 1].
@@ -105,18 +118,13 @@ SHARC_HOST_DEVICE inline double drawLogUnit(double u) {
   }
   double s = div(add(m, -1.0), add(m, 1.0));
   double z = mul(s, s);
-  // 2/23, 2/21, ..., 2/3
-  double p = 0x1.642c8590b2164p-4;
-  p = add(mul(p, z), 0x1.8618618618618p-4);
-  p = add(mul(p, z), 0x1.af286bca1af28p-4);
-  p = add(mul(p, z), 0x1.e1e1e1e1e1e1ep-4);
-  p = add(mul(p, z), 0x1.1111111111111p-3);
-  p = add(mul(p, z), 0x1.3b13b13b13b14p-3);
-  p = add(mul(p, z), 0x1.745d1745d1746p-3);
-  p = add(mul(p, z), 0x1.c71c71c71c71cp-3);
-  p = add(mul(p, z), 0x1.2492492492492p-2);
-  p = add(mul(p, z), 0x1.999999999999ap-2);
-  p = add(mul(p, z), 0x1.5555555555555p-1);
+  constexpr double kTwoOverOdd[] = {
+      // 2/23, 2/21, ..., 2/3
+      0x1.642c8590b2164p-4, 0x1.8618618618618p-4, 0x1.af286bca1af28p-4,
+      0x1.e1e1e1e1e1e1ep-4, 0x1.1111111111111p-3, 0x1.3b13b13b13b14p-3,
+      0x1.745d1745d1746p-3, 0x1.c71c71c71c71cp-3, 0x1.2492492492492p-2,
+      0x1.999999999999ap-2, 0x1.5555555555555p-1};
+  double p = horner(z, kTwoOverOdd);
   double logM = add(add(s, s), mul(mul(s, z), p));
   return add(mul(static_cast<double>(exponent), 0x1.62e42fefa39efp-1), logM);
 }
@@ -132,30 +140,24 @@ SHARC_HOST_DEVICE inline double drawCosTwoPi(double u) {
   double x = mul(folded ? add(1.0, -r) : r, 0x1.921fb54442d18p+0); // pi/2
   double z = mul(x, x);
   bool cosine = ((quadrant & 1) == 0) != folded;
-  double value;
-  if (cosine) { // 1 - z/2! + z^2/4! - ... - z^9/18!
-    double c = -0x1.6827863b97d97p-53;
-    c = add(mul(c, z), 0x1.ae7f3e733b81fp-45);
-    c = add(mul(c, z), -0x1.93974a8c07c9dp-37);
-    c = add(mul(c, z), 0x1.1eed8eff8d898p-29);
-    c = add(mul(c, z), -0x1.27e4fb7789f5cp-22);
-    c = add(mul(c, z), 0x1.a01a01a01a01ap-16);
-    c = add(mul(c, z), -0x1.6c16c16c16c17p-10);
-    c = add(mul(c, z), 0x1.5555555555555p-5);
-    c = add(mul(c, z), -0x1.0p-1);
-    value = add(mul(c, z), 1.0);
-  } else { // x (1 - z/3! + z^2/5! - ... - z^9/19!)
-    double c = -0x1.2f49b46814157p-57;
-    c = add(mul(c, z), 0x1.952c77030ad4ap-49);
-    c = add(mul(c, z), -0x1.ae7f3e733b81fp-41);
-    c = add(mul(c, z), 0x1.6124613a86d09p-33);
-    c = add(mul(c, z), -0x1.ae64567f544e4p-26);
-    c = add(mul(c, z), 0x1.71de3a556c734p-19);
-    c = add(mul(c, z), -0x1.a01a01a01a01ap-13);
-    c = add(mul(c, z), 0x1.1111111111111p-7);
-    c = add(mul(c, z), -0x1.5555555555555p-3);
-    value = mul(x, add(mul(c, z), 1.0));
-  }
+  // 1 - z/2! + z^2/4! - ... - z^9/18!
+  constexpr double kCosine[] = {-0x1.6827863b97d97p-53,
+                                0x1.ae7f3e733b81fp-45,
+                                -0x1.93974a8c07c9dp-37,
+                                0x1.1eed8eff8d898p-29,
+                                -0x1.27e4fb7789f5cp-22,
+                                0x1.a01a01a01a01ap-16,
+                                -0x1.6c16c16c16c17p-10,
+                                0x1.5555555555555p-5,
+                                -0x1.0p-1,
+                                1.0};
+  // x (1 - z/3! + z^2/5! - ... - z^9/19!)
+  constexpr double kSine[] = {-0x1.2f49b46814157p-57, 0x1.952c77030ad4ap-49,
+                              -0x1.ae7f3e733b81fp-41, 0x1.6124613a86d09p-33,
+                              -0x1.ae64567f544e4p-26, 0x1.71de3a556c734p-19,
+                              -0x1.a01a01a01a01ap-13, 0x1.1111111111111p-7,
+                              -0x1.5555555555555p-3,  1.0};
+  double value = cosine ? horner(z, kCosine) : mul(x, horner(z, kSine));
   return quadrant == 1 || quadrant == 2 ? -value : value;
 }
 
