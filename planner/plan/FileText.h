@@ -10,6 +10,7 @@
 // (FileReader, AtomicFileWriter).
 #pragma once
 
+#include "planner/plan/DirectWrites.h"
 #include "planner/plan/Status.h"
 
 #include <cstdint>
@@ -51,29 +52,38 @@ Status writeFileAtomically(const std::string &path,
 /// that commit() flushes and renames over it: writeFileAtomically for a
 /// file too large to hold in memory at once (a checkpoint). Destroyed
 /// before commit(), or after a failed append, it removes the temporary and
-/// leaves whatever was at `path` whole.
+/// leaves whatever was at `path` whole. A file of more than `slotBytes`
+/// goes to disk past the page cache (DirectWrites).
 class AtomicFileWriter {
 public:
+  /// Bytes staged per O_DIRECT write (planner/plan/DirectWrites.h).
+  static constexpr int64_t kSlotBytes = int64_t{64} << 20;
+
   /// Errors as writeFileAtomically's.
   static Result<std::unique_ptr<AtomicFileWriter>>
-  open(const std::string &path, const std::string &what);
+  open(const std::string &path, const std::string &what,
+       int64_t slotBytes = kSlotBytes);
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter &) = delete;
   AtomicFileWriter &operator=(const AtomicFileWriter &) = delete;
 
   Status append(std::string_view bytes);
   Status commit();
+  /// Whether some of the bytes went to disk past the page cache.
+  bool wroteDirect() const { return writes_ && writes_->wroteDirect(); }
 
 private:
   AtomicFileWriter(std::string path, std::string named, std::string temporary,
-                   int fd)
+                   int fd, int64_t slotBytes)
       : path_(std::move(path)), named_(std::move(named)),
-        temporary_(std::move(temporary)), fd_(fd) {}
+        temporary_(std::move(temporary)), fd_(fd),
+        writes_(std::make_unique<DirectWrites>(temporary_, fd, slotBytes)) {}
   /// Closes and removes the temporary; the error names the file.
   Status fail(const std::string &reason);
 
   std::string path_, named_, temporary_;
-  int fd_; ///< -1 once closed
+  int fd_;                               ///< -1 once closed
+  std::unique_ptr<DirectWrites> writes_; ///< reset before fd_ closes
 };
 
 /// A regular file read at offsets, a piece at a time.

@@ -1,14 +1,20 @@
 //===- FileTextTest.cpp - whole-file reads and atomic writes --------------===//
 
 #include "planner/plan/FileText.h"
+#include "tests/unit/NoThreads.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <dirent.h>
+#include <fcntl.h>
 #include <string>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,6 +89,163 @@ TEST_CASE("large appends and reads in pieces keep the bytes in order",
   std::remove(path.c_str());
   ::rmdir(dir.c_str());
 }
+
+namespace {
+
+/// `size` bytes of a fixed pseudo-random sequence continuing from `state`.
+std::string noise(size_t size, uint64_t &state) {
+  std::string bytes(size, '\0');
+  for (char &c : bytes) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    c = static_cast<char>(state >> 56);
+  }
+  return bytes;
+}
+
+/// Whether files in `dir` can be opened with O_DIRECT (ext4 and xfs can;
+/// tmpfs could not before Linux 6.6).
+bool directWorksIn(const std::string &dir) {
+  std::string probe = dir + "/probe";
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT, 0600);
+  if (fd >= 0)
+    ::close(fd);
+  std::remove(probe.c_str());
+  return fd >= 0;
+}
+
+} // namespace
+
+TEST_CASE("a file of many slots is written past the page cache, byte exact",
+          "[plan]") {
+  // Slots of 8 KiB: the ends fall before, on and past slot and page
+  // boundaries, and appends span several slots.
+  std::string dir = tempDir();
+  std::string path = dir + "/slots.bin";
+  bool direct = directWorksIn(dir);
+  uint64_t state = 7;
+  for (size_t total :
+       {size_t{0}, size_t{1}, size_t{4095}, size_t{4096}, size_t{8191},
+        size_t{8192}, size_t{8193}, size_t{3 * 8192}, size_t{3 * 8192 + 4096},
+        size_t{5 * 8192 + 4097}, (size_t{1} << 20) + 17}) {
+    for (bool whole : {false, true}) {
+      CAPTURE(total, whole);
+      std::string expected = noise(total, state);
+      auto writer = AtomicFileWriter::open(path, "test file", 8192);
+      REQUIRE(writer);
+      size_t at = 0;
+      for (size_t piece : {whole ? total : 1, size_t{4097}, size_t{3000},
+                           size_t{20000}, total}) {
+        size_t take = std::min(piece, total - at);
+        REQUIRE((*writer)->append({expected.data() + at, take}));
+        at += take;
+      }
+      REQUIRE((*writer)->commit());
+      // Less than a slot goes through the page cache whole; a full slot
+      // or more, past it where the file system allows.
+      REQUIRE((*writer)->wroteDirect() == (direct && total >= 8192));
+      auto text = readWholeFile(path, "");
+      REQUIRE(text);
+      REQUIRE(*text == expected);
+    }
+  }
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("a write that fails in a slot fails the file and keeps the old one",
+          "[plan]") {
+  // A file-size limit makes the writes past it fail with EFBIG (the signal
+  // it would raise is ignored), whichever thread writes them.
+  std::string dir = tempDir();
+  std::string path = dir + "/limited.bin";
+  REQUIRE(writeFileAtomically(path, {"old"}, "test file"));
+  struct rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limited = saved;
+  limited.rlim_cur = 40000;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limited) == 0);
+  uint64_t state = 11;
+  std::string bytes = noise(200000, state);
+  Status status = Status::ok();
+  {
+    auto writer = AtomicFileWriter::open(path, "test file", 8192);
+    REQUIRE(writer);
+    for (size_t at = 0; status && at < bytes.size(); at += 10000)
+      status = (*writer)->append({bytes.data() + at, 10000});
+    if (status)
+      status = (*writer)->commit();
+  }
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &saved) == 0);
+  std::signal(SIGXFSZ, previous);
+  REQUIRE_FALSE(status);
+  REQUIRE(status.message() ==
+          "cannot write test file '" + path + "': " + std::strerror(EFBIG));
+  auto text = readWholeFile(path, "");
+  REQUIRE(text);
+  REQUIRE(*text == "old");
+  REQUIRE(entries(dir) == std::vector<std::string>{"limited.bin"});
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
+}
+
+#ifdef SHARC_NO_THREADS_TESTABLE
+/// Where the capped case below writes: beside its parent's pid.
+std::string cappedPath(pid_t parent) {
+  return "/tmp/sharc-capped-write-" + std::to_string(parent) + ".bin";
+}
+
+/// The file the capped case writes: 100 MiB and 5 bytes of one 1 MiB
+/// pattern.
+std::string cappedPattern() {
+  uint64_t state = 99;
+  return noise(size_t{1} << 20, state);
+}
+
+TEST_CASE("a large file on a host without threads or memory for slots",
+          "[.capped]") {
+  // 4 MiB of room: no thread starts and no 64 MiB slot is allocated, so
+  // the bytes go out through the page cache from the caller; with 8 KiB
+  // slots the caller writes them itself.
+  std::string pattern = cappedPattern();
+  test::capThreads(4 << 20);
+  std::string path = cappedPath(::getppid());
+  for (int64_t slot : {int64_t{8192}, AtomicFileWriter::kSlotBytes}) {
+    auto writer = AtomicFileWriter::open(path, "test file", slot);
+    if (!writer)
+      _exit(6);
+    for (int piece = 0; piece < 100; ++piece)
+      if (!(*writer)->append(pattern))
+        _exit(7);
+    if (!(*writer)->append(std::string_view(pattern).substr(0, 5)) ||
+        !(*writer)->commit())
+      _exit(8);
+    if (slot == 8192 && directWorksIn("/tmp") != (*writer)->wroteDirect())
+      _exit(9);
+  }
+  _exit(0);
+}
+
+TEST_CASE("a host without threads or memory for slots still writes a file",
+          "[plan]") {
+  int code = test::runInFreshProcess(
+      "a large file on a host without threads or memory for slots");
+  INFO("exit " << code
+               << " (3: setrlimit; 4: a thread started anyway; 6-8: "
+                  "open, append or commit failed; 9: O_DIRECT was or "
+                  "was not used; 128 + N: signal N)");
+  REQUIRE(code == 0);
+  std::string path = cappedPath(::getpid());
+  auto text = readWholeFile(path, "");
+  std::remove(path.c_str());
+  REQUIRE(text);
+  std::string pattern = cappedPattern();
+  REQUIRE(text->size() == 100 * pattern.size() + 5);
+  for (size_t at = 0; at + pattern.size() <= text->size(); at += pattern.size())
+    REQUIRE(text->compare(at, pattern.size(), pattern) == 0);
+  REQUIRE(text->compare(100 * pattern.size(), 5, pattern, 0, 5) == 0);
+}
+#endif
 
 TEST_CASE("an atomic write never replaces a directory or a FIFO", "[plan]") {
   std::string dir = tempDir();
