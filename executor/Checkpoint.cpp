@@ -154,7 +154,7 @@ int64_t paddedRows(const plan::Plan &plan, const std::string &tensorName) {
 void resizeRows(plan::NamedTensor &tensor, int64_t rows) {
   int64_t rowBytes = static_cast<int64_t>(tensor.bytes.size()) /
                      std::max<int64_t>(tensor.shape[0], 1);
-  tensor.bytes.resize(static_cast<size_t>(rows * rowBytes));
+  tensor.bytes.resize(static_cast<size_t>(rows * rowBytes), uint8_t{0});
   tensor.shape[0] = rows;
 }
 
@@ -237,7 +237,7 @@ CheckpointContents checkpointContents(const Runtime &runtime,
 Result<plan::NamedTensor> gatherForFile(const Runtime &runtime,
                                         const Runtime::SavedTensor &entry,
                                         DivergenceWatch *watch,
-                                        std::vector<uint8_t> reuse) {
+                                        ByteVector reuse) {
   auto tensor = runtime.gatherSaved(entry, std::move(reuse));
   if (!tensor)
     return tensor.status();
@@ -282,7 +282,7 @@ Status saveCheckpoint(const Runtime &runtime, const std::string &path,
   std::future<Status> written;
   // Two storages take turns (the one written last is gathered into next),
   // so after the first tensors the gathers write to touched pages.
-  std::vector<uint8_t> spare;
+  ByteVector spare;
   for (const Runtime::SavedTensor &entry : saved) {
     auto tensor = gatherForFile(
         runtime, entry, refuseDiverged ? &watch : nullptr, std::move(spare));
@@ -332,7 +332,7 @@ CheckpointSnapshot::take(const Runtime &runtime, int64_t dataPosition,
     // Every process takes part in the gather; the one that writes keeps.
     // The tensors come in the same order at every save, so tensor i is
     // gathered into the storage of the last snapshot's tensor i.
-    std::vector<uint8_t> storage;
+    ByteVector storage;
     if (size_t i = snapshot.tensors_.size(); i < storages.size())
       storage = std::move(storages[i].bytes);
     auto tensor = gatherForFile(

@@ -144,7 +144,7 @@ public:
   /// `reuse`, the bytes of a tensor gathered before, keeps its storage (its
   /// pages are touched: a save cycles two, a snapshot keeps its own).
   Result<plan::NamedTensor> gatherSaved(const SavedTensor &tensor,
-                                        std::vector<uint8_t> reuse = {}) const;
+                                        ByteVector reuse = {}) const;
   /// paramTensors(), each gathered.
   Result<plan::TensorFile> gatherParams() const;
   /// optimizerStateTensors(), each gathered.
@@ -300,7 +300,7 @@ private:
   gatherTensor(const std::string &name, int64_t bufferId,
                const std::vector<int64_t> &globalShape,
                const plan::Sharding &sharding, DType dtype, Rows rows = {0, -1},
-               std::vector<uint8_t> reuse = {}) const;
+               ByteVector reuse = {}) const;
   /// Writes every rank's slice of a global tensor into buffer `bufferId`.
   Status scatterTensor(const plan::NamedTensor &tensor, int64_t bufferId,
                        const plan::Sharding &sharding);

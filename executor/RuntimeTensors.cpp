@@ -182,7 +182,7 @@ Result<NamedTensor>
 Runtime::gatherTensor(const std::string &name, int64_t bufferId,
                       const std::vector<int64_t> &globalShape,
                       const plan::Sharding &sharding, DType dtype, Rows rows,
-                      std::vector<uint8_t> reuse) const {
+                      ByteVector reuse) const {
   const Buffer &buffer = plan_.buffers[bufferId];
   // The flattened global elements [begin, end) that the rows hold.
   std::vector<int64_t> shape = globalShape;
@@ -200,7 +200,7 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
   int64_t elementBytes = dtypeSize(buffer.dtype);
   if (processes_->count() == 1) {
     // One shard at a time, only the local bytes that hold the rows.
-    std::vector<std::byte> part;
+    BytesOf<std::byte> part;
     for (const auto &rank : ranks_) {
       if (!isShardOwner(plan_.mesh, sharding, rank->env.coords))
         continue;
@@ -235,7 +235,7 @@ Runtime::gatherTensor(const std::string &name, int64_t bufferId,
   // Over processes: every rank's buffer, this process's downloaded and
   // the others' received, [rank][bytes].
   size_t shardBytes = static_cast<size_t>(buffer.numBytes);
-  std::vector<std::byte> shards;
+  BytesOf<std::byte> shards;
   resizeForOverwrite(shards, shardBytes * static_cast<size_t>(span_.world));
   std::byte *mine = shards.data() + shardBytes * span_.first;
   for (const auto &rank : ranks_)
@@ -354,7 +354,7 @@ std::vector<Runtime::SavedTensor> Runtime::optimizerStateTensors() const {
 }
 
 Result<NamedTensor> Runtime::gatherSaved(const SavedTensor &tensor,
-                                         std::vector<uint8_t> reuse) const {
+                                         ByteVector reuse) const {
   return gatherTensor(tensor.spec.name, tensor.buffer, tensor.spec.shape,
                       tensor.sharding, tensor.spec.dtype, {0, -1},
                       std::move(reuse));
@@ -477,7 +477,7 @@ Status Runtime::setBatch(const std::vector<int32_t> &tokens,
     }
   auto asBytes = [](const std::vector<int32_t> &values) {
     const auto *begin = reinterpret_cast<const uint8_t *>(values.data());
-    return std::vector<uint8_t>(begin, begin + values.size() * 4);
+    return ByteVector(begin, begin + values.size() * 4);
   };
   tokensSB.bytes = asBytes(idsSB);
   labelsSB.bytes = asBytes(labelsOut);

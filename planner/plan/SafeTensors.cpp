@@ -82,8 +82,8 @@ float halfToFloat(uint16_t bits) {
 }
 
 /// F16 tensor bytes widened to F32 (exact).
-std::vector<uint8_t> widenHalves(const uint8_t *data, int64_t numBytes) {
-  std::vector<uint8_t> wide(static_cast<size_t>(numBytes * 2));
+ByteVector widenHalves(const uint8_t *data, int64_t numBytes) {
+  ByteVector wide(static_cast<size_t>(numBytes * 2));
   for (int64_t i = 0; i < numBytes / 2; ++i) {
     uint16_t bits = static_cast<uint16_t>(data[2 * i] | (data[2 * i + 1] << 8));
     float value = halfToFloat(bits);

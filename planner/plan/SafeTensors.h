@@ -22,6 +22,7 @@
 // runs on.
 #pragma once
 
+#include "planner/plan/ByteVector.h"
 #include "planner/plan/DType.h"
 #include "planner/plan/FileText.h"
 #include "planner/plan/Status.h"
@@ -39,7 +40,7 @@ struct NamedTensor {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes; ///< product(shape) * dtypeSize(dtype) bytes
+  ByteVector bytes; ///< product(shape) * dtypeSize(dtype) bytes
 };
 
 struct TensorFile {

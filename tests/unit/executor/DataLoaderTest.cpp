@@ -221,7 +221,7 @@ TEST_CASE("a checkpoint resumes params, optimizer state and step count",
   // A checkpoint of another model is invalid input naming the tensor.
   plan::TensorFile other;
   other.tensors.push_back(
-      {"embed.weight", DType::F32, {2, 2}, std::vector<uint8_t>(16)});
+      {"embed.weight", DType::F32, {2, 2}, ByteVector(16, 0)});
   REQUIRE(plan::writeSafeTensors(checkpoint.path, other));
   Status mismatch = loadCheckpoint(**second, checkpoint.path);
   REQUIRE(mismatch.code() == Status::Code::InvalidInput);

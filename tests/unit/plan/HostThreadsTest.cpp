@@ -54,9 +54,11 @@ TEST_CASE("runShares runs every share once, on threads", "[plan]") {
 TEST_CASE("resizeForOverwrite grows with zeros and keeps what is large "
           "enough",
           "[plan]") {
-  // Past 8 MiB a vector grows through pages made present on threads; the
-  // size, the zeros and the storage kept on shrinking are std::vector's.
-  std::vector<uint8_t> bytes;
+  // Past 8 MiB a vector grows into new storage zeroed on threads; the
+  // size, the zeros and the storage kept on shrinking are as a
+  // std::vector's resize would leave them, although a ByteVector's own
+  // resize zeroes nothing.
+  ByteVector bytes;
   const size_t big = (size_t{20} << 20) + 12345;
   resizeForOverwrite(bytes, big);
   REQUIRE(bytes.size() == big);
@@ -71,9 +73,16 @@ TEST_CASE("resizeForOverwrite grows with zeros and keeps what is large "
   resizeForOverwrite(bytes, big);
   REQUIRE(bytes.data() == storage);
   REQUIRE(bytes[big / 2] == 0);
-  std::vector<std::byte> small;
+  BytesOf<std::byte> small(10, std::byte{5});
+  small.reserve(100);
+  resizeForOverwrite(small, 50);
+  REQUIRE(small.size() == 50);
+  for (size_t i = 0; i < small.size(); ++i)
+    REQUIRE(small[i] == std::byte{i < 10 ? uint8_t{5} : uint8_t{0}});
+  small.resize(10);
   resizeForOverwrite(small, 100);
-  REQUIRE(small.size() == 100);
+  REQUIRE(std::all_of(small.begin() + 10, small.end(),
+                      [](std::byte b) { return b == std::byte{0}; }));
 }
 
 #ifdef SHARC_NO_THREADS_TESTABLE

@@ -30,7 +30,7 @@ NamedTensor makeTensor(std::string name, DType dtype,
                        const std::vector<T> &values) {
   std::string bytes = rawBytes(values);
   return {std::move(name), dtype, std::move(shape),
-          std::vector<uint8_t>(bytes.begin(), bytes.end())};
+          ByteVector(bytes.begin(), bytes.end())};
 }
 
 /// A whole file: the 8-byte little-endian header length, header, data.
