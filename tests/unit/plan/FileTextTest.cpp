@@ -28,6 +28,16 @@ std::string tempDir() {
   return dir;
 }
 
+/// `size` bytes of a fixed pseudo-random sequence continuing from `state`.
+std::string noise(size_t size, uint64_t &state) {
+  std::string bytes(size, '\0');
+  for (char &c : bytes) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    c = static_cast<char>(state >> 56);
+  }
+  return bytes;
+}
+
 /// The names in `dir` other than . and ..
 std::vector<std::string> entries(const std::string &dir) {
   std::vector<std::string> names;
@@ -72,11 +82,7 @@ TEST_CASE("large appends and reads in pieces keep the bytes in order",
     uint64_t state = 12345;
     for (size_t size : {size_t{7}, size_t{40} << 20, size_t{1},
                         (size_t{130} << 20) + 3, size_t{0}, size_t{5}}) {
-      std::string piece(size, '\0');
-      for (char &c : piece) {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        c = static_cast<char>(state >> 56);
-      }
+      std::string piece = noise(size, state);
       REQUIRE((*writer)->append(piece));
       expected += piece;
     }
@@ -91,16 +97,6 @@ TEST_CASE("large appends and reads in pieces keep the bytes in order",
 }
 
 namespace {
-
-/// `size` bytes of a fixed pseudo-random sequence continuing from `state`.
-std::string noise(size_t size, uint64_t &state) {
-  std::string bytes(size, '\0');
-  for (char &c : bytes) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    c = static_cast<char>(state >> 56);
-  }
-  return bytes;
-}
 
 /// Whether files in `dir` can be opened with O_DIRECT (ext4 and xfs can;
 /// tmpfs could not before Linux 6.6).
