@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <memory>
 #include <new>
-#include <utility>
 #include <vector>
 
 namespace sharc {
@@ -31,12 +30,10 @@ template <typename T> struct DefaultInitAllocator : std::allocator<T> {
   template <typename U>
   DefaultInitAllocator(const DefaultInitAllocator<U> &) noexcept {}
 
+  // With arguments, std::allocator_traits constructs as std::allocator
+  // does (std::construct_at), there being no construct(U *, Args...).
   template <typename U> void construct(U *at) noexcept {
     ::new (static_cast<void *>(at)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U *at, Args &&...args) {
-    ::new (static_cast<void *>(at)) U(std::forward<Args>(args)...);
   }
 };
 
