@@ -39,6 +39,8 @@ DirectWrites::DirectWrites(const std::string &path, int fd, int64_t slotBytes)
     : fd_(fd),
       slotBytes_((std::max(slotBytes, kAlign) + kAlign - 1) / kAlign * kAlign) {
   directFd_ = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  // Slots only pay where they can go out past the page cache.
+  ordinary_ = directFd_ < 0;
 }
 
 DirectWrites::~DirectWrites() {
@@ -124,7 +126,7 @@ Status DirectWrites::submit() {
   Slot slot = current_;
   current_ = {};
   offset_ += slot.used;
-  if (directFd_ >= 0 && writers_.empty()) {
+  if (writers_.empty()) {
     for (int i = 0; i < kWriters; ++i) {
       try {
         writers_.emplace_back([this] { writerLoop(); });
@@ -171,8 +173,7 @@ Status DirectWrites::writeSlot(const Slot &slot) {
   // Whole pages with O_DIRECT (the offset is a multiple of a slot, so of a
   // page); a file system that takes the descriptor but refuses the write
   // (EINVAL) gets the slot through the page cache instead.
-  int64_t direct =
-      directFd_ >= 0 && !directRefused_ ? slot.used / kAlign * kAlign : 0;
+  int64_t direct = directRefused_ ? 0 : slot.used / kAlign * kAlign;
   int error =
       direct > 0 ? writeAll(directFd_, slot.bytes, direct, slot.offset) : 0;
   if (error == EINVAL) {

@@ -1,5 +1,4 @@
-//===- DirectWrites.h - a large file written past the page cache -*- C++
-//-*-===//
+//===- DirectWrites.h - large files past the page cache --------*- C++ -*-===//
 // defines: DirectWrites
 //
 // A checkpoint of a large model is written at the disk's speed only when
@@ -79,8 +78,10 @@ private:
   int fd_, directFd_ = -1;
   int64_t slotBytes_;
   std::vector<std::unique_ptr<char, void (*)(void *)>> storage_;
-  std::string head_;      ///< the bytes before the first slot is taken
-  bool ordinary_ = false; ///< no memory for a slot: the page cache only
+  std::string head_; ///< the bytes before the first slot is taken
+  /// No O_DIRECT descriptor, or no memory for a slot: every append goes
+  /// straight through the page cache.
+  bool ordinary_ = false;
   Slot current_;
   int64_t offset_ = 0;
   /// Set by the writer threads; direct off once the file system refused.
