@@ -1,4 +1,4 @@
-//===- Communicator.cpp - in-process collectives for the cpu backend ------===//
+//===- Communicator.cpp - the cpu's collectives, met in one process -------===//
 
 #include "executor/Communicator.h"
 
@@ -34,59 +34,55 @@ struct CommWorld::Mailbox {
       queues;
 };
 
-struct LocalCommunicator::Call {
-  const char *name;      ///< "all_reduce", for messages
-  std::string signature; ///< what every member must agree on
-  const void *send;
-  void *recv;
-  int64_t recvBytes;
-  /// Writes this member's result from every member's input.
-  std::function<void(const std::vector<const void *> &sends, int64_t index,
-                     std::byte *out)>
-      compute;
-};
-
 CommWorld::CommWorld(std::vector<plan::MeshAxis> mesh, double timeoutSeconds)
     : mesh_(std::move(mesh)), timeoutSeconds_(timeoutSeconds),
       mailbox_(std::make_unique<Mailbox>()) {
   for (const plan::MeshAxis &axis : mesh_)
     worldSize_ *= axis.size;
   membership_.resize(worldSize_);
-  auto addGroup = [&](const std::string &axis,
-                      const std::vector<int64_t> &ranks) {
+  for (MeshGroup &members : meshGroups(mesh_)) {
     auto group = std::make_unique<Group>();
-    group->axis = axis;
-    group->size = static_cast<int64_t>(ranks.size());
-    group->sends.resize(ranks.size());
-    group->signatures.resize(ranks.size());
-    for (size_t i = 0; i < ranks.size(); ++i)
-      membership_[ranks[i]][axis] = {group.get(), static_cast<int64_t>(i)};
+    group->axis = members.axes;
+    group->size = static_cast<int64_t>(members.ranks.size());
+    group->sends.resize(members.ranks.size());
+    group->signatures.resize(members.ranks.size());
+    for (size_t i = 0; i < members.ranks.size(); ++i)
+      membership_[members.ranks[i]][members.axes] = {group.get(),
+                                                     static_cast<int64_t>(i)};
     groups_.push_back(std::move(group));
-  };
-  std::vector<int64_t> everyone(worldSize_);
-  for (int64_t r = 0; r < worldSize_; ++r)
-    everyone[r] = r;
-  addGroup("world", everyone);
+  }
+}
+
+std::vector<MeshGroup> meshGroups(const std::vector<plan::MeshAxis> &mesh) {
+  int64_t worldSize = 1;
+  for (const plan::MeshAxis &axis : mesh)
+    worldSize *= axis.size;
+  std::vector<MeshGroup> groups;
+  MeshGroup everyone{"world", {}};
+  for (int64_t r = 0; r < worldSize; ++r)
+    everyone.ranks.push_back(r);
+  groups.push_back(std::move(everyone));
   // The group of a set of axes (one axis, or "dp,tp" for a reduction over
   // several at once): ranks whose coordinates agree off those axes, in
   // rank order (for one axis, its coordinate order).
-  size_t numAxes = mesh_.size();
+  size_t numAxes = mesh.size();
   for (uint64_t subset = 1; subset < (uint64_t{1} << numAxes); ++subset) {
     std::string name;
     for (size_t a = 0; a < numAxes; ++a)
       if (subset >> a & 1)
-        name += (name.empty() ? "" : ",") + mesh_[a].name;
+        name += (name.empty() ? "" : ",") + mesh[a].name;
     std::map<std::vector<int64_t>, std::vector<int64_t>> groupOf;
-    for (int64_t r = 0; r < worldSize_; ++r) {
-      std::vector<int64_t> key = meshCoords(mesh_, r);
+    for (int64_t r = 0; r < worldSize; ++r) {
+      std::vector<int64_t> key = meshCoords(mesh, r);
       for (size_t a = 0; a < numAxes; ++a)
         if (subset >> a & 1)
           key[a] = 0;
       groupOf[key].push_back(r);
     }
-    for (const auto &[key, ranks] : groupOf)
-      addGroup(name, ranks);
+    for (auto &[key, ranks] : groupOf)
+      groups.push_back(MeshGroup{name, std::move(ranks)});
   }
+  return groups;
 }
 
 CommWorld::~CommWorld() = default;
@@ -247,14 +243,15 @@ Status LocalCommunicator::run(const std::string &axis, const Call &call) {
   return Status::ok();
 }
 
-Status LocalCommunicator::allReduce(const void *send, void *recv, DType dtype,
-                                    int64_t numel, ReduceOp op,
-                                    const std::string &axis) {
+Status HostCommunicator::allReduce(const void *send, void *recv, DType dtype,
+                                   int64_t numel, ReduceOp op,
+                                   const std::string &axis) {
   Call call{
       "all_reduce",
       std::string("all_reduce ") + (op == ReduceOp::Sum ? "sum " : "max ") +
           shapeText(dtype, {numel}),
       send,
+      numel * dtypeSize(dtype),
       recv,
       numel * dtypeSize(dtype),
       [&](const std::vector<const void *> &sends, int64_t, std::byte *out) {
@@ -263,9 +260,9 @@ Status LocalCommunicator::allReduce(const void *send, void *recv, DType dtype,
   return run(axis, call);
 }
 
-Status LocalCommunicator::allGather(const void *send, void *recv, DType dtype,
-                                    const std::vector<int64_t> &sendShape,
-                                    int64_t dim, const std::string &axis) {
+Status HostCommunicator::allGather(const void *send, void *recv, DType dtype,
+                                   const std::vector<int64_t> &sendShape,
+                                   int64_t dim, const std::string &axis) {
   SHARC_TRY(checkDim("all_gather", sendShape, dim));
   int64_t members = groupSize(axis);
   int64_t outer = 1, chunkBytes = dtypeSize(dtype);
@@ -276,6 +273,7 @@ Status LocalCommunicator::allGather(const void *send, void *recv, DType dtype,
       "all_gather dim " + std::to_string(dim) + " " +
           shapeText(dtype, sendShape),
       send,
+      outer * chunkBytes,
       recv,
       outer * chunkBytes * members,
       [&](const std::vector<const void *> &sends, int64_t, std::byte *out) {
@@ -289,10 +287,10 @@ Status LocalCommunicator::allGather(const void *send, void *recv, DType dtype,
   return run(axis, call);
 }
 
-Status LocalCommunicator::reduceScatter(const void *send, void *recv,
-                                        DType dtype,
-                                        const std::vector<int64_t> &sendShape,
-                                        int64_t dim, const std::string &axis) {
+Status HostCommunicator::reduceScatter(const void *send, void *recv,
+                                       DType dtype,
+                                       const std::vector<int64_t> &sendShape,
+                                       int64_t dim, const std::string &axis) {
   SHARC_TRY(checkDim("reduce_scatter", sendShape, dim));
   int64_t members = groupSize(axis);
   if (sendShape[dim] % members != 0)
@@ -308,6 +306,7 @@ Status LocalCommunicator::reduceScatter(const void *send, void *recv,
             "reduce_scatter dim " + std::to_string(dim) + " " +
                 shapeText(dtype, sendShape),
             send,
+            outer * inner * elementBytes,
             recv,
             outer * chunk * elementBytes,
             [&](const std::vector<const void *> &sends, int64_t index,
@@ -319,10 +318,10 @@ Status LocalCommunicator::reduceScatter(const void *send, void *recv,
   return run(axis, call);
 }
 
-Status LocalCommunicator::allToAll(const void *send, void *recv, DType dtype,
-                                   const std::vector<int64_t> &sendShape,
-                                   int64_t splitDim, int64_t concatDim,
-                                   const std::string &axis) {
+Status HostCommunicator::allToAll(const void *send, void *recv, DType dtype,
+                                  const std::vector<int64_t> &sendShape,
+                                  int64_t splitDim, int64_t concatDim,
+                                  const std::string &axis) {
   SHARC_TRY(checkDim("all_to_all", sendShape, splitDim));
   SHARC_TRY(checkDim("all_to_all", sendShape, concatDim));
   int64_t members = groupSize(axis);
@@ -348,6 +347,7 @@ Status LocalCommunicator::allToAll(const void *send, void *recv, DType dtype,
       "all_to_all split " + std::to_string(splitDim) + " concat " +
           std::to_string(concatDim) + " " + shapeText(dtype, sendShape),
       send,
+      numel * elementBytes,
       recv,
       numel * elementBytes,
       [&](const std::vector<const void *> &sends, int64_t index,
@@ -377,10 +377,9 @@ Status LocalCommunicator::allToAll(const void *send, void *recv, DType dtype,
   return run(axis, call);
 }
 
-namespace {
-/// The global rank of member `peer` of `rank`'s group of `axis`.
-Result<int64_t> peerRank(const std::vector<plan::MeshAxis> &mesh, int64_t rank,
-                         int64_t peer, const std::string &axis) {
+Result<int64_t> meshPeerRank(const std::vector<plan::MeshAxis> &mesh,
+                             int64_t rank, int64_t peer,
+                             const std::string &axis) {
   std::vector<int64_t> coords = meshCoords(mesh, rank);
   int64_t result = 0;
   bool found = false;
@@ -399,11 +398,10 @@ Result<int64_t> peerRank(const std::vector<plan::MeshAxis> &mesh, int64_t rank,
     return Status::runtimeError("no mesh axis '" + axis + "'");
   return result;
 }
-} // namespace
 
 Status LocalCommunicator::send(const void *data, int64_t numBytes, int64_t peer,
                                int64_t tag, const std::string &axis) {
-  auto to = peerRank(world_->mesh_, rank_, peer, axis);
+  auto to = meshPeerRank(world_->mesh_, rank_, peer, axis);
   if (!to)
     return to.status().withContext("send over " + axis);
   const auto *bytes = static_cast<const std::byte *>(data);
@@ -419,7 +417,7 @@ Status LocalCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
                                int64_t tag, const std::string &axis) {
   std::string what = "recv over " + axis + " from " + std::to_string(peer) +
                      " (tag " + std::to_string(tag) + ")";
-  auto from = peerRank(world_->mesh_, rank_, peer, axis);
+  auto from = meshPeerRank(world_->mesh_, rank_, peer, axis);
   if (!from)
     return from.status().withContext(what);
   CommWorld::Mailbox &mailbox = *world_->mailbox_;
@@ -445,10 +443,11 @@ Status LocalCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
   return Status::ok();
 }
 
-Status LocalCommunicator::barrier(const std::string &axis) {
+Status HostCommunicator::barrier(const std::string &axis) {
   Call call{"barrier",
             "barrier",
             nullptr,
+            0,
             nullptr,
             0,
             [](const std::vector<const void *> &, int64_t, std::byte *) {}};

@@ -1,20 +1,26 @@
 //===- Communicator.h - collectives: the interface, in-process --*- C++ -*-===//
-// defines: ReduceOp, Communicator, CommWorld, LocalCommunicator
+// defines: ReduceOp, Communicator, MeshGroup, meshGroups, HostCommunicator,
+//          CommWorld, LocalCommunicator
 //
 // Communicator is what an instruction calls; a backend supplies one per rank
-// and stream (LocalCommunicator here for the cpu backend, NCCL's for cuda in
-// executor/cuda). Buffers are the backend's: host memory here, device memory
-// there, where the call is enqueued on the stream the communicator was made
-// for and returns before the data moved.
+// and stream (LocalCommunicator here for the cpu backend, ProcessCommunicator
+// for the cpu backend over processes, NCCL's for cuda in executor/cuda).
+// Buffers are the backend's: host memory here, device memory there, where the
+// call is enqueued on the stream the communicator was made for and returns
+// before the data moved.
+//
+// HostCommunicator: the cpu's collectives, each member computing its own
+// result from every member's input in rank order (so sums are reproducible
+// bit for bit, and the same however the inputs met). The groups are
+// meshGroups(): ranks that share every mesh coordinate but one (the
+// sub-communicator of that axis), one per set of axes ("dp,tp": those
+// sharing the other coordinates), plus "world" for all ranks.
 //
 // LocalCommunicator: one thread per rank; a CommWorld holds one rendezvous per
-// group of ranks that share every mesh coordinate but one (the sub-communicator
-// of that axis), one per set of axes ("dp,tp": those sharing the other
-// coordinates), plus "world" for all ranks. A collective is two
-// generation-counted barriers: members publish their send pointers, each member
-// computes its own result from every member's input in rank order (so sums are
-// reproducible bit for bit), and after the second barrier it writes its
-// result (which may alias its input). Every wait times out into a Status
+// group. A collective is two generation-counted barriers: members publish
+// their send pointers, each computes its result, and after the second
+// barrier it writes it (the result may alias its input). Every wait times
+// out into a Status
 // naming the collective; a failing rank calls abort() so the others stop
 // waiting at once. Point-to-point messages queue in a mailbox per (sender,
 // receiver, tag): sends never wait and a recv takes its own tag, so two
@@ -34,7 +40,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -106,6 +114,57 @@ public:
   virtual Status endTransfers() { return Status::ok(); }
 };
 
+/// The ranks of one group: `axes` is "world", one axis or a comma-joined
+/// set in mesh order; `ranks` in rank order (for one axis, its coordinate
+/// order).
+struct MeshGroup {
+  std::string axes;
+  std::vector<int64_t> ranks;
+};
+/// Every group of the mesh: "world", then each nonempty set of axes.
+std::vector<MeshGroup> meshGroups(const std::vector<plan::MeshAxis> &mesh);
+/// The global rank of member `peer` of `rank`'s group of `axis` (one
+/// mesh axis: pipeline stages' point-to-point transfers).
+Result<int64_t> meshPeerRank(const std::vector<plan::MeshAxis> &mesh,
+                             int64_t rank, int64_t peer,
+                             const std::string &axis);
+
+/// The cpu's collectives over host memory. How the members' inputs meet is
+/// the derived class's run(); what each computes from them is here.
+class HostCommunicator : public Communicator {
+public:
+  Status allReduce(const void *send, void *recv, DType dtype, int64_t numel,
+                   ReduceOp op, const std::string &axis) override;
+  Status allGather(const void *send, void *recv, DType dtype,
+                   const std::vector<int64_t> &sendShape, int64_t dim,
+                   const std::string &axis) override;
+  Status reduceScatter(const void *send, void *recv, DType dtype,
+                       const std::vector<int64_t> &sendShape, int64_t dim,
+                       const std::string &axis) override;
+  Status allToAll(const void *send, void *recv, DType dtype,
+                  const std::vector<int64_t> &sendShape, int64_t splitDim,
+                  int64_t concatDim, const std::string &axis) override;
+  Status barrier(const std::string &axis);
+
+protected:
+  /// One collective as a member sees it.
+  struct Call {
+    const char *name;      ///< "all_reduce", for messages
+    std::string signature; ///< what every member must agree on
+    const void *send;
+    int64_t sendBytes;
+    void *recv;
+    int64_t recvBytes;
+    /// Writes this member's result from every member's input.
+    std::function<void(const std::vector<const void *> &sends, int64_t index,
+                       std::byte *out)>
+        compute;
+  };
+  /// Brings every member's input to `call.compute` and writes the result
+  /// to `call.recv` once no member reads this one's input any more.
+  virtual Status run(const std::string &axis, const Call &call) = 0;
+};
+
 class LocalCommunicator;
 
 class CommWorld {
@@ -139,23 +198,12 @@ private:
   std::vector<std::map<std::string, std::pair<Group *, int64_t>>> membership_;
 };
 
-class LocalCommunicator final : public Communicator {
+class LocalCommunicator final : public HostCommunicator {
 public:
   int64_t rank() const { return rank_; }
   int64_t groupSize(const std::string &axis) const override;
   int64_t groupIndex(const std::string &axis) const override;
   bool hasGroup(const std::string &axis) const override;
-  Status allReduce(const void *send, void *recv, DType dtype, int64_t numel,
-                   ReduceOp op, const std::string &axis) override;
-  Status allGather(const void *send, void *recv, DType dtype,
-                   const std::vector<int64_t> &sendShape, int64_t dim,
-                   const std::string &axis) override;
-  Status reduceScatter(const void *send, void *recv, DType dtype,
-                       const std::vector<int64_t> &sendShape, int64_t dim,
-                       const std::string &axis) override;
-  Status allToAll(const void *send, void *recv, DType dtype,
-                  const std::vector<int64_t> &sendShape, int64_t splitDim,
-                  int64_t concatDim, const std::string &axis) override;
   /// A send copies into the receiver's mailbox and returns at once; a recv
   /// waits (with the world's timeout) for the message of its tag from
   /// `peer` (the oldest, if one tag is sent several times).
@@ -163,14 +211,12 @@ public:
               const std::string &axis) override;
   Status recv(void *data, int64_t numBytes, int64_t peer, int64_t tag,
               const std::string &axis) override;
-  Status barrier(const std::string &axis);
 
 private:
   friend class CommWorld;
   LocalCommunicator(CommWorld *world, int64_t rank)
       : world_(world), rank_(rank) {}
-  struct Call;
-  Status run(const std::string &axis, const Call &call);
+  Status run(const std::string &axis, const Call &call) override;
 
   CommWorld *world_;
   int64_t rank_;

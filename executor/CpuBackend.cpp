@@ -6,8 +6,10 @@
 
 #include "executor/Arena.h"
 #include "executor/EventBoard.h"
+#include "executor/ProcessCommunicator.h"
 #include "executor/ShardLayout.h"
 
+#include <atomic>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -79,9 +81,10 @@ public:
   }
   void abort() override { events_.abort(); }
 
-  /// One communicator per stream, each from that stream's CommWorld.
-  void addStream(LocalCommunicator comm) {
-    comms_.push_back(std::make_unique<LocalCommunicator>(comm));
+  /// One communicator per stream: of that stream's CommWorld, or on that
+  /// stream's channel between processes.
+  void addStream(std::unique_ptr<Communicator> comm) {
+    comms_.push_back(std::move(comm));
     contexts_.push_back(
         LaunchContext{.comm = comms_.back().get(), .nonFinite = &nonFinite_});
   }
@@ -90,7 +93,7 @@ private:
   Arena arena_;
   EventBoard events_;
   double timeoutSeconds_;
-  std::vector<std::unique_ptr<LocalCommunicator>> comms_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<LaunchContext> contexts_;
   unsigned nonFinite_ = 0;
 };
@@ -98,10 +101,23 @@ private:
 class CpuBackend final : public Backend {
 public:
   CpuBackend(const plan::Plan &plan, const BackendOptions &options)
-      : plan_(plan), options_(options) {
-    for (int64_t s = 0; s < plan.numStreams; ++s)
-      worlds_.push_back(
-          std::make_unique<CommWorld>(plan.mesh, options.timeoutSeconds));
+      : plan_(plan), options_(options) {}
+
+  /// One in-process CommWorld per stream, or over processes one channel.
+  Status connect() {
+    bool overProcesses = options_.processes && options_.processes->count() > 1;
+    for (int64_t s = 0; s < plan_.numStreams; ++s) {
+      if (!overProcesses) {
+        worlds_.push_back(
+            std::make_unique<CommWorld>(plan_.mesh, options_.timeoutSeconds));
+        continue;
+      }
+      auto channel = options_.processes->openChannel();
+      if (!channel)
+        return channel.status();
+      channels_.push_back(std::move(*channel));
+    }
+    return Status::ok();
   }
 
   const char *name() const override { return "cpu"; }
@@ -114,29 +130,43 @@ public:
     auto device = std::make_unique<CpuRank>(std::move(*arena), plan_.numEvents,
                                             options_.timeoutSeconds);
     for (auto &world : worlds_)
-      device->addStream(world->communicator(rank));
+      device->addStream(
+          std::make_unique<LocalCommunicator>(world->communicator(rank)));
+    for (auto &channel : channels_)
+      device->addStream(std::make_unique<ProcessCommunicator>(
+          plan_.mesh, rank,
+          options_.span.count > 0 ? options_.span.count : plan_.worldSize(),
+          channel.get(), options_.timeoutSeconds, &aborted_));
     return std::unique_ptr<RankDevice>(std::move(device));
   }
   void abort() override {
     for (auto &world : worlds_)
       world->abort();
+    aborted_.store(true);
   }
   void reset() override {
     for (auto &world : worlds_)
       world->reset();
+    aborted_.store(false);
   }
 
 private:
   const plan::Plan &plan_;
   BackendOptions options_;
   std::vector<std::unique_ptr<CommWorld>> worlds_; ///< one per stream
+  /// Over processes: one channel per stream, and the abort of this
+  /// process's ranks (the others' time out).
+  std::vector<std::unique_ptr<ProcessChannel>> channels_;
+  std::atomic<bool> aborted_{false};
 };
 
 } // namespace
 
-std::unique_ptr<Backend> createCpuBackend(const plan::Plan &plan,
-                                          const BackendOptions &options) {
-  return std::make_unique<CpuBackend>(plan, options);
+Result<std::unique_ptr<Backend>>
+createCpuBackend(const plan::Plan &plan, const BackendOptions &options) {
+  auto backend = std::make_unique<CpuBackend>(plan, options);
+  SHARC_TRY(backend->connect());
+  return std::unique_ptr<Backend>(std::move(backend));
 }
 
 } // namespace sharc::exec

@@ -10,14 +10,25 @@
 // the loss), an all-gather of equal-sized blocks (the shards of a tensor a
 // checkpoint or a comparison gathers) and a maximum (the step time). The
 // collectives run on the host, outside any step; the step's own
-// collectives are NCCL's. With one process they are copies.
+// collectives are NCCL's on the cuda backend. With one process they are
+// copies.
+//
+// The cpu backend's step collectives over processes travel as messages on
+// ProcessChannels (one per stream, opened at set-up by every process in the
+// same order): tagged byte messages between processes that the rank
+// threads send and receive at once, each under its own tags.
 //
 //   auto processes = joinProcesses();  // MPI under mpirun, else one
 //   RankSpan span = (*processes)->span(plan.worldSize());
+//   auto channel = (*processes)->openChannel();
+//   SHARC_TRY((*channel)->send(/*to=*/1, /*tag=*/3, bytes));
+//   auto message = (*channel)->receive(/*from=*/1, /*tag=*/3, 60.0, aborted);
 #pragma once
 
 #include "planner/plan/Status.h"
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +44,24 @@ struct RankSpan {
   bool holds(int64_t rank) const {
     return rank >= first && rank < first + count;
   }
+};
+
+/// Byte messages between the processes of a run. Any thread may call it at
+/// any time; messages from one process under one tag arrive in the order
+/// they were sent, and a receive takes only its own tag.
+class ProcessChannel {
+public:
+  virtual ~ProcessChannel() = default;
+  /// Queues `message` for process `to` under `tag` and returns at once.
+  virtual Status send(int64_t to, int64_t tag,
+                      std::vector<std::byte> message) = 0;
+  /// The oldest message from process `from` under `tag`; waits at most
+  /// `timeoutSeconds`, and gives up once `aborted` is set.
+  virtual Result<std::vector<std::byte>>
+  receive(int64_t from, int64_t tag, double timeoutSeconds,
+          const std::atomic<bool> &aborted) = 0;
+  /// The largest tag the channel carries (at least 32767, as MPI's).
+  virtual int64_t maxTag() const = 0;
 };
 
 class Processes {
@@ -60,6 +89,9 @@ public:
   /// The ranks this process drives: world / count() consecutive ones; a
   /// world the processes do not divide evenly is invalid input.
   Result<RankSpan> span(int64_t world) const;
+  /// A channel of its own between every process: a collective call, made
+  /// by every process in the same order, outside any step.
+  virtual Result<std::unique_ptr<ProcessChannel>> openChannel() = 0;
   /// Output files (checkpoints, traces, reports) are written by process 0
   /// alone, after every process has taken part in the gathers.
   bool writesFiles() const { return index() == 0; }

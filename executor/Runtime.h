@@ -15,8 +15,9 @@
 // Events reset every step, and a step ends when every stream of every rank has
 // finished, so steps never overlap. An event wait times out after
 // RunOptions::collectiveTimeoutSeconds into "rank R, instr I (op): waited N s
-// for event E". Collectives meet in an in-process CommWorld per stream, so
-// collectives of two streams of a rank never share a rendezvous. With
+// for event E". Collectives meet in an in-process CommWorld per stream (on
+// the cpu over processes, a ProcessChannel per stream), so collectives of
+// two streams of a rank never share a rendezvous. With
 // checkHazards, set-up also rejects a plan in which two instructions on
 // different streams touch overlapping bytes (one writing) without an event
 // ordering them, and each step fills an activation buffer with NaN right after

@@ -1,8 +1,12 @@
 //===- MpiProcesses.cpp - the processes of an mpirun launch ---------------===//
 //
 // MPI's world as sharc's Processes: MPI is initialised on first use and
-// finalised at exit. Only the host thread that set the run up calls MPI
-// (set-up, gathers, the loss), so MPI_THREAD_FUNNELED is what it needs.
+// finalised at exit. The host thread that set the run up calls MPI for the
+// set-up, gathers and the loss; on the cpu backend every rank's stream
+// threads also send and receive their collectives' messages on
+// ProcessChannels (a communicator of their own per stream), at once, which
+// needs MPI_THREAD_MULTIPLE. A library without it runs the cuda backend
+// (whose step collectives are NCCL's) and refuses the cpu's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,9 +18,14 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <list>
+#include <mutex>
+#include <thread>
 
 namespace sharc::exec {
 
@@ -35,11 +44,128 @@ Status mpiStatus(int code, const char *call) {
 /// MPI counts are ints: larger blocks go in pieces of at most 1 GiB.
 constexpr int64_t kMaxPiece = 1ll << 30;
 
+/// Tagged messages on a communicator of the channel's own. A message goes
+/// in pieces of at most kMaxPiece bytes, the last one shorter (empty where
+/// the size is a multiple): the receiver takes pieces until a short one.
+class MpiChannel final : public ProcessChannel {
+public:
+  explicit MpiChannel(MPI_Comm comm) : comm_(comm) {
+    int *upperBound = nullptr, found = 0;
+    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upperBound, &found);
+    maxTag_ = found && upperBound ? *upperBound : 32767;
+  }
+  ~MpiChannel() override {
+    // Sends the peers never took (a failed run) are cancelled after a
+    // grace period, so that MPI_Comm_free does not wait on them.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (!reapLocked() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (Pending &pending : pending_)
+      for (MPI_Request &request : pending.requests)
+        if (request != MPI_REQUEST_NULL) {
+          MPI_Cancel(&request);
+          MPI_Request_free(&request);
+        }
+    MPI_Comm_free(&comm_);
+  }
+
+  Status send(int64_t to, int64_t tag,
+              std::vector<std::byte> message) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reapLocked();
+    Pending &pending = pending_.emplace_back();
+    pending.bytes = std::move(message);
+    int64_t size = static_cast<int64_t>(pending.bytes.size());
+    for (int64_t at = 0;; at += kMaxPiece) {
+      int piece = static_cast<int>(std::min(kMaxPiece, size - at));
+      MPI_Request request = MPI_REQUEST_NULL;
+      SHARC_TRY(mpiStatus(MPI_Isend(pending.bytes.data() + at, piece, MPI_BYTE,
+                                    static_cast<int>(to), static_cast<int>(tag),
+                                    comm_, &request),
+                          "MPI_Isend"));
+      pending.requests.push_back(request);
+      if (piece < kMaxPiece)
+        return Status::ok();
+    }
+  }
+
+  Result<std::vector<std::byte>>
+  receive(int64_t from, int64_t tag, double timeoutSeconds,
+          const std::atomic<bool> &aborted) override {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::duration<double>(timeoutSeconds));
+    std::vector<std::byte> message;
+    for (int idle = 0;;) {
+      int found = 0;
+      MPI_Message handle;
+      MPI_Status status;
+      SHARC_TRY(
+          mpiStatus(MPI_Improbe(static_cast<int>(from), static_cast<int>(tag),
+                                comm_, &found, &handle, &status),
+                    "MPI_Improbe"));
+      if (found) {
+        int count = 0;
+        MPI_Get_count(&status, MPI_BYTE, &count);
+        size_t at = message.size();
+        message.resize(at + static_cast<size_t>(count));
+        SHARC_TRY(mpiStatus(MPI_Mrecv(message.data() + at, count, MPI_BYTE,
+                                      &handle, MPI_STATUS_IGNORE),
+                            "MPI_Mrecv"));
+        if (count < kMaxPiece)
+          return message;
+        idle = 0;
+        continue;
+      }
+      if (aborted.load())
+        return Status::runtimeError("aborted, another rank failed");
+      if (std::chrono::steady_clock::now() >= deadline)
+        return Status::runtimeError(
+            message.empty() ? "timed out, nothing was sent"
+                            : "timed out in the middle of a message");
+      // Polled (a probe is how a thread waits on one tag): spin briefly,
+      // then yield the core, as two ranks' streams share a small host.
+      if (++idle > 64)
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(std::min(idle, 1000)));
+    }
+  }
+
+  int64_t maxTag() const override { return maxTag_; }
+
+private:
+  struct Pending {
+    std::vector<std::byte> bytes;
+    std::vector<MPI_Request> requests;
+  };
+  /// Drops the sends that completed; whether none is left.
+  bool reapLocked() {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      bool done = true;
+      for (MPI_Request &request : it->requests) {
+        int complete = 0;
+        if (request != MPI_REQUEST_NULL)
+          MPI_Test(&request, &complete, MPI_STATUS_IGNORE);
+        done &= request == MPI_REQUEST_NULL;
+      }
+      it = done ? pending_.erase(it) : std::next(it);
+    }
+    return pending_.empty();
+  }
+
+  MPI_Comm comm_;
+  int64_t maxTag_ = 32767;
+  std::mutex mutex_;
+  std::list<Pending> pending_;
+};
+
 class MpiProcesses final : public Processes {
 public:
-  MpiProcesses(int index, int count, int localIndex, std::string library)
+  MpiProcesses(int index, int count, int localIndex, std::string library,
+               bool threadsMultiple)
       : index_(index), count_(count), localIndex_(localIndex),
-        library_(std::move(library)) {}
+        library_(std::move(library)), threadsMultiple_(threadsMultiple) {}
 
   int64_t index() const override { return index_; }
   int64_t count() const override { return count_; }
@@ -74,10 +200,22 @@ public:
     }
     return Status::ok();
   }
+  Result<std::unique_ptr<ProcessChannel>> openChannel() override {
+    if (!threadsMultiple_)
+      return Status::invalidInput(
+          "the cpu backend over processes needs MPI_THREAD_MULTIPLE, which " +
+          library_ +
+          " does not provide: run one process, or the cuda "
+          "backend");
+    MPI_Comm comm;
+    SHARC_TRY(mpiStatus(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup"));
+    return std::unique_ptr<ProcessChannel>(std::make_unique<MpiChannel>(comm));
+  }
 
 private:
   int index_, count_, localIndex_;
   std::string library_;
+  bool threadsMultiple_;
 };
 
 void finalizeAtExit() {
@@ -95,7 +233,7 @@ Result<std::shared_ptr<Processes>> joinMpi() {
     return world;
   int provided = 0;
   SHARC_TRY(mpiStatus(
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
       "MPI_Init_thread"));
   std::atexit(finalizeAtExit);
   // Errors come back as codes, named in sharc's messages, instead of
@@ -118,7 +256,8 @@ Result<std::shared_ptr<Processes>> joinMpi() {
   MPI_Get_library_version(version, &length);
   std::string library(version, static_cast<size_t>(length));
   library = library.substr(0, library.find_first_of(",\n"));
-  world = std::make_shared<MpiProcesses>(index, count, localIndex, library);
+  world = std::make_shared<MpiProcesses>(index, count, localIndex, library,
+                                         provided == MPI_THREAD_MULTIPLE);
   return world;
 }
 

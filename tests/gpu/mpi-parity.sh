@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# One process driving every GPU against `mpirun -np RANKS`, one GPU per
-# process: the same plan, seed and steps must print the same losses and
-# save byte-identical checkpoints (the collectives are NCCL's in both, over
-# the same groups), and generate the same samples from the checkpoint
-# (the plans emit their logits). Prints one line per plan; exit 1 if any differs, 77
-# (ctest's skip) without mpirun or enough GPUs.
-# usage: mpi-parity.sh SHARC_RUN STEPS PLAN...
+# One process driving every rank against `mpirun -np PROCESSES`: the same
+# plan, seed and steps must print the same losses and save byte-identical
+# checkpoints (the same collectives over the same groups: NCCL's on cuda,
+# the cpu's reference sums on cpu), and generate the same samples from the
+# checkpoint (the plans emit their logits). On cuda one GPU per process;
+# on cpu (BACKEND=cpu) PROCESSES (default: the plan's ranks) share them.
+# Prints one line per plan; exit 1 if any differs, 77 (ctest's skip)
+# without mpirun or enough GPUs.
+# usage: [BACKEND=cpu] [MPIRUN=path] [PROCESSES=n] mpi-parity.sh SHARC_RUN STEPS PLAN...
 set -uo pipefail
 sharc_run=$1
 steps=$2
 shift 2
+backend=${BACKEND:-cuda}
+mpirun=${MPIRUN:-mpirun}
 export NCCL_NVLS_ENABLE=0
-command -v mpirun >/dev/null || { echo "skip: no mpirun"; exit 77; }
+command -v "$mpirun" >/dev/null || { echo "skip: no mpirun"; exit 77; }
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 # mpirun as root (containers) needs Open MPI's consent.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ran=0
@@ -24,10 +29,10 @@ failed=0
 # that emit their logits (--emit-logits) can generate.
 generated_alike() { # PLAN RANKS CKPT; a plan without logits passes
   grep -q '{name: "logits", buffer:' "$1" || return 0
-  local args=(--backend cuda --load "$3" --generate 1,2,3 --max-new-tokens 6
-              --seed 5 --quiet)
+  local args=(--backend "$backend" --load "$3" --generate 1,2,3
+              --max-new-tokens 6 --seed 5 --quiet)
   timeout 180 "$sharc_run" "$1" "${args[@]}" >"$work/gen-one.log" 2>&1 &&
-    timeout 180 mpirun -np "$2" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+    timeout 180 "$mpirun" -np "$2" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
       "$sharc_run" "$1" "${args[@]}" >"$work/gen-mpi.log" 2>&1 &&
     grep -q '^sample 0:' "$work/gen-one.log" &&
     cmp -s <(grep '^sample' "$work/gen-one.log") \
@@ -36,15 +41,17 @@ generated_alike() { # PLAN RANKS CKPT; a plan without logits passes
 for plan in "$@"; do
   ranks=$("$(dirname "$0")/plan-ranks.sh" "$plan")
   name=$(basename "$plan" .plan)
-  if [ "$gpus" -lt "$ranks" ]; then
+  processes=$ranks
+  [ "$backend" = cpu ] && processes=${PROCESSES:-$ranks}
+  if [ "$backend" = cuda ] && [ "$gpus" -lt "$ranks" ]; then
     echo "skip  $name: needs $ranks GPUs, the node has $gpus"
     continue
   fi
-  timeout 180 "$sharc_run" "$plan" --backend cuda --steps "$steps" \
+  timeout 180 "$sharc_run" "$plan" --backend "$backend" --steps "$steps" \
     --save "$work/$name-one.safetensors" >"$work/one.log" 2>&1
   one=$?
-  timeout 180 mpirun -np "$ranks" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
-    "$sharc_run" "$plan" --backend cuda --steps "$steps" \
+  timeout 180 "$mpirun" -np "$processes" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+    "$sharc_run" "$plan" --backend "$backend" --steps "$steps" \
     --save "$work/$name-mpi.safetensors" >"$work/mpi.log" 2>&1
   mpi=$?
   grep -E '^step ' "$work/one.log" | awk '{print $2, $4}' >"$work/one.loss"
@@ -61,7 +68,7 @@ for plan in "$@"; do
   elif ! cmp -s "$work/$name-one.safetensors" "$work/$name-mpi.safetensors"; then
     echo "FAIL  $name: the losses agree but the checkpoints differ"
     failed=1
-  elif ! generated_alike "$plan" "$ranks" "$work/$name-one.safetensors"; then
+  elif ! generated_alike "$plan" "$processes" "$work/$name-one.safetensors"; then
     echo "FAIL  $name: generation from the checkpoint differs"
     diff "$work/gen-one.log" "$work/gen-mpi.log" | head -n 20
     failed=1

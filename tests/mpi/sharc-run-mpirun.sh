@@ -1,16 +1,64 @@
 #!/usr/bin/env bash
-# sharc-run under mpirun -np 2 on a machine without GPUs: a tp=2 plan on
-# the cpu backend is refused by every process, each naming itself, with exit
-# 2 and no hang; a plan that 2 processes cannot share evenly (3 ranks is
-# impossible here, so a dense 1-rank plan) is refused likewise.
+# sharc-run under mpirun on a machine without GPUs, on the cpu backend:
+# - each plan's losses, checkpoint and generated samples over processes
+#   equal one process's bit for bit (tests/gpu/mpi-parity.sh with
+#   BACKEND=cpu): tensor, sequence, data (ZeRO), pipeline and context
+#   parallel plans, one rank per process, and a 4-rank tp x pp plan with
+#   two ranks per process;
+# - background saves (--save-every) and a resume (--load) over processes
+#   write the bytes one process writes;
+# - what cannot span processes is refused by every process, each naming
+#   itself, with exit 2 and no hang: a plan that 2 processes cannot share
+#   evenly, a trace, --bench.
 # usage: sharc-run-mpirun.sh MPIRUN SHARC_RUN MODEL SHARC
 set -uo pipefail
 mpirun=$1 sharc_run=$2 model=$3 sharc=$4
+here=$(cd "$(dirname "$0")" && pwd)
+gpu_tests=$here/../gpu
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$sharc" compile "$model" --mode tp --tp 2 -o "$work/tp.plan" >/dev/null || exit 1
-"$sharc" compile "$model" -o "$work/dense.plan" >/dev/null || exit 1
+compile() { # OUT FLAGS...
+  local out=$1
+  shift
+  "$sharc" compile "$model" "$@" -o "$work/$out.plan" >/dev/null ||
+    { echo "cannot compile $out: $*"; exit 1; }
+}
+compile tp --mode tp_sp_async_vp --tp 2 --emit-logits
+compile ddp-zero --mode ddp --dp 2 --zero 1
+compile pp-1f1b --run "$gpu_tests/pp.run.yaml" --mode pp --pp 2 \
+  --pp-schedule 1f1b
+compile cp-ring --mode cp --cp 2 --cp-comm ring --cp-split balanced
+compile tp_pp --run "$gpu_tests/pp.run.yaml" --mode tp_pp --tp 2 --pp 2
+compile dense
 failed=0
+BACKEND=cpu MPIRUN=$mpirun "$gpu_tests/mpi-parity.sh" "$sharc_run" 2 \
+  "$work/tp.plan" "$work/ddp-zero.plan" "$work/pp-1f1b.plan" \
+  "$work/cp-ring.plan" || failed=1
+BACKEND=cpu MPIRUN=$mpirun PROCESSES=2 "$gpu_tests/mpi-parity.sh" \
+  "$sharc_run" 2 "$work/tp_pp.plan" || failed=1
+
+# Background saves and a resume over processes.
+run() { timeout 120 "$@" --backend cpu --quiet >>"$work/runs.log" 2>&1; }
+run "$sharc_run" "$work/tp.plan" --steps 4 --save "$work/one.safetensors" \
+  --save-every 2 --keep-last 2
+run "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --steps 4 \
+  --save "$work/mpi.safetensors" --save-every 2 --keep-last 2
+saves=pass
+for step in 000002 000004; do
+  cmp "$work/one-step$step.safetensors" "$work/mpi-step$step.safetensors" ||
+    { echo "FAIL  background save of step $step differs"; saves=FAIL; }
+done
+run "$sharc_run" "$work/tp.plan" --load "$work/one-step000002.safetensors" \
+  --steps 2 --save "$work/one-resumed.safetensors"
+run "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" \
+  --load "$work/one-step000002.safetensors" --steps 2 \
+  --save "$work/mpi-resumed.safetensors"
+cmp "$work/one-resumed.safetensors" "$work/mpi-resumed.safetensors" &&
+  cmp "$work/one-resumed.safetensors" "$work/one-step000004.safetensors" ||
+  { echo "FAIL  a resume over processes differs"; saves=FAIL; }
+echo "background saves and a resume over processes: $saves"
+[ $saves = pass ] || failed=1
+
 expect() { # LOG WANT...
   local log=$1
   shift
@@ -18,16 +66,16 @@ expect() { # LOG WANT...
     grep -qF -- "$want" "$log" || { echo "missing: $want"; failed=1; }
   done
 }
-timeout 120 "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --backend cpu \
-  --steps 1 >"$work/tp.log" 2>&1
-echo "tp plan on the cpu under mpirun: exit $?"
-expect "$work/tp.log" \
-  "sharc-run: process 0: error:" "sharc-run: process 1: error:" \
-  "a run over 2 processes needs the cuda backend"
 timeout 120 "$mpirun" -np 2 "$sharc_run" "$work/dense.plan" --backend cpu \
   --steps 1 >"$work/dense.log" 2>&1
 echo "1-rank plan under mpirun -np 2: exit $?"
-expect "$work/dense.log" "the plan's 1 ranks cannot be shared evenly by 2 processes"
+expect "$work/dense.log" "sharc-run: process 0: error:" \
+  "sharc-run: process 1: error:" \
+  "the plan's 1 ranks cannot be shared evenly by 2 processes"
+timeout 120 "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --backend cpu \
+  --steps 1 --trace "$work/t.json" >"$work/trace.log" 2>&1
+echo "a trace under mpirun -np 2: exit $?"
+expect "$work/trace.log" "a trace is recorded by one process"
 timeout 120 "$mpirun" -np 2 "$sharc_run" --bench "$work/none.yaml" \
   >"$work/bench.log" 2>&1
 expect "$work/bench.log" "--bench runs every point in one process"
