@@ -89,6 +89,10 @@ public:
   /// The ranks this process drives: world / count() consecutive ones; a
   /// world the processes do not divide evenly is invalid input.
   Result<RankSpan> span(int64_t world) const;
+  /// Ends every process of the run at once with `exitCode` (MPI_Abort): a
+  /// process that fails alone must not leave the others waiting in a
+  /// collective it will never join. Returns where there is one process.
+  virtual void abortAll(int exitCode) {}
   /// A channel of its own between every process: a collective call, made
   /// by every process in the same order, outside any step.
   virtual Result<std::unique_ptr<ProcessChannel>> openChannel() = 0;

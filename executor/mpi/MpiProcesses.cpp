@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -199,6 +200,11 @@ public:
       SHARC_TRY(broadcast(block, numBytes, p));
     }
     return Status::ok();
+  }
+  void abortAll(int exitCode) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, exitCode);
   }
   Result<std::unique_ptr<ProcessChannel>> openChannel() override {
     if (!threadsMultiple_)

@@ -7,9 +7,11 @@
 #   two ranks per process;
 # - background saves (--save-every) and a resume (--load) over processes
 #   write the bytes one process writes;
-# - what cannot span processes is refused by every process, each naming
-#   itself, with exit 2 and no hang: a plan that 2 processes cannot share
-#   evenly, a trace, --bench.
+# - what cannot span processes is refused, the process naming itself, with
+#   exit 2 and no hang: a plan that 2 processes cannot share evenly, a
+#   trace, --bench;
+# - a failure in one process alone (its background write) ends the others
+#   at once (exit 1, well before the collectives' timeout).
 # usage: sharc-run-mpirun.sh MPIRUN SHARC_RUN MODEL SHARC
 set -uo pipefail
 mpirun=$1 sharc_run=$2 model=$3 sharc=$4
@@ -69,8 +71,7 @@ expect() { # LOG WANT...
 timeout 120 "$mpirun" -np 2 "$sharc_run" "$work/dense.plan" --backend cpu \
   --steps 1 >"$work/dense.log" 2>&1
 echo "1-rank plan under mpirun -np 2: exit $?"
-expect "$work/dense.log" "sharc-run: process 0: error:" \
-  "sharc-run: process 1: error:" \
+expect "$work/dense.log" "sharc-run: process " \
   "the plan's 1 ranks cannot be shared evenly by 2 processes"
 timeout 120 "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --backend cpu \
   --steps 1 --trace "$work/t.json" >"$work/trace.log" 2>&1
@@ -79,5 +80,15 @@ expect "$work/trace.log" "a trace is recorded by one process"
 timeout 120 "$mpirun" -np 2 "$sharc_run" --bench "$work/none.yaml" \
   >"$work/bench.log" 2>&1
 expect "$work/bench.log" "--bench runs every point in one process"
+start=$(date +%s)
+timeout 120 "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --backend cpu \
+  --steps 6 --save "$work/nodir/x.safetensors" --save-every 1 \
+  --timeout 100 >"$work/alone.log" 2>&1
+code=$?
+seconds=$(($(date +%s) - start))
+echo "a background write failing in process 0 alone: exit $code after $seconds s"
+expect "$work/alone.log" "sharc-run: process 0: error: step 1: cannot write"
+[ $code -eq 1 ] && [ $seconds -lt 60 ] ||
+  { echo "FAIL  expected exit 1 within 60 s"; failed=1; }
 [ $failed -eq 0 ] || cat "$work"/*.log
 exit $failed

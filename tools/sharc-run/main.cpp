@@ -55,15 +55,22 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 
 /// Under mpirun, this process's index (errors name it); -1 otherwise.
 int64_t processIndex = -1;
+/// Under mpirun, the run's processes, which a failure ends all at once.
+exec::Processes *runProcesses = nullptr;
 
 int fail(const Status &status) {
-  if (processIndex >= 0)
-    std::fprintf(stderr, "sharc-run: process %lld: error: %s\n",
-                 static_cast<long long>(processIndex),
-                 status.message().c_str());
-  else
+  int exitCode = status.exitCode() == 0 ? 1 : status.exitCode();
+  if (processIndex < 0) {
     std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
-  return status.exitCode() == 0 ? 1 : status.exitCode();
+    return exitCode;
+  }
+  std::fprintf(stderr, "sharc-run: process %lld: error: %s\n",
+               static_cast<long long>(processIndex), status.message().c_str());
+  // The other processes may be waiting in a collective this one will
+  // never join (a background write failed here alone): they end too,
+  // whatever they would have reported.
+  runProcesses->abortAll(exitCode);
+  return exitCode;
 }
 
 Status writeTrace(const exec::Runtime &runtime, const std::string &path) {
@@ -510,6 +517,7 @@ int main(int argc, char **argv) {
       return fail(processes.status());
     if ((*processes)->count() > 1) {
       processIndex = (*processes)->index();
+      runProcesses = processes->get();
       // The first process speaks for the run; the others only report
       // their errors.
       if (processIndex > 0 && !std::freopen("/dev/null", "w", stdout))
