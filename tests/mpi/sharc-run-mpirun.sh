@@ -2,9 +2,10 @@
 # sharc-run under mpirun on a machine without GPUs, on the cpu backend:
 # - each plan's losses, checkpoint and generated samples over processes
 #   equal one process's bit for bit (tests/gpu/mpi-parity.sh with
-#   BACKEND=cpu): tensor, sequence, data (ZeRO), pipeline and context
-#   parallel plans, one rank per process, and a 4-rank tp x pp plan with
-#   two ranks per process;
+#   BACKEND=cpu): tensor, sequence, data (ZeRO 1 and 3), pipeline and
+#   context parallel plans and a bf16-mixed one, one rank per process, and
+#   4-rank tp x pp, tp x cp and pp x cp plans with two ranks per process;
+# - evaluations (--val-data) print the same validation losses;
 # - background saves (--save-every) and a resume (--load) over processes
 #   write the bytes one process writes;
 # - what cannot span processes is refused, the process naming itself, with
@@ -25,19 +26,42 @@ compile() { # OUT FLAGS...
   "$sharc" compile "$model" "$@" -o "$work/$out.plan" >/dev/null ||
     { echo "cannot compile $out: $*"; exit 1; }
 }
+pp=(--run "$gpu_tests/pp.run.yaml")
 compile tp --mode tp_sp_async_vp --tp 2 --emit-logits
+compile mixed --run "$gpu_tests/mixed.run.yaml" --mode tp_sp_async_vp --tp 2
 compile ddp-zero --mode ddp --dp 2 --zero 1
-compile pp-1f1b --run "$gpu_tests/pp.run.yaml" --mode pp --pp 2 \
-  --pp-schedule 1f1b
+compile ddp-zero3 --mode ddp --dp 2 --zero 3
+compile pp-1f1b "${pp[@]}" --mode pp --pp 2 --pp-schedule 1f1b
 compile cp-ring --mode cp --cp 2 --cp-comm ring --cp-split balanced
-compile tp_pp --run "$gpu_tests/pp.run.yaml" --mode tp_pp --tp 2 --pp 2
+compile tp_pp "${pp[@]}" --mode tp_pp --tp 2 --pp 2
+compile tp_cp --mode tp_cp --tp 2 --cp 2 --cp-comm all_gather --sp
+compile pp_cp "${pp[@]}" --pp 2 --cp 2 --cp-comm a2a
 compile dense
 failed=0
 BACKEND=cpu MPIRUN=$mpirun "$gpu_tests/mpi-parity.sh" "$sharc_run" 2 \
-  "$work/tp.plan" "$work/ddp-zero.plan" "$work/pp-1f1b.plan" \
-  "$work/cp-ring.plan" || failed=1
+  "$work/tp.plan" "$work/mixed.plan" "$work/ddp-zero.plan" \
+  "$work/ddp-zero3.plan" "$work/pp-1f1b.plan" "$work/cp-ring.plan" || failed=1
 BACKEND=cpu MPIRUN=$mpirun PROCESSES=2 "$gpu_tests/mpi-parity.sh" \
-  "$sharc_run" 2 "$work/tp_pp.plan" || failed=1
+  "$sharc_run" 2 "$work/tp_pp.plan" "$work/tp_cp.plan" "$work/pp_cp.plan" ||
+  failed=1
+
+# Evaluations on a validation file over processes.
+python3 -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('<4096i', *[(i * 7919) % 1001 for i in range(4096)]))" "$work/val.bin"
+for launch in one mpi; do
+  prefix=()
+  [ $launch = mpi ] && prefix=("$mpirun" -np 2)
+  timeout 120 "${prefix[@]}" "$sharc_run" "$work/tp.plan" --backend cpu \
+    --steps 2 --val-data "$work/val.bin" --eval-every 1 \
+    >"$work/eval-$launch.log" 2>&1
+done
+if grep -q '^eval step    2' "$work/eval-one.log" &&
+  cmp -s <(grep '^eval' "$work/eval-one.log") \
+    <(grep '^eval' "$work/eval-mpi.log"); then
+  echo "evaluations over processes: pass ($(grep -c '^eval' "$work/eval-one.log") alike)"
+else
+  echo "FAIL  evaluations over processes differ"
+  failed=1
+fi
 
 # Background saves and a resume over processes.
 run() { timeout 120 "$@" --backend cpu --quiet >>"$work/runs.log" 2>&1; }
