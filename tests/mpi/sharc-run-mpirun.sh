@@ -4,7 +4,8 @@
 #   equal one process's bit for bit (tests/gpu/mpi-parity.sh with
 #   BACKEND=cpu): tensor, sequence, data (ZeRO 1 and 3), pipeline and
 #   context parallel plans and a bf16-mixed one, one rank per process, and
-#   4-rank tp x pp, tp x cp and pp x cp plans with two ranks per process;
+#   4-rank tp x pp, tp x cp and pp x cp plans and an 8-rank tp x cp x pp
+#   one with two ranks per process;
 # - evaluations (--val-data) print the same validation losses;
 # - background saves (--save-every) and a resume (--load) over processes
 #   write the bytes one process writes;
@@ -36,6 +37,7 @@ compile cp-ring --mode cp --cp 2 --cp-comm ring --cp-split balanced
 compile tp_pp "${pp[@]}" --mode tp_pp --tp 2 --pp 2
 compile tp_cp --mode tp_cp --tp 2 --cp 2 --cp-comm all_gather --sp
 compile pp_cp "${pp[@]}" --pp 2 --cp 2 --cp-comm a2a
+compile tp_cp_pp "${pp[@]}" --tp 2 --cp 2 --pp 2 --cp-comm ring
 compile dense
 failed=0
 BACKEND=cpu MPIRUN=$mpirun "$gpu_tests/mpi-parity.sh" "$sharc_run" 2 \
@@ -44,6 +46,8 @@ BACKEND=cpu MPIRUN=$mpirun "$gpu_tests/mpi-parity.sh" "$sharc_run" 2 \
 BACKEND=cpu MPIRUN=$mpirun PROCESSES=2 "$gpu_tests/mpi-parity.sh" \
   "$sharc_run" 2 "$work/tp_pp.plan" "$work/tp_cp.plan" "$work/pp_cp.plan" ||
   failed=1
+BACKEND=cpu MPIRUN=$mpirun PROCESSES=4 "$gpu_tests/mpi-parity.sh" \
+  "$sharc_run" 2 "$work/tp_cp_pp.plan" || failed=1
 
 # Evaluations on a validation file over processes.
 python3 -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('<4096i', *[(i * 7919) % 1001 for i in range(4096)]))" "$work/val.bin"
