@@ -93,14 +93,17 @@ Status ProcessCommunicator::run(const std::string &axis, const Call &call) {
   const auto &[ranks, index] = it->second;
   std::vector<std::byte> message =
       packInput(call.signature, call.send, call.sendBytes);
+  std::vector<uint64_t> tickets;
   for (size_t m = 0; m < ranks.size(); ++m) {
     if (static_cast<int64_t>(m) == index)
       continue;
     auto tag = channelTag(MessageKind::Collective, rank_, ranks[m]);
     if (!tag)
       return tag.status().withContext(what);
-    SHARC_TRY(
-        channel_->send(processOf(ranks[m]), *tag, message).withContext(what));
+    auto ticket = channel_->send(processOf(ranks[m]), *tag, message);
+    if (!ticket)
+      return ticket.status().withContext(what);
+    tickets.push_back(*ticket);
   }
   // Every member's input, this rank's in place.
   std::vector<std::vector<std::byte>> received(ranks.size());
@@ -137,6 +140,12 @@ Status ProcessCommunicator::run(const std::string &axis, const Call &call) {
                                   " but this rank called " + call.signature);
     sends[m] = bytes.data() + offset;
   }
+  // Every member has this input (or is taking it) once these return; the
+  // waits drive MPI's progress, which moves a large message.
+  for (uint64_t ticket : tickets)
+    if (Status sent = channel_->waitSent(ticket, timeoutSeconds_, *aborted_);
+        !sent)
+      return Status::runtimeError(what + ": " + sent.message());
   call.compute(sends, index, result.data());
   if (!result.empty())
     std::memcpy(call.recv, result.data(), result.size());
@@ -160,8 +169,11 @@ Status ProcessCommunicator::send(const void *data, int64_t numBytes,
   std::memcpy(message.data(), &tag, 8);
   if (numBytes > 0)
     std::memcpy(message.data() + 8, data, static_cast<size_t>(numBytes));
-  return channel_->send(processOf(*to), *channelTagOf, std::move(message))
-      .withContext(what);
+  auto ticket =
+      channel_->send(processOf(*to), *channelTagOf, std::move(message));
+  if (!ticket)
+    return ticket.status().withContext(what);
+  return Status::ok();
 }
 
 Status ProcessCommunicator::recv(void *data, int64_t numBytes, int64_t peer,

@@ -52,9 +52,16 @@ struct RankSpan {
 class ProcessChannel {
 public:
   virtual ~ProcessChannel() = default;
-  /// Queues `message` for process `to` under `tag` and returns at once.
-  virtual Status send(int64_t to, int64_t tag,
-                      std::vector<std::byte> message) = 0;
+  /// Queues `message` for process `to` under `tag` and returns at once,
+  /// with a ticket for waitSent().
+  virtual Result<uint64_t> send(int64_t to, int64_t tag,
+                                std::vector<std::byte> message) = 0;
+  /// Waits until the message of `ticket` has left (the receiver took it).
+  /// A large MPI message moves only while its sender calls MPI, so a
+  /// sender that returns to computing holds its receiver up; a collective
+  /// waits for its sends before it returns.
+  virtual Status waitSent(uint64_t ticket, double timeoutSeconds,
+                          const std::atomic<bool> &aborted) = 0;
   /// The oldest message from process `from` under `tag`; waits at most
   /// `timeoutSeconds`, and gives up once `aborted` is set.
   virtual Result<std::vector<std::byte>>

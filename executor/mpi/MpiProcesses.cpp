@@ -20,12 +20,14 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <list>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace sharc::exec {
@@ -54,8 +56,20 @@ public:
     int *upperBound = nullptr, found = 0;
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upperBound, &found);
     maxTag_ = found && upperBound ? *upperBound : 32767;
+    try {
+      progress_ = std::thread([this] { driveSends(); });
+    } catch (const std::system_error &) {
+      // No thread to spare: sends move while their sender calls MPI.
+    }
   }
   ~MpiChannel() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    sendsQueued_.notify_all();
+    if (progress_.joinable())
+      progress_.join();
     // Sends the peers never took (a failed run) are cancelled after a
     // grace period, so that MPI_Comm_free does not wait on them.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -71,11 +85,12 @@ public:
     MPI_Comm_free(&comm_);
   }
 
-  Status send(int64_t to, int64_t tag,
-              std::vector<std::byte> message) override {
+  Result<uint64_t> send(int64_t to, int64_t tag,
+                        std::vector<std::byte> message) override {
     std::lock_guard<std::mutex> lock(mutex_);
     reapLocked();
     Pending &pending = pending_.emplace_back();
+    pending.ticket = ++lastTicket_;
     pending.bytes = std::move(message);
     int64_t size = static_cast<int64_t>(pending.bytes.size());
     for (int64_t at = 0;; at += kMaxPiece) {
@@ -86,8 +101,33 @@ public:
                                     comm_, &request),
                           "MPI_Isend"));
       pending.requests.push_back(request);
-      if (piece < kMaxPiece)
-        return Status::ok();
+      if (piece < kMaxPiece) {
+        sendsQueued_.notify_one();
+        return pending.ticket;
+      }
+    }
+  }
+
+  Status waitSent(uint64_t ticket, double timeoutSeconds,
+                  const std::atomic<bool> &aborted) override {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::duration<double>(timeoutSeconds));
+    for (int idle = 0;; ++idle) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        reapLocked();
+        bool inFlight = false;
+        for (const Pending &pending : pending_)
+          inFlight |= pending.ticket == ticket;
+        if (!inFlight)
+          return Status::ok();
+      }
+      if (aborted.load())
+        return Status::runtimeError("aborted, another rank failed");
+      if (std::chrono::steady_clock::now() >= deadline)
+        return Status::runtimeError("timed out, the receiver never took it");
+      pause(idle);
     }
   }
 
@@ -125,11 +165,7 @@ public:
         return Status::runtimeError(
             message.empty() ? "timed out, nothing was sent"
                             : "timed out in the middle of a message");
-      // Polled (a probe is how a thread waits on one tag): spin briefly,
-      // then yield the core, as two ranks' streams share a small host.
-      if (++idle > 64)
-        std::this_thread::sleep_for(
-            std::chrono::microseconds(std::min(idle, 1000)));
+      pause(++idle);
     }
   }
 
@@ -137,9 +173,38 @@ public:
 
 private:
   struct Pending {
+    uint64_t ticket = 0;
     std::vector<std::byte> bytes;
     std::vector<MPI_Request> requests;
   };
+  /// Between polls (a probe or a test is how a thread waits on MPI): spin
+  /// briefly, then give the core away, as ranks' streams share a small host.
+  static void pause(int idle) {
+    if (idle > 64)
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::min(idle, 1000)));
+  }
+  /// The progress thread: a large message moves only while some thread
+  /// of its sender calls MPI, and a pipeline stage that sent one goes on
+  /// computing. While sends are in flight this thread tests them (which
+  /// drives MPI's progress), pausing between tests; otherwise it sleeps.
+  void driveSends() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (int idle = 0;;) {
+      sendsQueued_.wait(lock,
+                        [this] { return stopping_ || !pending_.empty(); });
+      if (stopping_)
+        return;
+      if (reapLocked()) {
+        idle = 0;
+        continue;
+      }
+      lock.unlock();
+      pause(++idle);
+      lock.lock();
+    }
+  }
+
   /// Drops the sends that completed; whether none is left.
   bool reapLocked() {
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -158,7 +223,11 @@ private:
   MPI_Comm comm_;
   int64_t maxTag_ = 32767;
   std::mutex mutex_;
+  uint64_t lastTicket_ = 0;
   std::list<Pending> pending_;
+  std::condition_variable sendsQueued_;
+  bool stopping_ = false;
+  std::thread progress_; ///< last: started once the rest is built
 };
 
 class MpiProcesses final : public Processes {

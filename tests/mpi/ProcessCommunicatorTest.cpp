@@ -16,6 +16,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -283,9 +284,10 @@ TEST_CASE("ProcessChannel: a message of exactly one MPI piece, then the "
   std::vector<std::byte> message(big);
   for (size_t i = 0; i < big; i += 4093)
     message[i] = static_cast<std::byte>(i / 4093 + processes->index());
-  REQUIRE((*channel)->send(peer, 7, std::move(message)).isOk());
+  REQUIRE((*channel)->send(peer, 7, std::move(message)).status().isOk());
   REQUIRE((*channel)
               ->send(peer, 7, std::vector<std::byte>(3, std::byte{9}))
+              .status()
               .isOk());
   auto got = (*channel)->receive(peer, 7, 120.0, aborted);
   REQUIRE(got.status().isOk());
@@ -295,4 +297,36 @@ TEST_CASE("ProcessChannel: a message of exactly one MPI piece, then the "
   auto next = (*channel)->receive(peer, 7, 120.0, aborted);
   REQUIRE(next.status().isOk());
   CHECK(*next == std::vector<std::byte>(3, std::byte{9}));
+}
+
+TEST_CASE("ProcessChannel: waitSent returns once the receiver took the "
+          "message, and times out while it has not") {
+  auto processes = join();
+  auto channel = processes->openChannel();
+  REQUIRE(channel.status().isOk());
+  std::atomic<bool> aborted{false};
+  if (processes->count() == 1) {
+    // To itself a message is sent once queued.
+    auto ticket = (*channel)->send(0, 1, std::vector<std::byte>(16));
+    REQUIRE(ticket.status().isOk());
+    CHECK((*channel)->waitSent(*ticket, 0.1, aborted).isOk());
+    return;
+  }
+  if (processes->count() != 2)
+    return;
+  // 8 MiB goes by rendezvous: it leaves only once the receiver takes it,
+  // which process 1 does a second after the timed-out wait below.
+  const size_t size = size_t{8} << 20;
+  if (processes->index() == 0) {
+    auto ticket = (*channel)->send(1, 5, std::vector<std::byte>(size));
+    REQUIRE(ticket.status().isOk());
+    CHECK_THAT((*channel)->waitSent(*ticket, 0.2, aborted).message(),
+               Catch::Contains("timed out, the receiver never took it"));
+    CHECK((*channel)->waitSent(*ticket, 60.0, aborted).isOk());
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    auto got = (*channel)->receive(0, 5, 60.0, aborted);
+    REQUIRE(got.status().isOk());
+    CHECK(got->size() == size);
+  }
 }
