@@ -94,13 +94,23 @@ Status ProcessCommunicator::run(const std::string &axis, const Call &call) {
   std::vector<std::byte> message =
       packInput(call.signature, call.send, call.sendBytes);
   std::vector<uint64_t> tickets;
+  size_t lastPeer = static_cast<size_t>(index) + 1 == ranks.size()
+                        ? ranks.size() - 2
+                        : ranks.size() - 1;
   for (size_t m = 0; m < ranks.size(); ++m) {
     if (static_cast<int64_t>(m) == index)
       continue;
     auto tag = channelTag(MessageKind::Collective, rank_, ranks[m]);
     if (!tag)
       return tag.status().withContext(what);
-    auto ticket = channel_->send(processOf(ranks[m]), *tag, message);
+    // The last member to send to takes the message itself, the others a
+    // copy.
+    std::vector<std::byte> bytes;
+    if (m == lastPeer)
+      bytes = std::move(message);
+    else
+      bytes = message;
+    auto ticket = channel_->send(processOf(ranks[m]), *tag, std::move(bytes));
     if (!ticket)
       return ticket.status().withContext(what);
     tickets.push_back(*ticket);
