@@ -48,7 +48,8 @@ struct BackendOptions {
   /// The ranks this process drives (createRank is asked for those alone);
   /// a count of 0 means every rank of the plan.
   RankSpan span = {};
-  /// The run's processes, which agree on NCCL's unique ids; null: one.
+  /// The run's processes, which agree on NCCL's unique ids (cuda) or carry
+  /// the collectives' messages (cpu); null: one.
   Processes *processes = nullptr;
   /// cuda: more ranks than GPUs, rank r on GPU r % GPUs, collectives
   /// through the host (executor/cuda/SharedGpuCommunicator.h).
