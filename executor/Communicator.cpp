@@ -2,6 +2,7 @@
 
 #include "executor/Communicator.h"
 
+#include "executor/Deadline.h"
 #include "executor/ShardLayout.h"
 #include "kernels/TensorView.h"
 
@@ -133,7 +134,6 @@ int64_t LocalCommunicator::groupIndex(const std::string &axis) const {
 }
 
 namespace {
-using Clock = std::chrono::steady_clock;
 
 /// Waits until every member of the group has arrived at this barrier.
 Status arriveAndWait(CommWorld::Group &group,
@@ -147,9 +147,7 @@ Status arriveAndWait(CommWorld::Group &group,
     group.wakeUp.notify_all();
     return Status::ok();
   }
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds));
+  auto deadline = deadlineAfter(timeoutSeconds);
   while (group.generation == generation) {
     if (aborted.load())
       return Status::runtimeError(what + ": aborted, another rank failed");
@@ -201,17 +199,21 @@ Status checkDim(const char *name, const std::vector<int64_t> &shape,
 }
 } // namespace
 
-Status LocalCommunicator::run(const std::string &axis, const Call &call) {
-  std::string what = std::string(call.name) + " over " + axis;
-  auto &groups = world_->membership_[rank_];
-  auto it = groups.find(axis);
+Status HostCommunicator::run(const std::string &axis, const Call &call) {
+  if (groupSize(axis) > 1)
+    return runInGroup(axis, call);
   std::vector<std::byte> result(static_cast<size_t>(call.recvBytes));
-  if (it == groups.end() || it->second.first->size == 1) {
-    call.compute({call.send}, 0, result.data());
-    if (!result.empty())
-      std::memcpy(call.recv, result.data(), result.size());
-    return Status::ok();
-  }
+  call.compute({call.send}, 0, result.data());
+  if (!result.empty())
+    std::memcpy(call.recv, result.data(), result.size());
+  return Status::ok();
+}
+
+Status LocalCommunicator::runInGroup(const std::string &axis,
+                                     const Call &call) {
+  std::string what = std::string(call.name) + " over " + axis;
+  auto it = world_->membership_[rank_].find(axis);
+  std::vector<std::byte> result(static_cast<size_t>(call.recvBytes));
   if (world_->aborted_.load())
     return Status::runtimeError(what + ": aborted, another rank failed");
   CommWorld::Group &group = *it->second.first;
@@ -423,9 +425,7 @@ Status LocalCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
   CommWorld::Mailbox &mailbox = *world_->mailbox_;
   std::unique_lock<std::mutex> lock(mailbox.mutex);
   auto &queue = mailbox.queues[{*from, rank_, tag}];
-  auto deadline = Clock::now() +
-                  std::chrono::duration_cast<Clock::duration>(
-                      std::chrono::duration<double>(world_->timeoutSeconds_));
+  auto deadline = deadlineAfter(world_->timeoutSeconds_);
   while (queue.empty()) {
     if (world_->aborted_.load())
       return Status::runtimeError(what + ": aborted, another rank failed");

@@ -160,9 +160,13 @@ protected:
                        std::byte *out)>
         compute;
   };
-  /// Brings every member's input to `call.compute` and writes the result
-  /// to `call.recv` once no member reads this one's input any more.
-  virtual Status run(const std::string &axis, const Call &call) = 0;
+  /// Runs `call` for this member: computed alone where its group of `axis`
+  /// is one rank (or the mesh has no such axis), else runInGroup().
+  Status run(const std::string &axis, const Call &call);
+  /// Brings every member's input of a group of two or more to
+  /// `call.compute` and writes the result to `call.recv` once no member
+  /// reads this one's input any more.
+  virtual Status runInGroup(const std::string &axis, const Call &call) = 0;
 };
 
 class LocalCommunicator;
@@ -216,7 +220,7 @@ private:
   friend class CommWorld;
   LocalCommunicator(CommWorld *world, int64_t rank)
       : world_(world), rank_(rank) {}
-  Status run(const std::string &axis, const Call &call) override;
+  Status runInGroup(const std::string &axis, const Call &call) override;
 
   CommWorld *world_;
   int64_t rank_;

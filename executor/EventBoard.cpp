@@ -2,6 +2,8 @@
 
 #include "executor/EventBoard.h"
 
+#include "executor/Deadline.h"
+
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -34,10 +36,7 @@ void EventBoard::abort() {
 }
 
 Status EventBoard::wait(int64_t event, double timeoutSeconds) {
-  using Clock = std::chrono::steady_clock;
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds));
+  auto deadline = deadlineAfter(timeoutSeconds);
   std::unique_lock<std::mutex> lock(mutex_);
   bool woken = changed_.wait_until(
       lock, deadline, [&] { return isSignalled_[event] || isAborted_; });

@@ -2,6 +2,8 @@
 
 #include "executor/ProcessCommunicator.h"
 
+#include "executor/Deadline.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -78,16 +80,11 @@ Result<int64_t> ProcessCommunicator::channelTag(MessageKind kind, int64_t from,
          to % local;
 }
 
-Status ProcessCommunicator::run(const std::string &axis, const Call &call) {
+Status ProcessCommunicator::runInGroup(const std::string &axis,
+                                       const Call &call) {
   std::string what = std::string(call.name) + " over " + axis;
   std::vector<std::byte> result(static_cast<size_t>(call.recvBytes));
   auto it = groups_.find(axis);
-  if (it == groups_.end() || it->second.first.size() == 1) {
-    call.compute({call.send}, 0, result.data());
-    if (!result.empty())
-      std::memcpy(call.recv, result.data(), result.size());
-    return Status::ok();
-  }
   if (aborted_->load())
     return Status::runtimeError(what + ": aborted, another rank failed");
   const auto &[ranks, index] = it->second;
@@ -198,9 +195,7 @@ Status ProcessCommunicator::recv(void *data, int64_t numBytes, int64_t peer,
     return channelTagOf.status().withContext(what);
   // Messages of other tags that came first wait in the stash for their
   // own recv, as LocalCommunicator's mailbox keeps them.
-  auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(timeoutSeconds_));
+  auto deadline = deadlineAfter(timeoutSeconds_);
   std::vector<std::byte> message;
   for (;;) {
     auto stashed = stash_.find({*from, tag});

@@ -59,7 +59,7 @@ public:
               const std::string &axis) override;
 
 private:
-  Status run(const std::string &axis, const Call &call) override;
+  Status runInGroup(const std::string &axis, const Call &call) override;
   enum class MessageKind { Collective = 0, Transfer = 1 };
   /// The channel tag of a message of `kind` from rank `from` to rank `to`.
   Result<int64_t> channelTag(MessageKind kind, int64_t from, int64_t to) const;

@@ -2,6 +2,8 @@
 
 #include "executor/Processes.h"
 
+#include "executor/Deadline.h"
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -45,9 +47,7 @@ public:
     if (from != 0)
       return Status::runtimeError("no process " + std::to_string(from) +
                                   " in a run of one process");
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::duration<double>(timeoutSeconds));
+    auto deadline = deadlineAfter(timeoutSeconds);
     std::unique_lock<std::mutex> lock(mutex_);
     auto &queue = queues_[tag];
     while (queue.empty()) {

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "executor/Deadline.h"
 #include "executor/Processes.h"
 
 // MPI's C API only: no C++ bindings to link (Open MPI, MPICH).
@@ -110,9 +111,7 @@ public:
 
   Status waitSent(uint64_t ticket, double timeoutSeconds,
                   const std::atomic<bool> &aborted) override {
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::duration<double>(timeoutSeconds));
+    auto deadline = deadlineAfter(timeoutSeconds);
     for (int idle = 0;; ++idle) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -134,9 +133,7 @@ public:
   Result<std::vector<std::byte>>
   receive(int64_t from, int64_t tag, double timeoutSeconds,
           const std::atomic<bool> &aborted) override {
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::duration<double>(timeoutSeconds));
+    auto deadline = deadlineAfter(timeoutSeconds);
     std::vector<std::byte> message;
     for (int idle = 0;;) {
       int found = 0;
