@@ -14,6 +14,9 @@
 #   trace, --bench;
 # - a failure in one process alone (its background write) ends the others
 #   at once (exit 1, well before the collectives' timeout).
+# - a stop asked of mpirun (SIGUSR1, which it forwards), or of one process
+#   alone (SIGTERM), stops every process after the same step with the
+#   checkpoint one process writes after that many steps.
 # usage: sharc-run-mpirun.sh MPIRUN SHARC_RUN MODEL SHARC
 set -uo pipefail
 mpirun=$1 sharc_run=$2 model=$3 sharc=$4
@@ -118,5 +121,51 @@ echo "a background write failing in process 0 alone: exit $code after $seconds s
 expect "$work/alone.log" "sharc-run: process 0: error: step 1: cannot write"
 [ $code -eq 1 ] && [ $seconds -lt 60 ] ||
   { echo "FAIL  expected exit 1 within 60 s"; failed=1; }
+
+# Stops: after the same step everywhere, saved as one process saves it.
+stopped_alike() { # NAME SIGNAL; the log of $work/NAME.log
+  local step
+  step=$(awk '/^stopped by/ {print $6}' "$work/$1.log")
+  if ! grep -q "^stopped by $2 after step [0-9]" "$work/$1.log"; then
+    echo "FAIL  $1: no stop by $2"
+    failed=1
+    return
+  fi
+  run "$sharc_run" "$work/tp.plan" --steps "$step" \
+    --save "$work/$1-alone.safetensors"
+  if cmp -s "$work/$1.safetensors" "$work/$1-alone.safetensors"; then
+    echo "$1: pass (stopped by $2 after step $step, the checkpoint of one process)"
+  else
+    echo "FAIL  $1: the checkpoint after step $step differs"
+    failed=1
+  fi
+}
+ended=$("$here/../lit/run/Inputs/stop-run.sh" USR1 2 "$work/usr1.log" \
+  "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --backend cpu \
+  --steps 1000000 --save "$work/usr1.safetensors")
+echo "SIGUSR1 to mpirun: $ended"
+[ "$ended" = "exit 138" ] || { echo "FAIL  expected exit 138"; failed=1; }
+stopped_alike usr1 SIGUSR1
+timeout 120 "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --backend cpu \
+  --steps 1000000 --save "$work/term.safetensors" >"$work/term.log" 2>&1 &
+launcher=$!
+# The second process alone: its pid is the sharc-run whose environment
+# names rank 1.
+second=
+for _ in $(seq 1200); do
+  for pid in $(pgrep -f "sharc-run $work/tp.plan"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null |
+      grep -qx OMPI_COMM_WORLD_RANK=1 && second=$pid
+  done
+  [ -n "$second" ] && grep -Eq '^step +2 ' "$work/term.log" && break
+  sleep 0.1
+done
+[ -n "$second" ] && kill -TERM "$second"
+wait $launcher
+code=$?
+echo "SIGTERM to process 1 alone: exit $code"
+[ $code -eq 143 ] || { echo "FAIL  expected exit 143"; failed=1; }
+stopped_alike term SIGTERM
+
 [ $failed -eq 0 ] || cat "$work"/*.log
 exit $failed

@@ -32,6 +32,7 @@
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchRunner.h"
 #include "tools/sharc-run/RunFlags.h"
+#include "tools/sharc-run/StopSignals.h"
 #include "tools/sharc-run/TrainLog.h"
 #include "tools/sharc-run/Training.h"
 
@@ -379,13 +380,34 @@ int run(const RunFlags &options, bool stepsGiven,
   };
   double baseLr = training::baseLearningRate(*plan);
 
+  // From here on, SIGINT, SIGTERM or SIGUSR1 stops the run after its step,
+  // saved where --save says (StopSignals.h). The signal may reach one
+  // process alone: every process stops after the same step.
+  training::installStopHandlers(/*announce=*/rt.writesFiles());
+  auto agreedStop = [&]() -> Result<int> {
+    int signal = training::stopSignal();
+    if (processes->count() == 1)
+      return signal;
+    auto agreed = processes->max(static_cast<double>(signal));
+    if (!agreed)
+      return agreed.status();
+    return static_cast<int>(*agreed);
+  };
+  int stoppedBy = 0;
+  int64_t stepsRun = 0;
+
   // Where the run starts, so that the first comparison is on the page.
   if (valLoader && options.steps > 0)
     if (Status status = evaluate(rt.nextStep() - 1); !status)
       return fail(status);
 
   exec::Metrics metrics(batch * seqLen);
-  for (int64_t i = 0; i < options.steps; ++i) {
+  for (int64_t i = 0; i < options.steps; ++i, ++stepsRun) {
+    auto stop = agreedStop();
+    if (!stop)
+      return fail(stop.status());
+    if ((stoppedBy = *stop) != 0)
+      break;
     int64_t step = rt.nextStep();
     if (Status status = rt.setBatch(loader->batchAt(dataPosition)); !status)
       return fail(status);
@@ -449,7 +471,8 @@ int run(const RunFlags &options, bool stepsGiven,
     printDeviceMemory(rt, "after the steps");
   std::fflush(stdout);
 
-  if (!options.dumpPath.empty()) {
+  // A stopped run keeps its state and nothing that describes a whole run.
+  if (!options.dumpPath.empty() && !stoppedBy) {
     if (options.steps == 0)
       return fail(Status::invalidInput("--dump-outputs needs --steps >= 1"));
     auto outputs = rt.gatherOutputs();
@@ -460,7 +483,7 @@ int run(const RunFlags &options, bool stepsGiven,
           !status)
         return fail(status);
   }
-  if (valLoader)
+  if (valLoader && !stoppedBy)
     if (Status status = evaluate(rt.nextStep() - 1); !status)
       return fail(status);
   if (!options.savePath.empty()) {
@@ -482,6 +505,20 @@ int run(const RunFlags &options, bool stepsGiven,
                                                  secondsSince(started))
                       .c_str(),
                   same ? (", the file of " + *same).c_str() : "");
+  }
+  if (stoppedBy) {
+    std::printf(
+        "stopped by %s after step %lld (%lld of the %lld steps "
+        "asked)%s\n",
+        training::signalName(stoppedBy),
+        static_cast<long long>(rt.nextStep() - 1),
+        static_cast<long long>(stepsRun), static_cast<long long>(options.steps),
+        options.savePath.empty()
+            ? ": nothing saved (--save FILE keeps a stopped run)"
+            : ("; --load " + options.savePath + " --steps " +
+               std::to_string(options.steps - stepsRun) + " runs the rest")
+                  .c_str());
+    return 128 + stoppedBy;
   }
   if (!options.tracePath.empty())
     if (Status status = writeTrace(rt, options.tracePath); !status)

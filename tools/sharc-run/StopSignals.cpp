@@ -1,0 +1,74 @@
+//===- StopSignals.cpp - stopping a training run between steps ------------===//
+
+#include "tools/sharc-run/StopSignals.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+namespace sharc::training {
+namespace {
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+
+volatile std::sig_atomic_t requested = 0;
+volatile std::sig_atomic_t announces = 0;
+
+void restoreDefaults() {
+  struct sigaction action{};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  for (int signal : kStopSignals)
+    sigaction(signal, &action, nullptr);
+}
+
+/// Only async-signal-safe calls: sigaction, write.
+void onStopSignal(int signal) {
+  if (requested == 0)
+    requested = signal;
+  // A second stop signal takes the default action: the user insists.
+  restoreDefaults();
+  if (announces) {
+    char line[128] = "sharc-run: ";
+    std::strncat(line, signalName(signal), 16);
+    std::strncat(line,
+                 ": stopping after this step (send it again to stop now)\n",
+                 sizeof(line) - std::strlen(line) - 1);
+    ssize_t ignored = ::write(STDERR_FILENO, line, std::strlen(line));
+    (void)ignored;
+  }
+}
+
+} // namespace
+
+void installStopHandlers(bool announce) {
+  announces = announce ? 1 : 0;
+  struct sigaction action{};
+  action.sa_handler = onStopSignal;
+  // Interrupted reads, writes and waits resume: the step goes on.
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  // No second stop signal runs the handler while the first does.
+  for (int signal : kStopSignals)
+    sigaddset(&action.sa_mask, signal);
+  for (int signal : kStopSignals)
+    sigaction(signal, &action, nullptr);
+}
+
+int stopSignal() { return requested; }
+
+const char *signalName(int signal) {
+  switch (signal) {
+  case SIGINT:
+    return "SIGINT";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGUSR1:
+    return "SIGUSR1";
+  default:
+    return "a signal";
+  }
+}
+
+} // namespace sharc::training
