@@ -16,7 +16,8 @@
 #   at once (exit 1, well before the collectives' timeout).
 # - a stop asked of mpirun (SIGUSR1, which it forwards), or of one process
 #   alone (SIGTERM), stops every process after the same step with the
-#   checkpoint one process writes after that many steps.
+#   checkpoint one process writes after that many steps; --resume goes on
+#   from the checkpoint the first process picks.
 # usage: sharc-run-mpirun.sh MPIRUN SHARC_RUN MODEL SHARC
 set -uo pipefail
 mpirun=$1 sharc_run=$2 model=$3 sharc=$4
@@ -166,6 +167,19 @@ code=$?
 echo "SIGTERM to process 1 alone: exit $code"
 [ $code -eq 143 ] || { echo "FAIL  expected exit 143"; failed=1; }
 stopped_alike term SIGTERM
+
+# --resume over processes: the first process picks the file for all.
+for steps in 2 4; do
+  run "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --steps $steps \
+    --save "$work/r.safetensors" --resume
+done
+run "$sharc_run" "$work/tp.plan" --steps 4 --save "$work/r-alone.safetensors"
+if cmp -s "$work/r.safetensors" "$work/r-alone.safetensors"; then
+  echo "--resume over processes: pass (2 steps, then to step 4)"
+else
+  echo "FAIL  --resume over processes differs from one process's 4 steps"
+  failed=1
+fi
 
 [ $failed -eq 0 ] || cat "$work"/*.log
 exit $failed

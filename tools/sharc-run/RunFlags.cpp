@@ -25,7 +25,8 @@ namespace {
 
 const char *kUsage =
     "usage: sharc-run PLAN [--backend auto|cpu|cuda] [--steps N] [--seed N]\n"
-    "                 [--data FILE [--shuffle] | --synthetic] [--load CKPT]\n"
+    "                 [--data FILE [--shuffle] | --synthetic]\n"
+    "                 [--load CKPT | --resume]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
     "                 [--poison] [--check] [--quiet] [--cuda-graph]\n"
     "                 [--share-gpus]\n"
@@ -45,6 +46,11 @@ const char *kUsage =
     "                  over MPI), with one process's results; the first\n"
     "                  prints and writes files, and a failing process ends\n"
     "                  them all\n"
+    "  --resume        continue from the newest checkpoint --save and\n"
+    "                  --save-every wrote (by the step inside each), or\n"
+    "                  start afresh where there is none; --steps N then\n"
+    "                  counts from step 0, so that the same command run\n"
+    "                  again (a job requeued after a stop) ends at step N\n"
     "  SIGINT, SIGTERM, SIGUSR1  stop training after the step in flight:\n"
     "                  saved where --save says, then exit 128 + the signal\n"
     "                  (under mpirun, send SIGUSR1, which it forwards); a\n"
@@ -216,6 +222,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       options.dataPath.clear();
     } else if (flag == "--load") {
       SHARC_TRY(needValue(options.loadPath));
+    } else if (flag == "--resume") {
+      options.resume = true;
     } else if (flag == "--save") {
       SHARC_TRY(needValue(options.savePath));
     } else if (flag == "--dump-outputs") {
@@ -286,6 +294,12 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
     return bad("--eval-every needs --val-data FILE");
   if (options.saveEvery > 0 && options.savePath.empty())
     return bad("--save-every needs --save CKPT (it names the checkpoints)");
+  if (options.resume && options.savePath.empty())
+    return bad("--resume needs --save CKPT (it continues from the newest "
+               "checkpoint that --save and --save-every write)");
+  if (options.resume && !options.loadPath.empty())
+    return bad("--resume picks the checkpoint itself: give --load or "
+               "--resume, not both");
   if (options.saveInPlace && options.saveEvery == 0)
     return bad("--save-in-place needs --save-every N");
   if (options.validatePath == "<plan>.dense")

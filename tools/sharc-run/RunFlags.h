@@ -28,6 +28,9 @@ struct RunFlags {
   uint64_t seed = 42;
   std::string dataPath; ///< empty: synthetic
   std::string loadPath, savePath, dumpPath;
+  /// --resume: load the newest of savePath and its rotating checkpoints
+  /// (tools/sharc-run/Resume.h); steps then counts from step 0.
+  bool resume = false;
   std::string tracePath;    ///< Chrome trace of the last step; empty: none
   std::string logPath;      ///< --log: CSV of every step; empty: none
   std::string validatePath; ///< the dense plan to validate against

@@ -85,6 +85,14 @@ public:
   Result<std::string> save(const exec::Runtime &runtime, int64_t dataPosition,
                            exec::DataOrder dataOrder = {});
 
+  /// A rotating checkpoint an earlier run wrote (--resume), oldest first:
+  /// counted against keepLast and removed in turn as if this run had
+  /// written it.
+  void adopt(const std::string &path, int64_t step) {
+    written_.push_back(path);
+    lastStep_ = step;
+  }
+
   /// The last checkpoint written (whole on disk) if it is of `step`.
   std::optional<std::string> writtenAt(int64_t step) const {
     if (written_.empty() || lastStep_ != step)

@@ -31,6 +31,7 @@
 #include "planner/plan/HostMemory.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchRunner.h"
+#include "tools/sharc-run/Resume.h"
 #include "tools/sharc-run/RunFlags.h"
 #include "tools/sharc-run/StopSignals.h"
 #include "tools/sharc-run/TrainLog.h"
@@ -198,7 +199,7 @@ int generate(exec::Runtime &runtime, const RunFlags &options) {
   return 0;
 }
 
-int run(const RunFlags &options, bool stepsGiven,
+int run(RunFlags options, bool stepsGiven,
         std::shared_ptr<exec::Processes> processes) {
   auto plan = plan::readPlanFile(options.planPath);
   if (!plan)
@@ -272,6 +273,33 @@ int run(const RunFlags &options, bool stepsGiven,
                   static_cast<long long>(rt.localRanks().count));
     std::printf(" (set-up %.1f s)\n", secondsSince(setUpStart));
     printDeviceMemory(rt, "after set-up");
+  }
+
+  // --resume: the newest checkpoint is --load, --steps what is left.
+  std::optional<training::ResumePoint> resumed;
+  if (options.resume) {
+    auto found = processes->writesFiles()
+                     ? training::findResumePoint(options.savePath)
+                     : std::optional<training::ResumePoint>{};
+    if (!found)
+      return fail(found.status());
+    auto shared = training::shareResumePoint(*processes, std::move(*found));
+    if (!shared)
+      return fail(shared.status());
+    resumed = std::move(*shared);
+    if (resumed) {
+      for (const std::string &why : resumed->skipped)
+        std::printf("--resume: skipped %s\n", why.c_str());
+      std::printf("resuming at step %lld of %lld from %s\n",
+                  static_cast<long long>(resumed->step),
+                  static_cast<long long>(options.steps), resumed->path.c_str());
+      options.loadPath = resumed->path;
+      options.steps = std::max<int64_t>(0, options.steps - resumed->step);
+    } else {
+      std::printf("--resume: no checkpoint at %s or beside it, starting at "
+                  "step 1\n",
+                  options.savePath.c_str());
+    }
   }
 
   // The token windows consumed so far: a checkpoint's, else the step's.
@@ -360,6 +388,9 @@ int run(const RunFlags &options, bool stepsGiven,
   }
   training::CheckpointRotation rotation(options.savePath, options.keepLast,
                                         background);
+  if (resumed)
+    for (const auto &[step, path] : resumed->rotating)
+      rotation.adopt(path, step);
   // A background save's line once its file is whole; its failure fails
   // the run.
   auto reportSaved = [&](bool wait) -> Status {
@@ -515,6 +546,8 @@ int run(const RunFlags &options, bool stepsGiven,
         static_cast<long long>(stepsRun), static_cast<long long>(options.steps),
         options.savePath.empty()
             ? ": nothing saved (--save FILE keeps a stopped run)"
+        : options.resume
+            ? "; the same command continues it"
             : ("; --load " + options.savePath + " --steps " +
                std::to_string(options.steps - stepsRun) + " runs the rest")
                   .c_str());
