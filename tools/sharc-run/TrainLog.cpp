@@ -3,11 +3,14 @@
 #include "tools/sharc-run/TrainLog.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sys/stat.h>
+#include <vector>
 
 namespace sharc::training {
 namespace {
@@ -15,20 +18,51 @@ namespace {
 const char *kHeader = "step,kind,loss,lr,grad_norm,tokens_per_s,step_s,"
                       "elapsed_s,val_loss,val_ppl\n";
 
+/// The rows of an existing log at `path` that a run resumed after step
+/// `step` keeps: its train rows up to that step and its val rows before
+/// it (the resumed run evaluates at `step` again before training). None
+/// where the file is missing or has another header.
+std::vector<std::string> rowsBefore(const std::string &path, int64_t step) {
+  std::vector<std::string> kept;
+  std::ifstream file(path);
+  std::string line;
+  if (!std::getline(file, line) || line + "\n" != kHeader)
+    return kept;
+  while (std::getline(file, line)) {
+    size_t comma = line.find(',');
+    if (comma == std::string::npos || comma == 0 || comma > 18 ||
+        !std::all_of(line.begin(), line.begin() + comma,
+                     [](unsigned char c) { return std::isdigit(c); }))
+      continue;
+    int64_t rowStep = std::stoll(line.substr(0, comma));
+    bool train = line.compare(comma, 7, ",train,") == 0;
+    bool val = line.compare(comma, 5, ",val,") == 0;
+    if ((train && rowStep <= step) || (val && rowStep < step))
+      kept.push_back(line + "\n");
+  }
+  return kept;
+}
+
 } // namespace
 
-Result<TrainLog> TrainLog::open(const std::string &path) {
+Result<TrainLog> TrainLog::open(const std::string &path,
+                                int64_t continueAfterStep) {
   // A FIFO or a device would take the rows, or block, without being a log.
   struct stat info;
   if (::stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
     return Status::invalidInput("--log " + path +
                                 ": not a regular file; name a file to write");
+  std::vector<std::string> kept;
+  if (continueAfterStep >= 0)
+    kept = rowsBefore(path, continueAfterStep);
   std::FILE *file = std::fopen(path.c_str(), "w");
   if (!file)
     return Status::invalidInput("--log " + path +
                                 ": cannot write: " + std::strerror(errno));
   TrainLog log(path, file);
   SHARC_TRY(log.writeRow(kHeader));
+  for (const std::string &row : kept)
+    SHARC_TRY(log.writeRow(row));
   return log;
 }
 

@@ -17,6 +17,7 @@
 #include "planner/plan/Status.h"
 #include "tools/sharc-run/Training.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -27,8 +28,12 @@ namespace sharc::training {
 class TrainLog {
 public:
   /// Creates (or truncates) `path` and writes the header: a path that cannot
-  /// be written is bad input, found before the run does any work.
-  static Result<TrainLog> open(const std::string &path);
+  /// be written is bad input, found before the run does any work. A run
+  /// that --resume continues after step `continueAfterStep` (>= 0) keeps
+  /// the rows an earlier run wrote up to it, so the file holds one
+  /// history; the rows of steps that run had gone past are dropped.
+  static Result<TrainLog> open(const std::string &path,
+                               int64_t continueAfterStep = -1);
 
   Status writeStep(const exec::StepRecord &record);
   /// `elapsedSeconds`: wall time since the run's first step began.
