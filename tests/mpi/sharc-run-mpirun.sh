@@ -141,7 +141,7 @@ stopped_alike() { # NAME SIGNAL; the log of $work/NAME.log
     failed=1
   fi
 }
-ended=$("$here/../lit/run/Inputs/stop-run.sh" USR1 2 "$work/usr1.log" \
+ended=$("$here/../lit/run/Inputs/stop-run.sh" USR1 '^step +2 ' "$work/usr1.log" \
   "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" --backend cpu \
   --steps 1000000 --save "$work/usr1.safetensors")
 echo "SIGUSR1 to mpirun: $ended"

@@ -12,6 +12,7 @@
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchMemory.h"
 #include "tools/sharc-run/BenchReport.h"
+#include "tools/sharc-run/StopSignals.h"
 
 #include <algorithm>
 #include <cmath>
@@ -184,20 +185,43 @@ int runBenchMain(int argc, char **argv) {
     manifest->outputCsv = outputCsv;
   std::vector<BenchResult> results;
   bool anyError = false;
+  // A sweep runs for hours on a GPU: the CSV holds every point measured
+  // so far (rewritten whole after each), and a stop signal ends the sweep
+  // after the point in flight with the tables of the points done.
+  training::installStopHandlers(/*announce=*/true, "point");
+  int stoppedBy = 0;
   for (size_t i = 0; i < manifest->points.size(); ++i) {
+    if ((stoppedBy = training::stopSignal()) != 0)
+      break;
     const BenchPointSpec &point = manifest->points[i];
     results.push_back(runBenchPoint(*manifest, point, backend));
     anyError |= results.back().status == "error";
+    // The file first: a point's line on the console means it is on disk.
+    if (Status status = writeCsv(manifest->outputCsv, *manifest, results);
+        !status) {
+      std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
+      return 1;
+    }
     std::printf("%s\n", formatProgress(*manifest, i, results.back()).c_str());
     std::fflush(stdout);
   }
-  std::printf("\n%s", formatTables(*manifest, results).c_str());
+  // The tables of the points measured (all of them, unless stopped).
+  BenchManifest measured = *manifest;
+  measured.points.resize(results.size());
+  std::printf("\n%s", formatTables(measured, results).c_str());
+  // Once more, for a sweep stopped before its first point.
   if (Status status = writeCsv(manifest->outputCsv, *manifest, results);
       !status) {
     std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
     return 1;
   }
   std::printf("saved CSV: %s\n", manifest->outputCsv.c_str());
+  if (stoppedBy != 0) {
+    std::printf("stopped by %s after %zu of the %zu points\n",
+                training::signalName(stoppedBy), results.size(),
+                manifest->points.size());
+    return 128 + stoppedBy;
+  }
   return anyError ? 1 : 0;
 }
 

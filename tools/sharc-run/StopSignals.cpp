@@ -14,6 +14,8 @@ constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
 
 volatile std::sig_atomic_t requested = 0;
 volatile std::sig_atomic_t announces = 0;
+/// What the run finishes before it stops ("step", "point"), for the line.
+const char *volatile unitName = "step";
 
 void restoreDefaults() {
   struct sigaction action{};
@@ -32,9 +34,10 @@ void onStopSignal(int signal) {
   if (announces) {
     char line[128] = "sharc-run: ";
     std::strncat(line, signalName(signal), 16);
-    std::strncat(line,
-                 ": stopping after this step (send it again to stop now)\n",
-                 sizeof(line) - std::strlen(line) - 1);
+    const char *pieces[] = {": stopping after this ", unitName,
+                            " (send it again to stop now)\n"};
+    for (const char *piece : pieces)
+      std::strncat(line, piece, sizeof(line) - std::strlen(line) - 1);
     ssize_t ignored = ::write(STDERR_FILENO, line, std::strlen(line));
     (void)ignored;
   }
@@ -42,8 +45,9 @@ void onStopSignal(int signal) {
 
 } // namespace
 
-void installStopHandlers(bool announce) {
+void installStopHandlers(bool announce, const char *unit) {
   announces = announce ? 1 : 0;
+  unitName = unit;
   struct sigaction action{};
   action.sa_handler = onStopSignal;
   // Interrupted reads, writes and waits resume: the step goes on.

@@ -24,6 +24,8 @@
 #include "mlir/IR/MLIRContext.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -251,6 +253,16 @@ std::string siblingTool(const std::string &argv0, const std::string &name) {
 
 /// Runs argv[0] with argv, waits, returns its exit status (1 if it could
 /// not start or died of a signal).
+/// The sweep's process while spawn() waits for it: a stop signal sent to
+/// `sharc bench` alone (a scheduler's SIGTERM) goes on to it, which ends
+/// the sweep after its point in flight (sharc-run's StopSignals.h).
+volatile sig_atomic_t runningChild = 0;
+
+void forwardToChild(int signal) {
+  if (runningChild > 0)
+    kill(static_cast<pid_t>(runningChild), signal);
+}
+
 int spawn(const std::vector<std::string> &argv) {
   std::fflush(stdout);
   std::fflush(stderr);
@@ -266,10 +278,27 @@ int spawn(const std::vector<std::string> &argv) {
     std::fprintf(stderr, "sharc: error: cannot start %s\n", cargs[0]);
     _exit(127);
   }
+  runningChild = pid;
+  struct sigaction forward{}, previous[3];
+  forward.sa_handler = forwardToChild;
+  forward.sa_flags = SA_RESTART;
+  sigemptyset(&forward.sa_mask);
+  const int stopSignals[3] = {SIGINT, SIGTERM, SIGUSR1};
+  for (int i = 0; i < 3; ++i)
+    sigaction(stopSignals[i], &forward, &previous[i]);
   int status = 0;
-  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+  pid_t waited;
+  while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  for (int i = 0; i < 3; ++i)
+    sigaction(stopSignals[i], &previous[i], nullptr);
+  runningChild = 0;
+  if (waited < 0)
     return kExitFailure;
-  return WEXITSTATUS(status);
+  // A child a second signal ended: the shell's status for it.
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : kExitFailure;
 }
 
 std::string joined(const std::vector<std::string> &argv) {
@@ -353,7 +382,10 @@ int runBenchCommand(const std::vector<std::string> &args,
     return 0;
   }
   int exitCode = spawn(runArgv);
-  if (!config.outputPlot.empty() && (exitCode == 0 || exitCode == 1))
+  // A sweep stopped by a signal (128 + it) has the points it measured in
+  // the CSV: they are plotted too.
+  if (!config.outputPlot.empty() &&
+      (exitCode == 0 || exitCode == 1 || exitCode > 128))
     (void)spawn({"/usr/bin/env", "python3", SHARC_BENCH_PLOT_SCRIPT, csvPath,
                  config.outputPlot, "--kind", config.kind});
   return exitCode;
