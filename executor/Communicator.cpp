@@ -248,17 +248,17 @@ Status LocalCommunicator::runInGroup(const std::string &axis,
 Status HostCommunicator::allReduce(const void *send, void *recv, DType dtype,
                                    int64_t numel, ReduceOp op,
                                    const std::string &axis) {
-  Call call{
-      "all_reduce",
-      std::string("all_reduce ") + (op == ReduceOp::Sum ? "sum " : "max ") +
-          shapeText(dtype, {numel}),
-      send,
-      numel * dtypeSize(dtype),
-      recv,
-      numel * dtypeSize(dtype),
-      [&](const std::vector<const void *> &sends, int64_t, std::byte *out) {
-        reduceRun(sends, dtype, 0, numel, op, out);
-      }};
+  Call call{"all_reduce",
+            std::string("all_reduce ") +
+                (op == ReduceOp::Sum ? "sum " : "max ") +
+                shapeText(dtype, {numel}),
+            send,
+            numel * dtypeSize(dtype),
+            recv,
+            numel * dtypeSize(dtype),
+            [&](const std::vector<const void *> &sends, int64_t,
+                std::byte *out) { reduceRun(sends, dtype, 0, numel, op, out); },
+            /*pieceFor=*/nullptr};
   return run(axis, call);
 }
 
@@ -285,7 +285,8 @@ Status HostCommunicator::allGather(const void *send, void *recv, DType dtype,
                 out + (o * members + static_cast<int64_t>(m)) * chunkBytes,
                 static_cast<const std::byte *>(sends[m]) + o * chunkBytes,
                 static_cast<size_t>(chunkBytes));
-      }};
+      },
+      /*pieceFor=*/nullptr};
   return run(axis, call);
 }
 
@@ -316,6 +317,11 @@ Status HostCommunicator::reduceScatter(const void *send, void *recv,
               for (int64_t o = 0; o < outer; ++o)
                 reduceRun(sends, dtype, o * inner + index * chunk, chunk,
                           ReduceOp::Sum, out + o * chunk * elementBytes);
+            },
+            [&](int64_t reader) {
+              return InputPiece{outer, inner * elementBytes,
+                                reader * chunk * elementBytes,
+                                chunk * elementBytes};
             }};
   return run(axis, call);
 }
@@ -375,6 +381,15 @@ Status HostCommunicator::allToAll(const void *send, void *recv, DType dtype,
           for (int64_t d = rank - 1; d >= 0 && ++at[d] == outShape[d]; --d)
             at[d] = 0;
         }
+      },
+      [&](int64_t reader) {
+        // Its block of the split dim, in every index of the dims before.
+        int64_t outer = 1, block = outShape[splitDim] * inStride[splitDim];
+        for (int64_t d = 0; d < splitDim; ++d)
+          outer *= sendShape[d];
+        return InputPiece{
+            outer, sendShape[splitDim] * inStride[splitDim] * elementBytes,
+            reader * block * elementBytes, block * elementBytes};
       }};
   return run(axis, call);
 }
@@ -450,7 +465,8 @@ Status HostCommunicator::barrier(const std::string &axis) {
             0,
             nullptr,
             0,
-            [](const std::vector<const void *> &, int64_t, std::byte *) {}};
+            [](const std::vector<const void *> &, int64_t, std::byte *) {},
+            /*pieceFor=*/nullptr};
   return run(axis, call);
 }
 

@@ -147,6 +147,11 @@ public:
   Status barrier(const std::string &axis);
 
 protected:
+  /// `count` runs of `length` bytes, `stride` apart from `offset`.
+  struct InputPiece {
+    int64_t count = 1, stride = 0, offset = 0, length = 0;
+    int64_t bytes() const { return count * length; }
+  };
   /// One collective as a member sees it.
   struct Call {
     const char *name;      ///< "all_reduce", for messages
@@ -159,6 +164,10 @@ protected:
     std::function<void(const std::vector<const void *> &sends, int64_t index,
                        std::byte *out)>
         compute;
+    /// The bytes of a member's input that member `reader` reads (its piece
+    /// of a reduce_scatter or an all_to_all); empty: all of them. A
+    /// communicator that moves inputs between processes sends only these.
+    std::function<InputPiece(int64_t reader)> pieceFor;
   };
   /// Runs `call` for this member: computed alone where its group of `axis`
   /// is one rank (or the mesh has no such axis), else runInGroup().

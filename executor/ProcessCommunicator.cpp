@@ -24,16 +24,35 @@ size_t payloadOffset(size_t signatureBytes) {
   return (4 + signatureBytes + kAlign - 1) / kAlign * kAlign;
 }
 
+/// The message of `piece` of `send`: its runs back to back.
+template <typename Piece>
 std::vector<std::byte> packInput(const std::string &signature, const void *send,
-                                 int64_t sendBytes) {
+                                 const Piece &piece) {
   size_t offset = payloadOffset(signature.size());
-  std::vector<std::byte> message(offset + static_cast<size_t>(sendBytes));
+  std::vector<std::byte> message(offset + static_cast<size_t>(piece.bytes()));
   auto length = static_cast<uint32_t>(signature.size());
   std::memcpy(message.data(), &length, 4);
   std::memcpy(message.data() + 4, signature.data(), signature.size());
-  if (sendBytes > 0)
-    std::memcpy(message.data() + offset, send, static_cast<size_t>(sendBytes));
+  const auto *from = static_cast<const std::byte *>(send) + piece.offset;
+  for (int64_t run = 0; run < piece.count && piece.length > 0; ++run)
+    std::memcpy(message.data() + offset + run * piece.length,
+                from + run * piece.stride, static_cast<size_t>(piece.length));
   return message;
+}
+
+/// A sender's input as this member reads it: its piece's runs at their
+/// places, every other byte 0xff, so that reading outside the piece
+/// shows (a NaN in every float type).
+template <typename Piece>
+std::vector<std::byte> unpackInput(const std::byte *payload, const Piece &piece,
+                                   int64_t inputBytes) {
+  std::vector<std::byte> input(static_cast<size_t>(inputBytes),
+                               std::byte{0xff});
+  for (int64_t run = 0; run < piece.count && piece.length > 0; ++run)
+    std::memcpy(input.data() + piece.offset + run * piece.stride,
+                payload + run * piece.length,
+                static_cast<size_t>(piece.length));
+  return input;
 }
 
 } // namespace
@@ -88,31 +107,29 @@ Status ProcessCommunicator::runInGroup(const std::string &axis,
   if (aborted_->load())
     return Status::runtimeError(what + ": aborted, another rank failed");
   const auto &[ranks, index] = it->second;
-  std::vector<std::byte> message =
-      packInput(call.signature, call.send, call.sendBytes);
+  // Each member is sent the piece of this input it reads (the whole input
+  // but for reduce_scatter and all_to_all).
+  auto pieceFor = [&](int64_t reader) {
+    return call.pieceFor ? call.pieceFor(reader)
+                         : InputPiece{1, call.sendBytes, 0, call.sendBytes};
+  };
   std::vector<uint64_t> tickets;
-  size_t lastPeer = static_cast<size_t>(index) + 1 == ranks.size()
-                        ? ranks.size() - 2
-                        : ranks.size() - 1;
   for (size_t m = 0; m < ranks.size(); ++m) {
     if (static_cast<int64_t>(m) == index)
       continue;
     auto tag = channelTag(MessageKind::Collective, rank_, ranks[m]);
     if (!tag)
       return tag.status().withContext(what);
-    // The last member to send to takes the message itself, the others a
-    // copy.
-    std::vector<std::byte> bytes;
-    if (m == lastPeer)
-      bytes = std::move(message);
-    else
-      bytes = message;
-    auto ticket = channel_->send(processOf(ranks[m]), *tag, std::move(bytes));
+    auto ticket = channel_->send(processOf(ranks[m]), *tag,
+                                 packInput(call.signature, call.send,
+                                           pieceFor(static_cast<int64_t>(m))));
     if (!ticket)
       return ticket.status().withContext(what);
     tickets.push_back(*ticket);
   }
   // Every member's input, this rank's in place.
+  InputPiece mine = pieceFor(index);
+  bool whole = mine.bytes() == call.sendBytes;
   std::vector<std::vector<std::byte>> received(ranks.size());
   std::vector<const void *> sends(ranks.size(), call.send);
   for (size_t m = 0; m < ranks.size(); ++m) {
@@ -127,8 +144,7 @@ Status ProcessCommunicator::runInGroup(const std::string &axis,
       return Status::runtimeError(what + ": from member " + std::to_string(m) +
                                   " (rank " + std::to_string(ranks[m]) +
                                   "): " + got.status().message());
-    received[m] = std::move(*got);
-    const std::vector<std::byte> &bytes = received[m];
+    std::vector<std::byte> &bytes = *got;
     uint32_t length = 0;
     if (bytes.size() >= 4)
       std::memcpy(&length, bytes.data(), 4);
@@ -141,11 +157,17 @@ Status ProcessCommunicator::runInGroup(const std::string &axis,
     // Equal signatures mean equal input sizes, as every member computes
     // the sizes from its own signature's shape.
     if (theirs != call.signature ||
-        bytes.size() - offset != static_cast<size_t>(call.sendBytes))
+        bytes.size() - offset != static_cast<size_t>(mine.bytes()))
       return Status::runtimeError(what + ": member " + std::to_string(m) +
                                   " called " + theirs +
                                   " but this rank called " + call.signature);
-    sends[m] = bytes.data() + offset;
+    if (whole) {
+      received[m] = std::move(bytes);
+      sends[m] = received[m].data() + offset;
+    } else {
+      received[m] = unpackInput(bytes.data() + offset, mine, call.sendBytes);
+      sends[m] = received[m].data();
+    }
   }
   // Every member has this input (or is taking it) once these return; the
   // waits drive MPI's progress, which moves a large message.

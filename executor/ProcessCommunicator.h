@@ -18,8 +18,10 @@
 // plan's tag (any 64-bit value); a recv keeps the messages of other tags
 // that come first for their own recv.
 //
-// Every member sends its whole input to every other one (the group size
-// times the input, where a ring sends twice the input): the reference's
+// Every member sends every other one the part of its input that member
+// reads: its piece of a reduce_scatter or an all_to_all (1/P of the
+// input), the whole input of an all_reduce or an all_gather (P - 1 times
+// the input in all, where a ring sends twice the input). The reference's
 // exchange, for tests and for small runs that span hosts, not a fast path.
 //
 //   ProcessCommunicator comm(plan.mesh, rank, span.count, channel, 60.0,
