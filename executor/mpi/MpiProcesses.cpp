@@ -25,8 +25,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <list>
+#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -51,9 +53,15 @@ constexpr int64_t kMaxPiece = 1ll << 30;
 /// Tagged messages on a communicator of the channel's own. A message goes
 /// in pieces of at most kMaxPiece bytes, the last one shorter (empty where
 /// the size is a multiple): the receiver takes pieces until a short one.
+/// A message between two ranks of this process (two or more ranks per
+/// process) stays in it: queued under its tag and taken from the queue,
+/// without MPI's copy or the receiver's polling.
 class MpiChannel final : public ProcessChannel {
 public:
   explicit MpiChannel(MPI_Comm comm) : comm_(comm) {
+    int self = 0;
+    MPI_Comm_rank(comm_, &self);
+    self_ = self;
     int *upperBound = nullptr, found = 0;
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upperBound, &found);
     maxTag_ = found && upperBound ? *upperBound : 32767;
@@ -88,6 +96,13 @@ public:
 
   Result<uint64_t> send(int64_t to, int64_t tag,
                         std::vector<std::byte> message) override {
+    if (to == self_) {
+      // Taken by this process's own receive: sent once queued.
+      std::lock_guard<std::mutex> lock(localMutex_);
+      local_[tag].push_back(std::move(message));
+      localArrived_.notify_all();
+      return uint64_t{0};
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     reapLocked();
     Pending &pending = pending_.emplace_back();
@@ -134,6 +149,8 @@ public:
   receive(int64_t from, int64_t tag, double timeoutSeconds,
           const std::atomic<bool> &aborted) override {
     auto deadline = deadlineAfter(timeoutSeconds);
+    if (from == self_)
+      return receiveLocal(tag, deadline, aborted);
     std::vector<std::byte> message;
     for (int idle = 0;;) {
       int found = 0;
@@ -169,6 +186,28 @@ public:
   int64_t maxTag() const override { return maxTag_; }
 
 private:
+  Result<std::vector<std::byte>>
+  receiveLocal(int64_t tag, std::chrono::steady_clock::time_point deadline,
+               const std::atomic<bool> &aborted) {
+    std::unique_lock<std::mutex> lock(localMutex_);
+    for (;;) {
+      auto queue = local_.find(tag);
+      if (queue != local_.end() && !queue->second.empty()) {
+        std::vector<std::byte> message = std::move(queue->second.front());
+        queue->second.pop_front();
+        return message;
+      }
+      if (aborted.load())
+        return Status::runtimeError("aborted, another rank failed");
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline)
+        return Status::runtimeError("timed out, nothing was sent");
+      // The abort flag has no notification of its own: look again soon.
+      localArrived_.wait_until(
+          lock, std::min(deadline, now + std::chrono::milliseconds(10)));
+    }
+  }
+
   struct Pending {
     uint64_t ticket = 0;
     std::vector<std::byte> bytes;
@@ -218,7 +257,12 @@ private:
   }
 
   MPI_Comm comm_;
+  int64_t self_ = 0; ///< this process's rank in comm_
   int64_t maxTag_ = 32767;
+  /// Messages between ranks of this process, by tag, in send order.
+  std::mutex localMutex_;
+  std::condition_variable localArrived_;
+  std::map<int64_t, std::deque<std::vector<std::byte>>> local_;
   std::mutex mutex_;
   uint64_t lastTicket_ = 0;
   std::list<Pending> pending_;
