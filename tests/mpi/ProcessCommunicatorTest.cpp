@@ -231,23 +231,29 @@ TEST_CASE("ProcessCommunicator: members that disagree are named") {
 TEST_CASE("ProcessCommunicator: a member that never comes times out, an "
           "abort stops the wait") {
   auto processes = join();
-  // Only rank 0 reduces over tp: its partner's message never comes.
-  auto lonely = [](int64_t rank, Communicator &comm, Outputs &) {
-    if (rank != 0)
-      return Status::ok();
-    float x = 1.f;
-    return comm.allReduce(&x, &x, DType::F32, 1, ReduceOp::Sum, "tp");
-  };
-  ProcessRun run = processRun(*processes, 1, lonely, /*timeoutSeconds=*/0.3);
-  if (run.span.holds(0))
-    CHECK_THAT(run.statuses[0][0].message(),
-               Catch::Contains("all_reduce over tp: from member 1 (rank 1): "
-                               "timed out, nothing was sent"));
-  std::atomic<bool> aborted{true};
-  run = processRun(*processes, 1, lonely, /*timeoutSeconds=*/60.0, &aborted);
-  if (run.span.holds(0))
-    CHECK_THAT(run.statuses[0][0].message(),
-               Catch::Contains("aborted, another rank failed"));
+  // Only rank 0 reduces: its partner's message never comes. Under mpirun
+  // -np 2 its tp partner (rank 1) is in its process (a message queued in
+  // it) and its dp partner (rank 4) in the other (an MPI message).
+  for (auto [axis, partner] : {std::pair{"tp", 1}, std::pair{"dp", 4}}) {
+    auto lonely = [axis = axis](int64_t rank, Communicator &comm, Outputs &) {
+      if (rank != 0)
+        return Status::ok();
+      float x = 1.f;
+      return comm.allReduce(&x, &x, DType::F32, 1, ReduceOp::Sum, axis);
+    };
+    ProcessRun run = processRun(*processes, 1, lonely, /*timeoutSeconds=*/0.3);
+    if (run.span.holds(0))
+      CHECK_THAT(run.statuses[0][0].message(),
+                 Catch::Contains(std::string("all_reduce over ") + axis +
+                                 ": from member 1 (rank " +
+                                 std::to_string(partner) +
+                                 "): timed out, nothing was sent"));
+    std::atomic<bool> aborted{true};
+    run = processRun(*processes, 1, lonely, /*timeoutSeconds=*/60.0, &aborted);
+    if (run.span.holds(0))
+      CHECK_THAT(run.statuses[0][0].message(),
+                 Catch::Contains("aborted, another rank failed"));
+  }
 }
 
 TEST_CASE("ProcessCommunicator: more ranks per process than tags carry "
