@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
@@ -118,6 +119,34 @@ shareResumePoint(exec::Processes &processes, std::optional<ResumePoint> point) {
   shared.path = std::move(path);
   shared.step = header[1];
   return std::optional<ResumePoint>{std::move(shared)};
+}
+
+Result<std::optional<ResumePoint>> applyResume(RunFlags &options,
+                                               exec::Processes &processes) {
+  if (!options.resume)
+    return std::optional<ResumePoint>{};
+  auto found = processes.writesFiles() ? findResumePoint(options.savePath)
+                                       : std::optional<ResumePoint>{};
+  if (!found)
+    return found.status();
+  auto resumed = shareResumePoint(processes, std::move(*found));
+  if (!resumed)
+    return resumed.status();
+  if (!*resumed) {
+    std::printf("--resume: no checkpoint at %s or beside it, starting at "
+                "step 1\n",
+                options.savePath.c_str());
+    return resumed;
+  }
+  const ResumePoint &point = **resumed;
+  for (const std::string &why : point.skipped)
+    std::printf("--resume: skipped %s\n", why.c_str());
+  std::printf("resuming at step %lld of %lld from %s\n",
+              static_cast<long long>(point.step),
+              static_cast<long long>(options.steps), point.path.c_str());
+  options.loadPath = point.path;
+  options.steps = std::max<int64_t>(0, options.steps - point.step);
+  return resumed;
 }
 
 } // namespace sharc::training

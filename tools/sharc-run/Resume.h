@@ -1,5 +1,5 @@
 //===- Resume.h - where a run that was stopped goes on ----------*- C++ -*-===//
-// defines: ResumePoint, findResumePoint, shareResumePoint
+// defines: ResumePoint, findResumePoint, shareResumePoint, applyResume
 //
 // `sharc-run PLAN --steps N --save CKPT [--save-every K] --resume`, run
 // again after a stop (a signal, a node lost, a job requeued), continues
@@ -10,12 +10,12 @@
 // atomically, so a file at one of these names is whole; one that cannot
 // be read (another tool's file) is skipped and named.
 //
-//   auto point = findResumePoint(options.savePath);
-//   if (*point) loadPath = (*point)->path, steps -= (*point)->step;
+//   auto point = applyResume(options, processes); // --load, --steps set
 #pragma once
 
 #include "executor/Processes.h"
 #include "planner/plan/Status.h"
+#include "tools/sharc-run/RunFlags.h"
 
 #include <cstdint>
 #include <optional>
@@ -43,5 +43,11 @@ Result<std::optional<ResumePoint>> findResumePoint(const std::string &savePath);
 /// same file even where they see the folder at different moments.
 Result<std::optional<ResumePoint>>
 shareResumePoint(exec::Processes &processes, std::optional<ResumePoint> point);
+
+/// For `options.resume`: finds the point (process 0, shared with the
+/// others), says what it found, and makes it the run's --load with the
+/// steps left to --steps; nullopt (and nothing changed) otherwise.
+Result<std::optional<ResumePoint>> applyResume(RunFlags &options,
+                                               exec::Processes &processes);
 
 } // namespace sharc::training

@@ -216,38 +216,16 @@ int run(RunFlags options, bool stepsGiven,
         !status)
       return fail(status.withContext(options.planPath));
   // --resume: the newest checkpoint is --load, --steps what is left.
-  std::optional<training::ResumePoint> resumed;
-  if (options.resume) {
-    auto found = processes->writesFiles()
-                     ? training::findResumePoint(options.savePath)
-                     : std::optional<training::ResumePoint>{};
-    if (!found)
-      return fail(found.status());
-    auto shared = training::shareResumePoint(*processes, std::move(*found));
-    if (!shared)
-      return fail(shared.status());
-    resumed = std::move(*shared);
-    if (resumed) {
-      for (const std::string &why : resumed->skipped)
-        std::printf("--resume: skipped %s\n", why.c_str());
-      std::printf("resuming at step %lld of %lld from %s\n",
-                  static_cast<long long>(resumed->step),
-                  static_cast<long long>(options.steps), resumed->path.c_str());
-      options.loadPath = resumed->path;
-      options.steps = std::max<int64_t>(0, options.steps - resumed->step);
-    } else {
-      std::printf("--resume: no checkpoint at %s or beside it, starting at "
-                  "step 1\n",
-                  options.savePath.c_str());
-    }
-  }
+  auto resumed = training::applyResume(options, *processes);
+  if (!resumed)
+    return fail(resumed.status());
 
   // Opened before any work, so that a path it cannot write fails at once;
   // under mpirun the first process writes it, as every other file.
   std::optional<training::TrainLog> trainLog;
   if (!options.logPath.empty() && processes->writesFiles()) {
-    auto opened =
-        training::TrainLog::open(options.logPath, resumed ? resumed->step : -1);
+    auto opened = training::TrainLog::open(options.logPath,
+                                           *resumed ? (*resumed)->step : -1);
     if (!opened)
       return fail(opened.status());
     trainLog = std::move(*opened);
@@ -389,8 +367,8 @@ int run(RunFlags options, bool stepsGiven,
   }
   training::CheckpointRotation rotation(options.savePath, options.keepLast,
                                         background);
-  if (resumed)
-    for (const auto &[step, path] : resumed->rotating)
+  if (*resumed)
+    for (const auto &[step, path] : (*resumed)->rotating)
       rotation.adopt(path, step);
   // A background save's line once its file is whole; its failure fails
   // the run.
