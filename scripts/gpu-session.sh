@@ -6,11 +6,11 @@
 # usage: scripts/gpu-session.sh [kernels] [parity] [sanitize] [bench]
 #                               [curve] [trace] [ceilings] [peers] [attention]
 #                               [graph] [hf] [check] [sweep] [mpi]
-#                               [mpi-sanitize] [comm] [ncclmem] [eval]
+#                               [mpi-sanitize] [comm] [ncclmem] [eval] [stop]
 #
 # What the next two-GPU session should run, in three calls of under 10
 # minutes each (NCCL_NVLS_ENABLE=0 in all):
-#   scripts/gpu-session.sh comm mpi mpi-sanitize parity eval
+#   scripts/gpu-session.sh comm mpi mpi-sanitize parity eval stop
 #   SWEEPS="layers layers-latency h4096" PEERS="ddp 8 2048 4 compile,tp 8 2048 4 compile" \
 #     TRACE_MODE="tp_sp tp_sp_async_vp tp_sp_async_vp-latency" \
 #     scripts/gpu-session.sh sweep peers trace ceilings
@@ -144,6 +144,12 @@ for step in $steps; do
     "$root/tests/gpu/graph-parity.sh" "$run" 6 \
       ${GRAPH_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/plans/small-bf16-ddp.plan "$stage"/bench/dense.plan "$stage"/bench/tp_sp_async_vp.plan} \
       2>&1 | tee "$out/graph.log" ;;
+  stop)
+    # A run stopped by a signal and resumed with --resume ends as the
+    # uninterrupted run does (one process, and mpirun with SIGUSR1).
+    SHARC_CUDNN_DETERMINISTIC=1 "$root/tests/gpu/stop-resume.sh" "$run" \
+      ${STOP_PLANS:-"$stage"/plans/small-bf16-dense.plan "$stage"/plans/small-f32-tp_sp_async_vp.plan "$stage"/plans/small-bf16-ddp.plan} \
+      2>&1 | tee "$out/stop.log" ;;
   eval)
     # Validation and generation, plain runs (grouped AdamW and transfers as
     # in production), cuda against cpu: every pipeline schedule, cp, tp, dp.
