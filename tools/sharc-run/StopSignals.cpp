@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <pthread.h>
 #include <unistd.h>
 
 namespace sharc::training {
@@ -58,6 +59,14 @@ void installStopHandlers(bool announce, const char *unit) {
     sigaddset(&action.sa_mask, signal);
   for (int signal : kStopSignals)
     sigaction(signal, &action, nullptr);
+  // A launcher may have started this process with them blocked (a mask
+  // is inherited across exec): a blocked stop signal would never come.
+  // Threads started from here on inherit this thread's mask.
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int signal : kStopSignals)
+    sigaddset(&stops, signal);
+  pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
 }
 
 int stopSignal() { return requested; }

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <pthread.h>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +35,13 @@ ChildEnd raiseInChild(int first, int second) {
   REQUIRE(child >= 0);
   if (child == 0) {
     ::close(pipeEnds[0]);
+    // As a launcher may start it: the stop signals blocked, which the
+    // handlers' installation undoes.
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int signal : {SIGINT, SIGTERM, SIGUSR1})
+      sigaddset(&stops, signal);
+    pthread_sigmask(SIG_BLOCK, &stops, nullptr);
     installStopHandlers(/*announce=*/false);
     std::string before = std::to_string(stopSignal()) + ",";
     ::raise(first); // delivered before raise returns: one thread
