@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # A stopped run, run again with --resume, ends with the uninterrupted run's
 # checkpoint and log: each PLAN is stopped once step 3 is printed (SIGINT
-# to one process; SIGUSR1 to mpirun, which forwards it, with a process per
-# GPU where the node has one per rank, else one process driving every
-# rank), resumed with the same command to 5 steps past the stop, and
+# to one process; SIGUSR1 to the processes of mpirun, a process per GPU
+# where the node has one per rank, else one process driving every rank), resumed with the same command to 5 steps past the stop, and
 # compared with an uninterrupted run of as many steps, byte for byte (set
 # SHARC_CUDNN_DETERMINISTIC=1 on cuda: cuDNN's attention backward is not
 # otherwise reproducible). CUDA graphs and background saves (--save-every
@@ -35,7 +34,9 @@ for plan in "$@"; do
       [ "$backend" = cuda ] && [ "$gpus" -lt "$ranks" ] && processes=1
       run=("$mpirun" -np "$processes" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE
            -x SHARC_CUDNN_DETERMINISTIC "$sharc_run")
-      signal=USR1
+      # To the ranks themselves: the H200 node's mpirun (Open MPI 4.1.6)
+      # did not forward SIGUSR1 where Debian's 4.1.4 does.
+      signal=children:USR1
     fi
     # More ranks than GPUs in one process: they share them.
     [ "$backend" = cuda ] && [ "$gpus" -lt "$ranks" ] && flags+=(--share-gpus)

@@ -2,8 +2,8 @@
 // defines: installStopHandlers, stopSignal, signalName
 //
 // A long run asked to stop (Ctrl-C's SIGINT, a scheduler's SIGTERM, or
-// SIGUSR1, which Open MPI's mpirun forwards to every process where it ends
-// the job on SIGINT and SIGTERM) finishes the step it is in, saves where
+// SIGUSR1, which some of Open MPI's mpirun installations forward where all
+// end the job on SIGINT and SIGTERM) finishes the step it is in, saves where
 // --save names a file, and exits with 128 + the signal's number, so that
 // the state of the last whole step is kept and `--load` resumes it; a
 // benchmark sweep finishes its point and keeps the points measured. The

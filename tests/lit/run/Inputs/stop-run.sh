@@ -5,6 +5,8 @@
 # or "no PATTERN within 120 s" or "still running 120 s after" the signal
 # (the run is then killed). COMMAND must take the signal itself (not
 # `timeout`, which does not forward SIGUSR1).
+# SIGNAL "children:USR1" sends it to COMMAND's child processes instead
+# (mpirun's ranks: not every mpirun forwards SIGUSR1).
 # usage: stop-run.sh SIGNAL PATTERN OUT COMMAND...
 set -uo pipefail
 signal=$1 pattern=$2 out=$3
@@ -22,7 +24,10 @@ if ! grep -Eq -- "$pattern" "$out"; then
   echo "no $pattern within 120 s"
   exit 1
 fi
-kill -"$signal" $pid
+case $signal in
+children:*) signal=${signal#children:}; pkill -"$signal" -P $pid ;;
+*) kill -"$signal" $pid ;;
+esac
 for _ in $(seq 1200); do
   kill -0 $pid 2>/dev/null || break
   sleep 0.1
