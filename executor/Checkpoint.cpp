@@ -22,6 +22,27 @@ namespace {
 /// inside int64 when a run's steps are added to it.
 constexpr int64_t kMaxCheckpointStep = 1'000'000'000'000;
 
+} // namespace
+
+Result<int64_t>
+checkpointStep(const std::map<std::string, std::string> &metadata) {
+  auto text = metadata.find("step");
+  if (text == metadata.end())
+    return int64_t{-1};
+  const std::string &digits = text->second;
+  int64_t value = -1;
+  auto [end, error] =
+      std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error != std::errc() || end != digits.data() + digits.size() ||
+      value < 0 || value > kMaxCheckpointStep)
+    return Status::invalidInput("metadata step '" + digits +
+                                "' is not a step count in [0, " +
+                                std::to_string(kMaxCheckpointStep) + "]");
+  return value;
+}
+
+namespace {
+
 /// The checkpoint's own promises, checked before a byte of it is loaded: a
 /// file of another kind or another model must not half-load, and a step
 /// count must not wrap the runtime's counter.
@@ -36,19 +57,10 @@ Status checkMetadata(const Runtime &runtime,
   if (state != metadata.end() && state->second != "adamw")
     return Status::invalidInput("metadata optimizer_state '" + state->second +
                                 "' is not 'adamw'");
-  step = -1;
-  if (auto text = metadata.find("step"); text != metadata.end()) {
-    const std::string &digits = text->second;
-    int64_t value = -1;
-    auto [end, error] =
-        std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (error != std::errc() || end != digits.data() + digits.size() ||
-        value < 0 || value > kMaxCheckpointStep)
-      return Status::invalidInput("metadata step '" + digits +
-                                  "' is not a step count in [0, " +
-                                  std::to_string(kMaxCheckpointStep) + "]");
-    step = value;
-  }
+  auto parsed = checkpointStep(metadata);
+  if (!parsed)
+    return parsed.status();
+  step = *parsed;
   // Every tensor must be something this plan loads: a tensor it does not
   // know is a checkpoint of a larger or different model, which would
   // otherwise load its matching part and drop the rest without a word.

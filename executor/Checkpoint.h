@@ -1,6 +1,6 @@
 //===- Checkpoint.h - params and adam state as safetensors ------*- C++ -*-===//
 // defines: saveCheckpoint, CheckpointSnapshot, checkpointBytes,
-//          snapshotFits, loadCheckpoint
+//          snapshotFits, checkpointStep, loadCheckpoint
 //
 // A checkpoint holds global (unsharded) tensors, so any plan of the same
 // model (dense, tp, dp, ...) can resume from it: parameters by name in their
@@ -87,6 +87,11 @@ bool snapshotFits(int64_t bytes, int64_t availableBytes, std::string &why);
 /// or -1 when the file has none (a checkpoint from before it existed).
 /// With dataOrder, it receives the file's data_shuffle ({0, 0}: file
 /// order), a malformed one invalid input.
+/// The step a checkpoint's metadata holds: -1 where it has none, invalid
+/// input where it is not a count in [0, 10^12] (loadCheckpoint's check).
+Result<int64_t>
+checkpointStep(const std::map<std::string, std::string> &metadata);
+
 Status loadCheckpoint(Runtime &runtime, const std::string &path,
                       int64_t *dataPosition = nullptr,
                       DataOrder *dataOrder = nullptr);

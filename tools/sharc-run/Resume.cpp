@@ -2,6 +2,7 @@
 
 #include "tools/sharc-run/Resume.h"
 
+#include "executor/Checkpoint.h"
 #include "planner/plan/SafeTensors.h"
 
 #include <algorithm>
@@ -20,14 +21,12 @@ Result<int64_t> checkpointStep(const std::string &path) {
   if (!reader)
     return reader.status();
   const auto &metadata = (*reader)->metadata();
-  auto step = metadata.find("step");
-  if (metadata.count("format") == 0 ||
-      metadata.at("format") != "sharc-checkpoint" || step == metadata.end() ||
-      step->second.empty() || step->second.size() > 12 ||
-      !std::all_of(step->second.begin(), step->second.end(),
-                   [](unsigned char c) { return std::isdigit(c); }))
+  auto format = metadata.find("format");
+  auto step = exec::checkpointStep(metadata);
+  if (format == metadata.end() || format->second != "sharc-checkpoint" ||
+      !step || *step < 0)
     return Status::invalidInput(path + ": not a sharc checkpoint with a step");
-  return std::stoll(step->second);
+  return step;
 }
 
 /// Whether `name` is a rotating checkpoint's file name of `stem` and

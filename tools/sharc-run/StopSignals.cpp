@@ -26,7 +26,8 @@ void restoreDefaults() {
     sigaction(signal, &action, nullptr);
 }
 
-/// Only async-signal-safe calls: sigaction, write.
+/// Only async-signal-safe calls: sigaction, write and the string functions
+/// POSIX.1-2016 lists as safe.
 void onStopSignal(int signal) {
   if (requested == 0)
     requested = signal;

@@ -60,9 +60,11 @@ Result<TrainLog> TrainLog::open(const std::string &path,
     return Status::invalidInput("--log " + path +
                                 ": cannot write: " + std::strerror(errno));
   TrainLog log(path, file);
-  SHARC_TRY(log.writeRow(kHeader));
+  // The header and the kept rows in one write.
+  std::string start = kHeader;
   for (const std::string &row : kept)
-    SHARC_TRY(log.writeRow(row));
+    start += row;
+  SHARC_TRY(log.writeRow(start));
   return log;
 }
 
