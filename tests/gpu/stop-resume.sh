@@ -2,8 +2,9 @@
 # A stopped run, run again with --resume, ends with the uninterrupted run's
 # checkpoint and log: each PLAN is stopped once step 3 is printed (SIGINT
 # to one process; SIGUSR1 to the processes of mpirun, a process per GPU
-# where the node has one per rank, else one process driving every rank), resumed with the same command to 5 steps past the stop, and
-# compared with an uninterrupted run of as many steps, byte for byte (set
+# where the node has one per rank, else one process driving every rank;
+# --stop-file under mpirun), resumed with the same command to 5 steps past
+# the stop, and compared with an uninterrupted run of as many steps, byte for byte (set
 # SHARC_CUDNN_DETERMINISTIC=1 on cuda: cuDNN's attention backward is not
 # otherwise reproducible). CUDA graphs and background saves (--save-every
 # 4) are on. Prints one line per plan and launch; exit 1 if any differs.
@@ -26,10 +27,10 @@ for plan in "$@"; do
   common=(--backend "$backend")
   [ "$backend" = cuda ] && common+=(--cuda-graph)
   launches=(one)
-  command -v "$mpirun" >/dev/null && launches+=(mpi)
+  command -v "$mpirun" >/dev/null && launches+=(mpi mpi-file)
   for launch in "${launches[@]}"; do
     run=("$sharc_run") flags=("${common[@]}") signal=INT
-    if [ $launch = mpi ]; then
+    if [ $launch != one ]; then
       processes=$ranks
       [ "$backend" = cuda ] && [ "$gpus" -lt "$ranks" ] && processes=1
       run=("$mpirun" -np "$processes" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE
@@ -38,13 +39,18 @@ for plan in "$@"; do
       # did not forward SIGUSR1 where Debian's 4.1.4 does.
       signal=children:USR1
     fi
+    if [ $launch = mpi-file ]; then
+      signal=file:$work/STOP
+      flags+=(--stop-file "$work/STOP")
+    fi
     # More ranks than GPUs in one process: they share them.
     [ "$backend" = cuda ] && [ "$gpus" -lt "$ranks" ] && flags+=(--share-gpus)
     ckpt=$work/$name-$launch.safetensors log=$work/$name-$launch.csv
     resume=(--save "$ckpt" --save-every 4 --keep-last 2 --log "$log" --resume)
     ended=$("$stop" $signal '^step +3 ' "$work/stopped.txt" "${run[@]}" \
       "$plan" --steps 1000000 "${flags[@]}" "${resume[@]}")
-    n=$(awk '/^stopped by/ {print $6}' "$work/stopped.txt")
+    n=$(sed -n 's/^stopped by .* after step \([0-9]*\) .*/\1/p' "$work/stopped.txt")
+    by=$(sed -n 's/^stopped by \(.*\) after step .*/\1/p' "$work/stopped.txt")
     if [ -z "$n" ]; then
       echo "FAIL  $name ($launch): $ended, no stop line"
       tail -n 5 "$work/stopped.txt" "$work/stopped.txt.err"
@@ -68,7 +74,7 @@ for plan in "$@"; do
       echo "FAIL  $name ($launch): the logs' train rows differ"
       failed=1
     else
-      echo "pass  $name ($launch): $ended after step $n ($(grep -o '^stopped by [A-Z0-9]*' "$work/stopped.txt")), resumed to step $steps: checkpoint and $(rows "$log" | wc -l) log rows identical"
+      echo "pass  $name ($launch): $ended after step $n (stopped by $by), resumed to step $steps: checkpoint and $(rows "$log" | wc -l) log rows identical"
     fi
   done
 done

@@ -16,8 +16,9 @@
 #   at once (exit 1, well before the collectives' timeout).
 # - a stop asked of mpirun (SIGUSR1, which it forwards), or of one process
 #   alone (SIGTERM), stops every process after the same step with the
-#   checkpoint one process writes after that many steps; --resume goes on
-#   from the checkpoint the first process picks.
+#   checkpoint one process writes after that many steps, and so does a
+#   --stop-file; --resume goes on from the checkpoint the first process
+#   picks.
 # usage: sharc-run-mpirun.sh MPIRUN SHARC_RUN MODEL SHARC
 set -uo pipefail
 mpirun=$1 sharc_run=$2 model=$3 sharc=$4
@@ -126,7 +127,7 @@ expect "$work/alone.log" "sharc-run: process 0: error: step 1: cannot write"
 # Stops: after the same step everywhere, saved as one process saves it.
 stopped_alike() { # NAME SIGNAL; the log of $work/NAME.log
   local step
-  step=$(awk '/^stopped by/ {print $6}' "$work/$1.log")
+  step=$(sed -n 's/^stopped by .* after step \([0-9]*\) .*/\1/p' "$work/$1.log")
   if ! grep -q "^stopped by $2 after step [0-9]" "$work/$1.log"; then
     echo "FAIL  $1: no stop by $2"
     failed=1
@@ -167,6 +168,17 @@ code=$?
 echo "SIGTERM to process 1 alone: exit $code"
 [ $code -eq 143 ] || { echo "FAIL  expected exit 143"; failed=1; }
 stopped_alike term SIGTERM
+
+# --stop-file, seen by either process (here on one file system): both
+# stop after the same step, and the file is gone.
+ended=$("$here/../lit/run/Inputs/stop-run.sh" "file:$work/STOP" '^step +2 ' \
+  "$work/file.log" "$mpirun" -np 2 "$sharc_run" "$work/tp.plan" \
+  --backend cpu --steps 1000000 --save "$work/file.safetensors" \
+  --stop-file "$work/STOP")
+echo "--stop-file under mpirun: $ended"
+[ "$ended" = "exit 75" ] && [ ! -e "$work/STOP" ] ||
+  { echo "FAIL  expected exit 75 and the stop file removed"; failed=1; }
+stopped_alike file "the stop file $work/STOP (removed)"
 
 # --resume over processes: the first process picks the file for all.
 for steps in 2 4; do

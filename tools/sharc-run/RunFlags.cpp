@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -26,7 +27,7 @@ namespace {
 const char *kUsage =
     "usage: sharc-run PLAN [--backend auto|cpu|cuda] [--steps N] [--seed N]\n"
     "                 [--data FILE [--shuffle] | --synthetic]\n"
-    "                 [--load CKPT | --resume]\n"
+    "                 [--load CKPT | --resume] [--stop-file FILE]\n"
     "                 [--save CKPT] [--dump-outputs FILE.safetensors]\n"
     "                 [--poison] [--check] [--quiet] [--cuda-graph]\n"
     "                 [--share-gpus]\n"
@@ -55,6 +56,10 @@ const char *kUsage =
     "                  saved where --save says, then exit 128 + the signal\n"
     "                  (under mpirun, to a sharc-run process: they agree\n"
     "                  on the step); a second signal stops at once\n"
+    "  --stop-file FILE  stop the same way once FILE exists (`touch\n"
+    "                  FILE`, where the launcher passes no signal on):\n"
+    "                  the run removes it and exits 75, and the same\n"
+    "                  command with --resume goes on\n"
     "  --data FILE     a token file (docs/data.md: scripts/prepare-data.py's,\n"
     "                  or raw int32 ids), read in windows of seq_len tokens\n"
     "                  (default: --synthetic); --shuffle reads its windows\n"
@@ -115,6 +120,17 @@ const char *kUsage =
     "                  transfers through the host on managed memory. Slow;\n"
     "                  for checking multi-rank plans (with --validate or\n"
     "                  --compare-cpu) on a small machine\n";
+
+/// Whether two paths, existing or not, name the same file: compared as
+/// absolute paths with symbolic links resolved where they exist.
+bool samePath(const std::string &a, const std::string &b) {
+  std::error_code errorA, errorB;
+  auto canonicalA = std::filesystem::weakly_canonical(a, errorA);
+  auto canonicalB = std::filesystem::weakly_canonical(b, errorB);
+  if (errorA || errorB)
+    return a == b;
+  return canonicalA == canonicalB || sameFile(a, b);
+}
 
 /// A decimal count in [0, 2^62]; anything else (a sign, a suffix, a value
 /// that would wrap) is nullopt, never a wrapped number.
@@ -224,6 +240,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       SHARC_TRY(needValue(options.loadPath));
     } else if (flag == "--resume") {
       options.resume = true;
+    } else if (flag == "--stop-file") {
+      SHARC_TRY(needValue(options.stopFile));
     } else if (flag == "--save") {
       SHARC_TRY(needValue(options.savePath));
     } else if (flag == "--dump-outputs") {
@@ -325,6 +343,7 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
           {"--dump-outputs", !options.dumpPath.empty()},
           {"--trace", !options.tracePath.empty()},
           {"--log", !options.logPath.empty()},
+          {"--stop-file", !options.stopFile.empty()},
           {"--validate", !options.validatePath.empty() && !options.compareCpu},
           {"--compare-cpu", options.compareCpu},
           {"--cuda-graph", options.cudaGraph}})
@@ -345,6 +364,16 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       if (!output->empty() && !input->empty() && sameFile(*output, *input))
         return bad("'" + *output + "' is both an input and an output of " +
                    "this run; write the output elsewhere");
+  // The run removes its stop file: that must never be another file of it
+  // (which need not exist yet, so paths are compared, not inodes).
+  if (!options.stopFile.empty())
+    for (const std::string *other :
+         {&options.planPath, &options.loadPath, &options.dataPath,
+          &options.valPath, &options.savePath, &options.dumpPath,
+          &options.tracePath, &options.logPath})
+      if (!other->empty() && samePath(options.stopFile, *other))
+        return bad("--stop-file '" + options.stopFile +
+                   "' is another file of this run; name a file of its own");
   // Validation starts both runs from --seed's weights: a checkpoint, an
   // output file or a token file would be silently ignored there.
   if (!options.validatePath.empty())
@@ -352,6 +381,7 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
                                       {"--save", &options.savePath},
                                       {"--dump-outputs", &options.dumpPath},
                                       {"--log", &options.logPath},
+                                      {"--stop-file", &options.stopFile},
                                       {"--data", &options.dataPath},
                                       {"--val-data", &options.valPath}})
       if (!value->empty())

@@ -31,6 +31,9 @@ struct RunFlags {
   /// --resume: load the newest of savePath and its rotating checkpoints
   /// (tools/sharc-run/Resume.h); steps then counts from step 0.
   bool resume = false;
+  /// --stop-file: the run stops after the step in which this path
+  /// appears (StopSignals.h); empty: none.
+  std::string stopFile;
   std::string tracePath;    ///< Chrome trace of the last step; empty: none
   std::string logPath;      ///< --log: CSV of every step; empty: none
   std::string validatePath; ///< the dense plan to validate against

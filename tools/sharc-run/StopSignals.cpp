@@ -2,10 +2,12 @@
 
 #include "tools/sharc-run/StopSignals.h"
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace sharc::training {
@@ -83,6 +85,27 @@ const char *signalName(int signal) {
   default:
     return "a signal";
   }
+}
+
+int stopRequest(const std::string &stopFile) {
+  if (int signal = stopSignal(); signal != 0)
+    return signal;
+  struct stat info{};
+  if (!stopFile.empty() && ::stat(stopFile.c_str(), &info) == 0)
+    return kStopFileRequest;
+  return 0;
+}
+
+int stopExitCode(int request) {
+  return request == kStopFileRequest ? kStopFileExit : 128 + request;
+}
+
+std::string consumeStopFile(const std::string &stopFile) {
+  if (stopFile.empty() || ::unlink(stopFile.c_str()) == 0 || errno == ENOENT)
+    return "";
+  // Left in place, it would stop the next run before its first step.
+  return "cannot remove the stop file " + stopFile + ": " +
+         std::strerror(errno) + "; remove it before running again";
 }
 
 } // namespace sharc::training

@@ -13,9 +13,21 @@
 //
 //   installStopHandlers(/*announce=*/true);
 //   for (...) { if (stopSignal() != 0) break; ...step... }
+//
+// A launcher that passes no signal on (the H200 node's mpirun does not
+// forward SIGUSR1) or a job script asks through a file instead:
+// `--stop-file FILE` stops the run after the step in which FILE appears,
+// as a signal does, and exits with kStopFileExit.
 #pragma once
 
+#include <string>
+
 namespace sharc::training {
+
+/// The stop that --stop-file asks for, beyond any signal's number.
+constexpr int kStopFileRequest = 1024;
+/// sysexits.h's EX_TEMPFAIL: the run is not done; run it again to go on.
+constexpr int kStopFileExit = 75;
 
 /// Installs the handler for SIGINT, SIGTERM and SIGUSR1. With `announce`,
 /// the first signal writes one line to stderr saying that the run stops
@@ -28,5 +40,19 @@ int stopSignal();
 
 /// "SIGINT", "SIGTERM", "SIGUSR1", else "a signal".
 const char *signalName(int signal);
+
+/// What this process is asked: the first stop signal, else
+/// kStopFileRequest where `stopFile` (empty: none) names a path that
+/// exists, else 0. One stat a call.
+int stopRequest(const std::string &stopFile);
+
+/// How a run stopped by `request` exits: 128 + the signal, or
+/// kStopFileExit.
+int stopExitCode(int request);
+
+/// Removes the stop file once the run it asked to stop has stopped (or
+/// ended), so that the same command run again goes on: "" where that is
+/// done (or there was none), else why it is not.
+std::string consumeStopFile(const std::string &stopFile);
 
 } // namespace sharc::training

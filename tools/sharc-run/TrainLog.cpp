@@ -43,6 +43,22 @@ std::vector<std::string> rowsBefore(const std::string &path, int64_t step) {
   return kept;
 }
 
+/// A row's elapsed_s (the eighth column), or 0 where it is empty or not
+/// a number.
+double elapsedOf(const std::string &row) {
+  size_t start = 0;
+  for (int column = 0; column < 7; ++column) {
+    start = row.find(',', start);
+    if (start == std::string::npos)
+      return 0;
+    ++start;
+  }
+  char *end = nullptr;
+  double value = std::strtod(row.c_str() + start, &end);
+  return end != row.c_str() + start && std::isfinite(value) && value > 0 ? value
+                                                                         : 0;
+}
+
 } // namespace
 
 Result<TrainLog> TrainLog::open(const std::string &path,
@@ -60,10 +76,13 @@ Result<TrainLog> TrainLog::open(const std::string &path,
     return Status::invalidInput("--log " + path +
                                 ": cannot write: " + std::strerror(errno));
   TrainLog log(path, file);
-  // The header and the kept rows in one write.
+  // The header and the kept rows in one write; the resumed run's time
+  // goes on from theirs (the time between the runs is no training).
   std::string start = kHeader;
-  for (const std::string &row : kept)
+  for (const std::string &row : kept) {
     start += row;
+    log.elapsedOffset_ = std::max(log.elapsedOffset_, elapsedOf(row));
+  }
   SHARC_TRY(log.writeRow(start));
   return log;
 }
@@ -82,20 +101,20 @@ std::string TrainLog::formatNumber(double value, bool unsetBelowZero,
 }
 
 Status TrainLog::writeStep(const exec::StepRecord &record) {
-  std::string row = std::to_string(record.step) + ",train," +
-                    formatNumber(record.loss) + "," +
-                    formatNumber(record.lr, true) + "," +
-                    formatNumber(record.gradNorm) + "," +
-                    formatNumber(record.tokensPerSecond, false, 6) + "," +
-                    formatNumber(record.seconds) + "," +
-                    formatNumber(record.elapsedSeconds, true) + ",,\n";
+  std::string row =
+      std::to_string(record.step) + ",train," + formatNumber(record.loss) +
+      "," + formatNumber(record.lr, true) + "," +
+      formatNumber(record.gradNorm) + "," +
+      formatNumber(record.tokensPerSecond, false, 6) + "," +
+      formatNumber(record.seconds) + "," +
+      formatNumber(elapsedOffset_ + record.elapsedSeconds, true) + ",,\n";
   return writeRow(row);
 }
 
 Status TrainLog::writeEval(int64_t step, const EvalResult &result,
                            double elapsedSeconds) {
   std::string row = std::to_string(step) + ",val,,,,,," +
-                    formatNumber(elapsedSeconds, true) + "," +
+                    formatNumber(elapsedOffset_ + elapsedSeconds, true) + "," +
                     formatNumber(result.loss) + "," +
                     formatNumber(std::exp(result.loss), false, 6) + "\n";
   return writeRow(row);

@@ -31,7 +31,8 @@ public:
   /// be written is bad input, found before the run does any work. A run
   /// that --resume continues after step `continueAfterStep` (>= 0) keeps
   /// the rows an earlier run wrote up to it, so the file holds one
-  /// history; the rows of steps that run had gone past are dropped.
+  /// history; the rows of steps that run had gone past are dropped, and
+  /// elapsed_s goes on from the kept rows' last.
   static Result<TrainLog> open(const std::string &path,
                                int64_t continueAfterStep = -1);
 
@@ -58,6 +59,8 @@ private:
 
   std::string path_;
   std::unique_ptr<std::FILE, Closer> file_;
+  /// Added to every row's elapsed_s: the earlier runs' time on --resume.
+  double elapsedOffset_ = 0;
 };
 
 } // namespace sharc::training

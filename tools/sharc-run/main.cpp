@@ -395,10 +395,10 @@ int run(RunFlags options, bool stepsGiven,
   // process alone: every process stops after the same step.
   training::installStopHandlers(/*announce=*/rt.writesFiles());
   auto agreedStop = [&]() -> Result<int> {
-    int signal = training::stopSignal();
+    int request = training::stopRequest(options.stopFile);
     if (processes->count() == 1)
-      return signal;
-    auto agreed = processes->max(static_cast<double>(signal));
+      return request;
+    auto agreed = processes->max(static_cast<double>(request));
     if (!agreed)
       return agreed.status();
     return static_cast<int>(*agreed);
@@ -516,12 +516,17 @@ int run(RunFlags options, bool stepsGiven,
                       .c_str(),
                   same ? (", the file of " + *same).c_str() : "");
   }
+  // The stop file asked for this stop, or came too late for one.
+  std::string stopFileLeft = training::consumeStopFile(options.stopFile);
   if (stoppedBy) {
+    std::string by = stoppedBy == training::kStopFileRequest
+                         ? "the stop file " + options.stopFile +
+                               (stopFileLeft.empty() ? " (removed)" : "")
+                         : training::signalName(stoppedBy);
     std::printf(
         "stopped by %s after step %lld (%lld of the %lld steps "
-        "asked)%s\n",
-        training::signalName(stoppedBy),
-        static_cast<long long>(rt.nextStep() - 1),
+        "asked)%s%s\n",
+        by.c_str(), static_cast<long long>(rt.nextStep() - 1),
         static_cast<long long>(stepsRun), static_cast<long long>(options.steps),
         options.savePath.empty()
             ? ": nothing saved (--save FILE keeps a stopped run)"
@@ -529,9 +534,12 @@ int run(RunFlags options, bool stepsGiven,
             ? "; the same command continues it"
             : ("; --load " + options.savePath + " --steps " +
                std::to_string(options.steps - stepsRun) + " runs the rest")
-                  .c_str());
-    return 128 + stoppedBy;
+                  .c_str(),
+        stopFileLeft.empty() ? "" : ("; " + stopFileLeft).c_str());
+    return training::stopExitCode(stoppedBy);
   }
+  if (!stopFileLeft.empty())
+    std::printf("warning: %s\n", stopFileLeft.c_str());
   if (!options.tracePath.empty())
     if (Status status = writeTrace(rt, options.tracePath); !status)
       return fail(status);

@@ -6,7 +6,8 @@
 # (the run is then killed). COMMAND must take the signal itself (not
 # `timeout`, which does not forward SIGUSR1).
 # SIGNAL "children:USR1" sends it to COMMAND's child processes instead
-# (mpirun's ranks: not every mpirun forwards SIGUSR1).
+# (mpirun's ranks: not every mpirun forwards SIGUSR1); "file:PATH" creates
+# PATH instead (--stop-file PATH).
 # usage: stop-run.sh SIGNAL PATTERN OUT COMMAND...
 set -uo pipefail
 signal=$1 pattern=$2 out=$3
@@ -26,6 +27,7 @@ if ! grep -Eq -- "$pattern" "$out"; then
 fi
 case $signal in
 children:*) signal=${signal#children:}; pkill -"$signal" -P $pid ;;
+file:*) signal=${signal#file:}; touch "$signal" ;;
 *) kill -"$signal" $pid ;;
 esac
 for _ in $(seq 1200); do
@@ -35,7 +37,7 @@ done
 if kill -0 $pid 2>/dev/null; then
   kill -KILL $pid
   wait $pid
-  echo "still running 120 s after SIG$signal"
+  echo "still running 120 s after $signal"
   exit 1
 fi
 wait $pid
