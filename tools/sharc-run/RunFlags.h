@@ -61,4 +61,10 @@ struct RunFlags {
 /// prints the usage and exits 0.
 Result<RunFlags> parseRunFlags(int argc, char **argv);
 
+/// Invalid input unless the folder of every file the run writes (--save
+/// and its rotating files, --dump-outputs, --trace) exists and takes new
+/// files, and none of them names a folder: checked before the run starts,
+/// so that it never trains for hours to fail at its first save.
+Status checkOutputFolders(const RunFlags &options);
+
 } // namespace sharc

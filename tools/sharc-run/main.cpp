@@ -230,6 +230,9 @@ int run(RunFlags options, bool stepsGiven,
       return fail(opened.status());
     trainLog = std::move(*opened);
   }
+  if (processes->writesFiles())
+    if (Status status = checkOutputFolders(options); !status)
+      return fail(status);
   if (!options.quiet) {
     // The memory a run takes is known before it starts: say it first.
     MemoryReport report = buildMemoryReport(*plan);
