@@ -233,3 +233,21 @@ bool sharc::sameFile(const std::string &a, const std::string &b) {
   return ::stat(a.c_str(), &first) == 0 && ::stat(b.c_str(), &second) == 0 &&
          first.st_dev == second.st_dev && first.st_ino == second.st_ino;
 }
+
+sharc::Status sharc::checkWritablePath(const std::string &path,
+                                       const std::string &what) {
+  std::string named = what + " " + path;
+  size_t slash = path.find_last_of('/');
+  std::string folder = slash == std::string::npos ? "."
+                       : slash == 0               ? "/"
+                                                  : path.substr(0, slash);
+  struct stat info{};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+    return Status::invalidInput(named + ": a folder; name a file");
+  if (::stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    return Status::invalidInput(named + ": there is no folder " + folder);
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    return Status::invalidInput(named + ": cannot create files in " + folder +
+                                ": " + std::strerror(errno));
+  return Status::ok();
+}

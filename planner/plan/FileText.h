@@ -114,4 +114,10 @@ private:
 /// that an output can be refused when it would overwrite an input.
 bool sameFile(const std::string &a, const std::string &b);
 
+/// Invalid input ("WHAT PATH: ...") unless a file can be written at `path`:
+/// its folder exists and takes new files (writers put a file beside its
+/// name and rename it onto it) and `path` is no folder. Checked before a
+/// long run, which must not end in a write that could never succeed.
+Status checkWritablePath(const std::string &path, const std::string &what);
+
 } // namespace sharc

@@ -9,6 +9,7 @@
 #include "executor/DataLoader.h"
 #include "executor/Runtime.h"
 #include "planner/plan/DeviceWorkspace.h"
+#include "planner/plan/FileText.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchMemory.h"
 #include "tools/sharc-run/BenchReport.h"
@@ -183,6 +184,11 @@ int runBenchMain(int argc, char **argv) {
   }
   if (!outputCsv.empty())
     manifest->outputCsv = outputCsv;
+  if (Status status = checkWritablePath(manifest->outputCsv, "--output_csv");
+      !status) {
+    std::fprintf(stderr, "sharc-run: error: %s\n", status.message().c_str());
+    return 2;
+  }
   std::vector<BenchResult> results;
   bool anyError = false;
   // A sweep runs for hours on a GPU: the CSV holds every point measured

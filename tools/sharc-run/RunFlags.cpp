@@ -15,13 +15,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
-#include <sys/stat.h>
 #include <type_traits>
-#include <unistd.h>
 #include <utility>
 
 namespace sharc {
@@ -404,23 +401,9 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
 Status checkOutputFolders(const RunFlags &options) {
   for (const auto &[flag, path] : {std::pair{"--save", &options.savePath},
                                    {"--dump-outputs", &options.dumpPath},
-                                   {"--trace", &options.tracePath}}) {
-    if (path->empty())
-      continue;
-    std::filesystem::path file(*path);
-    std::string folder =
-        file.has_parent_path() ? file.parent_path().string() : ".";
-    std::string what = std::string(flag) + " " + *path;
-    struct stat info{};
-    if (::stat(path->c_str(), &info) == 0 && S_ISDIR(info.st_mode))
-      return Status::invalidInput(what + ": a folder; name a file");
-    if (::stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
-      return Status::invalidInput(what + ": there is no folder " + folder);
-    // Files are written beside their final name and renamed onto it.
-    if (::access(folder.c_str(), W_OK | X_OK) != 0)
-      return Status::invalidInput(what + ": cannot create files in " + folder +
-                                  ": " + std::strerror(errno));
-  }
+                                   {"--trace", &options.tracePath}})
+    if (!path->empty())
+      SHARC_TRY(checkWritablePath(*path, flag));
   return Status::ok();
 }
 

@@ -332,6 +332,19 @@ int runBenchCommand(const std::vector<std::string> &args,
                  workDir.c_str(), error.message().c_str());
     return kExitFailure;
   }
+  // The files a sweep writes after hours of measuring, checked before
+  // (compiled alone, the sweep runs elsewhere); they may be in the work
+  // directory.
+  if (!config.compileOnly)
+    for (const auto &[flag, path] :
+         {std::pair{"--output_csv", config.outputCsv},
+          {"--output_plot", config.outputPlot}})
+      if (Status status =
+              path.empty() ? Status::ok() : checkWritablePath(path, flag);
+          !status) {
+        std::fprintf(stderr, "sharc: error: %s\n", status.message().c_str());
+        return kExitBadInput;
+      }
   if (config.recompute == "auto" && config.memoryLimitMiB == 0 &&
       machineLimitBytes(*machine) == 0) {
     std::fprintf(stderr,
