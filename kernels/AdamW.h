@@ -86,6 +86,14 @@ inline AdamWStepScalars adamwScalars(const AdamWArgs &args) {
 
 namespace cpu {
 void adamw(const AdamWArgs &args);
+
+/// How the cpu runs an all-f32 update without a master: over vectors of
+/// the widest build the cpu takes (AVX2's 8 lanes on x86-64, else the
+/// target's baseline 4), or element by element as every other storage mix
+/// is. The bits are the same on every path; tests set the path to compare
+/// them (until set back to Fastest).
+enum class AdamWPath { Fastest, Baseline, Scalar };
+void useAdamWPath(AdamWPath path);
 } // namespace cpu
 
 namespace cuda {

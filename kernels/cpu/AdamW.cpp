@@ -10,7 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/AdamW.h"
+#include "kernels/cpu/FloatVectors.h"
 
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
@@ -85,12 +87,13 @@ struct F32Access {
   }
 };
 
-/// Every element's update; whether one stored a value that is not finite.
+/// The update of elements [start, numel); whether every value it stored is
+/// finite.
 template <typename Acc, typename Access>
-bool updateElements(const Scalars<Acc> &s, const Access &access,
-                    int64_t numel) {
+bool updateElements(const Scalars<Acc> &s, const Access &access, int64_t numel,
+                    int64_t start = 0) {
   bool allFinite = true;
-  for (int64_t i = 0; i < numel; ++i) {
+  for (int64_t i = start; i < numel; ++i) {
     Acc grad = access.grad(i) * s.gradScale;
     Acc param = roundTo(access.weightType, access.weight(i) * s.decay);
     Acc m =
@@ -106,6 +109,58 @@ bool updateElements(const Scalars<Acc> &s, const Access &access,
   }
   return allFinite;
 }
+
+/// The all-f32 update over float vectors (FloatVectors.h): each lane
+/// computes updateElements' expression for its element, the same
+/// operations in the same order (sqrt, like + - * /, is correctly rounded
+/// in every lane), so the same bits, V::kLanes elements at a time; the
+/// tail goes element by element. Whether every stored value is finite:
+/// x - x is 0 exactly for a finite x and NaN otherwise.
+template <typename V>
+[[gnu::always_inline]] inline bool updateF32Vectors(const Scalars<float> &s,
+                                                    const F32Access &access,
+                                                    int64_t numel) {
+  using Vec = typename V::Vec;
+  using Unaligned = typename V::Unaligned;
+  Vec finite = {};
+  int64_t whole = numel / V::kLanes * V::kLanes;
+  for (int64_t i = 0; i < whole; i += V::kLanes) {
+    Vec grad =
+        *reinterpret_cast<const Unaligned *>(access.grads + i) * s.gradScale;
+    Vec param =
+        *reinterpret_cast<const Unaligned *>(access.params + i) * s.decay;
+    Vec m = s.beta1 * *reinterpret_cast<const Unaligned *>(access.ms + i) +
+            s.oneMinusBeta1 * grad;
+    Vec v = s.beta2 * *reinterpret_cast<const Unaligned *>(access.vs + i) +
+            s.oneMinusBeta2 * grad * grad;
+    Vec root;
+    for (int64_t lane = 0; lane < V::kLanes; ++lane)
+      root[lane] = __builtin_sqrtf(v[lane]);
+    param -= s.stepSize * m / (root / s.bc2Sqrt + s.eps);
+    *reinterpret_cast<Unaligned *>(access.params + i) = param;
+    *reinterpret_cast<Unaligned *>(access.ms + i) = m;
+    *reinterpret_cast<Unaligned *>(access.vs + i) = v;
+    finite += (m - m) + (v - v) + (param - param);
+  }
+  bool allFinite = true;
+  for (int64_t lane = 0; lane < V::kLanes; ++lane)
+    allFinite = allFinite && finite[lane] == 0.0f;
+  return updateElements(s, access, numel, whole) && allFinite;
+}
+
+bool updateF32Baseline(const Scalars<float> &s, const F32Access &access,
+                       int64_t numel) {
+  return updateF32Vectors<Floats4>(s, access, numel);
+}
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] bool
+updateF32Avx2(const Scalars<float> &s, const F32Access &access, int64_t numel) {
+  return updateF32Vectors<Floats8>(s, access, numel);
+}
+#endif
+
+/// useAdamWPath's setting.
+std::atomic<AdamWPath> chosenPath{AdamWPath::Fastest};
 
 template <typename Acc> void adamwImpl(const AdamWArgs &args) {
   double step = static_cast<double>(args.step);
@@ -127,14 +182,21 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
     if constexpr (std::is_same_v<Acc, float>)
       if (args.param.dtype == DType::F32 && args.m.dtype == DType::F32 &&
           args.v.dtype == DType::F32 && args.grad.dtype == DType::F32 &&
-          !args.master.data)
-        return updateElements(
-            s,
-            F32Access{static_cast<const float *>(args.grad.data),
-                      static_cast<float *>(args.param.data),
-                      static_cast<float *>(args.m.data),
-                      static_cast<float *>(args.v.data)},
-            args.numel);
+          !args.master.data) {
+        F32Access access{static_cast<const float *>(args.grad.data),
+                         static_cast<float *>(args.param.data),
+                         static_cast<float *>(args.m.data),
+                         static_cast<float *>(args.v.data)};
+        AdamWPath path = chosenPath.load(std::memory_order_relaxed);
+#if defined(__x86_64__)
+        static const bool hasAvx2 = __builtin_cpu_supports("avx2");
+        if (path == AdamWPath::Fastest && hasAvx2)
+          return updateF32Avx2(s, access, args.numel);
+#endif
+        if (path != AdamWPath::Scalar)
+          return updateF32Baseline(s, access, args.numel);
+        return updateElements(s, access, args.numel);
+      }
     return updateElements(s, ViewAccess<Acc>{args}, args.numel);
   };
   if (!allFinite() && args.nonFinite)
@@ -142,6 +204,10 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
 }
 
 } // namespace
+
+void useAdamWPath(AdamWPath path) {
+  chosenPath.store(path, std::memory_order_relaxed);
+}
 
 void adamw(const AdamWArgs &args) {
   if (args.param.dtype == DType::F64 || args.m.dtype == DType::F64)

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Matmul.h"
+#include "kernels/cpu/FloatVectors.h"
 
 #include <algorithm>
 #include <atomic>
@@ -66,24 +67,8 @@ void storeMatrix(TensorView view, const std::vector<Acc> &values) {
     storeElement(view, i, values[i]);
 }
 
-/// Float vectors of GCC's vector extension (named types: a vector_size
-/// that depends on a template parameter is dropped without a word), in
-/// registers of the width the code is built for, and the same read from or
-/// written to float arrays at any alignment (a copy through memcpy went through
-/// the stack and stalled every load on store forwarding). Their + and * are
-/// element by element, each rounded once, never contracted into an fma (no
-/// target below enables it), so every element of C sums its k products in the
-/// same order on every path: the same bits as plain scalar code.
-#define SHARC_FLOAT_VECTOR(NAME, LANES)                                        \
-  struct NAME {                                                                \
-    using Vec = float __attribute__((vector_size(4 * LANES)));                 \
-    using Unaligned =                                                          \
-        float __attribute__((vector_size(4 * LANES), aligned(4), may_alias));  \
-    static constexpr int64_t kLanes = LANES;                                   \
-  };
-SHARC_FLOAT_VECTOR(Floats4, 4)
-SHARC_FLOAT_VECTOR(Floats8, 8)
-#undef SHARC_FLOAT_VECTOR
+// Floats4 and Floats8 (FloatVectors.h): every element of C sums its k
+// products in the same order on every path, the bits of plain scalar code.
 
 /// useBaselineGemm's setting.
 std::atomic<bool> baselineOnly{false};

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <vector>
 
 using namespace sharc;
 using namespace sharc::kernels;
@@ -90,4 +91,82 @@ TEST_CASE("clipped adamw scales the gradient by min(1, max / norm)",
       REQUIRE(maxRelativeError(moment2.values(), v) < 2e-6);
     }
   }
+}
+
+TEST_CASE("adamw's vector paths store the scalar loop's bits", "[kernels]") {
+  // All-f32 updates run over 8 lanes (AVX2) or 4 (the baseline) with the
+  // scalar loop's expression; every stored value must be the scalar
+  // loop's, over whole vectors and the tail (1037 = 129 x 8 + 5), clipped
+  // and not, and the non-finite flag too: a NaN gradient inside the
+  // vectors, an infinite one in the tail, and one whose square overflows
+  // v, each in its own run.
+  const int64_t numel = 1037;
+  std::mt19937 rng(85);
+  struct Poison {
+    int64_t index;
+    float value;
+  };
+  const std::vector<std::vector<Poison>> poisons = {
+      {}, {{3, NAN}}, {{1033, INFINITY}}, {{500, 1e30f}}};
+  for (const std::vector<Poison> &poison : poisons)
+    for (bool clipped : {false, true}) {
+      std::vector<double> p = randomValues(numel, rng),
+                          g = randomValues(numel, rng),
+                          m = randomValues(numel, rng),
+                          v = randomValues(numel, rng);
+      for (int64_t i = 0; i < numel; ++i) {
+        // Moments as training leaves them: m of either sign, v >= 0, both
+        // spread over many magnitudes.
+        m[i] *= std::ldexp(1.0, static_cast<int>(i % 40) - 30);
+        v[i] = std::abs(v[i]) * std::ldexp(1.0, static_cast<int>(i % 50) - 60);
+        g[i] *= std::ldexp(1.0, static_cast<int>(i % 23) - 12);
+      }
+      for (const Poison &bad : poison)
+        g[bad.index] = bad.value;
+      float normSq = 7.5f;
+      std::vector<std::vector<double>> stored;
+      std::vector<unsigned> flags;
+      for (cpu::AdamWPath path :
+           {cpu::AdamWPath::Scalar, cpu::AdamWPath::Baseline,
+            cpu::AdamWPath::Fastest}) {
+        cpu::useAdamWPath(path);
+        Tensor param(DType::F32, p), moment1(DType::F32, m),
+            moment2(DType::F32, v), grad(DType::F32, g);
+        unsigned flag = 0;
+        AdamWArgs args{.param = param.view(),
+                       .m = moment1.view(),
+                       .v = moment2.view(),
+                       .grad = grad.cview(),
+                       .numel = numel,
+                       .step = 3,
+                       .lr = 1e-3,
+                       .weightDecay = 0.1,
+                       .nonFinite = &flag};
+        if (clipped) {
+          args.gradNormSq = &normSq;
+          args.maxNorm = 1.0f;
+        }
+        cpu::adamw(args);
+        std::vector<double> all = param.values();
+        for (const Tensor *moment : {&moment1, &moment2})
+          for (double value : moment->values())
+            all.push_back(value);
+        stored.push_back(std::move(all));
+        flags.push_back(flag);
+      }
+      cpu::useAdamWPath(cpu::AdamWPath::Fastest);
+      INFO(poison.size() << " poisoned, " << (clipped ? "clipped" : "not"));
+      REQUIRE(flags[0] == (poison.empty() ? 0u : 1u));
+      for (size_t path = 1; path < stored.size(); ++path) {
+        INFO("path " << path);
+        REQUIRE(flags[path] == flags[0]);
+        int64_t mismatches = 0;
+        for (size_t i = 0; i < stored[0].size(); ++i) {
+          double a = stored[0][i], b = stored[path][i];
+          bool same = std::isnan(a) ? std::isnan(b) : a == b;
+          mismatches += !same || std::signbit(a) != std::signbit(b);
+        }
+        REQUIRE(mismatches == 0);
+      }
+    }
 }
