@@ -10,6 +10,7 @@
 #include "planner/plan/FileText.h"
 
 #include "planner/plan/DType.h"
+#include "planner/plan/YamlFields.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -26,52 +27,28 @@
 namespace sharc {
 namespace {
 
-class MachineReader {
+/// The machine file's reader: plan::yaml::FieldReader's maps, keys and
+/// FILE:LINE:COL messages, with the machine's own numbers and the maps
+/// whose keys the file names (dtypes, axes, ops).
+class MachineReader : public plan::yaml::FieldReader {
 public:
-  explicit MachineReader(const std::string &fileName) : fileName(fileName) {}
+  using FieldReader::FieldReader;
 
-  Status fail(const YAML::Node &node, const std::string &message) const {
-    YAML::Mark mark = node.Mark();
-    int line = mark.is_null() ? 1 : mark.line + 1;
-    int column = mark.is_null() ? 1 : mark.column + 1;
-    return Status::invalidInput(fileName + ":" + std::to_string(line) + ":" +
-                                std::to_string(column) + ": " + message);
-  }
-
-  /// Fails unless `node` is a map whose keys are all in `allowed` (when
-  /// given) and unique.
-  Status checkMap(const YAML::Node &node, const std::string &what,
-                  std::initializer_list<std::string_view> allowed) const {
+  /// Fails unless `node` is a map of names (scalar keys), none twice.
+  Status checkNames(const YAML::Node &node, const std::string &what) const {
     if (!node.IsMap())
-      return fail(node, "expected a map for " + what);
+      return fail(node, "expected a map for " + what + ", got " +
+                            plan::yaml::describe(node));
     std::vector<std::string> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
       if (!it->first.IsScalar())
         return fail(it->first, "expected a name as key in " + what);
       const std::string &key = it->first.Scalar();
-      if (allowed.size() != 0 &&
-          std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        std::string names;
-        for (std::string_view name : allowed)
-          names += (names.empty() ? "" : ", ") + std::string(name);
-        return fail(it->first, "unknown key '" + key + "' in " + what +
-                                   " (expected one of: " + names + ")");
-      }
       if (std::find(seen.begin(), seen.end(), key) != seen.end())
         return fail(it->first, "duplicate key '" + key + "' in " + what);
       seen.push_back(key);
     }
     return Status::ok();
-  }
-
-  Status require(const YAML::Node &map, const std::string &key,
-                 const std::string &what, YAML::Node &value) const {
-    for (auto it = map.begin(); it != map.end(); ++it)
-      if (it->first.Scalar() == key) {
-        value.reset(it->second);
-        return Status::ok();
-      }
-    return fail(map, "missing key '" + key + "' in " + what);
   }
 
   /// A finite number, > 0 or (with allowZero) >= 0.
@@ -91,16 +68,16 @@ public:
     return Status::ok();
   }
 
-  Status readRequiredNumber(const YAML::Node &map, const std::string &key,
-                            const std::string &what, bool allowZero,
-                            double &value) const {
+  Status readRequiredNumber(const plan::yaml::Fields &fields,
+                            const std::string &key, const std::string &what,
+                            bool allowZero, double &value) const {
     YAML::Node node;
-    SHARC_TRY(require(map, key, what, node));
+    SHARC_TRY(require(fields, key, what, node));
     return readNumber(node, key, allowZero, value);
   }
 
   Status readPeakFlops(const YAML::Node &node, Machine &machine) const {
-    SHARC_TRY(checkMap(node, "peak_flops", {}));
+    SHARC_TRY(checkNames(node, "peak_flops"));
     if (node.size() == 0)
       return fail(node, "peak_flops lists no dtype");
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -116,15 +93,16 @@ public:
   }
 
   Status readLinks(const YAML::Node &node, Machine &machine) const {
-    SHARC_TRY(checkMap(node, "links", {}));
+    SHARC_TRY(checkNames(node, "links"));
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string axis = it->first.Scalar();
       const std::string what = "link '" + axis + "'";
-      SHARC_TRY(checkMap(it->second, what, {"alpha", "beta"}));
+      plan::yaml::Fields fields;
+      SHARC_TRY(readFields(it->second, what, {"alpha", "beta"}, fields));
       Link &link = machine.links[axis];
-      SHARC_TRY(readRequiredNumber(it->second, "alpha", what,
+      SHARC_TRY(readRequiredNumber(fields, "alpha", what,
                                    /*allowZero=*/true, link.alpha));
-      SHARC_TRY(readRequiredNumber(it->second, "beta", what,
+      SHARC_TRY(readRequiredNumber(fields, "beta", what,
                                    /*allowZero=*/false, link.beta));
     }
     return Status::ok();
@@ -133,7 +111,7 @@ public:
   /// op name -> efficiency in (0, kMaxEfficiency]: above 1 only where the
   /// roofline's launch term overstates a short kernel.
   Status readOpEfficiency(const YAML::Node &node, Machine &machine) const {
-    SHARC_TRY(checkMap(node, "op_efficiency", {}));
+    SHARC_TRY(checkNames(node, "op_efficiency"));
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string op = it->first.Scalar();
       double &efficiency = machine.opEfficiency[op];
@@ -149,7 +127,7 @@ public:
 
   /// op name -> seconds per launch, at least 0.
   Status readOpOverhead(const YAML::Node &node, Machine &machine) const {
-    SHARC_TRY(checkMap(node, "op_overhead", {}));
+    SHARC_TRY(checkNames(node, "op_overhead"));
     for (auto it = node.begin(); it != node.end(); ++it) {
       const std::string op = it->first.Scalar();
       SHARC_TRY(readNumber(it->second, "op_overhead." + op,
@@ -160,38 +138,37 @@ public:
 
   Status readMachine(const YAML::Node &root, Machine &machine) const {
     const std::string what = "the machine";
+    plan::yaml::Fields fields;
     SHARC_TRY(
-        checkMap(root, what,
-                 {"name", "peak_flops", "memory_bandwidth", "launch_overhead",
-                  "links", "op_efficiency", "op_overhead", "gpu_memory"}));
+        readFields(root, what,
+                   {"name", "peak_flops", "memory_bandwidth", "launch_overhead",
+                    "links", "op_efficiency", "op_overhead", "gpu_memory"},
+                   fields));
     YAML::Node node;
-    SHARC_TRY(require(root, "name", what, node));
+    SHARC_TRY(require(fields, "name", what, node));
     if (!node.IsScalar() || node.Scalar().empty())
       return fail(node, "expected a non-empty string for name");
     machine.name = node.Scalar();
-    SHARC_TRY(require(root, "peak_flops", what, node));
+    SHARC_TRY(require(fields, "peak_flops", what, node));
     SHARC_TRY(readPeakFlops(node, machine));
-    SHARC_TRY(readRequiredNumber(root, "memory_bandwidth", what,
+    SHARC_TRY(readRequiredNumber(fields, "memory_bandwidth", what,
                                  /*allowZero=*/false, machine.memoryBandwidth));
-    SHARC_TRY(readRequiredNumber(root, "launch_overhead", what,
+    SHARC_TRY(readRequiredNumber(fields, "launch_overhead", what,
                                  /*allowZero=*/true, machine.launchOverhead));
-    SHARC_TRY(require(root, "links", what, node));
+    SHARC_TRY(require(fields, "links", what, node));
     SHARC_TRY(readLinks(node, machine));
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      if (it->first.Scalar() == "op_efficiency")
-        SHARC_TRY(readOpEfficiency(it->second, machine));
-      if (it->first.Scalar() == "op_overhead")
-        SHARC_TRY(readOpOverhead(it->second, machine));
-      if (it->first.Scalar() == "gpu_memory")
-        SHARC_TRY(readNumber(it->second, "gpu_memory", /*allowZero=*/false,
-                             machine.gpuMemoryBytes));
-    }
+    if (std::optional<YAML::Node> found = fields.find("op_efficiency"))
+      SHARC_TRY(readOpEfficiency(*found, machine));
+    if (std::optional<YAML::Node> found = fields.find("op_overhead"))
+      SHARC_TRY(readOpOverhead(*found, machine));
+    if (std::optional<YAML::Node> found = fields.find("gpu_memory"))
+      SHARC_TRY(readNumber(*found, "gpu_memory", /*allowZero=*/false,
+                           machine.gpuMemoryBytes));
     return Status::ok();
   }
 
 private:
   static constexpr double kMaxEfficiency = 4.0;
-  const std::string &fileName;
 };
 
 double peakRate(const Machine &machine, const std::string &dtype) {

@@ -196,7 +196,8 @@ TEST_CASE("machine files report errors at their line and column", "[planner]") {
   REQUIRE(errorOf("name: m\n"
                   "peak_flops: [1, 2\n")
               .rfind("m.yaml:", 0) == 0);
-  REQUIRE(errorOf("") == "m.yaml:1:1: expected a map for the machine");
+  REQUIRE(errorOf("") ==
+          "m.yaml:1:1: expected a map for the machine, got nothing");
 }
 
 TEST_CASE("a missing machine file is invalid input", "[planner]") {
