@@ -3,14 +3,19 @@
 #include "executor/CpuBackend.h"
 
 #include "kernels/Elementwise.h"
+#include "kernels/cpu/KernelThreads.h"
 
 #include "executor/Arena.h"
 #include "executor/EventBoard.h"
 #include "executor/ProcessCommunicator.h"
 #include "executor/ShardLayout.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <sched.h>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -160,10 +165,30 @@ private:
   std::atomic<bool> aborted_{false};
 };
 
+/// The threads each of `ranks` rank threads may give a kernel: the cpus
+/// this process may run on (its affinity: mpirun may bind it to a few)
+/// shared among its ranks, or SHARC_CPU_THREADS where set to a count.
+int64_t threadsPerRank(int64_t ranks) {
+  if (const char *value = std::getenv("SHARC_CPU_THREADS")) {
+    char *end = nullptr;
+    long threads = std::strtol(value, &end, 10);
+    if (end != value && *end == '\0' && threads >= 1 && threads <= 4096)
+      return threads;
+  }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int64_t count = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                      ? CPU_COUNT(&cpus)
+                      : std::thread::hardware_concurrency();
+  return std::max<int64_t>(1, count / std::max<int64_t>(1, ranks));
+}
+
 } // namespace
 
 Result<std::unique_ptr<Backend>>
 createCpuBackend(const plan::Plan &plan, const BackendOptions &options) {
+  kernels::cpu::setKernelThreads(threadsPerRank(
+      options.span.count > 0 ? options.span.count : plan.worldSize()));
   auto backend = std::make_unique<CpuBackend>(plan, options);
   SHARC_TRY(backend->connect());
   return std::unique_ptr<Backend>(std::move(backend));

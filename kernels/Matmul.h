@@ -49,8 +49,11 @@ void matmulWgrad(const MatmulWgradArgs &args);
 /// The f32 core is built for the target's baseline and, on x86-64, for
 /// AVX2, which every call takes where the cpu has it; the bits are the
 /// same. From useBaselineGemm(true) until useBaselineGemm(false) every call
-/// takes the baseline build, so that tests can compare the two.
+/// takes the baseline build, so that tests can compare the two. A large
+/// GEMM cuts C's columns into shares of whole panels on up to
+/// kernelThreads() threads (kernels/cpu/KernelThreads.h), the same bits.
 void useBaselineGemm(bool baseline);
+
 } // namespace cpu
 
 } // namespace sharc::kernels

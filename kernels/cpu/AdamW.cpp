@@ -11,10 +11,14 @@
 
 #include "kernels/AdamW.h"
 #include "kernels/cpu/FloatVectors.h"
+#include "kernels/cpu/KernelThreads.h"
+#include "planner/plan/HostThreads.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 namespace sharc::kernels::cpu {
 namespace {
@@ -162,6 +166,10 @@ updateF32Avx2(const Scalars<float> &s, const F32Access &access, int64_t numel) {
 /// useAdamWPath's setting.
 std::atomic<AdamWPath> chosenPath{AdamWPath::Fastest};
 
+/// Elements below which a share of an update is not worth a thread of its
+/// own (a few hundred microseconds of work).
+constexpr int64_t kElementsPerShare = int64_t{1} << 18;
+
 template <typename Acc> void adamwImpl(const AdamWArgs &args) {
   double step = static_cast<double>(args.step);
   Scalars<Acc> s{
@@ -178,28 +186,40 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
           args.gradNormSq
               ? static_cast<Acc>(clipScale(*args.gradNormSq, args.maxNorm))
               : Acc(1)};
-  auto allFinite = [&] {
+  // Elements [begin, end), on one of the threads the update may use.
+  auto updateShare = [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<Acc, float>)
       if (args.param.dtype == DType::F32 && args.m.dtype == DType::F32 &&
           args.v.dtype == DType::F32 && args.grad.dtype == DType::F32 &&
           !args.master.data) {
-        F32Access access{static_cast<const float *>(args.grad.data),
-                         static_cast<float *>(args.param.data),
-                         static_cast<float *>(args.m.data),
-                         static_cast<float *>(args.v.data)};
+        F32Access access{static_cast<const float *>(args.grad.data) + begin,
+                         static_cast<float *>(args.param.data) + begin,
+                         static_cast<float *>(args.m.data) + begin,
+                         static_cast<float *>(args.v.data) + begin};
         AdamWPath path = chosenPath.load(std::memory_order_relaxed);
 #if defined(__x86_64__)
         static const bool hasAvx2 = __builtin_cpu_supports("avx2");
         if (path == AdamWPath::Fastest && hasAvx2)
-          return updateF32Avx2(s, access, args.numel);
+          return updateF32Avx2(s, access, end - begin);
 #endif
         if (path != AdamWPath::Scalar)
-          return updateF32Baseline(s, access, args.numel);
-        return updateElements(s, access, args.numel);
+          return updateF32Baseline(s, access, end - begin);
+        return updateElements(s, access, end - begin);
       }
-    return updateElements(s, ViewAccess<Acc>{args}, args.numel);
+    return updateElements(s, ViewAccess<Acc>{args}, end, begin);
   };
-  if (!allFinite() && args.nonFinite)
+  // Shares of whole cache lines of every tensor; each element is updated
+  // alone, so the bits do not depend on the count.
+  int64_t shares = shareCount(args.numel, kElementsPerShare);
+  int64_t chunk = (args.numel / shares + 63) / 64 * 64;
+  std::vector<char> finite(static_cast<size_t>(shares), 1);
+  runShares(shares, [&](int64_t share) {
+    int64_t begin = std::min(args.numel, share * chunk);
+    finite[share] = updateShare(begin, std::min(args.numel, begin + chunk));
+  });
+  bool allFinite = std::all_of(finite.begin(), finite.end(),
+                               [](char ok) { return ok != 0; });
+  if (!allFinite && args.nonFinite)
     *args.nonFinite = 1;
 }
 

@@ -19,6 +19,8 @@
 
 #include "kernels/Matmul.h"
 #include "kernels/cpu/FloatVectors.h"
+#include "kernels/cpu/KernelThreads.h"
+#include "planner/plan/HostThreads.h"
 
 #include <algorithm>
 #include <atomic>
@@ -110,26 +112,27 @@ multiplyTile(const float *__restrict a, int64_t k,
   }
 }
 
-/// C[m,n] = A[m,k] B[k,n] in floats, all row-major and contiguous: B packed
-/// panel by panel (zero padding lets every panel run the full-width tile),
-/// each panel swept by tiles of A's rows.
+/// C[m,n] = A[m,k] B[k,n] in floats, row-major, A contiguous, B and C rows
+/// `ld` floats apart (n where they are whole; a share of the columns
+/// starts inside them): B packed panel by panel (zero padding lets every
+/// panel run the full-width tile), each panel swept by tiles of A's rows.
 template <typename V>
 [[gnu::always_inline]] inline void
 multiplyFloats(const float *a, const float *b, float *c, int64_t m, int64_t n,
-               int64_t k) {
+               int64_t k, int64_t ld) {
   constexpr int64_t width = kPanelVectors * V::kLanes;
   std::vector<float> panel(k * width);
   for (int64_t col = 0; col < n; col += width) {
     int64_t numCols = std::min(width, n - col);
     for (int64_t kk = 0; kk < k; ++kk)
       for (int64_t j = 0; j < width; ++j)
-        panel[kk * width + j] = j < numCols ? b[kk * n + col + j] : 0.0f;
+        panel[kk * width + j] = j < numCols ? b[kk * ld + col + j] : 0.0f;
     int64_t row = 0;
     for (; row + kTileRows <= m; row += kTileRows)
       multiplyTile<V, kTileRows>(a + row * k, k, panel.data(),
-                                 c + row * n + col, n, numCols);
+                                 c + row * ld + col, ld, numCols);
     for (; row < m; ++row)
-      multiplyTile<V, 1>(a + row * k, k, panel.data(), c + row * n + col, n,
+      multiplyTile<V, 1>(a + row * k, k, panel.data(), c + row * ld + col, ld,
                          numCols);
   }
 }
@@ -143,16 +146,22 @@ multiplyFloats(const float *a, const float *b, float *c, int64_t m, int64_t n,
 /// built -O3 (GCC vectorised them across the tile's rows) and 6.7 built
 /// -O2. AVX-512 without fma ran no faster than AVX2 there.
 void multiplyBaseline(const float *a, const float *b, float *c, int64_t m,
-                      int64_t n, int64_t k) {
-  multiplyFloats<Floats4>(a, b, c, m, n, k);
+                      int64_t n, int64_t k, int64_t ld) {
+  multiplyFloats<Floats4>(a, b, c, m, n, k, ld);
 }
 #if defined(__x86_64__)
 [[gnu::target("avx2")]] void multiplyAvx2(const float *a, const float *b,
                                           float *c, int64_t m, int64_t n,
-                                          int64_t k) {
-  multiplyFloats<Floats8>(a, b, c, m, n, k);
+                                          int64_t k, int64_t ld) {
+  multiplyFloats<Floats8>(a, b, c, m, n, k, ld);
 }
 #endif
+
+/// Multiply-adds below which a share of a GEMM is not worth a thread of
+/// its own: starting one costs tens of microseconds, about what an AVX2
+/// core needs for a few million (a tiny test model's GEMMs stay on the
+/// caller's thread).
+constexpr int64_t kMultiplyAddsPerShare = int64_t{1} << 23;
 
 /// C[m,n] = A[m,k] B[k,n] in doubles (the f64 reference of tests), the
 /// same sums in the same order.
@@ -175,12 +184,26 @@ std::vector<Acc> multiply(const std::vector<Acc> &a, const std::vector<Acc> &b,
     multiplyDoubles(a.data(), b.data(), c.data(), m, n, k);
   } else {
     auto kernel = multiplyBaseline; // elsewhere: 4-lane vectors of the target
+    int64_t width = kPanelVectors * Floats4::kLanes;
 #if defined(__x86_64__)
     static const bool hasAvx2 = __builtin_cpu_supports("avx2");
-    if (hasAvx2 && !baselineOnly.load(std::memory_order_relaxed))
+    if (hasAvx2 && !baselineOnly.load(std::memory_order_relaxed)) {
       kernel = multiplyAvx2;
+      width = kPanelVectors * Floats8::kLanes;
+    }
 #endif
-    kernel(a.data(), b.data(), c.data(), m, n, k);
+    // Shares of whole panels of C's columns, one thread each: every
+    // element is still one thread's sum in k order, so the bits do not
+    // depend on the count.
+    int64_t panels = (n + width - 1) / width;
+    int64_t shares =
+        std::min(panels, shareCount(m * n * k, kMultiplyAddsPerShare));
+    runShares(shares, [&](int64_t share) {
+      int64_t first = panels * share / shares * width;
+      int64_t last = std::min(n, panels * (share + 1) / shares * width);
+      kernel(a.data(), b.data() + first, c.data() + first, m, last - first, k,
+             n);
+    });
   }
   return c;
 }

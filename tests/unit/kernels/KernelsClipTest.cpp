@@ -2,6 +2,7 @@
 
 #include "kernels/AdamW.h"
 #include "kernels/SumSquares.h"
+#include "kernels/cpu/KernelThreads.h"
 #include "tests/unit/kernels/TestTensors.h"
 
 #include <catch2/catch.hpp>
@@ -168,5 +169,64 @@ TEST_CASE("adamw's vector paths store the scalar loop's bits", "[kernels]") {
         }
         REQUIRE(mismatches == 0);
       }
+    }
+}
+
+TEST_CASE("adamw on several threads stores the one-thread bits", "[kernels]") {
+  // 600,001 elements are worth two shares (of 2^18 each at least) on three
+  // threads; the second share's flag must reach the caller. f32 and bf16
+  // with an f32 master (the vector path and the element loop).
+  const int64_t numel = 600001;
+  std::mt19937 rng(87);
+  std::vector<double> p = randomValues(numel, rng),
+                      g = randomValues(numel, rng),
+                      m = randomValues(numel, rng),
+                      v = randomValues(numel, rng);
+  for (double &value : v)
+    value = std::abs(value);
+  for (bool master : {false, true})
+    for (bool poisoned : {false, true}) {
+      std::vector<double> grads = g;
+      if (poisoned)
+        grads[numel - 2] = NAN;
+      std::vector<std::vector<double>> stored;
+      std::vector<unsigned> flags;
+      for (int64_t threads : {1, 3}) {
+        cpu::setKernelThreads(threads);
+        DType paramType = master ? DType::BF16 : DType::F32;
+        Tensor weights(DType::F32, p), param(paramType, p),
+            moment1(DType::F32, m), moment2(DType::F32, v),
+            grad(paramType, grads);
+        unsigned flag = 0;
+        AdamWArgs args{.param = master ? param.view() : weights.view(),
+                       .m = moment1.view(),
+                       .v = moment2.view(),
+                       .grad = grad.cview(),
+                       .numel = numel,
+                       .step = 2,
+                       .lr = 1e-3,
+                       .weightDecay = 0.1,
+                       .nonFinite = &flag};
+        if (master)
+          args.master = weights.view();
+        cpu::adamw(args);
+        std::vector<double> all = weights.values();
+        for (const Tensor *tensor : {&param, &moment1, &moment2})
+          for (double value : tensor->values())
+            all.push_back(value);
+        stored.push_back(std::move(all));
+        flags.push_back(flag);
+      }
+      cpu::setKernelThreads(1);
+      INFO((master ? "bf16 with a master" : "f32")
+           << ", " << (poisoned ? "a NaN" : "finite"));
+      REQUIRE(flags[0] == (poisoned ? 1u : 0u));
+      REQUIRE(flags[1] == flags[0]);
+      int64_t mismatches = 0;
+      for (size_t i = 0; i < stored[0].size(); ++i) {
+        double a = stored[0][i], b = stored[1][i];
+        mismatches += std::isnan(a) ? !std::isnan(b) : a != b;
+      }
+      REQUIRE(mismatches == 0);
     }
 }

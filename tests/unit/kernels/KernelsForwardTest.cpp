@@ -8,6 +8,7 @@
 #include "kernels/Matmul.h"
 #include "kernels/RmsNorm.h"
 #include "kernels/Rope.h"
+#include "kernels/cpu/KernelThreads.h"
 #include "tests/unit/kernels/TestTensors.h"
 
 #include <catch2/catch.hpp>
@@ -124,43 +125,50 @@ TEST_CASE("the f32 GEMM's builds give the bits of float loops in k order",
           "[kernels]") {
   // Every element must be the sum of its products in order, each product
   // and sum rounded once as a float (no fma, no reordering), on the build
-  // the cpu takes and on the baseline one. Shapes cover partial tiles of 4
-  // rows, panels of 8 and 16 columns cut short, and a long k.
+  // the cpu takes and on the baseline one, on one thread and on three
+  // (the last shape is large enough to be cut into shares of columns, one
+  // ending inside a panel). Shapes cover partial tiles of 4 rows, panels
+  // of 8 and 16 columns cut short, and a long k.
   std::mt19937 rng(5);
   struct Shape {
     int64_t m, n, k;
   };
-  for (bool baseline : {false, true})
-    for (Shape shape : {Shape{7, 13, 9}, Shape{9, 37, 768}, Shape{130, 16, 3}})
-      for (DType dtype : {DType::F32, DType::BF16}) {
-        cpu::useBaselineGemm(baseline);
-        const int64_t m = shape.m, n = shape.n, k = shape.k;
-        Tensor x(dtype, randomValues(m * k, rng));
-        Tensor w(dtype, randomValues(n * k, rng));
-        Tensor y(DType::F32, m * n);
-        cpu::matmul({.x = x.cview(),
-                     .w = w.cview(),
-                     .y = y.view(),
-                     .m = m,
-                     .n = n,
-                     .k = k});
-        INFO("m " << m << " n " << n << " k " << k << " " << dtypeName(dtype)
-                  << (baseline ? ", baseline" : ""));
-        int64_t mismatches = 0;
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            float sum = 0.0f;
-            for (int64_t l = 0; l < k; ++l) {
-              // Two statements: the product rounded before the sum.
-              float product = static_cast<float>(x.at(i * k + l)) *
-                              static_cast<float>(w.at(j * k + l));
-              sum += product;
+  for (int64_t threads : {1, 3})
+    for (bool baseline : {false, true})
+      for (Shape shape : {Shape{7, 13, 9}, Shape{9, 37, 768}, Shape{130, 16, 3},
+                          Shape{130, 301, 768}})
+        for (DType dtype : {DType::F32, DType::BF16}) {
+          cpu::setKernelThreads(threads);
+          cpu::useBaselineGemm(baseline);
+          const int64_t m = shape.m, n = shape.n, k = shape.k;
+          Tensor x(dtype, randomValues(m * k, rng));
+          Tensor w(dtype, randomValues(n * k, rng));
+          Tensor y(DType::F32, m * n);
+          cpu::matmul({.x = x.cview(),
+                       .w = w.cview(),
+                       .y = y.view(),
+                       .m = m,
+                       .n = n,
+                       .k = k});
+          INFO("m " << m << " n " << n << " k " << k << " " << dtypeName(dtype)
+                    << (baseline ? ", baseline" : "") << ", " << threads
+                    << " threads");
+          int64_t mismatches = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              float sum = 0.0f;
+              for (int64_t l = 0; l < k; ++l) {
+                // Two statements: the product rounded before the sum.
+                float product = static_cast<float>(x.at(i * k + l)) *
+                                static_cast<float>(w.at(j * k + l));
+                sum += product;
+              }
+              mismatches += y.at(i * n + j) != sum;
             }
-            mismatches += y.at(i * n + j) != sum;
-          }
-        REQUIRE(mismatches == 0);
-      }
+          REQUIRE(mismatches == 0);
+        }
   cpu::useBaselineGemm(false);
+  cpu::setKernelThreads(1);
 }
 
 TEST_CASE("rope rotates halves by position times inverse frequency",
