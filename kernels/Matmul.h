@@ -53,7 +53,6 @@ void matmulWgrad(const MatmulWgradArgs &args);
 /// GEMM cuts C's columns into shares of whole panels on up to
 /// kernelThreads() threads (kernels/cpu/KernelThreads.h), the same bits.
 void useBaselineGemm(bool baseline);
-
 } // namespace cpu
 
 } // namespace sharc::kernels

@@ -13,9 +13,9 @@
 // The types are named structs: a vector_size that depends on a template
 // parameter is dropped without a word. `Unaligned` reads and writes float
 // arrays at any alignment (a copy through memcpy went through the stack
-// and stalled every load on store forwarding).
-// (No helper returns a vector: one built outside an AVX2 function would
-// change the ABI of the 8-lane type.)
+// and stalled every load on store forwarding); no helper wraps it, since
+// a function returning an 8-lane vector built outside an AVX2 function
+// would change its ABI.
 //
 //   using V = Floats8;
 //   V::Vec x = *reinterpret_cast<const V::Unaligned *>(p);
