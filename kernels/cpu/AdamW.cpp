@@ -18,7 +18,6 @@
 #include <atomic>
 #include <cmath>
 #include <type_traits>
-#include <vector>
 
 namespace sharc::kernels::cpu {
 namespace {
@@ -198,8 +197,7 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
                          static_cast<float *>(args.v.data) + begin};
         AdamWPath path = chosenPath.load(std::memory_order_relaxed);
 #if defined(__x86_64__)
-        static const bool hasAvx2 = __builtin_cpu_supports("avx2");
-        if (path == AdamWPath::Fastest && hasAvx2)
+        if (path == AdamWPath::Fastest && cpuHasAvx2())
           return updateF32Avx2(s, access, end - begin);
 #endif
         if (path != AdamWPath::Scalar)
@@ -212,14 +210,13 @@ template <typename Acc> void adamwImpl(const AdamWArgs &args) {
   // alone, so the bits do not depend on the count.
   int64_t shares = shareCount(args.numel, kElementsPerShare);
   int64_t chunk = (args.numel / shares + 63) / 64 * 64;
-  std::vector<char> finite(static_cast<size_t>(shares), 1);
+  std::atomic<bool> allFinite{true};
   runShares(shares, [&](int64_t share) {
     int64_t begin = std::min(args.numel, share * chunk);
-    finite[share] = updateShare(begin, std::min(args.numel, begin + chunk));
+    if (!updateShare(begin, std::min(args.numel, begin + chunk)))
+      allFinite.store(false, std::memory_order_relaxed);
   });
-  bool allFinite = std::all_of(finite.begin(), finite.end(),
-                               [](char ok) { return ok != 0; });
-  if (!allFinite && args.nonFinite)
+  if (!allFinite.load() && args.nonFinite)
     *args.nonFinite = 1;
 }
 

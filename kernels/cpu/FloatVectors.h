@@ -1,5 +1,5 @@
 //===- FloatVectors.h - float vectors of GCC's vector extension -*- C++ -*-===//
-// defines: Floats4, Floats8 (kernels::cpu::)
+// defines: Floats4, Floats8, cpuHasAvx2 (kernels::cpu::)
 //
 // The cpu kernels' vector paths (the GEMM's core, AdamW's all-f32 update)
 // are written once over these and built for the target's baseline (4
@@ -35,5 +35,15 @@ namespace sharc::kernels::cpu {
 SHARC_FLOAT_VECTOR(Floats4, 4)
 SHARC_FLOAT_VECTOR(Floats8, 8)
 #undef SHARC_FLOAT_VECTOR
+
+/// Whether this cpu runs the AVX2 builds (Floats8); asked once.
+inline bool cpuHasAvx2() {
+#if defined(__x86_64__)
+  static const bool hasAvx2 = __builtin_cpu_supports("avx2");
+  return hasAvx2;
+#else
+  return false;
+#endif
+}
 
 } // namespace sharc::kernels::cpu

@@ -186,8 +186,7 @@ std::vector<Acc> multiply(const std::vector<Acc> &a, const std::vector<Acc> &b,
     auto kernel = multiplyBaseline; // elsewhere: 4-lane vectors of the target
     int64_t width = kPanelVectors * Floats4::kLanes;
 #if defined(__x86_64__)
-    static const bool hasAvx2 = __builtin_cpu_supports("avx2");
-    if (hasAvx2 && !baselineOnly.load(std::memory_order_relaxed)) {
+    if (cpuHasAvx2() && !baselineOnly.load(std::memory_order_relaxed)) {
       kernel = multiplyAvx2;
       width = kPanelVectors * Floats8::kLanes;
     }

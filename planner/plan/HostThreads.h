@@ -24,6 +24,11 @@ namespace sharc {
 template <typename Work> void runShares(int64_t count, const Work &work) {
   if (count <= 0)
     return;
+  // One share (a small kernel's usual case) allocates nothing.
+  if (count == 1) {
+    work(0);
+    return;
+  }
   std::vector<std::thread> workers;
   std::vector<int64_t> onCaller{0};
   for (int64_t share = 1; share < count; ++share) {
