@@ -207,6 +207,45 @@ std::vector<Acc> multiply(const std::vector<Acc> &a, const std::vector<Acc> &b,
   return c;
 }
 
+/// Rows of x at most this many take multiplyFewRows.
+constexpr int64_t kFewRows = 8;
+
+/// y[m,n] = x[m,k] w[n,k]^T for a few rows of x (a decode step's one
+/// position a sample), reading w's rows where they lie, eight at a time
+/// into floats, instead of a transposed copy of all of w, which costs as
+/// much as the products when m is small. Eight outputs' sums run side by
+/// side, each from 0 over its k products in k order: multiply's bits.
+void multiplyFewRows(const std::vector<float> &x, ConstTensorView w,
+                     std::vector<float> &y, int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kBlock = 8;
+  int64_t blocks = (n + kBlock - 1) / kBlock;
+  int64_t shares =
+      std::min(blocks, shareCount(m * n * k, kMultiplyAddsPerShare));
+  runShares(shares, [&](int64_t share) {
+    std::vector<float> rows(kBlock * k, 0.0f);
+    for (int64_t block = blocks * share / shares;
+         block < blocks * (share + 1) / shares; ++block) {
+      int64_t first = block * kBlock, count = std::min(kBlock, n - first);
+      if (w.dtype == DType::F32) {
+        const float *from = static_cast<const float *>(w.data) + first * k;
+        std::copy(from, from + count * k, rows.begin());
+      } else {
+        for (int64_t i = 0; i < count * k; ++i)
+          rows[i] = static_cast<float>(loadElement(w, first * k + i));
+      }
+      std::fill(rows.begin() + count * k, rows.end(), 0.0f);
+      for (int64_t i = 0; i < m; ++i) {
+        const float *xRow = x.data() + i * k;
+        float sums[kBlock] = {};
+        for (int64_t kk = 0; kk < k; ++kk)
+          for (int64_t j = 0; j < kBlock; ++j)
+            sums[j] += xRow[kk] * rows[j * k + kk];
+        std::copy(sums, sums + count, y.begin() + i * n + first);
+      }
+    }
+  });
+}
+
 /// values += the addend, when there is one, before the rounding to storage.
 template <typename Acc>
 void addAddend(std::vector<Acc> &values, ConstTensorView addend) {
@@ -218,6 +257,14 @@ void addAddend(std::vector<Acc> &values, ConstTensorView addend) {
 
 template <typename Acc> void matmulImpl(const MatmulArgs &args) {
   auto x = loadMatrix<Acc>(args.x, args.m, args.k, /*transpose=*/false);
+  if constexpr (std::is_same_v<Acc, float>)
+    if (args.m <= kFewRows) {
+      std::vector<float> y(args.m * args.n);
+      multiplyFewRows(x, args.w, y, args.m, args.n, args.k);
+      addAddend(y, args.addend);
+      storeMatrix(args.y, y);
+      return;
+    }
   auto wT = loadMatrix<Acc>(args.w, args.n, args.k, /*transpose=*/true);
   auto y = multiply(x, wT, args.m, args.n, args.k);
   addAddend(y, args.addend);

@@ -128,15 +128,18 @@ TEST_CASE("the f32 GEMM's builds give the bits of float loops in k order",
   // the cpu takes and on the baseline one, on one thread and on three
   // (the last shape is large enough to be cut into shares of columns, one
   // ending inside a panel). Shapes cover partial tiles of 4 rows, panels
-  // of 8 and 16 columns cut short, and a long k.
+  // of 8 and 16 columns cut short, and a long k; up to 8 rows (a decode
+  // step's) take the forward's path that reads w's rows in place, in
+  // blocks of 8 (cut short, and in two shares on three threads).
   std::mt19937 rng(5);
   struct Shape {
     int64_t m, n, k;
   };
   for (int64_t threads : {1, 3})
     for (bool baseline : {false, true})
-      for (Shape shape : {Shape{7, 13, 9}, Shape{9, 37, 768}, Shape{130, 16, 3},
-                          Shape{130, 301, 768}})
+      for (Shape shape :
+           {Shape{7, 13, 9}, Shape{9, 37, 768}, Shape{130, 16, 3},
+            Shape{130, 301, 768}, Shape{1, 21, 5}, Shape{8, 2051, 768}})
         for (DType dtype : {DType::F32, DType::BF16}) {
           cpu::setKernelThreads(threads);
           cpu::useBaselineGemm(baseline);
