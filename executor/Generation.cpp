@@ -75,11 +75,93 @@ Status checkGenerationInput(const plan::Plan &plan,
   return Status::ok();
 }
 
+namespace {
+
+/// Draws every sample's next id from the [1, B, V'] logits of one position
+/// (V' >= vocab where tp padded the vocabulary: its padded columns are
+/// never drawn) into `ids`.
+Status drawTokens(const plan::NamedTensor &logits, int64_t batch, int64_t vocab,
+                  int64_t position, const GenerationOptions &options,
+                  int64_t index, std::vector<int32_t> &ids) {
+  const std::vector<int64_t> &shape = logits.shape;
+  if (shape.size() != 3 || shape[1] != batch || shape[2] < vocab ||
+      logits.dtype != DType::F32)
+    return Status::invalidInput(
+        "the plan's 'logits' output is not [seq_len, batch, vocab]");
+  const auto *values = reinterpret_cast<const float *>(logits.bytes.data());
+  for (int64_t b = 0; b < batch; ++b) {
+    const float *row = values + b * shape[2];
+    if (!std::all_of(row, row + vocab,
+                     [](float x) { return std::isfinite(x); }))
+      return Status::runtimeError("generation: the logits of sample " +
+                                  std::to_string(b) + " at position " +
+                                  std::to_string(position) +
+                                  " hold a NaN or an infinity");
+    double uniform = uniformDraw(options.seed, static_cast<uint64_t>(b),
+                                 static_cast<uint64_t>(index));
+    ids[b] = sampleToken(row, vocab, options.sampling, uniform);
+  }
+  return Status::ok();
+}
+
+/// A decode plan: the prompt goes through the cache one position a step,
+/// then each new token; every step is the whole (one-position) program.
+Result<std::vector<std::vector<int32_t>>>
+decodeTokens(Runtime &runtime, const GenerationOptions &options,
+             const TokenCallback &onToken) {
+  const plan::Plan &plan = runtime.plan();
+  int64_t batch = plan.batchSize, vocab = plan.vocabSize;
+  auto promptLength = static_cast<int64_t>(options.prompt.size());
+  // The last new token is drawn, never fed.
+  int64_t needed =
+      promptLength + std::max<int64_t>(options.maxNewTokens, 1) - 1;
+  if (needed > plan.seqLen)
+    return Status::invalidInput(
+        "the decode plan's key/value cache holds seq_len " +
+        std::to_string(plan.seqLen) + " positions; a prompt of " +
+        std::to_string(promptLength) + " and " +
+        std::to_string(options.maxNewTokens) + " new tokens need " +
+        std::to_string(needed) + ": compile it with a larger seq_len");
+  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(batch));
+  std::vector<int32_t> ids(static_cast<size_t>(batch));
+  std::vector<int32_t> fed(static_cast<size_t>(batch));
+  int64_t position = 0;
+  auto feed =
+      [&](const std::vector<int32_t> &tokens) -> Result<plan::NamedTensor> {
+    SHARC_TRY(runtime.setDecodeStep(
+        tokens, std::vector<int32_t>(static_cast<size_t>(batch),
+                                     static_cast<int32_t>(position))));
+    return runtime.evalOutput("logits", 0, 1);
+  };
+  for (int64_t i = 0; i + 1 < promptLength; ++i, ++position) {
+    std::fill(fed.begin(), fed.end(), options.prompt[i]);
+    if (auto logits = feed(fed); !logits)
+      return logits.status().withContext("generation");
+  }
+  std::fill(fed.begin(), fed.end(), options.prompt.back());
+  for (int64_t index = 0; index < options.maxNewTokens; ++index, ++position) {
+    auto logits = feed(fed);
+    if (!logits)
+      return logits.status().withContext("generation");
+    SHARC_TRY(drawTokens(*logits, batch, vocab, position, options, index, ids));
+    for (int64_t b = 0; b < batch; ++b)
+      generated[b].push_back(ids[b]);
+    fed = ids;
+    if (onToken)
+      SHARC_TRY(onToken(index, ids));
+  }
+  return generated;
+}
+
+} // namespace
+
 Result<std::vector<std::vector<int32_t>>>
 generateTokens(Runtime &runtime, const GenerationOptions &options,
                const TokenCallback &onToken) {
   const plan::Plan &plan = runtime.plan();
   SHARC_TRY(checkGenerationInput(plan, options.prompt));
+  if (plan.findInput("positions"))
+    return decodeTokens(runtime, options, onToken);
   int64_t seqLen = plan.seqLen, batch = plan.batchSize, vocab = plan.vocabSize;
   std::vector<std::vector<int32_t>> rows(static_cast<size_t>(batch),
                                          options.prompt);
@@ -100,25 +182,9 @@ generateTokens(Runtime &runtime, const GenerationOptions &options,
     auto logits = runtime.evalOutput("logits", length - 1, 1);
     if (!logits)
       return logits.status().withContext("generation");
-    // [1, B, V'], V' >= vocab where tp padded the vocabulary (its padded
-    // columns are never drawn).
-    const std::vector<int64_t> &shape = logits->shape;
-    if (shape.size() != 3 || shape[1] != batch || shape[2] < vocab ||
-        logits->dtype != DType::F32)
-      return Status::invalidInput(
-          "the plan's 'logits' output is not [seq_len, batch, vocab]");
-    const auto *values = reinterpret_cast<const float *>(logits->bytes.data());
+    SHARC_TRY(
+        drawTokens(*logits, batch, vocab, length - 1, options, index, ids));
     for (int64_t b = 0; b < batch; ++b) {
-      const float *row = values + b * shape[2];
-      if (!std::all_of(row, row + vocab,
-                       [](float x) { return std::isfinite(x); }))
-        return Status::runtimeError("generation: the logits of sample " +
-                                    std::to_string(b) + " at position " +
-                                    std::to_string(length - 1) +
-                                    " hold a NaN or an infinity");
-      double uniform = uniformDraw(options.seed, static_cast<uint64_t>(b),
-                                   static_cast<uint64_t>(index));
-      ids[b] = sampleToken(row, vocab, options.sampling, uniform);
       rows[b].push_back(ids[b]);
       generated[b].push_back(ids[b]);
     }

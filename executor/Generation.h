@@ -2,16 +2,19 @@
 // defines: SamplingOptions, sampleToken, uniformDraw, GenerationOptions,
 //          generateTokens
 //
-// Autoregressive generation on a training plan compiled with --emit-logits:
-// each new token is one evaluation of the logits (Runtime::evalOutput, the
-// forward pass alone: parameters and optimizer state untouched) over a
-// window of the plan's seq_len tokens, read at the window's last filled
-// position. The positions after it hold padding, which a causal model never
-// reads. Once the window is full it slides, so the model sees the last
-// seq_len tokens. Without a key/value cache each token costs a forward pass
-// of the whole window: this is for seeing what a model has learned, not for
-// serving it. Each row of the plan's batch is one sample of the same
-// prompt, drawn with its own random stream.
+// Autoregressive generation. On a decode plan (`sharc compile --decode`)
+// each token is one step of one position per sample against the layers'
+// key/value caches: the prompt goes in a position a step, then every new
+// token, up to the cache's seq_len positions. On a training plan compiled
+// with --emit-logits each new token is one evaluation of the logits
+// (Runtime::evalOutput, the forward pass alone: parameters and optimizer
+// state untouched) over a window of the plan's seq_len tokens, read at the
+// window's last filled position; the positions after it hold padding,
+// which a causal model never reads, and once the window is full it slides,
+// so the model sees the last seq_len tokens. That costs a forward pass of
+// the whole window a token. Each row of the plan's batch is one sample of
+// the same prompt, drawn with its own random stream; both kinds of plan
+// draw the same ids from the same logits.
 //
 //   GenerationOptions options;
 //   options.prompt = {17, 402};

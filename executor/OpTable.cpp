@@ -564,6 +564,7 @@ OpTable::OpTable() {
   addLabelCountOps(table_);
   addAttentionOps(table_);
   addRingAttentionOps(table_);
+  addDecodeOps(table_);
   addOptimizerOps(table_);
   // The slots that take column views, as the planner makes them.
   for (const plan::ColumnSlots &slots : plan::kColumnSlots) {

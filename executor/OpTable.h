@@ -231,6 +231,8 @@ void addAttentionOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds ring_shift, attention_block, lse_merge and their grads;
 /// RingAttentionOps.cpp.
 void addRingAttentionOps(std::unordered_map<std::string, OpDef> &table);
+/// Adds decode_attention; DecodeOps.cpp.
+void addDecodeOps(std::unordered_map<std::string, OpDef> &table);
 /// Adds adamw; OptimizerOps.cpp.
 void addOptimizerOps(std::unordered_map<std::string, OpDef> &table);
 

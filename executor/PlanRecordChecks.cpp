@@ -108,17 +108,23 @@ Status checkTables(const plan::Plan &plan) {
     for (const plan::IoEntry &entry : *table)
       SHARC_TRY(checkSharded(plan, "io entry '" + entry.name + "'",
                              entry.buffer, entry.globalShape, entry.sharding));
-  for (const char *name : {"tokens", "labels"}) {
+  // A decode step (its `positions` input) takes one position a sample.
+  bool decode = plan.findInput("positions") != nullptr;
+  for (const char *name : {"tokens", "labels", "positions"}) {
     const plan::IoEntry *entry = plan.findInput(name);
     if (!entry)
       continue;
-    std::vector<int64_t> expected{plan.seqLen, plan.batchSize};
+    std::vector<int64_t> expected{decode ? 1 : plan.seqLen, plan.batchSize};
     if (entry->globalShape != expected ||
         plan.buffers[entry->buffer].dtype != DType::I32)
-      return Status::invalidInput(std::string("input '") + name +
-                                  "' must be i32 of global shape " +
-                                  shapeText(expected) + " ([seq, batch])");
+      return Status::invalidInput(
+          std::string("input '") + name + "' must be i32 of global shape " +
+          shapeText(expected) +
+          (decode ? " ([1, batch], a decode step)" : " ([seq, batch])"));
   }
+  if (decode && plan.findInput("labels"))
+    return Status::invalidInput("a decode step (its 'positions' input) has "
+                                "no 'labels' input");
   return Status::ok();
 }
 

@@ -163,6 +163,11 @@ public:
   /// each in [0, vocab) or -100 (ignored by the loss, anywhere).
   Status setBatch(const std::vector<int32_t> &tokens,
                   const std::vector<int32_t> &labels);
+  /// A decode plan's step (sharc compile --decode): each sample's new
+  /// token, in [0, vocab), and its position, in [0, seq_len) (the cache's
+  /// length), B of each.
+  Status setDecodeStep(const std::vector<int32_t> &tokens,
+                       const std::vector<int32_t> &positions);
   /// Runs every rank's instruction list once; the step counter advances
   /// only on success.
   Result<StepStats> step();

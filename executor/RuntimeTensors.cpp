@@ -16,6 +16,7 @@
 #include "planner/plan/HostThreads.h"
 
 #include <cstddef>
+#include <tuple>
 #include <vector>
 
 namespace sharc::exec {
@@ -484,6 +485,41 @@ Status Runtime::setBatch(const std::vector<int32_t> &tokens,
   SHARC_TRY(scatterTensor(tokensSB, tokensIn->buffer, tokensIn->sharding));
   if (const plan::IoEntry *labelsIn = plan_.findInput("labels"))
     SHARC_TRY(scatterTensor(labelsSB, labelsIn->buffer, labelsIn->sharding));
+  return Status::ok();
+}
+
+Status Runtime::setDecodeStep(const std::vector<int32_t> &tokens,
+                              const std::vector<int32_t> &positions) {
+  const plan::IoEntry *tokensIn = plan_.findInput("tokens");
+  const plan::IoEntry *positionsIn = plan_.findInput("positions");
+  if (!tokensIn || !positionsIn)
+    return Status::invalidInput("the plan is no decode step (it has no "
+                                "'positions' input): compile it with "
+                                "`sharc compile --decode`");
+  int64_t batch = plan_.batchSize;
+  for (const auto &[what, values, limit] :
+       {std::tuple{"token", &tokens, plan_.vocabSize},
+        std::tuple{"position", &positions, plan_.seqLen}}) {
+    if (static_cast<int64_t>(values->size()) != batch)
+      return Status::invalidInput(std::string("a decode step needs ") +
+                                  std::to_string(batch) + " " + what +
+                                  "s, got " + std::to_string(values->size()));
+    for (int64_t b = 0; b < batch; ++b)
+      if ((*values)[b] < 0 || (*values)[b] >= limit)
+        return Status::invalidInput(
+            std::string(what) + " " + std::to_string((*values)[b]) +
+            " of sample " + std::to_string(b) + " is outside [0, " +
+            std::to_string(limit) + ")");
+  }
+  for (const auto &[entry, values] :
+       {std::pair{tokensIn, &tokens}, std::pair{positionsIn, &positions}}) {
+    const auto *begin = reinterpret_cast<const uint8_t *>(values->data());
+    NamedTensor tensor{entry->name,
+                       DType::I32,
+                       {1, batch},
+                       ByteVector(begin, begin + values->size() * 4)};
+    SHARC_TRY(scatterTensor(tensor, entry->buffer, entry->sharding));
+  }
   return Status::ok();
 }
 

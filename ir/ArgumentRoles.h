@@ -2,9 +2,9 @@
 // defines: kParamAttr, kRoleAttr, kRole*, kPlacementAttr, kMeshAttr,
 //          kSequenceParallelAttr, kVocabParallelAttr, kContextParallelAttr,
 //          kBalancedAxisAttr,
-//          kInputAttr, kStateAttr, kOutputAttr, kUpdateOfAttr, kInitAttr,
-//          kInitStdAttr, kOptimizerAttr, kModelAttr, kStageAttr, kChunkAttr,
-//          kFromChunkAttr, kToChunkAttr, getArgName, getResultName
+//          kInputAttr, kStateAttr, kCacheAttr, kOutputAttr, kUpdateOfAttr,
+//          kInitAttr, kInitStdAttr, kOptimizerAttr, kModelAttr, kStageAttr,
+//          kChunkAttr, kFromChunkAttr, kToChunkAttr, getArgName, getResultName
 //
 // A train-step function says what each argument and result is through
 // string attributes; passes and the planner look them up here.
@@ -18,6 +18,9 @@ namespace sharc {
 inline constexpr llvm::StringLiteral kParamAttr = "sharc.param";
 inline constexpr llvm::StringLiteral kInputAttr = "sharc.input";
 inline constexpr llvm::StringLiteral kStateAttr = "sharc.state";
+/// A key/value cache of generation (`sharc compile --decode`), named
+/// layers.N.self_attn.k_cache or v_cache; the plan's cache region.
+inline constexpr llvm::StringLiteral kCacheAttr = "sharc.cache";
 inline constexpr llvm::StringLiteral kOutputAttr = "sharc.output";
 inline constexpr llvm::StringLiteral kUpdateOfAttr = "sharc.update_of";
 inline constexpr llvm::StringLiteral kInitAttr = "sharc.init";

@@ -484,5 +484,6 @@ def Sharc_SumSquaresOp : Sharc_ComputeOp<"sum_squares", [], ["getFlops"]> {
 
 include "ir/SharcCollectiveOps.td"
 include "ir/SharcRingOps.td"
+include "ir/SharcDecodeOps.td"
 
 #endif // SHARC_OPS_TD

@@ -80,4 +80,11 @@ llvm::StringRef modePresetNames();
 /// Fills `pm` with the passes from the forward program to the train step.
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
+/// The passes of a decode step (BuildOptions::decode): no autodiff, no
+/// optimizer; gate/up fused into one GEMM (q, k and v stay apart: a decode
+/// step is one row a sample, and decode_attention reads them packed) and
+/// residual adds into the GEMMs, as the options say.
+void buildDecodePipeline(mlir::OpPassManager &pm,
+                         const PipelineOptions &options);
+
 } // namespace sharc

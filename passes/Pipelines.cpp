@@ -144,3 +144,11 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
   if (sharded)
     pm.addPass(createVerifyPlacements());
 }
+
+void sharc::buildDecodePipeline(OpPassManager &pm,
+                                const PipelineOptions &options) {
+  if (options.fuseProjections)
+    pm.addPass(createFuseProjections({/*fuseAttentionProjections=*/false}));
+  if (options.fuseAdds)
+    pm.addPass(createFuseAdds());
+}

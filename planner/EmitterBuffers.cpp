@@ -72,7 +72,12 @@ LogicalResult Emitter::assignArguments() {
     StringRef param = getArgString(func, index, kParamAttr);
     StringRef input = getArgString(func, index, kInputAttr);
     StringRef state = getArgString(func, index, kStateAttr);
-    if (!param.empty()) {
+    StringRef cache = getArgString(func, index, kCacheAttr);
+    if (!cache.empty()) {
+      // decode_attention writes the cache in place; no tensor file holds it.
+      if (failed(addBuffer(arg, plan::Region::Cache, cache.str())))
+        return failure();
+    } else if (!param.empty()) {
       if (auto concat = fusedWeightOf.lookup(arg))
         if (failed(createFusedWeight(concat)))
           return failure();
@@ -131,7 +136,8 @@ LogicalResult Emitter::assignArguments() {
     } else {
       return emitError(arg.getLoc())
              << "argument " << index
-             << " is neither a parameter, an input nor optimizer state";
+             << " is neither a parameter, an input, optimizer state nor a "
+                "key/value cache";
     }
   }
   return success();
@@ -149,6 +155,17 @@ LogicalResult Emitter::assignResults() {
       Value target = func.getArgument(updateOf.getInt());
       Operation *producer = value.getDefiningOp();
       Value block;
+      // A decode step's key/value cache, written by its decode_attention.
+      if (auto decode = dyn_cast_or_null<DecodeAttentionOp>(producer)) {
+        unsigned slot = cast<OpResult>(value).getResultNumber() + 2;
+        if (slot < 3 || decode->getOperand(slot) != target)
+          return emitError(value.getLoc())
+                 << "result '" << output << "' updates argument "
+                 << updateOf.getInt()
+                 << " but is not its decode_attention's update of it";
+        bufferOf[value] = bufferOf.lookup(target);
+        continue;
+      }
       if (auto gather = dyn_cast_or_null<AllGatherOp>(producer))
         block = gather.getX();
       else if (auto bucket = dyn_cast_or_null<AllGatherCoalescedOp>(producer))

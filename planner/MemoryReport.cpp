@@ -141,12 +141,13 @@ MemoryReport sharc::buildMemoryReport(const plan::Plan &plan) {
   report.activationPeakBytes = region(plan::Region::Activation);
   report.gradientBytes = region(plan::Region::Gradient);
   report.ioBytes = region(plan::Region::Input) + region(plan::Region::Output);
+  report.cacheBytes = region(plan::Region::Cache);
   // The arenas alone: a plan is the same on every backend, and the cpu
   // needs no workspace. The CUDA backend's comes on top (DeviceWorkspace.h).
   report.workspaceBytes = plan::predictDeviceWorkspace(plan).totalBytes();
   report.totalBytes = report.parameterBytes + report.optimizerBytes +
                       report.gradientBytes + report.activationPeakBytes +
-                      report.ioBytes;
+                      report.ioBytes + report.cacheBytes;
 
   // A slab is a gradient-region base that an all_reduce sums in place; a
   // fused weight gradient split into views (sharc-fuse-projections) is none.
@@ -227,6 +228,8 @@ std::string sharc::formatReport(const plan::Plan &plan,
   }
   row("activation arena", report.activationPeakBytes);
   row("inputs and outputs", report.ioBytes);
+  if (report.cacheBytes > 0)
+    row("key/value cache", report.cacheBytes);
   row("total", report.totalBytes);
   row("+ GPU workspace", report.workspaceBytes);
   std::snprintf(line, sizeof(line),
@@ -306,6 +309,7 @@ std::string sharc::reportJson(const plan::Plan &plan,
   add("largest_slab_bytes", report.largestSlabBytes);
   add("activation_peak_bytes", report.activationPeakBytes);
   add("io_bytes", report.ioBytes);
+  add("cache_bytes", report.cacheBytes);
   add("workspace_bytes", report.workspaceBytes);
   add("total_bytes", report.totalBytes);
   add("peak_instruction", report.peakInstruction);

@@ -38,6 +38,7 @@ struct MemoryReport {
   int64_t numSlabs = 0, largestSlabBytes = 0;
   int64_t activationPeakBytes = 0; ///< the arena
   int64_t ioBytes = 0;             ///< inputs and outputs
+  int64_t cacheBytes = 0;          ///< generation's key/value cache (--decode)
   int64_t totalBytes = 0; ///< the regions above: what every backend holds
   /// What the CUDA backend adds (cuBLASLt, kernel scratch, staging:
   /// plan/DeviceWorkspace.h); not in totalBytes, none on the cpu.

@@ -30,7 +30,10 @@ void Emitter::emitInstructions() {
     for (Value operand : op->getOperands())
       instr.operands.push_back(bufferOf.lookup(operand));
     // adamw updates its operands in place; its results name no new bytes.
-    if (!isa<AdamWOp>(op))
+    // decode_attention's output is new, its updated caches are not.
+    if (auto decode = dyn_cast<DecodeAttentionOp>(op))
+      instr.results.push_back(bufferOf.lookup(decode.getOut()));
+    else if (!isa<AdamWOp>(op))
       for (Value value : op->getResults())
         instr.results.push_back(bufferOf.lookup(value));
     if (auto workspace = workspaceOf.find(op); workspace != workspaceOf.end())
@@ -134,7 +137,7 @@ FailureOr<plan::Plan> Emitter::emit() {
   for (plan::Region region :
        {plan::Region::Param, plan::Region::OptState, plan::Region::Input,
         plan::Region::Output, plan::Region::Activation, plan::Region::Gradient})
-    regionEnd[region] = 0;
+    regionEnd[region] = 0; // the cache region only where a plan has one
   if (failed(assignArguments()) || failed(createSlabs()) ||
       failed(assignResults()) || failed(createActivationBuffers()) ||
       failed(createWorkspaces()) || failed(planSchedule()))

@@ -8,10 +8,14 @@
 #
 # The plan is the dense model (any layout's checkpoint loads on it, since a
 # checkpoint holds global tensors) in --dtype (f32; bfloat16 takes about a
-# sixth of the time a token on an H200, docs/training.md), with a window of
-# --seq-len tokens and one batch row per --samples; each new token is one
-# forward pass of the window on --backend (auto: the GPU where there is
-# one). Tokenising stays in Python, as for the training data (docs/data.md).
+# sixth of the time a token on an H200, docs/training.md) with one batch
+# row per --samples, run on --backend (auto: the GPU where there is one).
+# By default it is a decode plan (`sharc compile --decode`): each token is
+# one position through the layers' key/value caches, which hold --seq-len
+# positions (the prompt and the new tokens unless given). With --no-cache
+# it is the training forward instead, each new token one pass over a
+# window of --seq-len tokens (64 unless given) that slides once full; the
+# two draw the same tokens. Tokenising stays in Python, as for the training data (docs/data.md).
 # Needs the `tokenizers` package (scripts/setup.sh installs it in .venv).
 import argparse
 import os
@@ -39,8 +43,13 @@ def main():
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--samples", type=int, default=1,
                         help="continuations drawn side by side")
-    parser.add_argument("--seq-len", type=int, default=64,
-                        help="the window the model sees")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="positions the model sees: the key/value "
+                        "cache's (the prompt and the new tokens unless "
+                        "given), or with --no-cache the window's (64)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="no key/value cache: a forward pass of the "
+                        "whole window a token")
     parser.add_argument("--temperature", default="0.8",
                         help="0 is greedy")
     parser.add_argument("--top-k", default="40")
@@ -51,7 +60,7 @@ def main():
     parser.add_argument("--build", default=os.environ.get(
         "BUILD_DIR", os.path.join(root, "build")))
     args = parser.parse_args()
-    if args.samples < 1 or args.seq_len < 1:
+    if args.samples < 1 or (args.seq_len is not None and args.seq_len < 1):
         fail("--samples and --seq-len must be at least 1")
     for path in (args.checkpoint, args.tokenizer, args.model):
         if not os.path.isfile(path):
@@ -65,18 +74,22 @@ def main():
     prompt = tokenizer.encode(args.prompt).ids
     if not prompt:
         fail("the prompt encodes to no tokens")
+    seq_len = args.seq_len
+    if seq_len is None:
+        seq_len = 64 if args.no_cache else len(prompt) + args.max_new_tokens
 
     with tempfile.TemporaryDirectory(prefix="sharc-generate-") as scratch:
         run_file = os.path.join(scratch, "generate.run.yaml")
         with open(run_file, "w") as f:
-            f.write(f"run:\n  seq_len: {args.seq_len}\n"
+            f.write(f"run:\n  seq_len: {seq_len}\n"
                     f"  micro_batch_size: {args.samples}\n"
                     f"  dtype: {args.dtype}\n")
         plan = os.path.join(scratch, "generate.plan")
         compiled = subprocess.run(
             [os.path.join(args.build, "bin", "sharc"), "compile", args.model,
-             "--run", run_file, "--emit-logits", "--no-optimizer", "-o",
-             plan], stdout=subprocess.DEVNULL)
+             "--run", run_file] +
+            (["--emit-logits", "--no-optimizer"] if args.no_cache
+             else ["--decode"]) + ["-o", plan], stdout=subprocess.DEVNULL)
         if compiled.returncode != 0:
             sys.exit(compiled.returncode)
         command = [os.path.join(args.build, "bin", "sharc-run"), plan,

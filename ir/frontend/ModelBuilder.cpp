@@ -32,6 +32,13 @@ public:
   OwningOpRef<ModuleOp> build(const BuildOptions &options);
 
 private:
+  /// Declares a key/value cache argument [seqLen, batch, width] (decode).
+  Value cache(const std::string &name, int64_t width, Location where);
+  /// Attention of a decode step: decode_attention over the layer's caches.
+  Value decodeAttention(Value q, Value k, Value v, const std::string &attn,
+                        Location where);
+
+private:
   Location loc(const SourceLoc &where) {
     return FileLineColLoc::get(context, where.file, where.line, where.col);
   }
@@ -55,6 +62,11 @@ private:
   const frontend::ModelConfig &model;
   Type elementType;
   int64_t seqLen, batch;
+  /// A decode step: one position per sample, its `positions` input, and
+  /// each cache's update with the argument it updates.
+  bool decode = false;
+  Value positions;
+  SmallVector<std::pair<Value, unsigned>> cacheUpdates;
   func::FuncOp func;
   Block *body = nullptr;
   SmallVector<Type> argTypes;
@@ -90,6 +102,30 @@ Value ForwardBuilder::rmsNorm(Value x, const std::string &name, int64_t size,
       where, x, w, builder.getF64FloatAttr(model.rmsNormEps.value));
 }
 
+Value ForwardBuilder::cache(const std::string &name, int64_t width,
+                            Location where) {
+  argTypes.push_back(tensor({seqLen, batch, width}));
+  argAttrs.push_back(builder.getDictionaryAttr(
+      builder.getNamedAttr(kCacheAttr, builder.getStringAttr(name))));
+  return body->addArgument(argTypes.back(), where);
+}
+
+Value ForwardBuilder::decodeAttention(Value q, Value k, Value v,
+                                      const std::string &attn, Location where) {
+  int64_t kvWidth = cast<RankedTensorType>(k.getType()).getShape().back();
+  Location seqLoc = loc(config.run.seqLen.loc);
+  Value kCache = cache(attn + ".k_cache", kvWidth, seqLoc);
+  Value vCache = cache(attn + ".v_cache", kvWidth, seqLoc);
+  auto op = builder.create<DecodeAttentionOp>(
+      where, q.getType(), kCache.getType(), vCache.getType(), q, k, v, kCache,
+      vCache, positions, builder.getI64IntegerAttr(model.headDim.value),
+      builder.getF64FloatAttr(model.ropeTheta.value));
+  for (auto [update, arg] :
+       {std::pair{op.getNewKCache(), kCache}, {op.getNewVCache(), vCache}})
+    cacheUpdates.push_back({update, cast<BlockArgument>(arg).getArgNumber()});
+  return op.getOut();
+}
+
 Value ForwardBuilder::block(Value h, int64_t layer) {
   std::string prefix = "layers." + std::to_string(layer);
   int64_t hidden = model.hiddenSize.value, headDim = model.headDim.value;
@@ -110,20 +146,26 @@ Value ForwardBuilder::block(Value h, int64_t layer) {
   Location headLoc = loc(model.headDim.loc);
   q = rmsNorm(q, attn + ".q_norm", headDim, kRoleHeadNorm, headLoc);
   k = rmsNorm(k, attn + ".k_norm", headDim, kRoleHeadNorm, headLoc);
-  auto headDimAttr = builder.getI64IntegerAttr(headDim);
-  auto thetaAttr = builder.getF64FloatAttr(model.ropeTheta.value);
-  auto zero = builder.getI64IntegerAttr(0);
-  Location ropeLoc = loc(model.ropeTheta.loc);
-  // Dense: whole sequences, no position_axis (spmdize sets it on a split).
-  StringAttr wholeSequence;
-  q = builder.create<RopeOp>(ropeLoc, q, headDimAttr, thetaAttr, zero,
-                             wholeSequence, wholeSequence);
-  k = builder.create<RopeOp>(ropeLoc, k, headDimAttr, thetaAttr, zero,
-                             wholeSequence, wholeSequence);
-  auto attention = builder.create<AttentionOp>(attnLoc, q, k, v, headDimAttr,
-                                               wholeSequence, wholeSequence);
-  Value o =
-      linear(attention.getOut(), attn + ".o_proj", hidden, kRoleRow, attnLoc);
+  Value attended;
+  if (decode) {
+    attended = decodeAttention(q, k, v, attn, attnLoc);
+  } else {
+    auto headDimAttr = builder.getI64IntegerAttr(headDim);
+    auto thetaAttr = builder.getF64FloatAttr(model.ropeTheta.value);
+    auto zero = builder.getI64IntegerAttr(0);
+    Location ropeLoc = loc(model.ropeTheta.loc);
+    // Dense: whole sequences, no position_axis (spmdize sets it on a split).
+    StringAttr wholeSequence;
+    q = builder.create<RopeOp>(ropeLoc, q, headDimAttr, thetaAttr, zero,
+                               wholeSequence, wholeSequence);
+    k = builder.create<RopeOp>(ropeLoc, k, headDimAttr, thetaAttr, zero,
+                               wholeSequence, wholeSequence);
+    attended = builder
+                   .create<AttentionOp>(attnLoc, q, k, v, headDimAttr,
+                                        wholeSequence, wholeSequence)
+                   .getOut();
+  }
+  Value o = linear(attended, attn + ".o_proj", hidden, kRoleRow, attnLoc);
   h = builder.create<AddOp>(hiddenLoc, h, o);
 
   x = rmsNorm(h, prefix + ".post_attention_layernorm", hidden, kRoleNorm,
@@ -150,7 +192,10 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   Location vocabLoc = loc(model.vocabSize.loc);
   Value embed = param("embed_tokens.weight", {vocab, hidden}, "normal",
                       kRoleEmbedding, vocabLoc);
-  auto idsType = RankedTensorType::get({seqLen, batch}, builder.getI32Type());
+  decode = options.decode;
+  // A decode step takes one position per sample.
+  auto idsType =
+      RankedTensorType::get({decode ? 1 : seqLen, batch}, builder.getI32Type());
   Location seqLoc = loc(config.run.seqLen.loc);
   auto input = [&](StringRef name) {
     argTypes.push_back(idsType);
@@ -159,7 +204,9 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
     return body->addArgument(idsType, seqLoc);
   };
   Value tokens = input("tokens");
-  Value labels = input("labels");
+  Value labels = decode ? Value() : input("labels");
+  if (decode)
+    positions = input("positions");
 
   Value h = builder.create<EmbeddingOp>(
       vocabLoc, embed, tokens, builder.getI64IntegerAttr(0), StringAttr());
@@ -172,17 +219,26 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
         builder.create<MatmulOp>(loc(model.tieWordEmbeddings.loc), h, embed);
   else
     logits = linear(h, "lm_head", vocab, kRoleLmHead, vocabLoc);
-  Value loss = builder.create<CrossEntropyOp>(
-      vocabLoc, RankedTensorType::get({}, builder.getF32Type()), logits, labels,
-      builder.getI64IntegerAttr(vocab));
-
-  SmallVector<Value> results{loss};
-  SmallVector<DictionaryAttr> resultAttrs{builder.getDictionaryAttr(
-      builder.getNamedAttr(kOutputAttr, builder.getStringAttr("loss")))};
-  if (options.emitLogits) {
-    results.push_back(logits);
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  auto output = [&](Value value, StringRef name) {
+    results.push_back(value);
     resultAttrs.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr(kOutputAttr, builder.getStringAttr("logits"))));
+        builder.getNamedAttr(kOutputAttr, builder.getStringAttr(name))));
+  };
+  if (!decode)
+    output(builder.create<CrossEntropyOp>(
+               vocabLoc, RankedTensorType::get({}, builder.getF32Type()),
+               logits, labels, builder.getI64IntegerAttr(vocab)),
+           "loss");
+  if (options.emitLogits || decode)
+    output(logits, "logits");
+  // Each cache's update, written in place by its decode_attention.
+  for (auto [update, arg] : cacheUpdates) {
+    results.push_back(update);
+    resultAttrs.push_back(builder.getDictionaryAttr(
+        {builder.getNamedAttr(kOutputAttr, argAttrs[arg].get(kCacheAttr)),
+         builder.getNamedAttr(kUpdateOfAttr, builder.getI64IntegerAttr(arg))}));
   }
   builder.create<func::ReturnOp>(modelLoc, results);
   func.setType(

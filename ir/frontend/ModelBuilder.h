@@ -3,7 +3,10 @@
 //
 // Turns a frontend::Config into a module holding one function, @train_step,
 // that computes the loss of one batch with global shapes: the dense program
-// that every pass starts from. Every op carries the location of the YAML
+// that every pass starts from. With `decode`, the function is instead one
+// step of generation: one new position per sample against each layer's
+// key/value cache of seq_len positions (decode_attention), returning the
+// logits and the updated caches. Every op carries the location of the YAML
 // key that made it, so a pass's error points at the user's line.
 #pragma once
 
@@ -16,6 +19,7 @@ namespace sharc {
 
 struct BuildOptions {
   bool emitLogits = false; ///< also return the logits (for validation)
+  bool decode = false;     ///< a generation step with a key/value cache
 };
 
 /// Builds the forward program. The config is already validated by the

@@ -22,6 +22,8 @@ const char *regionName(Region region) {
     return "activation";
   case Region::Gradient:
     return "gradient";
+  case Region::Cache:
+    return "cache";
   }
   return "?";
 }

@@ -39,6 +39,8 @@ enum class Region : uint8_t {
   Activation, ///< the arena: every temporary of a step, offsets reused
   Gradient,   ///< parameter gradients of a step, offsets reused like the
               ///< activations' (each dies once its update has run)
+  Cache,      ///< generation's key/value cache (a --decode plan),
+              ///< persistent across steps, written in place
 };
 
 const char *regionName(Region region);

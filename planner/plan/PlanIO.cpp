@@ -34,12 +34,12 @@ using text::formatInts;
 using text::isIntegerSyntax;
 using text::parseDouble;
 
-constexpr Region kRegions[] = {Region::Param,      Region::OptState,
-                               Region::Input,      Region::Output,
-                               Region::Activation, Region::Gradient};
+constexpr Region kRegions[] = {
+    Region::Param,      Region::OptState, Region::Input, Region::Output,
+    Region::Activation, Region::Gradient, Region::Cache};
 
 constexpr const char *kRegionNames =
-    "param, opt_state, input, output, activation or gradient";
+    "param, opt_state, input, output, activation, gradient or cache";
 constexpr const char *kDTypes = "f32, bf16, i32 or f64";
 
 // Upper bounds of header numbers (see readHeader).
@@ -216,10 +216,10 @@ public:
 
   Status readRegions(const YAML::Node &node, Plan &plan) const {
     Fields fields;
-    SHARC_TRY(readFields(
-        node, "regions",
-        {"param", "opt_state", "input", "output", "activation", "gradient"},
-        fields));
+    SHARC_TRY(readFields(node, "regions",
+                         {"param", "opt_state", "input", "output", "activation",
+                          "gradient", "cache"},
+                         fields));
     for (const auto &[name, value] : fields.entries)
       SHARC_TRY(readInt(value, plan.regionBytes[*parseRegion(name)], 0,
                         kMaxRegionBytes));

@@ -35,6 +35,18 @@ plan::LrSchedule lrSchedule(const frontend::OptimizerConfig &optimizer) {
 
 } // namespace
 
+std::string sharc::decodeFlagError(const PipelineOptions &pipeline) {
+  if (pipeline.dpSize > 1 || pipeline.tpSize > 1 || pipeline.cpSize > 1 ||
+      pipeline.ppSize > 1 || !pipeline.extraAxes.empty())
+    return "--decode compiles the dense model (a checkpoint of any layout "
+           "loads into it); leave out --mode and the mesh sizes";
+  if (pipeline.sequenceParallel || pipeline.vocabParallel ||
+      pipeline.recompute != "none" || pipeline.zeroStage > 0)
+    return "--decode has no backward: --sp, --vp, --recompute and --zero do "
+           "not apply";
+  return "";
+}
+
 std::variant<plan::Plan, CompileError>
 sharc::compileModel(MLIRContext &context, const CompileOptions &options,
                     PlanSchedule *schedule) {
@@ -46,9 +58,13 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options,
     config.config->run.numMicrobatches = {*options.numMicrobatches,
                                           {"--microbatches", 0, 0}};
 
+  if (options.decode && config.config->run.numMicrobatches.value != 1)
+    return CompileError{2, "--decode generates one batch at a time; "
+                           "num_microbatches must be 1"};
+
   context.loadDialect<SharcDialect, func::FuncDialect>();
-  OwningOpRef<ModuleOp> module =
-      buildModel(&context, *config.config, {options.emitLogits});
+  OwningOpRef<ModuleOp> module = buildModel(
+      &context, *config.config, {options.emitLogits, options.decode});
   if (failed(verify(*module)))
     return CompileError{1, "the builder made an invalid program (a bug in "
                            "sharc)"};
@@ -56,7 +72,10 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options,
   llvm::raw_ostream &dump =
       options.dumpStream ? *options.dumpStream : llvm::outs();
   PassManager pm(&context);
-  buildPipeline(pm, options.pipeline);
+  if (options.decode)
+    buildDecodePipeline(pm, options.pipeline);
+  else
+    buildPipeline(pm, options.pipeline);
   if (options.dumpIr == "after-all") {
     dump << "// -----// IR after builder //----- //\n";
     module->print(dump);

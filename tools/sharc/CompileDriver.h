@@ -29,6 +29,9 @@ struct CompileOptions {
   /// the flag.
   std::optional<int64_t> numMicrobatches;
   bool emitLogits = false;
+  /// A generation step with a key/value cache (BuildOptions::decode),
+  /// compiled by buildDecodePipeline.
+  bool decode = false;
   /// "", "after-all" (IR after the builder and every pass) or "final".
   std::string dumpIr;
   llvm::raw_ostream *dumpStream = nullptr; ///< where dumped IR goes
@@ -36,6 +39,10 @@ struct CompileOptions {
   /// (EmitOptions::scheduleMachine); null: weight-gradient deferral.
   const Machine *scheduleMachine = nullptr;
 };
+
+/// What makes `pipeline` no layout for a decode step (any mesh axis, a
+/// sharding or recompute option), or "".
+std::string decodeFlagError(const PipelineOptions &pipeline);
 
 /// Why a compile failed, and the exit status the tool should return.
 struct CompileError {

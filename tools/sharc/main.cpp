@@ -50,7 +50,7 @@ struct CompileFlags {
   std::string cpComm, cpSplit, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute, recomputeRest;
-  bool emitLogits = false;
+  bool emitLogits = false, decode = false;
   bool withOptimizer = true;
   bool keepGradients = false;
   bool fuseProjections = true;
@@ -113,6 +113,8 @@ void printUsage(FILE *out) {
       "ahead of the ops that read them)]\n"
       "         [--dump-ir=after-all|final] [--emit-logits] "
       "[--keep-grads] [--no-optimizer]\n"
+      "         [--decode (a generation step: one new token a sample "
+      "against a key/value cache of seq_len positions; dense)]\n"
       "         [--fuse-projections[=all|gate_up|none] (one GEMM "
       "for q/k/v and for gate/up,\n"
       "          the default; gate/up alone; or every projection "
@@ -254,6 +256,8 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
       flags.emitLogits = true;
     } else if (arg == "--no-optimizer") {
       flags.withOptimizer = false;
+    } else if (arg == "--decode") {
+      flags.decode = true;
     } else if (!arg.empty() && arg[0] == '-') {
       return usageError("unknown flag '" + arg + "'");
     } else if (flags.modelPath.empty()) {
@@ -445,6 +449,15 @@ int compile(const CompileFlags &flags) {
   pipeline.fuseAttentionProjections = flags.fuseAttentionProjections;
   pipeline.fuseAdds = flags.fuseAdds;
   pipeline.fuseNormRope = flags.fuseNormRope;
+  if (flags.decode) {
+    std::string error = sharc::decodeFlagError(pipeline);
+    if (error.empty() && (flags.keepGradients || flags.withDenseReference))
+      error = "--decode compiles generation, which has no gradients";
+    if (!error.empty())
+      return usageError(error);
+    options.decode = true;
+    options.mode = "decode";
+  }
   if (flags.withDenseReference) {
     if (flags.outputPath.empty())
       return usageError("--with-dense-reference needs -o PLAN");
@@ -463,7 +476,8 @@ int compile(const CompileFlags &flags) {
     if (int exitCode = compileTo(dense, flags.outputPath + ".dense"))
       return exitCode;
   }
-  options.mode = flags.mode;
+  if (!flags.decode)
+    options.mode = flags.mode;
   options.dumpIr = flags.dumpIr;
   // The machine whose figures the latency schedule and the report use.
   auto machine = flags.machinePath.empty()

@@ -305,7 +305,7 @@ const Malformed kMalformed[] = {
      "bytes"},
     {"unknown region", 9, "param", "params",
      "plan.yaml:9:32: unknown region 'params' (expected param, opt_state, "
-     "input, output, activation or gradient)"},
+     "input, output, activation, gradient or cache)"},
     {"unknown dtype", 10, "f32", "f16",
      "plan.yaml:10:73: unknown dtype 'f16' (expected f32, bf16, i32 or f64)"},
     {"event out of range", 19, "waits: [0]", "waits: [2]",

@@ -27,7 +27,7 @@ expected = ["model", "mode", "world_size", "parameter_bytes",
             "optimizer_bytes", "master_bytes", "sharded_states", "sharded_params",
             "gradient_bytes",
             "gradient_slabs", "largest_slab_bytes", "activation_peak_bytes",
-            "io_bytes", "workspace_bytes", "total_bytes", "peak_instruction",
+            "io_bytes", "cache_bytes", "workspace_bytes", "total_bytes", "peak_instruction",
             "peak_op", "peak_loc", "predicted_step_seconds",
             "comm_bytes_by_axis", "transfer_bytes_by_axis", "pipeline"]
 if keys != expected:

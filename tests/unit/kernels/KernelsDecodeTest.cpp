@@ -1,0 +1,140 @@
+//===- KernelsDecodeTest.cpp - attention a position at a time from a cache ===//
+//
+// The reference is the training forward's own path: rope over the whole
+// sequence, then causal attention (both checked against float64 loops and
+// finite differences in KernelsAttentionTest and KernelsForwardTest).
+// Feeding the same q, k, v one position a step through decode_attention
+// must give each position's row of that attention.
+
+#include "kernels/Attention.h"
+#include "kernels/DecodeAttention.h"
+#include "kernels/Rope.h"
+#include "tests/unit/kernels/AttentionTestShapes.h"
+#include "tests/unit/kernels/TestTensors.h"
+
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+using namespace sharc;
+using namespace sharc::kernels;
+using namespace sharc::kernels::test;
+
+namespace {
+
+constexpr AttentionShape kShape{
+    .seqLen = 7, .batch = 2, .numHeads = 4, .numKvHeads = 2, .headDim = 6};
+constexpr double kTheta = 10000.0;
+
+std::vector<double> rows(const std::vector<double> &values, int64_t first,
+                         int64_t count, int64_t rowNumel) {
+  return {values.begin() + first * rowNumel,
+          values.begin() + (first + count) * rowNumel};
+}
+
+/// rope then causal attention over the whole sequence, rounded as stored.
+std::vector<double> fullForward(DType dtype, const Tensor &q, const Tensor &k,
+                                const Tensor &v) {
+  Tensor qRope(dtype, q.numel()), kRope(dtype, k.numel());
+  for (auto [x, y, heads] : {std::tuple{&q, &qRope, kShape.numHeads},
+                             std::tuple{&k, &kRope, kShape.numKvHeads}})
+    cpu::rope(RopeArgs{.x = x->cview(),
+                       .y = y->view(),
+                       .seqLen = kShape.seqLen,
+                       .batch = kShape.batch,
+                       .numHeads = heads,
+                       .headDim = kShape.headDim,
+                       .theta = kTheta});
+  Tensor out(dtype, q.numel());
+  std::vector<float> lse(kShape.lseNumel());
+  cpu::attention(shaped(AttentionArgs{.q = qRope.cview(),
+                                      .k = kRope.cview(),
+                                      .v = v.cview(),
+                                      .out = out.view(),
+                                      .lse = lse.data()},
+                        kShape));
+  return out.values();
+}
+
+struct Cache {
+  Tensor k, v;
+};
+
+/// One decode step of every sample at `positions`, from rows of q, k, v.
+std::vector<double> decodeStep(DType dtype, Cache &cache,
+                               const std::vector<double> &q,
+                               const std::vector<double> &k,
+                               const std::vector<double> &v,
+                               const std::vector<int32_t> &positions) {
+  Tensor qRow(dtype, q), kRow(dtype, k), vRow(dtype, v);
+  Tensor out(dtype, kShape.rowQ());
+  cpu::decodeAttention(DecodeAttentionArgs{.q = qRow.cview(),
+                                           .k = kRow.cview(),
+                                           .v = vRow.cview(),
+                                           .kCache = cache.k.view(),
+                                           .vCache = cache.v.view(),
+                                           .positions = positions.data(),
+                                           .out = out.view(),
+                                           .batch = kShape.batch,
+                                           .numHeads = kShape.numHeads,
+                                           .numKvHeads = kShape.numKvHeads,
+                                           .headDim = kShape.headDim,
+                                           .cacheLen = kShape.seqLen,
+                                           .theta = kTheta});
+  return out.values();
+}
+
+} // namespace
+
+TEST_CASE("decode attention a position at a time is rope then causal "
+          "attention over the sequence",
+          "[kernels]") {
+  std::mt19937 rng(23);
+  for (DType dtype : {DType::F64, DType::F32, DType::BF16}) {
+    INFO("dtype " << dtypeName(dtype));
+    std::vector<double> qValues = randomValues(kShape.qNumel(), rng, 2.0);
+    std::vector<double> kValues = randomValues(kShape.kvNumel(), rng, 2.0);
+    std::vector<double> vValues = randomValues(kShape.kvNumel(), rng);
+    Tensor q(dtype, qValues), k(dtype, kValues), v(dtype, vValues);
+    std::vector<double> expect = fullForward(dtype, q, k, v);
+    // The caches start as NaN: a read past a sample's position would show.
+    std::vector<double> nans(kShape.kvNumel(),
+                             std::numeric_limits<double>::quiet_NaN());
+    Cache cache{Tensor(dtype, nans), Tensor(dtype, nans)};
+    // Each row's values as stored, so both paths read the same inputs.
+    std::vector<double> qs = q.values(), ks = k.values(), vs = v.values();
+    double tolerance = dtype == DType::F64   ? 1e-12
+                       : dtype == DType::F32 ? 2e-6
+                                             : 2e-2;
+    for (int64_t s = 0; s < kShape.seqLen; ++s) {
+      INFO("position " << s);
+      std::vector<int32_t> positions(kShape.batch, static_cast<int32_t>(s));
+      std::vector<double> out =
+          decodeStep(dtype, cache, rows(qs, s, 1, kShape.rowQ()),
+                     rows(ks, s, 1, kShape.rowKv()),
+                     rows(vs, s, 1, kShape.rowKv()), positions);
+      REQUIRE(maxRelativeError(out, rows(expect, s, 1, kShape.rowQ())) <
+              tolerance);
+    }
+    // Samples at different positions: sample 0 redoes position 2, sample 1
+    // position 5 (the same inputs: the caches keep their values).
+    std::vector<int32_t> positions{2, 5};
+    std::vector<double> q2(kShape.rowQ()), k2(kShape.rowKv()),
+        v2(kShape.rowKv()), expect2(kShape.rowQ());
+    for (int64_t b = 0; b < kShape.batch; ++b) {
+      int64_t s = positions[b];
+      int64_t qWidth = kShape.rowQ() / kShape.batch;
+      int64_t kvWidth = kShape.rowKv() / kShape.batch;
+      for (int64_t i = 0; i < qWidth; ++i) {
+        q2[b * qWidth + i] = qs[s * kShape.rowQ() + b * qWidth + i];
+        expect2[b * qWidth + i] = expect[s * kShape.rowQ() + b * qWidth + i];
+      }
+      for (int64_t i = 0; i < kvWidth; ++i) {
+        k2[b * kvWidth + i] = ks[s * kShape.rowKv() + b * kvWidth + i];
+        v2[b * kvWidth + i] = vs[s * kShape.rowKv() + b * kvWidth + i];
+      }
+    }
+    REQUIRE(maxRelativeError(decodeStep(dtype, cache, q2, k2, v2, positions),
+                             expect2) < tolerance);
+  }
+}
