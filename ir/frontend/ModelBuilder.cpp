@@ -32,13 +32,6 @@ public:
   OwningOpRef<ModuleOp> build(const BuildOptions &options);
 
 private:
-  /// Declares a key/value cache argument [seqLen, batch, width] (decode).
-  Value cache(const std::string &name, int64_t width, Location where);
-  /// Attention of a decode step: decode_attention over the layer's caches.
-  Value decodeAttention(Value q, Value k, Value v, const std::string &attn,
-                        Location where);
-
-private:
   Location loc(const SourceLoc &where) {
     return FileLineColLoc::get(context, where.file, where.line, where.col);
   }
@@ -55,6 +48,11 @@ private:
   Value rmsNorm(Value x, const std::string &name, int64_t size, StringRef role,
                 Location where);
   Value block(Value h, int64_t layer);
+  /// Declares a key/value cache argument [seqLen, batch, width] (decode).
+  Value cache(const std::string &name, int64_t width, Location where);
+  /// Attention of a decode step: decode_attention over the layer's caches.
+  Value decodeAttention(Value q, Value k, Value v, const std::string &attn,
+                        Location where);
 
   MLIRContext *context;
   const Config &config;
