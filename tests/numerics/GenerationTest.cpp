@@ -5,7 +5,9 @@
 // token PyTorch scores highest after it: a check of the window, the
 // position read and the batch row that is independent of sharc's own code.
 // A sharded plan must generate what the dense one does, and generation
-// past the window must equal one token at a time from the slid window.
+// past the window must equal one token at a time from the slid window. A
+// decode plan (key/value caches) fed the rows a position a step must give
+// PyTorch's logits at each position.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 using namespace sharc;
 using namespace sharc::testing;
@@ -219,4 +222,47 @@ TEST_CASE("one position of the logits reads as that row of the whole, in "
     REQUIRE_FALSE(runtime->gatherOutputRows("logits", 15, 2).isOk());
     REQUIRE_FALSE(runtime->gatherOutputRows("logits", -1, 1).isOk());
   }
+}
+
+TEST_CASE("a decode plan fed a row a position a step gives PyTorch's logits "
+          "at every position",
+          "[numerics][golden]") {
+  Golden golden = readGolden();
+  plan::Plan plan = compileDecodePlan("tiny.yaml");
+  REQUIRE(plan.seqLen == 16);
+  REQUIRE(plan.batchSize == 2);
+  auto runtime = goldenRuntime(plan, golden);
+  int64_t seqLen = 16, vocab = 128;
+  double error = 0, largest = 0;
+  for (int64_t s = 0; s < seqLen; ++s) {
+    std::vector<int32_t> tokens{golden.tokens[s], golden.tokens[seqLen + s]};
+    REQUIRE(runtime
+                ->setDecodeStep(
+                    tokens, {static_cast<int32_t>(s), static_cast<int32_t>(s)})
+                .isOk());
+    auto logits = runtime->evalOutput("logits", 0, 1);
+    REQUIRE(logits.isOk());
+    std::vector<double> ours = plan::tensorAsDoubles(*logits);
+    REQUIRE(ours.size() == 2 * 128);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t v = 0; v < vocab; ++v) {
+        double theirs = golden.logits[(b * seqLen + s) * vocab + v];
+        error = std::max(error, std::fabs(ours[b * vocab + v] - theirs));
+        largest = std::max(largest, std::fabs(theirs));
+      }
+  }
+  REQUIRE(error <= 1e-5 * largest);
+  // The runtime checks what the kernels take on trust.
+  for (auto [tokens, positions, message] :
+       {std::tuple{std::vector<int32_t>{1, 2}, std::vector<int32_t>{0, 16},
+                   "position 16 of sample 1 is outside [0, 16)"},
+        {{1, 128}, {0, 0}, "token 128 of sample 1 is outside [0, 128)"},
+        {{1}, {0}, "a decode step needs 2 tokens, got 1"}}) {
+    Status status = runtime->setDecodeStep(tokens, positions);
+    REQUIRE(status.message() == message);
+  }
+  // A training plan has no positions to set.
+  plan::Plan train = compilePlan("tiny.yaml", /*emitLogits=*/true,
+                                 /*withOptimizer=*/false);
+  REQUIRE_FALSE(makeRuntime(train)->setDecodeStep({1, 2}, {0, 0}).isOk());
 }

@@ -50,6 +50,14 @@ plan::Plan testing::compilePlan(const std::string &modelFile, bool emitLogits,
   return compileWith(options);
 }
 
+plan::Plan testing::compileDecodePlan(const std::string &modelFile) {
+  CompileOptions options;
+  options.modelPath = modelPath(modelFile);
+  options.decode = true;
+  options.mode = "decode";
+  return compileWith(options);
+}
+
 plan::Plan testing::compilePlanFile(const std::string &path,
                                     const PipelineOptions &pipeline,
                                     bool emitLogits) {

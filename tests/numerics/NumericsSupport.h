@@ -1,5 +1,6 @@
 //===- NumericsSupport.h - numerics test helpers ----------------*- C++ -*-===//
-// defines: compilePlan, compileEdited, compileTinyBatch, makeRuntime,
+// defines: compilePlan, compileDecodePlan, compileEdited, compileTinyBatch,
+// makeRuntime,
 //          maxAbsError, maxAbs, relativeL2, fixturePath, valuesOf,
 //          compareTensors, TrainedRun, trainOnRandomTokens,
 //          requireLossesMatch, requireParamsMatchByMean,
@@ -26,6 +27,9 @@ namespace sharc::testing {
 /// current test on a compile error.
 plan::Plan compilePlan(const std::string &modelFile, bool emitLogits,
                        bool withOptimizer, const std::string &runFile = "");
+
+/// Compiles `models/<name>`'s generation step (`sharc compile --decode`).
+plan::Plan compileDecodePlan(const std::string &modelFile);
 
 /// Compiles a model file given by its path.
 plan::Plan compilePlanFile(const std::string &path,
