@@ -204,6 +204,10 @@ int run(RunFlags options, bool stepsGiven,
   auto plan = plan::readPlanFile(options.planPath);
   if (!plan)
     return fail(plan.status());
+  if (options.prompt.empty() && plan->findInput("positions"))
+    return fail(Status::invalidInput(
+        options.planPath + ": a decode plan (sharc compile --decode) "
+                           "generates (--generate IDS); it does not train"));
   if (!options.validatePath.empty()) {
     if (processes->count() > 1)
       return fail(Status::invalidInput(
@@ -215,10 +219,6 @@ int run(RunFlags options, bool stepsGiven,
     if (Status status = exec::checkGenerationInput(*plan, options.prompt);
         !status)
       return fail(status.withContext(options.planPath));
-  if (options.prompt.empty() && plan->findInput("positions"))
-    return fail(Status::invalidInput(
-        options.planPath + ": a decode plan (sharc compile --decode) "
-                           "generates (--generate IDS); it does not train"));
   // --resume: the newest checkpoint is --load, --steps what is left.
   auto resumed = training::applyResume(options, *processes);
   if (!resumed)
