@@ -3,8 +3,9 @@
 // decode_attention (attrs head_dim, theta): q [1, B, Hq*D], k and v
 // [1, B, Hkv*D], k_cache and v_cache [C, B, Hkv*D] (updated in place),
 // positions [1, B] int32, out [1, B, Hq*D]; kernels/DecodeAttention.h
-// states the math. The runtime writes the positions (Runtime::setDecode),
-// checking each against C, so the kernels need not.
+// states the math. The runtime writes the positions
+// (Runtime::setDecodeStep), checking each against every cache's C, so the
+// kernels need not.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +60,13 @@ Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
                                 "like k");
   SHARC_TRY(dtypeIs(positions, DType::I32, "positions"));
   SHARC_TRY(numelIs(positions, batch, "positions"));
+  // The kernels index the caches by these values unchecked: only the
+  // input the runtime writes, and checks against every cache, will do.
+  if (positions.buffer->region != plan::Region::Input ||
+      positions.buffer->name != "positions")
+    return Status::invalidInput(
+        "decode_attention's positions must be the plan's 'positions' input "
+        "(the runtime checks its values against the caches)");
   return launchKernel(
       env,
       kernels::DecodeAttentionArgs{

@@ -15,6 +15,7 @@
 #include "executor/ShardLayout.h"
 #include "planner/plan/HostThreads.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <tuple>
 #include <vector>
@@ -497,9 +498,17 @@ Status Runtime::setDecodeStep(const std::vector<int32_t> &tokens,
                                 "'positions' input): compile it with "
                                 "`sharc compile --decode`");
   int64_t batch = plan_.batchSize;
+  // Every cache holds seq_len positions in a compiled plan; a hand-edited
+  // one is held to its shortest, which the kernels index unchecked.
+  int64_t cacheLen = plan_.seqLen;
+  for (const plan::Instruction &instr : plan_.instructions)
+    if (instr.op == "decode_attention" && instr.operands.size() > 4)
+      for (int64_t cache : {instr.operands[3], instr.operands[4]})
+        if (!plan_.buffers[cache].shape.empty())
+          cacheLen = std::min(cacheLen, plan_.buffers[cache].shape.front());
   for (const auto &[what, values, limit] :
        {std::tuple{"token", &tokens, plan_.vocabSize},
-        std::tuple{"position", &positions, plan_.seqLen}}) {
+        std::tuple{"position", &positions, cacheLen}}) {
     if (static_cast<int64_t>(values->size()) != batch)
       return Status::invalidInput(std::string("a decode step needs ") +
                                   std::to_string(batch) + " " + what +
