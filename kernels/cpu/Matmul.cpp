@@ -209,6 +209,9 @@ std::vector<Acc> multiply(const std::vector<Acc> &a, const std::vector<Acc> &b,
 
 /// Rows of x at most this many take multiplyFewRows.
 constexpr int64_t kFewRows = 8;
+/// Its shares are smaller than a GEMM's: each reads its block of w once,
+/// bound by memory, not by the products (2^19 f32 weights are 2 MiB).
+constexpr int64_t kFewRowsMultiplyAddsPerShare = int64_t{1} << 19;
 
 /// y[m,n] = x[m,k] w[n,k]^T for a few rows of x (a decode step's one
 /// position a sample), reading w's rows where they lie, eight at a time
@@ -220,7 +223,7 @@ void multiplyFewRows(const std::vector<float> &x, ConstTensorView w,
   constexpr int64_t kBlock = 8;
   int64_t blocks = (n + kBlock - 1) / kBlock;
   int64_t shares =
-      std::min(blocks, shareCount(m * n * k, kMultiplyAddsPerShare));
+      std::min(blocks, shareCount(m * n * k, kFewRowsMultiplyAddsPerShare));
   runShares(shares, [&](int64_t share) {
     std::vector<float> rows(kBlock * k, 0.0f);
     for (int64_t block = blocks * share / shares;

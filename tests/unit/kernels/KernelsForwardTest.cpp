@@ -130,7 +130,7 @@ TEST_CASE("the f32 GEMM's builds give the bits of float loops in k order",
   // ending inside a panel). Shapes cover partial tiles of 4 rows, panels
   // of 8 and 16 columns cut short, and a long k; up to 8 rows (a decode
   // step's) take the forward's path that reads w's rows in place, in
-  // blocks of 8 (cut short, and in two shares on three threads).
+  // blocks of 8 (cut short, and in three shares on three threads).
   std::mt19937 rng(5);
   struct Shape {
     int64_t m, n, k;
