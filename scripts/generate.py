@@ -7,8 +7,8 @@
 #       --tokenizer out/kjv-6400/tokenizer.json --prompt "And God said"
 #
 # The plan is the dense model (any layout's checkpoint loads on it, since a
-# checkpoint holds global tensors) in --dtype (f32; bfloat16 takes about a
-# sixth of the time a token on an H200, docs/training.md) with one batch
+# checkpoint holds global tensors) in --dtype (f32; on a GPU a decode step
+# takes about a millisecond in either, docs/training.md) with one batch
 # row per --samples, run on --backend (auto: the GPU where there is one).
 # By default it is a decode plan (`sharc compile --decode`): each token is
 # one position through the layers' key/value caches, which hold --seq-len

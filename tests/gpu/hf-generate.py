@@ -12,7 +12,10 @@ forward passes). With --expect, the ids sharc-run printed for its sample 0
 at temperature 0: exit 1 at the first that differs, unless the two
 candidates' logits are within --tie of each other (fp32 noise can flip a
 near tie; the script then says so and compares no further). Prints
-"hf-generate: N of N ids agree" when they do.
+"hf-generate: N of N ids agree" when they do. With --time, also the
+milliseconds a token after the first of generate() (a warm-up run, then
+N tokens less 1 token, each timed after a CUDA synchronise), sharc-run's
+measure.
 """
 
 import argparse
@@ -29,6 +32,8 @@ def main():
     p.add_argument("--expect", help="sharc-run's sample 0, space-separated")
     p.add_argument("--tie", type=float, default=1e-3,
                    help="logits closer than this are a tie")
+    p.add_argument("--time", action="store_true",
+                   help="print generate()'s ms a token after the first")
     for name, val in [("hidden", 768), ("layers", 8), ("heads", 8),
                       ("kv-heads", 4), ("head-dim", 96),
                       ("intermediate", 2432), ("vocab", 6400)]:
@@ -67,6 +72,22 @@ def main():
                              pad_token_id=0, eos_token_id=None)
     ids = out[0, len(prompt):].tolist()
     print("hf:", " ".join(map(str, ids)))
+    if a.time:
+        import time
+
+        def seconds(count):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            with torch.no_grad():
+                model.generate(torch.tensor([prompt], device="cuda"),
+                               max_new_tokens=count, do_sample=False,
+                               pad_token_id=0, eos_token_id=None)
+            torch.cuda.synchronize()
+            return time.perf_counter() - start
+        first, whole = seconds(1), seconds(a.max_new_tokens)
+        print(f"hf-generate: {(whole - first) * 1e3 / (a.max_new_tokens - 1):.2f}"
+              f" ms a token after the first ({a.max_new_tokens} tokens, "
+              f"{whole:.3f} s)")
     if a.expect is None:
         return
     expected = [int(x) for x in a.expect.split()]
