@@ -7,6 +7,7 @@
 #                               [curve] [trace] [ceilings] [peers] [attention]
 #                               [graph] [hf] [check] [sweep] [mpi]
 #                               [mpi-sanitize] [comm] [ncclmem] [eval] [stop]
+#                               [decode]
 #
 # What the next two-GPU session should run, in three calls of under 10
 # minutes each (NCCL_NVLS_ENABLE=0 in all):
@@ -25,7 +26,9 @@
 # rank beside the plan, the speed issue's memory goal).
 #
 # On one GPU, everything the sixth session queued ran in the seventh and
-# the seventh's in the eighth (docs/benchmarks.md). The two-GPU calls above
+# the seventh's in the eighth (docs/benchmarks.md). Queued by the
+# twenty-ninth, on one GPU: `scripts/gpu-session.sh decode` (the decode
+# plans beside transformers' generate(), whose side-by-side has not run). The two-GPU calls above
 # should also run the KJV training run of docs/training.md under
 # tp_sp_async_vp and ddp beside its single-GPU log, and pp2 and cp2 plans
 # plainly (not only --compare-cpu, whose checking mode hid a set-up crash
@@ -162,6 +165,11 @@ for step in $steps; do
     done
     "$root/tests/gpu/eval-parity.sh" "$run" "${plans[@]}" 2>&1 |
       tee "$out/eval.log" ;;
+  decode)
+    # Generation through key/value caches against the cpu, the windowed
+    # forward and transformers' generate(), with each one's ms a token.
+    "$root/tests/gpu/decode-parity.sh" "$run" "$stage/decode" 2>&1 |
+      tee "$out/decode.log" ;;
   check)
     # --check names the first instruction whose output went non-finite;
     # without it, a step whose updates stored an infinity stops the run.

@@ -50,6 +50,26 @@ for mode in dense ddp tp_sp_async_vp; do
     "${flags[@]}" --recompute full --recompute-layers 4 \
     --recompute-rest selective -o "$stage/bench/$mode-mixed.plan"
 done
+# Generation through key/value caches (--decode) and through the window
+# (--emit-logits), MiniMind at 512 positions, and a training plan for the
+# checkpoint both load (tests/gpu/decode-parity.sh).
+mkdir -p "$stage/decode"
+for dtype in float32 bfloat16; do
+  for batch in 1 4; do
+    printf 'run:\n  seq_len: 512\n  micro_batch_size: %s\n  dtype: %s\n' \
+      "$batch" "$dtype" >"$stage/decode/run.yaml"
+    "$build/bin/sharc" compile "$root/models/minimind.yaml" \
+      --run "$stage/decode/run.yaml" --decode \
+      -o "$stage/decode/mm-$dtype-b$batch-decode.plan"
+    "$build/bin/sharc" compile "$root/models/minimind.yaml" \
+      --run "$stage/decode/run.yaml" --emit-logits --no-optimizer \
+      -o "$stage/decode/mm-$dtype-b$batch-window.plan"
+  done
+done
+printf 'run:\n  seq_len: 64\n  micro_batch_size: 1\n  dtype: float32\n' \
+  >"$stage/decode/run.yaml"
+"$build/bin/sharc" compile "$root/models/minimind.yaml" \
+  --run "$stage/decode/run.yaml" -o "$stage/decode/mm-train.plan"
 # The compute-bound point of the speed issue, on one GPU.
 "$build/bin/sharc" compile "$root/models/bench-hidden4096.yaml" \
   -o "$stage/bench/dense-h4096.plan"

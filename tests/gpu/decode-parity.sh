@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Generation through key/value caches (sharc compile --decode) on the GPU,
+# over the plans scripts/stage-device.sh compiled into DIR: MiniMind at
+# 512 positions, f32 and bf16, batch 1 and 4, each as a decode plan and as
+# the windowed forward (--emit-logits), and a training plan that makes
+# the checkpoint. Prints each plan's ms a token; exit 1 where the f32 decode
+# ids differ from the cpu's or from the windowed plan's. Then, from the
+# same checkpoint, transformers' generate() (its own cache) greedily with
+# its ms a token (tests/gpu/hf-generate.py --time), where PyTorch is.
+# BACKEND=cpu runs the GPU side on the cpu (to check this script), TOKENS
+# the new tokens (64).
+# usage: decode-parity.sh SHARC_RUN DIR
+set -uo pipefail
+sharc_run=$1
+dir=$2
+export NCCL_NVLS_ENABLE=0
+backend=${BACKEND:-cuda}
+tokens=${TOKENS:-64}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$sharc_run" "$dir/mm-train.plan" --backend $backend --steps 1 --quiet \
+  --save "$work/m.safetensors" || exit 1
+prompt=35,263,394,398
+failed=0
+for plan in mm-float32-b1 mm-float32-b4 mm-bfloat16-b1 mm-bfloat16-b4; do
+  for kind in decode window; do
+    timeout 300 "$sharc_run" "$dir/$plan-$kind.plan" --backend $backend \
+      --load "$work/m.safetensors" --generate $prompt --max-new-tokens $tokens \
+      --temperature 0 >"$work/$plan-$kind.log" 2>&1 ||
+      { echo "FAIL  $plan-$kind"; tail -n 3 "$work/$plan-$kind.log"; failed=1; }
+    echo "$plan-$kind: $(grep generated "$work/$plan-$kind.log")"
+  done
+  if cmp -s <(grep '^sample' "$work/$plan-decode.log") \
+            <(grep '^sample' "$work/$plan-window.log"); then
+    echo "      decode ids = window ids"
+  elif [ "${plan#mm-float32}" != "$plan" ]; then
+    echo "FAIL  $plan: decode and window ids differ"; failed=1
+  else
+    echo "      decode and window ids differ (bf16)"
+  fi
+done
+timeout 300 "$sharc_run" "$dir/mm-float32-b1-decode.plan" --backend cpu \
+  --load "$work/m.safetensors" --generate $prompt --max-new-tokens $tokens \
+  --temperature 0 >"$work/cpu.log" 2>&1
+echo "mm-float32-b1-decode on the cpu: $(grep generated "$work/cpu.log")"
+if cmp -s <(grep '^sample' "$work/cpu.log") \
+          <(grep '^sample' "$work/mm-float32-b1-decode.log"); then
+  echo "      cuda ids = cpu ids"
+else
+  echo "FAIL  mm-float32-b1-decode: cuda and cpu ids differ"; failed=1
+fi
+if python3 -c "import torch, transformers" 2>/dev/null; then
+  ids=$(grep '^sample 0:' "$work/mm-float32-b1-decode.log" | cut -d: -f2)
+  python3 "$(dirname "$0")/hf-generate.py" "$work/m.safetensors" \
+    --prompt $prompt --max-new-tokens $tokens --expect "$ids" --time |
+    grep -v '^hf:' || failed=1
+fi
+exit $failed
