@@ -10,6 +10,8 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <cstdio>
+
 using namespace mlir;
 using namespace sharc;
 
@@ -34,6 +36,30 @@ plan::LrSchedule lrSchedule(const frontend::OptimizerConfig &optimizer) {
 }
 
 } // namespace
+
+/// Prints MLIR diagnostics as `sharc: error: FILE:LINE:COL: message`.
+void sharc::printDiagnostic(Diagnostic &diag) {
+  const char *severity = "error";
+  if (diag.getSeverity() == DiagnosticSeverity::Warning)
+    severity = "warning";
+  else if (diag.getSeverity() == DiagnosticSeverity::Note)
+    severity = "note";
+  else if (diag.getSeverity() == DiagnosticSeverity::Remark)
+    severity = "remark";
+  std::string where;
+  // Line 0 names no line: a whole file, or a flag that overrode a key
+  // (--microbatches).
+  if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
+    where = loc.getFilename().str() +
+            (loc.getLine() == 0 ? ""
+                                : ":" + std::to_string(loc.getLine()) + ":" +
+                                      std::to_string(loc.getColumn())) +
+            ": ";
+  std::fprintf(stderr, "sharc: %s: %s%s\n", severity, where.c_str(),
+               diag.str().c_str());
+  for (Diagnostic &note : diag.getNotes())
+    printDiagnostic(note);
+}
 
 std::string sharc::decodeFlagError(const PipelineOptions &pipeline) {
   if (pipeline.dpSize > 1 || pipeline.tpSize > 1 || pipeline.cpSize > 1 ||

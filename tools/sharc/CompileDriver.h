@@ -11,6 +11,7 @@
 #include "planner/PlanEmitter.h"
 #include "planner/plan/Plan.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -39,6 +40,10 @@ struct CompileOptions {
   /// (EmitOptions::scheduleMachine); null: weight-gradient deferral.
   const Machine *scheduleMachine = nullptr;
 };
+
+/// Prints MLIR diagnostics as `sharc: error: FILE:LINE:COL: message`, and
+/// their notes after them.
+void printDiagnostic(mlir::Diagnostic &diag);
 
 /// What makes `pipeline` no layout for a decode step (any mesh axis, a
 /// sharding or recompute option), or "".

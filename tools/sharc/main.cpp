@@ -290,35 +290,11 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
   return std::nullopt;
 }
 
-/// Prints MLIR diagnostics as `sharc: error: FILE:LINE:COL: message`.
-void printDiagnostic(Diagnostic &diag) {
-  const char *severity = "error";
-  if (diag.getSeverity() == DiagnosticSeverity::Warning)
-    severity = "warning";
-  else if (diag.getSeverity() == DiagnosticSeverity::Note)
-    severity = "note";
-  else if (diag.getSeverity() == DiagnosticSeverity::Remark)
-    severity = "remark";
-  std::string where;
-  // Line 0 names no line: a whole file, or a flag that overrode a key
-  // (--microbatches).
-  if (auto loc = dyn_cast<FileLineColLoc>(diag.getLocation()))
-    where = loc.getFilename().str() +
-            (loc.getLine() == 0 ? ""
-                                : ":" + std::to_string(loc.getLine()) + ":" +
-                                      std::to_string(loc.getColumn())) +
-            ": ";
-  std::fprintf(stderr, "sharc: %s: %s%s\n", severity, where.c_str(),
-               diag.str().c_str());
-  for (Diagnostic &note : diag.getNotes())
-    printDiagnostic(note);
-}
-
 /// Compiles `options` and writes the plan to `path`; an exit code on error.
 int compileTo(const sharc::CompileOptions &options, const std::string &path) {
   MLIRContext context;
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
-    printDiagnostic(diag);
+    sharc::printDiagnostic(diag);
     return success();
   });
   auto result = sharc::compileModel(context, options);
@@ -339,7 +315,7 @@ int compileTo(const sharc::CompileOptions &options, const std::string &path) {
 int compile(const CompileFlags &flags) {
   MLIRContext context;
   ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
-    printDiagnostic(diag);
+    sharc::printDiagnostic(diag);
     return success();
   });
   sharc::CompileOptions options;
