@@ -1,6 +1,6 @@
 //===- Passes.h - pass declarations and pipelines ---------------*- C++ -*-===//
 // defines: createAutodiff, createAdamW (generated), registerSharcPasses,
-//          PipelineOptions, buildPipeline
+//          PipelineOptions, buildPipeline, buildDecodePipeline
 #pragma once
 
 #include "mlir/IR/BuiltinOps.h"

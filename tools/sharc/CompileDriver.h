@@ -1,5 +1,6 @@
 //===- CompileDriver.h - model file to plan, as a library -------*- C++ -*-===//
-// defines: CompileOptions, CompileError, compileModel
+// defines: CompileOptions, CompileError, compileModel, printDiagnostic,
+//          decodeFlagError
 //
 // What `sharc compile` does, callable from tests: read the YAML, build the
 // forward program, run the pass pipeline and emit the plan. Diagnostics go
