@@ -7,8 +7,8 @@ sharc-run --generate's.
 Loads the checkpoint's parameters into Qwen3ForCausalLM (MiniMind's sizes by
 default; sharc's names are Qwen3's without "model.", docs/huggingface.md),
 in f32 on the GPU with TF32 off, and continues the prompt greedily with
-transformers' generate() (its key/value cache, not sharc's window of full
-forward passes). With --expect, the ids sharc-run printed for its sample 0
+transformers' generate() (its own key/value cache, beside sharc's decode
+plan's or its window of full forward passes). With --expect, the ids sharc-run printed for its sample 0
 at temperature 0: exit 1 at the first that differs, unless the two
 candidates' logits are within --tie of each other (fp32 noise can flip a
 near tie; the script then says so and compares no further). Prints
