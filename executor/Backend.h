@@ -127,18 +127,26 @@ public:
   virtual Status uploadStepConstants(const void *table, int64_t bytes) {
     return Status::ok();
   }
-  /// CUDA graphs: capture one step's enqueued work (every stream's) between
-  /// beginCapture and endCapture, then replayStep enqueues all of it as one
-  /// graph launch. Devices that cannot capture say so in canCapture.
+  /// CUDA graphs: capture one pass's enqueued work (every stream's) between
+  /// beginCapture and endCapture, then replayCaptured enqueues all of it as
+  /// one graph launch. Each `slot` holds one pass: the runtime's training
+  /// step is slot 0, each evaluation program (an output's instructions) one
+  /// more. Devices that cannot capture say so in canCapture.
   virtual bool canCapture() const { return false; }
-  virtual bool hasCapturedStep() const { return false; }
-  virtual Status beginCapture() {
+  virtual bool hasCaptured(int64_t slot) const {
+    (void)slot;
+    return false;
+  }
+  virtual Status beginCapture(int64_t slot) {
+    (void)slot;
     return Status::invalidInput("this backend cannot capture a step");
   }
-  virtual Status endCapture() {
+  virtual Status endCapture(int64_t slot) {
+    (void)slot;
     return Status::invalidInput("this backend cannot capture a step");
   }
-  virtual Status replayStep() {
+  virtual Status replayCaptured(int64_t slot) {
+    (void)slot;
     return Status::invalidInput("this backend cannot capture a step");
   }
   /// Whether an update since the last call stored a NaN or an infinity (the

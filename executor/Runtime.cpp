@@ -212,22 +212,22 @@ Status Runtime::groupAdamW(RankState &rank) {
 }
 
 Status Runtime::enqueueStep(RankState &rank, const std::vector<int64_t> &order,
-                            bool capture, const LaunchOverrides *overrides,
+                            int64_t graphSlot, const LaunchOverrides *overrides,
                             bool serial) {
   rank.stepConstants.fillAll(rank.stepTable.data(), nextStep_, lrScale_);
   SHARC_TRY(rank.device->uploadStepConstants(
       rank.stepTable.data(), static_cast<int64_t>(rank.stepTable.size())));
-  if (!capture)
+  if (graphSlot < 0)
     return runInstrs(rank, order, nullptr, overrides, serial);
-  if (!rank.device->hasCapturedStep()) {
-    SHARC_TRY(rank.device->beginCapture());
-    Status enqueued = runInstrs(rank, order, nullptr);
+  if (!rank.device->hasCaptured(graphSlot)) {
+    SHARC_TRY(rank.device->beginCapture(graphSlot));
+    Status enqueued = runInstrs(rank, order, nullptr, overrides, serial);
     // Always end the capture: the streams must leave capture mode.
-    Status ended = rank.device->endCapture();
+    Status ended = rank.device->endCapture(graphSlot);
     SHARC_TRY(enqueued);
-    SHARC_TRY(ended.withContext("capturing the step as a CUDA graph"));
+    SHARC_TRY(ended.withContext("capturing the pass as a CUDA graph"));
   }
-  return rank.device->replayStep();
+  return rank.device->replayCaptured(graphSlot);
 }
 
 Status Runtime::bindInstrs(RankState &rank) {
@@ -354,7 +354,9 @@ Result<StepStats> Runtime::step() {
   auto start = std::chrono::steady_clock::now();
   // Once per step: every stream thread only reads it.
   lrScale_ = plan_.lrSchedule.factor(nextStep_);
-  SHARC_TRY(runProgram(order_.streamInstrs, planOrder_, options_.recordTrace));
+  // Only whole training steps are captured, after an eager first one.
+  SHARC_TRY(runProgram(order_.streamInstrs, planOrder_, options_.recordTrace,
+                       nullptr, false, nextStep_ > 1 ? 0 : -1));
   StepStats stats;
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -415,8 +417,8 @@ Result<double> Runtime::readScalar(const plan::IoEntry &entry) const {
 Status
 Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
                     const std::vector<int64_t> &order, bool record,
-                    const std::vector<LaunchOverrides> *overrides,
-                    bool serial) {
+                    const std::vector<LaunchOverrides> *overrides, bool serial,
+                    int64_t graphSlot) {
   // One task per (rank, stream) that has work on the cpu; one per rank,
   // every instruction in plan order, where launches are enqueued (and the
   // rank's thread begins its step, since a CUDA device is per thread).
@@ -451,11 +453,10 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
       }
     }
   }
-  // Only whole training steps are captured, after an eager first one.
-  bool capture = options_.captureSteps && enqueues && !record &&
-                 !options_.poisonActivations && !options_.checkHazards &&
-                 &order == &planOrder_ && nextStep_ > 1 &&
-                 ranks_[0]->device->canCapture();
+  // Tracing, poisoning and checking act between instructions: eager.
+  bool capture = graphSlot >= 0 && options_.captureSteps && enqueues &&
+                 !record && !options_.poisonActivations &&
+                 !options_.checkHazards && ranks_[0]->device->canCapture();
   std::vector<Status> statuses(tasks.size());
   // The first task to fail holds the cause; it aborts the collectives and
   // event waits the others are in, whose errors only say they were aborted.
@@ -466,8 +467,10 @@ Runtime::runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
     const LaunchOverrides *mine = overrides ? &(*overrides)[r] : nullptr;
     if (s < 0) {
       rank.device->beginStep();
-      statuses[t] = enqueues ? enqueueStep(rank, order, capture, mine, serial)
-                             : runInstrs(rank, order, nullptr, mine, serial);
+      statuses[t] =
+          enqueues
+              ? enqueueStep(rank, order, capture ? graphSlot : -1, mine, serial)
+              : runInstrs(rank, order, nullptr, mine, serial);
       if (statuses[t])
         statuses[t] = rank.device->finishStep().withContext(
             "rank " + std::to_string(rank.rank));

@@ -69,9 +69,10 @@ struct RunOptions {
   /// per instruction.
   bool recordTrace = false;
   /// On a device that can (CUDA): capture the second step's enqueued work
-  /// as a graph and replay it for every later step. The first step runs
-  /// eagerly (NCCL and the libraries set up on their first calls), and so
-  /// do steps that trace or poison.
+  /// as a graph and replay it for every later step, and each evaluation
+  /// pass (validation's loss, generation's logits) likewise from its
+  /// second run. The first runs are eager (NCCL and the libraries set up
+  /// on their first calls), and so are steps that trace or poison.
   bool captureSteps = false;
   /// The processes the run spans (Processes.h); null: this one drives
   /// every rank. Each process then holds only its span of ranks, and
@@ -254,10 +255,11 @@ private:
   /// On a device: each run of consecutive adamw updates (findAdamWRuns)
   /// becomes one grouped launch at its first instruction.
   Status groupAdamW(RankState &rank);
-  /// Enqueues one step of a rank: uploads its step constants, then replays
-  /// the captured graph, captures one, or enqueues eagerly.
+  /// Enqueues one pass of a rank: uploads its step constants, then replays
+  /// the graph captured in `graphSlot`, captures one there, or (slot -1)
+  /// enqueues eagerly.
   Status enqueueStep(RankState &rank, const std::vector<int64_t> &order,
-                     bool capture, const LaunchOverrides *overrides,
+                     int64_t graphSlot, const LaunchOverrides *overrides,
                      bool serial);
 
   Runtime(const plan::Plan &plan, const RunOptions &options);
@@ -276,11 +278,13 @@ private:
   /// Runs one pass: a task per (rank, stream) with work in streamInstrs on
   /// the cpu, or per rank over `order` where the backend enqueues or the
   /// pass is `serial` (in plan order across streams, as evaluation runs);
-  /// `record` times every instruction into recording_.
+  /// `record` times every instruction into recording_. With captureSteps
+  /// on a device that can, the pass is replayed from (or captured into) the
+  /// graph of `graphSlot` (RankDevice::hasCaptured); -1: always eager.
   Status runProgram(const std::vector<std::vector<int64_t>> &streamInstrs,
                     const std::vector<int64_t> &order, bool record,
                     const std::vector<LaunchOverrides> *overrides = nullptr,
-                    bool serial = false);
+                    bool serial = false, int64_t graphSlot = -1);
   Result<double> readLoss() const;
   /// Rank 0's value of the one-element output `entry`, on every process.
   Result<double> readScalar(const plan::IoEntry &entry) const;
@@ -333,6 +337,10 @@ private:
   /// The instructions an output depends on, in plan order.
   struct EvalProgram {
     std::vector<int64_t> order;
+    /// Its CUDA graph's slot (the step's is 0), and how often it has run:
+    /// the first run is eager, as the step's is.
+    int64_t graphSlot = 0;
+    int64_t runs = 0;
     /// Per rank of span_, the groups of transfers it takes only part of.
     std::vector<LaunchOverrides> launches;
   };

@@ -100,6 +100,7 @@ Status Runtime::runOutputPrefix(const std::string &name) {
       return instrs.status().withContext("evaluation");
     EvalProgram program;
     program.order = std::move(*instrs);
+    program.graphSlot = static_cast<int64_t>(evalPrograms_.size()) + 1;
     std::vector<bool> taken(plan_.instructions.size(), false);
     for (int64_t i : program.order)
       taken[i] = true;
@@ -111,10 +112,12 @@ Status Runtime::runOutputPrefix(const std::string &name) {
   // work that evaluation leaves out (a transfer after the backward's, on
   // its stream), which ordered it after other readers of the bytes it
   // writes; one after another, every such order holds (and a serial pass
-  // needs no per-stream lists).
-  return runProgram({}, found->second.order,
-                    /*record=*/false, &found->second.launches,
-                    /*serial=*/true);
+  // needs no per-stream lists). Captured as a graph from its second run
+  // on, as the step is (generation runs one program a token).
+  EvalProgram &program = found->second;
+  int64_t graphSlot = program.runs++ > 0 ? program.graphSlot : -1;
+  return runProgram({}, program.order, /*record=*/false, &program.launches,
+                    /*serial=*/true, graphSlot);
 }
 
 Result<double> Runtime::evalLoss() {

@@ -125,10 +125,17 @@ public:
   Status uploadStepConstants(const void *table, int64_t bytes) override;
   /// Host collectives (shared GPUs) cannot be captured.
   bool canCapture() const override;
-  bool hasCapturedStep() const override { return graph_.captured(); }
-  Status beginCapture() override { return graph_.begin(streams_); }
-  Status endCapture() override { return graph_.end(); }
-  Status replayStep() override { return graph_.replay(); }
+  bool hasCaptured(int64_t slot) const override {
+    auto found = graphs_.find(slot);
+    return found != graphs_.end() && found->second.captured();
+  }
+  Status beginCapture(int64_t slot) override {
+    return graphs_[slot].begin(streams_);
+  }
+  Status endCapture(int64_t slot) override { return graphs_[slot].end(); }
+  Status replayCaptured(int64_t slot) override {
+    return graphs_[slot].replay();
+  }
   int64_t workspaceBytes() const override {
     int64_t bytes = 0;
     for (const auto &gemm : gemms_)
@@ -176,7 +183,8 @@ private:
   int64_t stepConstantsBytes_ = 0;
   cudaEvent_t uploaded_ = nullptr;
   MappedFlag nonFinite_; ///< the updates' (kernels/AdamW.h)
-  StepGraph graph_;
+  /// Per capture slot (RankDevice::hasCaptured): the step, evaluations.
+  std::map<int64_t, StepGraph> graphs_;
   /// Checking mode's device counter of non-finite elements.
   unsigned long long *nonFiniteCount_ = nullptr;
 };

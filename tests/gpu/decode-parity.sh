@@ -6,9 +6,12 @@
 # the checkpoint. Prints each plan's ms a token; exit 1 where the f32 decode
 # ids differ from the cpu's or from the windowed plan's. Then, from the
 # same checkpoint, transformers' generate() (its own cache) greedily with
-# its ms a token (tests/gpu/hf-generate.py --time), where PyTorch is.
-# BACKEND=cpu runs the GPU side on the cpu (to check this script), TOKENS
-# the new tokens (64).
+# its ms a token (tests/gpu/hf-generate.py --time), where PyTorch is, and
+# timed only: generate() in bf16, and with a static cache under
+# torch.compile in f32 and bf16. BACKEND=cpu runs the GPU side on the cpu
+# (to check this script), TOKENS the new tokens (64), BASELINE another
+# sharc-run (an earlier build) whose ms a token on the decode plans is
+# printed beside each.
 # usage: decode-parity.sh SHARC_RUN DIR
 set -uo pipefail
 sharc_run=$1
@@ -29,6 +32,12 @@ for plan in mm-float32-b1 mm-float32-b4 mm-bfloat16-b1 mm-bfloat16-b4; do
       --temperature 0 >"$work/$plan-$kind.log" 2>&1 ||
       { echo "FAIL  $plan-$kind"; tail -n 3 "$work/$plan-$kind.log"; failed=1; }
     echo "$plan-$kind: $(grep generated "$work/$plan-$kind.log")"
+    if [ -n "${BASELINE:-}" ] && [ $kind = decode ]; then
+      timeout 300 "$BASELINE" "$dir/$plan-$kind.plan" --backend $backend \
+        --load "$work/m.safetensors" --generate $prompt \
+        --max-new-tokens $tokens --temperature 0 >"$work/baseline.log" 2>&1
+      echo "      baseline: $(grep generated "$work/baseline.log")"
+    fi
   done
   if cmp -s <(grep '^sample' "$work/$plan-decode.log") \
             <(grep '^sample' "$work/$plan-window.log"); then
@@ -54,5 +63,11 @@ if python3 -c "import torch, transformers" 2>/dev/null; then
   python3 "$(dirname "$0")/hf-generate.py" "$work/m.safetensors" \
     --prompt $prompt --max-new-tokens $tokens --expect "$ids" --time |
     grep -v '^hf:' || failed=1
+  for flags in "--dtype bfloat16" "--compile" "--dtype bfloat16 --compile"; do
+    # shellcheck disable=SC2086
+    timeout 300 python3 "$(dirname "$0")/hf-generate.py" "$work/m.safetensors" \
+      --prompt $prompt --max-new-tokens $tokens --time $flags 2>&1 |
+      grep -E 'hf-generate:|Error' | tail -n 2
+  done
 fi
 exit $failed

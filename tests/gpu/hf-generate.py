@@ -13,9 +13,12 @@ at temperature 0: exit 1 at the first that differs, unless the two
 candidates' logits are within --tie of each other (fp32 noise can flip a
 near tie; the script then says so and compares no further). Prints
 "hf-generate: N of N ids agree" when they do. With --time, also the
-milliseconds a token after the first of generate() (a warm-up run, then
-N tokens less 1 token, each timed after a CUDA synchronise), sharc-run's
-measure.
+milliseconds a token after the first of generate() (sharc-run's measure:
+after warm-up runs, one run of N tokens whose streamer stamps each token
+as it reaches the host). --dtype bfloat16 runs the model in bf16 (timing
+only: its ids are not compared); --compile is what a PyTorch user runs
+for speed, a static cache and torch.compile(mode="reduce-overhead") of
+the forward (CUDA graphs), timed after three warm-up runs.
 """
 
 import argparse
@@ -34,6 +37,10 @@ def main():
                    help="logits closer than this are a tie")
     p.add_argument("--time", action="store_true",
                    help="print generate()'s ms a token after the first")
+    p.add_argument("--dtype", default="float32",
+                   choices=["float32", "bfloat16"])
+    p.add_argument("--compile", action="store_true",
+                   help="static cache + torch.compile of the forward")
     for name, val in [("hidden", 768), ("layers", 8), ("heads", 8),
                       ("kv-heads", 4), ("head-dim", 96),
                       ("intermediate", 2432), ("vocab", 6400)]:
@@ -64,31 +71,51 @@ def main():
         missing = [m for m in missing if m != "lm_head.weight"]
     if missing or unexpected:
         sys.exit(f"hf-generate: missing {missing}, unexpected {unexpected}")
-    model = model.cuda().eval()
+    model = model.to("cuda", getattr(torch, a.dtype)).eval()
+    if a.compile:
+        model.generation_config.cache_implementation = "static"
+        model.forward = torch.compile(model.forward, mode="reduce-overhead",
+                                      fullgraph=True)
     prompt = [int(x) for x in a.prompt.split(",")]
-    with torch.no_grad():
-        out = model.generate(torch.tensor([prompt], device="cuda"),
-                             max_new_tokens=a.max_new_tokens, do_sample=False,
-                             pad_token_id=0, eos_token_id=None)
+
+    def generate(streamer=None):
+        with torch.no_grad():
+            return model.generate(torch.tensor([prompt], device="cuda"),
+                                  max_new_tokens=a.max_new_tokens,
+                                  do_sample=False, pad_token_id=0,
+                                  eos_token_id=None, streamer=streamer)
+    out = generate()
     ids = out[0, len(prompt):].tolist()
     print("hf:", " ".join(map(str, ids)))
     if a.time:
         import time
 
-        def seconds(count):
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            with torch.no_grad():
-                model.generate(torch.tensor([prompt], device="cuda"),
-                               max_new_tokens=count, do_sample=False,
-                               pad_token_id=0, eos_token_id=None)
-            torch.cuda.synchronize()
-            return time.perf_counter() - start
-        first, whole = seconds(1), seconds(a.max_new_tokens)
-        print(f"hf-generate: {(whole - first) * 1e3 / (a.max_new_tokens - 1):.2f}"
-              f" ms a token after the first ({a.max_new_tokens} tokens, "
-              f"{whole:.3f} s)")
-    if a.expect is None:
+        class Stamps:
+            """generate()'s streamer: put() gets the prompt, then each new
+            token once it is on the host."""
+
+            def __init__(self):
+                self.times = []
+
+            def put(self, value):
+                self.times.append(time.perf_counter())
+
+            def end(self):
+                pass
+        for _ in range(3 if a.compile else 1):
+            generate()
+        stamps = Stamps()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        generate(stamps)
+        whole = time.perf_counter() - start
+        # times[0]: the prompt; times[1]: the first new token.
+        after = (stamps.times[-1] - stamps.times[1]) / (len(stamps.times) - 2)
+        how = ("static cache, torch.compile reduce-overhead" if a.compile
+               else "dynamic cache, eager")
+        print(f"hf-generate: {after * 1e3:.2f} ms a token after the first "
+              f"({a.max_new_tokens} tokens, {whole:.3f} s; {a.dtype}, {how})")
+    if a.expect is None or a.dtype != "float32":
         return
     expected = [int(x) for x in a.expect.split()]
     for k, (ours, theirs) in enumerate(zip(expected, ids)):

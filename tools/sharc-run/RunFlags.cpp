@@ -105,7 +105,8 @@ const char *kUsage =
     "                  instruction\n"
     "  --cuda-graph    on the GPU, capture the second step as a CUDA graph\n"
     "                  and replay it for every later step (fewer launches;\n"
-    "                  traced steps run eagerly)\n"
+    "                  traced steps run eagerly); evaluation's passes\n"
+    "                  too, each from its second run (--generate's always)\n"
     "  --generate IDS  continue the prompt IDS (comma-separated token ids)\n"
     "                  instead of training, each batch row one sample: a\n"
     "                  plan compiled with --decode (one position a token\n"
@@ -347,8 +348,7 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
           {"--log", !options.logPath.empty()},
           {"--stop-file", !options.stopFile.empty()},
           {"--validate", !options.validatePath.empty() && !options.compareCpu},
-          {"--compare-cpu", options.compareCpu},
-          {"--cuda-graph", options.cudaGraph}})
+          {"--compare-cpu", options.compareCpu}})
       if (given)
         return bad(std::string(flag) + " does not apply to --generate");
   if (options.prompt.empty())

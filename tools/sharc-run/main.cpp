@@ -182,7 +182,7 @@ int generate(exec::Runtime &runtime, const RunFlags &options) {
     return fail(samples.status());
   double seconds = secondsSince(start);
   if (!options.quiet)
-    std::printf("generated %lld tokens in %.2f s: %.1f ms a token after the "
+    std::printf("generated %lld tokens in %.2f s: %.2f ms a token after the "
                 "first (%.1f ms)\n",
                 static_cast<long long>(options.maxNewTokens), seconds,
                 options.maxNewTokens > 1
@@ -256,7 +256,9 @@ int run(RunFlags options, bool stepsGiven,
   runOptions.poisonActivations = options.poison;
   runOptions.checkHazards = options.check;
   runOptions.recordTrace = !options.tracePath.empty();
-  runOptions.captureSteps = options.cudaGraph;
+  // Generation's passes are captured unasked: each token is one short
+  // forward whose time on a GPU is its launches (docs/training.md).
+  runOptions.captureSteps = options.cudaGraph || !options.prompt.empty();
   runOptions.shareGpus = options.shareGpus;
   runOptions.processes = processes;
   auto setUpStart = std::chrono::steady_clock::now();
