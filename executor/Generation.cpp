@@ -60,95 +60,154 @@ int32_t sampleToken(const float *logits, int64_t vocab,
 }
 
 Status checkGenerationInput(const plan::Plan &plan,
-                            const std::vector<int32_t> &prompt) {
+                            const std::vector<std::vector<int32_t>> &prompts) {
   if (!plan.findOutput("logits"))
     return Status::invalidInput(
         "the plan has no 'logits' output to generate from: compile it with "
         "`sharc compile --emit-logits`");
-  if (prompt.empty())
-    return Status::invalidInput("generation needs a prompt of at least one id");
-  for (int32_t id : prompt)
-    if (id < 0 || id >= plan.vocabSize)
-      return Status::invalidInput("prompt id " + std::to_string(id) +
-                                  " is outside the model's vocabulary [0, " +
-                                  std::to_string(plan.vocabSize) + ")");
+  auto count = static_cast<int64_t>(prompts.size());
+  if (count != 1 && count != plan.batchSize)
+    return Status::invalidInput(
+        std::to_string(count) + " prompts for a plan of batch " +
+        std::to_string(plan.batchSize) +
+        ": give one that every row continues, or one per row (compile "
+        "with micro_batch_size " +
+        std::to_string(count) + ")");
+  for (const std::vector<int32_t> &prompt : prompts) {
+    if (prompt.empty())
+      return Status::invalidInput(
+          "generation needs a prompt of at least one id");
+    for (int32_t id : prompt)
+      if (id < 0 || id >= plan.vocabSize)
+        return Status::invalidInput("prompt id " + std::to_string(id) +
+                                    " is outside the model's vocabulary [0, " +
+                                    std::to_string(plan.vocabSize) + ")");
+  }
   return Status::ok();
 }
 
 namespace {
 
-/// Draws every sample's next id from the [1, B, V'] logits of one position
-/// (V' >= vocab where tp padded the vocabulary: its padded columns are
-/// never drawn) into `ids`.
-Status drawTokens(const plan::NamedTensor &logits, int64_t batch, int64_t vocab,
-                  int64_t position, const GenerationOptions &options,
-                  int64_t index, std::vector<int32_t> &ids) {
+/// Sample `b`'s new id `index`, drawn from row `row` of the [R, B, V']
+/// logits (V' >= vocab where tp padded the vocabulary: its padded columns
+/// are never drawn), which the model computed at `position`.
+Result<int32_t> drawToken(const plan::NamedTensor &logits, int64_t row,
+                          int64_t b, int64_t vocab, int64_t position,
+                          const GenerationOptions &options, int64_t index) {
   const std::vector<int64_t> &shape = logits.shape;
-  if (shape.size() != 3 || shape[1] != batch || shape[2] < vocab ||
-      logits.dtype != DType::F32)
+  if (shape.size() != 3 || row >= shape[0] || b >= shape[1] ||
+      shape[2] < vocab || logits.dtype != DType::F32)
     return Status::invalidInput(
         "the plan's 'logits' output is not [seq_len, batch, vocab]");
-  const auto *values = reinterpret_cast<const float *>(logits.bytes.data());
-  for (int64_t b = 0; b < batch; ++b) {
-    const float *row = values + b * shape[2];
-    if (!std::all_of(row, row + vocab,
-                     [](float x) { return std::isfinite(x); }))
-      return Status::runtimeError("generation: the logits of sample " +
-                                  std::to_string(b) + " at position " +
-                                  std::to_string(position) +
-                                  " hold a NaN or an infinity");
-    double uniform = uniformDraw(options.seed, static_cast<uint64_t>(b),
-                                 static_cast<uint64_t>(index));
-    ids[b] = sampleToken(row, vocab, options.sampling, uniform);
-  }
-  return Status::ok();
+  const float *values = reinterpret_cast<const float *>(logits.bytes.data()) +
+                        (row * shape[1] + b) * shape[2];
+  if (!std::all_of(values, values + vocab,
+                   [](float x) { return std::isfinite(x); }))
+    return Status::runtimeError("generation: the logits of sample " +
+                                std::to_string(b) + " at position " +
+                                std::to_string(position) +
+                                " hold a NaN or an infinity");
+  double uniform = uniformDraw(options.seed, static_cast<uint64_t>(b),
+                               static_cast<uint64_t>(index));
+  return sampleToken(values, vocab, options.sampling, uniform);
 }
 
-/// A decode plan: the prompt goes through the cache one position a step,
-/// then each new token; every step is the whole (one-position) program.
+/// Every row's prompt: the one given for each, or the one all continue.
+std::vector<std::vector<int32_t>> rowPrompts(const GenerationOptions &options,
+                                             int64_t batch) {
+  if (options.prompts.size() == 1)
+    return std::vector<std::vector<int32_t>>(static_cast<size_t>(batch),
+                                             options.prompts.front());
+  return options.prompts;
+}
+
+/// Hands onToken each index every row has drawn by now, in order.
+class TokenEmitter {
+public:
+  TokenEmitter(const std::vector<std::vector<int32_t>> &generated,
+               const TokenCallback &onToken)
+      : generated_(generated), onToken_(onToken) {}
+
+  Status emitReady() {
+    for (;;) {
+      for (const std::vector<int32_t> &row : generated_)
+        if (static_cast<int64_t>(row.size()) <= next_)
+          return Status::ok();
+      std::vector<int32_t> ids;
+      for (const std::vector<int32_t> &row : generated_)
+        ids.push_back(row[next_]);
+      if (onToken_)
+        SHARC_TRY(onToken_(next_, ids));
+      ++next_;
+    }
+  }
+
+private:
+  const std::vector<std::vector<int32_t>> &generated_;
+  const TokenCallback &onToken_;
+  int64_t next_ = 0;
+};
+
+/// A decode plan: every row goes through the cache one position a step,
+/// first its prompt, then each of its new tokens; a row draws from the
+/// step that feeds its prompt's last id on (a shorter prompt draws ahead
+/// and, once done, feeds its last id again until the longest is). Every
+/// step is the whole (one-position) program.
 Result<std::vector<std::vector<int32_t>>>
 decodeTokens(Runtime &runtime, const GenerationOptions &options,
              const TokenCallback &onToken) {
   const plan::Plan &plan = runtime.plan();
   int64_t batch = plan.batchSize, vocab = plan.vocabSize;
-  auto promptLength = static_cast<int64_t>(options.prompt.size());
+  std::vector<std::vector<int32_t>> prompts = rowPrompts(options, batch);
+  int64_t longest = 0;
+  for (const std::vector<int32_t> &prompt : prompts)
+    longest = std::max(longest, static_cast<int64_t>(prompt.size()));
   // The last new token is drawn, never fed.
-  int64_t needed =
-      promptLength + std::max<int64_t>(options.maxNewTokens, 1) - 1;
+  int64_t newTokens = std::max<int64_t>(options.maxNewTokens, 1);
+  int64_t needed = longest + newTokens - 1;
   if (needed > plan.seqLen)
     return Status::invalidInput(
         "the decode plan's key/value cache holds seq_len " +
         std::to_string(plan.seqLen) + " positions; a prompt of " +
-        std::to_string(promptLength) + " and " +
+        std::to_string(longest) + " and " +
         std::to_string(options.maxNewTokens) + " new tokens need " +
         std::to_string(needed) + ": compile it with a larger seq_len");
   std::vector<std::vector<int32_t>> generated(static_cast<size_t>(batch));
-  std::vector<int32_t> ids(static_cast<size_t>(batch));
+  if (options.maxNewTokens <= 0)
+    return generated;
+  TokenEmitter emitter(generated, onToken);
   std::vector<int32_t> fed(static_cast<size_t>(batch));
-  int64_t position = 0;
-  auto feed =
-      [&](const std::vector<int32_t> &tokens) -> Result<plan::NamedTensor> {
+  for (int64_t position = 0; position < needed; ++position) {
+    bool draws = false;
+    for (int64_t b = 0; b < batch; ++b) {
+      const std::vector<int32_t> &prompt = prompts[b];
+      auto length = static_cast<int64_t>(prompt.size());
+      fed[b] = position < length ? prompt[position] : generated[b].back();
+      draws |= position + 1 >= length &&
+               static_cast<int64_t>(generated[b].size()) < options.maxNewTokens;
+    }
     SHARC_TRY(runtime.setDecodeStep(
-        tokens, std::vector<int32_t>(static_cast<size_t>(batch),
-                                     static_cast<int32_t>(position))));
-    return runtime.evalOutput("logits", 0, 1);
-  };
-  for (int64_t i = 0; i + 1 < promptLength; ++i, ++position) {
-    std::fill(fed.begin(), fed.end(), options.prompt[i]);
-    if (auto logits = feed(fed); !logits)
-      return logits.status().withContext("generation");
-  }
-  std::fill(fed.begin(), fed.end(), options.prompt.back());
-  for (int64_t index = 0; index < options.maxNewTokens; ++index, ++position) {
-    auto logits = feed(fed);
+        fed, std::vector<int32_t>(static_cast<size_t>(batch),
+                                  static_cast<int32_t>(position))));
+    if (!draws) {
+      // Only filling the caches: the logits are not read.
+      SHARC_TRY(runtime.evalPass("logits").withContext("generation"));
+      continue;
+    }
+    auto logits = runtime.evalOutput("logits", 0, 1);
     if (!logits)
       return logits.status().withContext("generation");
-    SHARC_TRY(drawTokens(*logits, batch, vocab, position, options, index, ids));
-    for (int64_t b = 0; b < batch; ++b)
-      generated[b].push_back(ids[b]);
-    fed = ids;
-    if (onToken)
-      SHARC_TRY(onToken(index, ids));
+    for (int64_t b = 0; b < batch; ++b) {
+      auto index = static_cast<int64_t>(generated[b].size());
+      if (position + 1 < static_cast<int64_t>(prompts[b].size()) ||
+          index >= options.maxNewTokens)
+        continue;
+      auto id = drawToken(*logits, 0, b, vocab, position, options, index);
+      if (!id)
+        return id.status();
+      generated[b].push_back(*id);
+    }
+    SHARC_TRY(emitter.emitReady());
   }
   return generated;
 }
@@ -159,37 +218,43 @@ Result<std::vector<std::vector<int32_t>>>
 generateTokens(Runtime &runtime, const GenerationOptions &options,
                const TokenCallback &onToken) {
   const plan::Plan &plan = runtime.plan();
-  SHARC_TRY(checkGenerationInput(plan, options.prompt));
+  SHARC_TRY(checkGenerationInput(plan, options.prompts));
   if (plan.findInput("positions"))
     return decodeTokens(runtime, options, onToken);
   int64_t seqLen = plan.seqLen, batch = plan.batchSize, vocab = plan.vocabSize;
-  std::vector<std::vector<int32_t>> rows(static_cast<size_t>(batch),
-                                         options.prompt);
+  std::vector<std::vector<int32_t>> rows = rowPrompts(options, batch);
   std::vector<std::vector<int32_t>> generated(static_cast<size_t>(batch));
+  TokenEmitter emitter(generated, onToken);
   std::vector<int32_t> window(static_cast<size_t>(batch * seqLen));
-  std::vector<int32_t> ids(static_cast<size_t>(batch));
+  std::vector<int64_t> last(static_cast<size_t>(batch));
   for (int64_t index = 0; index < options.maxNewTokens; ++index) {
-    int64_t length = std::min<int64_t>(rows[0].size(), seqLen);
-    int64_t start = static_cast<int64_t>(rows[0].size()) - length;
-    // Batch-first [B, S]; id 0 after the last filled position.
+    // Batch-first [B, S], each row's last seq_len ids from position 0;
+    // id 0 after a row's last filled position.
     std::fill(window.begin(), window.end(), 0);
-    for (int64_t b = 0; b < batch; ++b)
-      std::copy(rows[b].begin() + start, rows[b].end(),
+    for (int64_t b = 0; b < batch; ++b) {
+      auto filled = static_cast<int64_t>(rows[b].size());
+      int64_t length = std::min(filled, seqLen);
+      std::copy(rows[b].end() - length, rows[b].end(),
                 window.begin() + b * seqLen);
+      last[b] = length - 1;
+    }
     SHARC_TRY(runtime.setBatch(window));
-    // Only the last filled position: a whole [S, B, V] download a token
-    // would cost more than the forward pass.
-    auto logits = runtime.evalOutput("logits", length - 1, 1);
+    // Only the rows of the filled positions read: a whole [S, B, V]
+    // download a token would cost more than the forward pass.
+    int64_t first = *std::min_element(last.begin(), last.end());
+    int64_t end = *std::max_element(last.begin(), last.end()) + 1;
+    auto logits = runtime.evalOutput("logits", first, end - first);
     if (!logits)
       return logits.status().withContext("generation");
-    SHARC_TRY(
-        drawTokens(*logits, batch, vocab, length - 1, options, index, ids));
     for (int64_t b = 0; b < batch; ++b) {
-      rows[b].push_back(ids[b]);
-      generated[b].push_back(ids[b]);
+      auto id = drawToken(*logits, last[b] - first, b, vocab, last[b], options,
+                          index);
+      if (!id)
+        return id.status();
+      rows[b].push_back(*id);
+      generated[b].push_back(*id);
     }
-    if (onToken)
-      SHARC_TRY(onToken(index, ids));
+    SHARC_TRY(emitter.emitReady());
   }
   return generated;
 }

@@ -12,12 +12,15 @@
 // window's last filled position; the positions after it hold padding,
 // which a causal model never reads, and once the window is full it slides,
 // so the model sees the last seq_len tokens. That costs a forward pass of
-// the whole window a token. Each row of the plan's batch is one sample of
-// the same prompt, drawn with its own random stream; both kinds of plan
-// draw the same ids from the same logits.
+// the whole window a token. Each row of the plan's batch is one sample,
+// drawn with its own random stream, of one prompt every row continues or
+// of its own: rows of different lengths are fed side by side, each
+// drawing once its prompt is in (a decode step takes a position per
+// sample; a window is read at each row's last filled position). Both kinds
+// of plan draw the same ids from the same logits.
 //
 //   GenerationOptions options;
-//   options.prompt = {17, 402};
+//   options.prompts = {{17, 402}};
 //   auto samples = generateTokens(runtime, options,
 //       [](int64_t index, const std::vector<int32_t> &ids) { ...; });
 #pragma once
@@ -50,19 +53,23 @@ int32_t sampleToken(const float *logits, int64_t vocab,
 double uniformDraw(uint64_t seed, uint64_t stream, uint64_t index);
 
 struct GenerationOptions {
-  std::vector<int32_t> prompt; ///< at least one id, each below the vocab
+  /// One prompt every row continues, or one for each row of the plan's
+  /// batch; each at least one id, every id below the vocabulary.
+  std::vector<std::vector<int32_t>> prompts;
   int64_t maxNewTokens = 32;
   SamplingOptions sampling;
   uint64_t seed = 42;
 };
 
-/// Invalid input, naming the fix, for a plan without a logits output or a
-/// prompt that is empty or outside the plan's vocabulary.
+/// Invalid input, naming the fix, for a plan without a logits output, a
+/// count of prompts that is neither one nor the plan's batch, or a prompt
+/// that is empty or outside the plan's vocabulary.
 Status checkGenerationInput(const plan::Plan &plan,
-                            const std::vector<int32_t> &prompt);
+                            const std::vector<std::vector<int32_t>> &prompts);
 
-/// Called after each new token with its index (from 0) and every row's id;
-/// an error stops the generation with it.
+/// Called with each new token's index (from 0) and every row's id, once
+/// every row has drawn it (a row with a shorter prompt draws ahead); an
+/// error stops the generation with it.
 using TokenCallback =
     std::function<Status(int64_t index, const std::vector<int32_t> &ids)>;
 

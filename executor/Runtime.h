@@ -186,6 +186,9 @@ public:
   Result<plan::NamedTensor> evalOutput(const std::string &name,
                                        int64_t firstRow = 0,
                                        int64_t numRows = -1);
+  /// evalOutput without reading the output back: the pass alone, for
+  /// what it writes in place (a decode step's key/value caches).
+  Status evalPass(const std::string &name) { return runOutputPrefix(name); }
   /// The global tensor of an output (or input) of the last step, gathered
   /// over shards; float outputs come back as f32, i32 as i32.
   Result<plan::NamedTensor> gatherOutput(const std::string &name) const;

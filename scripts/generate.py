@@ -15,7 +15,9 @@
 # positions (the prompt and the new tokens unless given). With --no-cache
 # it is the training forward instead, each new token one pass over a
 # window of --seq-len tokens (64 unless given) that slides once full; the
-# two draw the same tokens. Tokenising stays in Python, as for the training data (docs/data.md).
+# two draw the same tokens. --prompt given several times continues each
+# (--samples rows apiece) side by side in one batch. Tokenising stays in
+# Python, as for the training data (docs/data.md).
 # Needs the `tokenizers` package (scripts/setup.sh installs it in .venv).
 import argparse
 import os
@@ -39,7 +41,9 @@ def main():
                         "with (prepare-data.py)")
     parser.add_argument("--model", default=os.path.join(root, "models",
                                                         "minimind.yaml"))
-    parser.add_argument("--prompt", default="In the beginning")
+    parser.add_argument("--prompt", action="append",
+                        help="the text to continue (\"In the beginning\" "
+                        "unless given); several: each in its own rows")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--samples", type=int, default=1,
                         help="continuations drawn side by side")
@@ -71,18 +75,22 @@ def main():
         fail("the tokenizers package is missing (scripts/setup.sh puts it "
              "in .venv; run this script with .venv/bin/python)")
     tokenizer = Tokenizer.from_file(args.tokenizer)
-    prompt = tokenizer.encode(args.prompt).ids
-    if not prompt:
-        fail("the prompt encodes to no tokens")
+    texts = args.prompt or ["In the beginning"]
+    prompts = [tokenizer.encode(text).ids for text in texts]
+    if not all(prompts):
+        fail("a prompt encodes to no tokens")
+    # Each prompt's --samples rows, one after another.
+    rows = [prompt for prompt in prompts for _ in range(args.samples)]
     seq_len = args.seq_len
     if seq_len is None:
-        seq_len = 64 if args.no_cache else len(prompt) + args.max_new_tokens
+        seq_len = 64 if args.no_cache else \
+            max(map(len, prompts)) + args.max_new_tokens
 
     with tempfile.TemporaryDirectory(prefix="sharc-generate-") as scratch:
         run_file = os.path.join(scratch, "generate.run.yaml")
         with open(run_file, "w") as f:
             f.write(f"run:\n  seq_len: {seq_len}\n"
-                    f"  micro_batch_size: {args.samples}\n"
+                    f"  micro_batch_size: {len(rows)}\n"
                     f"  dtype: {args.dtype}\n")
         plan = os.path.join(scratch, "generate.plan")
         compiled = subprocess.run(
@@ -94,14 +102,16 @@ def main():
             sys.exit(compiled.returncode)
         command = [os.path.join(args.build, "bin", "sharc-run"), plan,
                    "--backend", args.backend, "--load", args.checkpoint,
-                   "--generate", ",".join(map(str, prompt)),
                    "--max-new-tokens", str(args.max_new_tokens),
                    "--temperature", args.temperature, "--top-k", args.top_k,
                    "--seed", args.seed, "--quiet"]
-        samples = [list(prompt) for _ in range(args.samples)]
-        shown = tokenizer.decode(prompt)
+        # One prompt: every row continues it; several: one for each row.
+        for row in rows if len(prompts) > 1 else prompts:
+            command += ["--generate", ",".join(map(str, row))]
+        samples = [list(row) for row in rows]
+        shown = tokenizer.decode(rows[0])
         # One sample: its text as it comes; several: each at the end.
-        if args.samples == 1:
+        if len(rows) == 1:
             print(shown, end="", flush=True)
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) \
                 as runner:
@@ -111,7 +121,7 @@ def main():
                 ids = [int(word) for word in line.split(":", 1)[1].split()]
                 for sample, new in zip(samples, ids):
                     sample.append(new)
-                if args.samples == 1:
+                if len(rows) == 1:
                     text = tokenizer.decode(samples[0])
                     # A byte-level BPE may end mid-character: wait for it.
                     if text.startswith(shown) and not text.endswith("\ufffd"):
@@ -120,7 +130,7 @@ def main():
         if runner.returncode != 0:
             print(file=sys.stderr)
             sys.exit(runner.returncode)
-    if args.samples == 1:
+    if len(rows) == 1:
         print(tokenizer.decode(samples[0])[len(shown):])
     else:
         for index, sample in enumerate(samples):

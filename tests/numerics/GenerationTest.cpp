@@ -7,7 +7,8 @@
 // A sharded plan must generate what the dense one does, and generation
 // past the window must equal one token at a time from the slid window. A
 // decode plan (key/value caches) fed the rows a position a step must give
-// PyTorch's logits at each position.
+// PyTorch's logits at each position. Rows given prompts of their own draw
+// what each would draw given its prompt alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,19 +56,39 @@ std::unique_ptr<exec::Runtime> goldenRuntime(const plan::Plan &plan,
   return runtime;
 }
 
+/// Every row's new ids after `prompts` (one for all rows, or one a row);
+/// the callback's tokens must come in order and agree with them.
+std::vector<std::vector<int32_t>>
+generateRows(exec::Runtime &runtime, std::vector<std::vector<int32_t>> prompts,
+             int64_t count, exec::SamplingOptions sampling) {
+  exec::GenerationOptions options;
+  options.prompts = std::move(prompts);
+  options.maxNewTokens = count;
+  options.sampling = sampling;
+  options.seed = 3;
+  std::vector<std::vector<int32_t>> called;
+  auto samples = exec::generateTokens(
+      runtime, options, [&](int64_t index, const std::vector<int32_t> &ids) {
+        REQUIRE(index == static_cast<int64_t>(called.size()));
+        called.push_back(ids);
+        return Status::ok();
+      });
+  if (!samples.isOk())
+    FAIL(samples.status().message());
+  REQUIRE(static_cast<int64_t>(called.size()) == count);
+  for (size_t b = 0; b < samples->size(); ++b)
+    for (int64_t k = 0; k < count; ++k)
+      REQUIRE(called[k][b] == (*samples)[b][k]);
+  return *samples;
+}
+
 std::vector<std::vector<int32_t>> generate(exec::Runtime &runtime,
                                            std::vector<int32_t> prompt,
                                            int64_t count,
                                            exec::SamplingOptions sampling) {
-  exec::GenerationOptions options;
-  options.prompt = std::move(prompt);
-  options.maxNewTokens = count;
-  options.sampling = sampling;
-  options.seed = 3;
-  auto samples = exec::generateTokens(runtime, options);
-  if (!samples.isOk())
-    FAIL(samples.status().message());
-  return *samples;
+  return generateRows(runtime,
+                      std::vector<std::vector<int32_t>>{std::move(prompt)},
+                      count, sampling);
 }
 
 const exec::SamplingOptions kGreedy{0.0, 0};
@@ -265,4 +286,54 @@ TEST_CASE("a decode plan fed a row a position a step gives PyTorch's logits "
   plan::Plan train = compilePlan("tiny.yaml", /*emitLogits=*/true,
                                  /*withOptimizer=*/false);
   REQUIRE_FALSE(makeRuntime(train)->setDecodeStep({1, 2}, {0, 0}).isOk());
+}
+
+TEST_CASE("rows given prompts of their own draw what each draws alone",
+          "[numerics][golden]") {
+  Golden golden = readGolden();
+  // Lengths 3 and 12 with 10 new tokens: in the window of 16 the second
+  // row slides while the first does not; the decode plan (a cache of 16
+  // positions) takes 3 + 10 - 1 and 12 + 10 - 1 > 16 is refused.
+  std::vector<int32_t> shortPrompt(golden.tokens.begin(),
+                                   golden.tokens.begin() + 3);
+  std::vector<int32_t> longPrompt(golden.tokens.begin() + 16,
+                                  golden.tokens.begin() + 28);
+  plan::Plan window = compilePlan("tiny.yaml", true, false);
+  plan::Plan decode = compileDecodePlan("tiny.yaml");
+  for (exec::SamplingOptions sampling :
+       {kGreedy, exec::SamplingOptions{1.0, 0}}) {
+    INFO("temperature " << sampling.temperature);
+    auto windowRuntime = goldenRuntime(window, golden);
+    auto both =
+        generateRows(*windowRuntime, {shortPrompt, longPrompt}, 10, sampling);
+    // Row b of a prompt every row continues draws with row b's stream.
+    REQUIRE(both[0] == generate(*windowRuntime, shortPrompt, 10, sampling)[0]);
+    REQUIRE(both[1] == generate(*windowRuntime, longPrompt, 10, sampling)[1]);
+    // A decode plan: prompts of 3 and 5 ids, 8 new tokens (12 positions).
+    std::vector<int32_t> middle(longPrompt.begin(), longPrompt.begin() + 5);
+    auto decodeRuntime = goldenRuntime(decode, golden);
+    auto decoded =
+        generateRows(*decodeRuntime, {shortPrompt, middle}, 8, sampling);
+    REQUIRE(decoded[0] ==
+            generate(*decodeRuntime, shortPrompt, 8, sampling)[0]);
+    REQUIRE(decoded[1] == generate(*decodeRuntime, middle, 8, sampling)[1]);
+    REQUIRE(decoded ==
+            generateRows(*windowRuntime, {shortPrompt, middle}, 8, sampling));
+  }
+  // Neither one prompt nor one a row; a row's prompt too long for the cache.
+  auto runtime = goldenRuntime(decode, golden);
+  exec::GenerationOptions options;
+  options.prompts = {shortPrompt, shortPrompt, shortPrompt};
+  REQUIRE(exec::generateTokens(*runtime, options).status().message() ==
+          "3 prompts for a plan of batch 2: give one that every row "
+          "continues, or one per row (compile with micro_batch_size 3)");
+  options.prompts = {shortPrompt, longPrompt};
+  options.maxNewTokens = 10;
+  REQUIRE(exec::generateTokens(*runtime, options).status().message() ==
+          "the decode plan's key/value cache holds seq_len 16 positions; a "
+          "prompt of 12 and 10 new tokens need 21: compile it with a larger "
+          "seq_len");
+  options.prompts = {shortPrompt, {}};
+  REQUIRE(exec::generateTokens(*runtime, options).status().message() ==
+          "generation needs a prompt of at least one id");
 }

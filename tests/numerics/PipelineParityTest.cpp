@@ -295,7 +295,7 @@ TEST_CASE("evaluation and generation on pipeline plans equal the dense ones",
     auto runtime = makeRuntime(plan);
     REQUIRE(runtime->initParams(5).isOk());
     exec::GenerationOptions generation;
-    generation.prompt = {3, 50, 7};
+    generation.prompts = {{3, 50, 7}};
     generation.maxNewTokens = 20;
     auto generated = exec::generateTokens(*runtime, generation);
     if (!generated.isOk())

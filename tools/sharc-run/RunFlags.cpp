@@ -108,7 +108,8 @@ const char *kUsage =
     "                  traced steps run eagerly); evaluation's passes\n"
     "                  too, each from its second run (--generate's always)\n"
     "  --generate IDS  continue the prompt IDS (comma-separated token ids)\n"
-    "                  instead of training, each batch row one sample: a\n"
+    "                  instead of training, each batch row one sample\n"
+    "                  (given once per row: each row its own prompt): a\n"
     "                  plan compiled with --decode (one position a token\n"
     "                  through key/value caches of seq_len positions) or\n"
     "                  --emit-logits (a forward pass of the seq_len window\n"
@@ -277,7 +278,7 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       if (!ids)
         return bad("--generate needs comma-separated token ids, got '" + text +
                    "'");
-      options.prompt = std::move(*ids);
+      options.prompts.push_back(std::move(*ids));
     } else if (flag == "--max-new-tokens") {
       samplingGiven[0] = true;
       SHARC_TRY(needCount(options.maxNewTokens));
@@ -337,7 +338,7 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
     options.validatePath = options.planPath;
   // Generation trains nothing and reads no data: a flag of training would
   // be silently ignored.
-  if (!options.prompt.empty())
+  if (!options.prompts.empty())
     for (const auto &[flag, given] :
          {std::pair{"--steps", stepsGiven},
           {"--data", !options.dataPath.empty()},
@@ -351,7 +352,7 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
           {"--compare-cpu", options.compareCpu}})
       if (given)
         return bad(std::string(flag) + " does not apply to --generate");
-  if (options.prompt.empty())
+  if (options.prompts.empty())
     for (const auto &[flag, given] :
          {std::pair{"--max-new-tokens", samplingGiven[0]},
           {"--temperature", samplingGiven[1]},

@@ -49,9 +49,10 @@ struct RunFlags {
   int64_t keepLast = 3;     ///< rotating checkpoints kept
   bool saveInPlace = false; ///< --save-every: the step loop waits for files
   bool shuffle = false;     ///< --data's windows in a scattered order
-  /// --generate IDS: the prompt (comma-separated ids) to continue instead
-  /// of training; empty: train.
-  std::vector<int32_t> prompt;
+  /// --generate IDS, once (every row continues it) or once per row: the
+  /// prompts (comma-separated ids) to continue instead of training;
+  /// empty: train.
+  std::vector<std::vector<int32_t>> prompts;
   int64_t maxNewTokens = 32;
   double temperature = 0.8; ///< 0: greedy
   int64_t topK = 40;        ///< 0: the whole vocabulary

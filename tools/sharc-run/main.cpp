@@ -147,16 +147,23 @@ Status divergedAt(const exec::Runtime &runtime, int64_t step) {
 /// id as it comes (scripts/generate.py reads the lines and decodes them).
 int generate(exec::Runtime &runtime, const RunFlags &options) {
   exec::GenerationOptions generation;
-  generation.prompt = options.prompt;
+  generation.prompts = options.prompts;
   generation.maxNewTokens = options.maxNewTokens;
   generation.sampling = {options.temperature, options.topK};
   generation.seed = options.seed;
   const plan::Plan &plan = runtime.plan();
   if (!options.quiet) {
-    std::printf("generating %lld tokens after a prompt of %zu, %lld "
-                "sample%s, ",
+    size_t shortest = options.prompts.front().size(), longest = shortest;
+    for (const std::vector<int32_t> &prompt : options.prompts) {
+      shortest = std::min(shortest, prompt.size());
+      longest = std::max(longest, prompt.size());
+    }
+    std::printf("generating %lld tokens after %s of %zu",
                 static_cast<long long>(options.maxNewTokens),
-                options.prompt.size(), static_cast<long long>(plan.batchSize),
+                options.prompts.size() == 1 ? "a prompt" : "prompts", shortest);
+    if (longest > shortest)
+      std::printf(" to %zu", longest);
+    std::printf(", %lld sample%s, ", static_cast<long long>(plan.batchSize),
                 plan.batchSize == 1 ? "" : "s");
     if (options.temperature > 0)
       std::printf("temperature %g, top-k %lld\n", options.temperature,
@@ -204,7 +211,7 @@ int run(RunFlags options, bool stepsGiven,
   auto plan = plan::readPlanFile(options.planPath);
   if (!plan)
     return fail(plan.status());
-  if (options.prompt.empty() && plan->findInput("positions"))
+  if (options.prompts.empty() && plan->findInput("positions"))
     return fail(Status::invalidInput(
         options.planPath + ": a decode plan (sharc compile --decode) "
                            "generates (--generate IDS); it does not train"));
@@ -215,8 +222,8 @@ int run(RunFlags options, bool stepsGiven,
           "process: launch without mpirun"));
     return validate(options, *plan, stepsGiven);
   }
-  if (!options.prompt.empty())
-    if (Status status = exec::checkGenerationInput(*plan, options.prompt);
+  if (!options.prompts.empty())
+    if (Status status = exec::checkGenerationInput(*plan, options.prompts);
         !status)
       return fail(status.withContext(options.planPath));
   // --resume: the newest checkpoint is --load, --steps what is left.
@@ -258,7 +265,7 @@ int run(RunFlags options, bool stepsGiven,
   runOptions.recordTrace = !options.tracePath.empty();
   // Generation's passes are captured unasked: each token is one short
   // forward whose time on a GPU is its launches (docs/training.md).
-  runOptions.captureSteps = options.cudaGraph || !options.prompt.empty();
+  runOptions.captureSteps = options.cudaGraph || !options.prompts.empty();
   runOptions.shareGpus = options.shareGpus;
   runOptions.processes = processes;
   auto setUpStart = std::chrono::steady_clock::now();
@@ -313,7 +320,7 @@ int run(RunFlags options, bool stepsGiven,
                   secondsSince(started));
   }
 
-  if (!options.prompt.empty())
+  if (!options.prompts.empty())
     return generate(rt, options);
 
   int64_t batch = plan->batchSize, seqLen = plan->seqLen;
