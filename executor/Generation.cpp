@@ -186,9 +186,11 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
       draws |= position + 1 >= length &&
                static_cast<int64_t>(generated[b].size()) < options.maxNewTokens;
     }
-    SHARC_TRY(runtime.setDecodeStep(
-        fed, std::vector<int32_t>(static_cast<size_t>(batch),
-                                  static_cast<int32_t>(position))));
+    SHARC_TRY(runtime
+                  .setDecodeStep(
+                      fed, std::vector<int32_t>(static_cast<size_t>(batch),
+                                                static_cast<int32_t>(position)))
+                  .withContext("generation"));
     if (!draws) {
       // Only filling the caches: the logits are not read.
       SHARC_TRY(runtime.evalPass("logits").withContext("generation"));
