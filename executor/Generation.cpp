@@ -46,6 +46,15 @@ int32_t sampleToken(const float *logits, int64_t vocab,
     weights[i] = std::exp((logits[ids[i]] - top) / options.temperature);
     total += weights[i];
   }
+  if (options.topP < 1.0) {
+    // The nucleus: the ids up to the first whose running mass reaches topP.
+    double kept = 0.0;
+    int64_t nucleus = 0;
+    while (nucleus < count && kept < options.topP * total)
+      kept += weights[nucleus++];
+    count = std::max<int64_t>(nucleus, 1);
+    total = kept > 0.0 ? kept : weights[0];
+  }
   double target = uniform * total, sum = 0.0;
   for (int64_t i = 0; i < count; ++i) {
     sum += weights[i];

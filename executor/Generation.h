@@ -39,12 +39,16 @@ struct SamplingOptions {
   double temperature = 0.8;
   /// Draw among the topK highest logits only; 0: the whole vocabulary.
   int64_t topK = 40;
+  /// Nucleus sampling: of those, the fewest highest whose probability
+  /// (softmax over the topK) reaches topP; 1: all of them.
+  double topP = 1.0;
 };
 
 /// One id of [0, vocab) drawn from `logits` with `uniform` in [0, 1): at
 /// temperature 0 the highest logit; otherwise from softmax(logits /
-/// temperature) over the topK highest. Ties rank the lower id first, so the
-/// draw is a function of its arguments. The logits must be finite.
+/// temperature) over the topK highest, cut to the nucleus of mass topP and
+/// renormalised. Ties rank the lower id first, so the draw is a function of
+/// its arguments. The logits must be finite.
 int32_t sampleToken(const float *logits, int64_t vocab,
                     const SamplingOptions &options, double uniform);
 

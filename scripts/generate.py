@@ -57,6 +57,9 @@ def main():
     parser.add_argument("--temperature", default="0.8",
                         help="0 is greedy")
     parser.add_argument("--top-k", default="40")
+    parser.add_argument("--top-p", default="1",
+                        help="nucleus sampling: draw among the fewest "
+                        "highest tokens whose probability reaches it")
     parser.add_argument("--seed", default="42")
     parser.add_argument("--dtype", default="float32",
                         choices=["float32", "bfloat16"])
@@ -104,6 +107,7 @@ def main():
                    "--backend", args.backend, "--load", args.checkpoint,
                    "--max-new-tokens", str(args.max_new_tokens),
                    "--temperature", args.temperature, "--top-k", args.top_k,
+                   "--top-p", args.top_p,
                    "--seed", args.seed, "--quiet"]
         # One prompt: every row continues it; several: one for each row.
         for row in rows if len(prompts) > 1 else prompts:

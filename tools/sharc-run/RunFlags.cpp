@@ -37,7 +37,8 @@ const char *kUsage =
     "                 [--save-every N [--keep-last K] [--save-in-place]]\n"
     "                 [--log FILE.csv]\n"
     "       sharc-run PLAN --generate IDS [--max-new-tokens N]\n"
-    "                 [--temperature T] [--top-k K] [--load CKPT] [--seed N]\n"
+    "                 [--temperature T] [--top-k K] [--top-p P]\n"
+    "                 [--load CKPT] [--seed N]\n"
     "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
     "                 (a sweep `sharc bench` compiled; BenchRunner.h)\n"
     "  --backend       auto (default): cuda when this build has it and the\n"
@@ -119,6 +120,8 @@ const char *kUsage =
     "  --max-new-tokens N  tokens to generate (32)\n"
     "  --temperature T the softmax's temperature (0.8); 0 is greedy\n"
     "  --top-k K       draw among the K highest logits (40); 0: all\n"
+    "  --top-p P       of those, among the fewest highest whose probability\n"
+    "                  reaches P (nucleus sampling; 1, the default: all)\n"
     "  --share-gpus    on cuda, run a plan with more ranks than the node has\n"
     "                  GPUs: rank r on GPU r mod GPUs, collectives and\n"
     "                  transfers through the host on managed memory. Slow;\n"
@@ -171,7 +174,7 @@ std::optional<std::vector<int32_t>> parseIds(const std::string &text,
 Result<RunFlags> parseRunFlags(int argc, char **argv) {
   RunFlags options;
   bool timeoutGiven = false, stepsGiven = false;
-  bool samplingGiven[3] = {false, false, false};
+  bool samplingGiven[4] = {false, false, false, false};
   auto bad = [](const std::string &message) {
     return Status::invalidInput(message);
   };
@@ -296,6 +299,15 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
     } else if (flag == "--top-k") {
       samplingGiven[2] = true;
       SHARC_TRY(needCount(options.topK));
+    } else if (flag == "--top-p") {
+      samplingGiven[3] = true;
+      std::string text;
+      SHARC_TRY(needValue(text));
+      auto value = plan::text::parseDouble(text);
+      if (!value || !(*value > 0.0 && *value <= 1.0))
+        return bad("--top-p needs a number above 0 and at most 1, got '" +
+                   text + "'");
+      options.topP = *value;
     } else if (!flag.empty() && flag[0] == '-') {
       return bad("unknown flag '" + flag + "' (see --help)");
     } else if (options.planPath.empty()) {
@@ -356,7 +368,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
     for (const auto &[flag, given] :
          {std::pair{"--max-new-tokens", samplingGiven[0]},
           {"--temperature", samplingGiven[1]},
-          {"--top-k", samplingGiven[2]}})
+          {"--top-k", samplingGiven[2]},
+          {"--top-p", samplingGiven[3]}})
       if (given)
         return bad(std::string(flag) + " needs --generate IDS");
   // An output may never replace an input of the same run.

@@ -56,6 +56,7 @@ struct RunFlags {
   int64_t maxNewTokens = 32;
   double temperature = 0.8; ///< 0: greedy
   int64_t topK = 40;        ///< 0: the whole vocabulary
+  double topP = 1.0;        ///< 1: no nucleus cut
 };
 
 /// Parses and checks argv; invalid input for anything it refuses. --help

@@ -149,7 +149,7 @@ int generate(exec::Runtime &runtime, const RunFlags &options) {
   exec::GenerationOptions generation;
   generation.prompts = options.prompts;
   generation.maxNewTokens = options.maxNewTokens;
-  generation.sampling = {options.temperature, options.topK};
+  generation.sampling = {options.temperature, options.topK, options.topP};
   generation.seed = options.seed;
   const plan::Plan &plan = runtime.plan();
   if (!options.quiet) {
@@ -166,8 +166,8 @@ int generate(exec::Runtime &runtime, const RunFlags &options) {
     std::printf(", %lld sample%s, ", static_cast<long long>(plan.batchSize),
                 plan.batchSize == 1 ? "" : "s");
     if (options.temperature > 0)
-      std::printf("temperature %g, top-k %lld\n", options.temperature,
-                  static_cast<long long>(options.topK));
+      std::printf("temperature %g, top-k %lld, top-p %g\n", options.temperature,
+                  static_cast<long long>(options.topK), options.topP);
     else
       std::printf("greedy\n");
     std::fflush(stdout);

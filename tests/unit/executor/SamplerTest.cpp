@@ -1,8 +1,9 @@
 //===- SamplerTest.cpp - drawing a token from logits ----------------------===//
 //
 // sampleToken against the distribution it must draw from: the argmax at
-// temperature 0, softmax(logits / T) restricted to the top k otherwise,
-// measured over many draws of uniformDraw's stream.
+// temperature 0, softmax(logits / T) restricted to the top k and the
+// nucleus of mass p otherwise, measured over many draws of uniformDraw's
+// stream.
 
 #include "executor/Generation.h"
 
@@ -82,6 +83,41 @@ TEST_CASE("sampling draws from softmax(logits / T) over the top k",
   }
   // The last grid point of [0, 1) still lands on an id that has weight.
   REQUIRE(sampleToken(logits.data(), 6, {1.0, 3}, 1.0 - 0x1.0p-53) == 1);
+}
+
+TEST_CASE("nucleus sampling draws from the fewest highest ids whose "
+          "probability reaches p",
+          "[executor]") {
+  // softmax at T = 1 ranks ids 3, 0, 1, 4, 2, 5 with running masses
+  // 0.569, 0.778, 0.872, 0.950, 0.996, 1.
+  std::vector<float> logits{1.0f, 0.2f, -0.5f, 2.0f, 0.0f, -3.0f};
+  const int draws = 200000;
+  using Kept = std::vector<bool>;
+  for (auto [p, kept] :
+       {std::pair{0.5, Kept{false, false, false, true, false, false}},
+        {0.6, Kept{true, false, false, true, false, false}},
+        {0.75, Kept{true, false, false, true, false, false}},
+        {0.8, Kept{true, true, false, true, false, false}},
+        {0.9, Kept{true, true, false, true, true, false}},
+        {1.0, Kept(6, true)}}) {
+    std::vector<double> seen = frequencies(logits, {1.0, 0, p}, draws);
+    std::vector<double> expected = softmax(logits, 1.0, kept);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      INFO("top-p " << p << ", id " << i);
+      REQUIRE(std::fabs(seen[i] - expected[i]) < 0.006);
+      if (expected[i] == 0)
+        REQUIRE(seen[i] == 0);
+    }
+  }
+  // With top-k first: of ids 3 and 0 (top 2), 0.9 keeps both.
+  std::vector<double> seen = frequencies(logits, {1.0, 2, 0.9}, draws);
+  std::vector<double> expected =
+      softmax(logits, 1.0, {true, false, false, true, false, false});
+  for (size_t i = 0; i < logits.size(); ++i)
+    REQUIRE(std::fabs(seen[i] - expected[i]) < 0.006);
+  // A nucleus smaller than the top id's mass is greedy.
+  for (double uniform : {0.0, 0.5, 1.0 - 0x1.0p-53})
+    REQUIRE(sampleToken(logits.data(), 6, {1.0, 0, 0.1}, uniform) == 3);
 }
 
 TEST_CASE("uniform draws are a fixed function of seed, stream and index",
