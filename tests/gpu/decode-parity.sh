@@ -58,6 +58,22 @@ if cmp -s <(grep '^sample' "$work/cpu.log") \
 else
   echo "FAIL  mm-float32-b1-decode: cuda and cpu ids differ"; failed=1
 fi
+# Four prompts of 1 to 6 ids, one a row, on the f32 batch-4 decode plan.
+rows=(--generate 35 --generate 263,394,398,35,263,394 --generate 398,35
+      --generate 394,398,35)
+for where in $backend cpu; do
+  timeout 300 "$sharc_run" "$dir/mm-float32-b4-decode.plan" --backend $where \
+    --load "$work/m.safetensors" "${rows[@]}" --max-new-tokens 16 \
+    --temperature 0 >"$work/rows-$where.log" 2>&1
+done
+if grep -q '^sample 3:' "$work/rows-cpu.log" &&
+   cmp -s <(grep '^sample' "$work/rows-cpu.log") \
+          <(grep '^sample' "$work/rows-$backend.log"); then
+  echo "four prompts of 1 to 6 ids (f32, batch 4): $backend ids = cpu ids"
+else
+  echo "FAIL  four prompts of 1 to 6 ids: $backend and cpu ids differ"
+  tail -n 4 "$work/rows-cpu.log" "$work/rows-$backend.log"; failed=1
+fi
 if python3 -c "import torch, transformers" 2>/dev/null; then
   ids=$(grep '^sample 0:' "$work/mm-float32-b1-decode.log" | cut -d: -f2)
   python3 "$(dirname "$0")/hf-generate.py" "$work/m.safetensors" \
