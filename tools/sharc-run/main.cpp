@@ -5,8 +5,9 @@
 //   --synthetic] [--load CKPT] [--save CKPT] [--dump-outputs FILE]
 //   [--poison] [--check] [--quiet] [--validate DENSE_PLAN | --compare-cpu]
 //   [--trace FILE] [--timeout SECONDS] [--log FILE.csv]
-// sharc-run PLAN --generate IDS [--max-new-tokens N] [--temperature T]
-//   [--top-k K] [--load CKPT]: sample continuations of a prompt instead.
+// sharc-run PLAN --generate IDS... [--max-new-tokens N] [--temperature T]
+//   [--top-k K] [--top-p P] [--load CKPT]: continue prompts instead
+//   (GenerateText.cpp).
 // stdout: one line per step and a summary. Errors go to stderr as
 // `sharc-run: error: message`; exit 2 for bad input (flags, plan, data,
 // checkpoint), 1 for a failure at run time. `mpirun -np P sharc-run PLAN
@@ -31,6 +32,7 @@
 #include "planner/plan/HostMemory.h"
 #include "planner/plan/PlanIO.h"
 #include "tools/sharc-run/BenchRunner.h"
+#include "tools/sharc-run/GenerateText.h"
 #include "tools/sharc-run/Resume.h"
 #include "tools/sharc-run/RunFlags.h"
 #include "tools/sharc-run/StopSignals.h"
@@ -141,69 +143,6 @@ Status divergedAt(const exec::Runtime &runtime, int64_t step) {
   return Status::runtimeError("step " + std::to_string(step) +
                               ": an AdamW update stored a NaN or an infinity: "
                               "the run diverged; nothing was saved");
-}
-
-/// --generate: each batch row's continuation of the prompt, printed id by
-/// id as it comes (scripts/generate.py reads the lines and decodes them).
-int generate(exec::Runtime &runtime, const RunFlags &options) {
-  exec::GenerationOptions generation;
-  generation.prompts = options.prompts;
-  generation.maxNewTokens = options.maxNewTokens;
-  generation.sampling = {options.temperature, options.topK, options.topP};
-  generation.seed = options.seed;
-  const plan::Plan &plan = runtime.plan();
-  if (!options.quiet) {
-    size_t shortest = options.prompts.front().size(), longest = shortest;
-    for (const std::vector<int32_t> &prompt : options.prompts) {
-      shortest = std::min(shortest, prompt.size());
-      longest = std::max(longest, prompt.size());
-    }
-    std::printf("generating %lld tokens after %s of %zu",
-                static_cast<long long>(options.maxNewTokens),
-                options.prompts.size() == 1 ? "a prompt" : "prompts", shortest);
-    if (longest > shortest)
-      std::printf(" to %zu", longest);
-    std::printf(", %lld sample%s, ", static_cast<long long>(plan.batchSize),
-                plan.batchSize == 1 ? "" : "s");
-    if (options.temperature > 0)
-      std::printf("temperature %g, top-k %lld, top-p %g\n", options.temperature,
-                  static_cast<long long>(options.topK), options.topP);
-    else
-      std::printf("greedy\n");
-    std::fflush(stdout);
-  }
-  auto start = std::chrono::steady_clock::now();
-  double firstSeconds = 0;
-  auto samples = exec::generateTokens(
-      runtime, generation, [&](int64_t index, const std::vector<int32_t> &ids) {
-        if (index == 0)
-          firstSeconds = secondsSince(start);
-        std::printf("token %lld:", static_cast<long long>(index));
-        for (int32_t id : ids)
-          std::printf(" %d", id);
-        std::printf("\n");
-        std::fflush(stdout);
-        return Status::ok();
-      });
-  if (!samples)
-    return fail(samples.status());
-  double seconds = secondsSince(start);
-  if (!options.quiet)
-    std::printf("generated %lld tokens in %.2f s: %.2f ms a token after the "
-                "first (%.1f ms)\n",
-                static_cast<long long>(options.maxNewTokens), seconds,
-                options.maxNewTokens > 1
-                    ? (seconds - firstSeconds) * 1e3 /
-                          static_cast<double>(options.maxNewTokens - 1)
-                    : 0.0,
-                firstSeconds * 1e3);
-  for (size_t b = 0; b < samples->size(); ++b) {
-    std::printf("sample %zu:", b);
-    for (int32_t id : (*samples)[b])
-      std::printf(" %d", id);
-    std::printf("\n");
-  }
-  return 0;
 }
 
 int run(RunFlags options, bool stepsGiven,
@@ -320,8 +259,11 @@ int run(RunFlags options, bool stepsGiven,
                   secondsSince(started));
   }
 
-  if (!options.prompts.empty())
-    return generate(rt, options);
+  if (!options.prompts.empty()) {
+    if (Status status = printGeneration(rt, options); !status)
+      return fail(status);
+    return 0;
+  }
 
   int64_t batch = plan->batchSize, seqLen = plan->seqLen;
   if (plan->vocabSize <= 0 || batch <= 0 || seqLen <= 0)

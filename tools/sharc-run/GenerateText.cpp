@@ -1,0 +1,86 @@
+//===- GenerateText.cpp - sharc-run --generate
+//-----------------------------===//
+
+#include "tools/sharc-run/GenerateText.h"
+
+#include "executor/Generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+namespace sharc {
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+void printHeader(const RunFlags &options, int64_t batch) {
+  size_t shortest = options.prompts.front().size(), longest = shortest;
+  for (const std::vector<int32_t> &prompt : options.prompts) {
+    shortest = std::min(shortest, prompt.size());
+    longest = std::max(longest, prompt.size());
+  }
+  std::printf("generating %lld tokens after %s of %zu",
+              static_cast<long long>(options.maxNewTokens),
+              options.prompts.size() == 1 ? "a prompt" : "prompts", shortest);
+  if (longest > shortest)
+    std::printf(" to %zu", longest);
+  std::printf(", %lld sample%s, ", static_cast<long long>(batch),
+              batch == 1 ? "" : "s");
+  if (options.temperature > 0)
+    std::printf("temperature %g, top-k %lld, top-p %g\n", options.temperature,
+                static_cast<long long>(options.topK), options.topP);
+  else
+    std::printf("greedy\n");
+  std::fflush(stdout);
+}
+
+} // namespace
+
+Status printGeneration(exec::Runtime &runtime, const RunFlags &options) {
+  exec::GenerationOptions generation;
+  generation.prompts = options.prompts;
+  generation.maxNewTokens = options.maxNewTokens;
+  generation.sampling = {options.temperature, options.topK, options.topP};
+  generation.seed = options.seed;
+  if (!options.quiet)
+    printHeader(options, runtime.plan().batchSize);
+  auto start = std::chrono::steady_clock::now();
+  double firstSeconds = 0;
+  auto samples = exec::generateTokens(
+      runtime, generation, [&](int64_t index, const std::vector<int32_t> &ids) {
+        if (index == 0)
+          firstSeconds = secondsSince(start);
+        std::printf("token %lld:", static_cast<long long>(index));
+        for (int32_t id : ids)
+          std::printf(" %d", id);
+        std::printf("\n");
+        std::fflush(stdout);
+        return Status::ok();
+      });
+  if (!samples)
+    return samples.status();
+  double seconds = secondsSince(start);
+  if (!options.quiet)
+    std::printf("generated %lld tokens in %.2f s: %.2f ms a token after the "
+                "first (%.1f ms)\n",
+                static_cast<long long>(options.maxNewTokens), seconds,
+                options.maxNewTokens > 1
+                    ? (seconds - firstSeconds) * 1e3 /
+                          static_cast<double>(options.maxNewTokens - 1)
+                    : 0.0,
+                firstSeconds * 1e3);
+  for (size_t b = 0; b < samples->size(); ++b) {
+    std::printf("sample %zu:", b);
+    for (int32_t id : (*samples)[b])
+      std::printf(" %d", id);
+    std::printf("\n");
+  }
+  return Status::ok();
+}
+
+} // namespace sharc
