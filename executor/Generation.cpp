@@ -69,7 +69,8 @@ int32_t sampleToken(const float *logits, int64_t vocab,
 }
 
 Status checkGenerationInput(const plan::Plan &plan,
-                            const std::vector<std::vector<int32_t>> &prompts) {
+                            const std::vector<std::vector<int32_t>> &prompts,
+                            const std::vector<int32_t> &stopIds) {
   if (!plan.findOutput("logits"))
     return Status::invalidInput(
         "the plan has no 'logits' output to generate from: compile it with "
@@ -92,6 +93,11 @@ Status checkGenerationInput(const plan::Plan &plan,
                                     " is outside the model's vocabulary [0, " +
                                     std::to_string(plan.vocabSize) + ")");
   }
+  for (int32_t id : stopIds)
+    if (id < 0 || id >= plan.vocabSize)
+      return Status::invalidInput("stop id " + std::to_string(id) +
+                                  " is outside the model's vocabulary [0, " +
+                                  std::to_string(plan.vocabSize) + ")");
   return Status::ok();
 }
 
@@ -130,29 +136,60 @@ std::vector<std::vector<int32_t>> rowPrompts(const GenerationOptions &options,
   return options.prompts;
 }
 
-/// Hands onToken each index every row has drawn by now, in order.
-class TokenEmitter {
+/// Each row's new ids as they are drawn, which rows still draw, and
+/// onToken for each index every row has drawn (or ended before), in order.
+class DrawnTokens {
 public:
-  TokenEmitter(const std::vector<std::vector<int32_t>> &generated,
-               const TokenCallback &onToken)
-      : generated_(generated), onToken_(onToken) {}
+  DrawnTokens(int64_t batch, const GenerationOptions &options,
+              const TokenCallback &onToken)
+      : rows_(static_cast<size_t>(batch)),
+        ended_(static_cast<size_t>(batch), false), options_(options),
+        onToken_(onToken) {}
 
+  const std::vector<int32_t> &row(int64_t b) const { return rows_[b]; }
+  /// Whether row b draws another id.
+  bool wants(int64_t b) const {
+    return !ended_[b] &&
+           static_cast<int64_t>(rows_[b].size()) < options_.maxNewTokens;
+  }
+  bool allDone() const {
+    for (size_t b = 0; b < rows_.size(); ++b)
+      if (wants(static_cast<int64_t>(b)))
+        return false;
+    return true;
+  }
+  void add(int64_t b, int32_t id) {
+    rows_[b].push_back(id);
+    const std::vector<int32_t> &stops = options_.stopIds;
+    ended_[b] = std::find(stops.begin(), stops.end(), id) != stops.end();
+  }
+  /// Hands onToken every index that each row has drawn or ended before.
   Status emitReady() {
     for (;;) {
-      for (const std::vector<int32_t> &row : generated_)
-        if (static_cast<int64_t>(row.size()) <= next_)
+      bool any = false;
+      for (size_t b = 0; b < rows_.size(); ++b) {
+        if (static_cast<int64_t>(rows_[b].size()) > next_)
+          any = true;
+        else if (wants(static_cast<int64_t>(b)))
           return Status::ok();
+      }
+      if (!any)
+        return Status::ok();
       std::vector<int32_t> ids;
-      for (const std::vector<int32_t> &row : generated_)
-        ids.push_back(row[next_]);
+      for (const std::vector<int32_t> &row : rows_)
+        ids.push_back(static_cast<int64_t>(row.size()) > next_ ? row[next_]
+                                                               : row.back());
       if (onToken_)
         SHARC_TRY(onToken_(next_, ids));
       ++next_;
     }
   }
+  std::vector<std::vector<int32_t>> take() { return std::move(rows_); }
 
 private:
-  const std::vector<std::vector<int32_t>> &generated_;
+  std::vector<std::vector<int32_t>> rows_;
+  std::vector<bool> ended_;
+  const GenerationOptions &options_;
   const TokenCallback &onToken_;
   int64_t next_ = 0;
 };
@@ -160,8 +197,8 @@ private:
 /// A decode plan: every row goes through the cache one position a step,
 /// first its prompt, then each of its new tokens; a row draws from the
 /// step that feeds its prompt's last id on (a shorter prompt draws ahead
-/// and, once done, feeds its last id again until the longest is). Every
-/// step is the whole (one-position) program.
+/// and, once done or ended, feeds its last id again until every row is).
+/// Every step is the whole (one-position) program.
 Result<std::vector<std::vector<int32_t>>>
 decodeTokens(Runtime &runtime, const GenerationOptions &options,
              const TokenCallback &onToken) {
@@ -181,19 +218,16 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
         std::to_string(longest) + " and " +
         std::to_string(options.maxNewTokens) + " new tokens need " +
         std::to_string(needed) + ": compile it with a larger seq_len");
-  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(batch));
-  if (options.maxNewTokens <= 0)
-    return generated;
-  TokenEmitter emitter(generated, onToken);
+  DrawnTokens drawn(batch, options, onToken);
   std::vector<int32_t> fed(static_cast<size_t>(batch));
-  for (int64_t position = 0; position < needed; ++position) {
+  for (int64_t position = 0; position < needed && !drawn.allDone();
+       ++position) {
     bool draws = false;
     for (int64_t b = 0; b < batch; ++b) {
       const std::vector<int32_t> &prompt = prompts[b];
       auto length = static_cast<int64_t>(prompt.size());
-      fed[b] = position < length ? prompt[position] : generated[b].back();
-      draws |= position + 1 >= length &&
-               static_cast<int64_t>(generated[b].size()) < options.maxNewTokens;
+      fed[b] = position < length ? prompt[position] : drawn.row(b).back();
+      draws |= position + 1 >= length && drawn.wants(b);
     }
     SHARC_TRY(runtime
                   .setDecodeStep(
@@ -209,18 +243,18 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
     if (!logits)
       return logits.status().withContext("generation");
     for (int64_t b = 0; b < batch; ++b) {
-      auto index = static_cast<int64_t>(generated[b].size());
       if (position + 1 < static_cast<int64_t>(prompts[b].size()) ||
-          index >= options.maxNewTokens)
+          !drawn.wants(b))
         continue;
+      auto index = static_cast<int64_t>(drawn.row(b).size());
       auto id = drawToken(*logits, 0, b, vocab, position, options, index);
       if (!id)
         return id.status();
-      generated[b].push_back(*id);
+      drawn.add(b, *id);
     }
-    SHARC_TRY(emitter.emitReady());
+    SHARC_TRY(drawn.emitReady());
   }
-  return generated;
+  return drawn.take();
 }
 
 } // namespace
@@ -229,16 +263,15 @@ Result<std::vector<std::vector<int32_t>>>
 generateTokens(Runtime &runtime, const GenerationOptions &options,
                const TokenCallback &onToken) {
   const plan::Plan &plan = runtime.plan();
-  SHARC_TRY(checkGenerationInput(plan, options.prompts));
+  SHARC_TRY(checkGenerationInput(plan, options.prompts, options.stopIds));
   if (plan.findInput("positions"))
     return decodeTokens(runtime, options, onToken);
   int64_t seqLen = plan.seqLen, batch = plan.batchSize, vocab = plan.vocabSize;
   std::vector<std::vector<int32_t>> rows = rowPrompts(options, batch);
-  std::vector<std::vector<int32_t>> generated(static_cast<size_t>(batch));
-  TokenEmitter emitter(generated, onToken);
+  DrawnTokens drawn(batch, options, onToken);
   std::vector<int32_t> window(static_cast<size_t>(batch * seqLen));
   std::vector<int64_t> last(static_cast<size_t>(batch));
-  for (int64_t index = 0; index < options.maxNewTokens; ++index) {
+  for (int64_t index = 0; !drawn.allDone(); ++index) {
     // Batch-first [B, S], each row's last seq_len ids from position 0;
     // id 0 after a row's last filled position.
     std::fill(window.begin(), window.end(), 0);
@@ -258,16 +291,18 @@ generateTokens(Runtime &runtime, const GenerationOptions &options,
     if (!logits)
       return logits.status().withContext("generation");
     for (int64_t b = 0; b < batch; ++b) {
+      if (!drawn.wants(b))
+        continue; // ended: its window stands still
       auto id = drawToken(*logits, last[b] - first, b, vocab, last[b], options,
                           index);
       if (!id)
         return id.status();
       rows[b].push_back(*id);
-      generated[b].push_back(*id);
+      drawn.add(b, *id);
     }
-    SHARC_TRY(emitter.emitReady());
+    SHARC_TRY(drawn.emitReady());
   }
-  return generated;
+  return drawn.take();
 }
 
 } // namespace sharc::exec

@@ -61,23 +61,29 @@ struct GenerationOptions {
   /// batch; each at least one id, every id below the vocabulary.
   std::vector<std::vector<int32_t>> prompts;
   int64_t maxNewTokens = 32;
+  /// A row that draws one of these ends with it (an end-of-text id); the
+  /// generation ends when every row has ended or drawn maxNewTokens.
+  std::vector<int32_t> stopIds;
   SamplingOptions sampling;
   uint64_t seed = 42;
 };
 
 /// Invalid input, naming the fix, for a plan without a logits output, a
-/// count of prompts that is neither one nor the plan's batch, or a prompt
-/// that is empty or outside the plan's vocabulary.
+/// count of prompts that is neither one nor the plan's batch, a prompt
+/// that is empty or outside the plan's vocabulary, or a stop id outside it.
 Status checkGenerationInput(const plan::Plan &plan,
-                            const std::vector<std::vector<int32_t>> &prompts);
+                            const std::vector<std::vector<int32_t>> &prompts,
+                            const std::vector<int32_t> &stopIds = {});
 
 /// Called with each new token's index (from 0) and every row's id, once
-/// every row has drawn it (a row with a shorter prompt draws ahead); an
-/// error stops the generation with it.
+/// every row has drawn it (a row with a shorter prompt draws ahead; a row
+/// that has ended repeats its stop id); an error stops the generation with
+/// it.
 using TokenCallback =
     std::function<Status(int64_t index, const std::vector<int32_t> &ids)>;
 
-/// Each row's new ids (the prompt excluded). Invalid input as
+/// Each row's new ids (the prompt excluded; a stop id drawn is the last).
+/// Invalid input as
 /// checkGenerationInput says; a runtime error when the logits hold a NaN or
 /// an infinity.
 Result<std::vector<std::vector<int32_t>>>

@@ -16,7 +16,9 @@
 # it is the training forward instead, each new token one pass over a
 # window of --seq-len tokens (64 unless given) that slides once full; the
 # two draw the same tokens. --prompt given several times continues each
-# (--samples rows apiece) side by side in one batch. Tokenising stays in
+# (--samples rows apiece) side by side in one batch. A row ends at the
+# tokenizer's <|endoftext|> (which prepare-data.py puts between documents)
+# unless --no-stop. Tokenising stays in
 # Python, as for the training data (docs/data.md).
 # Needs the `tokenizers` package (scripts/setup.sh installs it in .venv).
 import argparse
@@ -61,6 +63,8 @@ def main():
                         help="nucleus sampling: draw among the fewest "
                         "highest tokens whose probability reaches it")
     parser.add_argument("--seed", default="42")
+    parser.add_argument("--no-stop", action="store_true",
+                        help="go on past <|endoftext|>")
     parser.add_argument("--dtype", default="float32",
                         choices=["float32", "bfloat16"])
     parser.add_argument("--backend", default="auto")
@@ -109,6 +113,9 @@ def main():
                    "--temperature", args.temperature, "--top-k", args.top_k,
                    "--top-p", args.top_p,
                    "--seed", args.seed, "--quiet"]
+        end = tokenizer.token_to_id("<|endoftext|>")
+        if end is not None and not args.no_stop:
+            command += ["--stop-id", str(end)]
         # One prompt: every row continues it; several: one for each row.
         for row in rows if len(prompts) > 1 else prompts:
             command += ["--generate", ",".join(map(str, row))]

@@ -8,7 +8,8 @@
 // past the window must equal one token at a time from the slid window. A
 // decode plan (key/value caches) fed the rows a position a step must give
 // PyTorch's logits at each position. Rows given prompts of their own draw
-// what each would draw given its prompt alone.
+// what each would draw given its prompt alone, and a row that draws a stop
+// id ends there with the ids it drew before.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,9 +61,11 @@ std::unique_ptr<exec::Runtime> goldenRuntime(const plan::Plan &plan,
 /// the callback's tokens must come in order and agree with them.
 std::vector<std::vector<int32_t>>
 generateRows(exec::Runtime &runtime, std::vector<std::vector<int32_t>> prompts,
-             int64_t count, exec::SamplingOptions sampling) {
+             int64_t count, exec::SamplingOptions sampling,
+             std::vector<int32_t> stopIds = {}) {
   exec::GenerationOptions options;
   options.prompts = std::move(prompts);
+  options.stopIds = std::move(stopIds);
   options.maxNewTokens = count;
   options.sampling = sampling;
   options.seed = 3;
@@ -75,10 +78,18 @@ generateRows(exec::Runtime &runtime, std::vector<std::vector<int32_t>> prompts,
       });
   if (!samples.isOk())
     FAIL(samples.status().message());
-  REQUIRE(static_cast<int64_t>(called.size()) == count);
+  // The longest row's count (all of them without stop ids); a row that
+  // ended repeats its last id.
+  size_t longest = 0;
+  for (const std::vector<int32_t> &row : *samples)
+    longest = std::max(longest, row.size());
+  REQUIRE(called.size() == longest);
+  if (options.stopIds.empty())
+    REQUIRE(static_cast<int64_t>(longest) == count);
   for (size_t b = 0; b < samples->size(); ++b)
-    for (int64_t k = 0; k < count; ++k)
-      REQUIRE(called[k][b] == (*samples)[b][k]);
+    for (size_t k = 0; k < longest; ++k)
+      REQUIRE(called[k][b] ==
+              (*samples)[b][std::min(k, (*samples)[b].size() - 1)]);
   return *samples;
 }
 
@@ -336,4 +347,43 @@ TEST_CASE("rows given prompts of their own draw what each draws alone",
   options.prompts = {shortPrompt, {}};
   REQUIRE(exec::generateTokens(*runtime, options).status().message() ==
           "generation needs a prompt of at least one id");
+}
+
+TEST_CASE("a row that draws a stop id ends there", "[numerics][golden]") {
+  Golden golden = readGolden();
+  std::vector<int32_t> shortPrompt(golden.tokens.begin(),
+                                   golden.tokens.begin() + 3);
+  std::vector<int32_t> longPrompt(golden.tokens.begin() + 16,
+                                  golden.tokens.begin() + 21);
+  plan::Plan window = compilePlan("tiny.yaml", true, false);
+  plan::Plan decode = compileDecodePlan("tiny.yaml");
+  for (const plan::Plan *plan : {&window, &decode}) {
+    auto runtime = goldenRuntime(*plan, golden);
+    const exec::SamplingOptions sampled{1.0, 0};
+    auto free = generateRows(*runtime, {shortPrompt, longPrompt}, 10, sampled);
+    // Row 0's fourth id, where it first appears, as the stop id: row 0
+    // ends with it; row 1 ends at its first draw of it, or runs to 10.
+    int32_t stop = free[0][3];
+    auto expected = free;
+    for (std::vector<int32_t> &row : expected) {
+      auto at = std::find(row.begin(), row.end(), stop);
+      if (at != row.end())
+        row.erase(at + 1, row.end());
+    }
+    INFO("stop id " << stop << (plan == &decode ? ", decode" : ", window"));
+    REQUIRE(expected[0].size() <= 4);
+    REQUIRE(generateRows(*runtime, {shortPrompt, longPrompt}, 10, sampled,
+                         {stop}) == expected);
+    // Both rows' first ids stop both at once: one token each.
+    auto first = generateRows(*runtime, {shortPrompt, longPrompt}, 10, sampled,
+                              {free[0][0], free[1][0]});
+    REQUIRE(first ==
+            std::vector<std::vector<int32_t>>{{free[0][0]}, {free[1][0]}});
+  }
+  auto runtime = goldenRuntime(decode, golden);
+  exec::GenerationOptions options;
+  options.prompts = {shortPrompt};
+  options.stopIds = {128};
+  REQUIRE(exec::generateTokens(*runtime, options).status().message() ==
+          "stop id 128 is outside the model's vocabulary [0, 128)");
 }

@@ -47,6 +47,7 @@ Status printGeneration(exec::Runtime &runtime, const RunFlags &options) {
   generation.maxNewTokens = options.maxNewTokens;
   generation.sampling = {options.temperature, options.topK, options.topP};
   generation.seed = options.seed;
+  generation.stopIds = options.stopIds;
   if (!options.quiet)
     printHeader(options, runtime.plan().batchSize);
   auto start = std::chrono::steady_clock::now();
@@ -65,14 +66,17 @@ Status printGeneration(exec::Runtime &runtime, const RunFlags &options) {
   if (!samples)
     return samples.status();
   double seconds = secondsSince(start);
+  // Fewer than asked where every row ended at a stop id.
+  int64_t tokens = 0;
+  for (const std::vector<int32_t> &row : *samples)
+    tokens = std::max(tokens, static_cast<int64_t>(row.size()));
   if (!options.quiet)
     std::printf("generated %lld tokens in %.2f s: %.2f ms a token after the "
                 "first (%.1f ms)\n",
-                static_cast<long long>(options.maxNewTokens), seconds,
-                options.maxNewTokens > 1
-                    ? (seconds - firstSeconds) * 1e3 /
-                          static_cast<double>(options.maxNewTokens - 1)
-                    : 0.0,
+                static_cast<long long>(tokens), seconds,
+                tokens > 1 ? (seconds - firstSeconds) * 1e3 /
+                                 static_cast<double>(tokens - 1)
+                           : 0.0,
                 firstSeconds * 1e3);
   for (size_t b = 0; b < samples->size(); ++b) {
     std::printf("sample %zu:", b);

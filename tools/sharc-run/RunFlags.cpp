@@ -38,7 +38,7 @@ const char *kUsage =
     "                 [--log FILE.csv]\n"
     "       sharc-run PLAN --generate IDS [--max-new-tokens N]\n"
     "                 [--temperature T] [--top-k K] [--top-p P]\n"
-    "                 [--load CKPT] [--seed N]\n"
+    "                 [--stop-id ID] [--load CKPT] [--seed N]\n"
     "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
     "                 (a sweep `sharc bench` compiled; BenchRunner.h)\n"
     "  --backend       auto (default): cuda when this build has it and the\n"
@@ -122,6 +122,8 @@ const char *kUsage =
     "  --top-k K       draw among the K highest logits (40); 0: all\n"
     "  --top-p P       of those, among the fewest highest whose probability\n"
     "                  reaches P (nucleus sampling; 1, the default: all)\n"
+    "  --stop-id ID    a row ends when it draws ID (an end-of-text id; may\n"
+    "                  be given more than once); the run ends when all have\n"
     "  --share-gpus    on cuda, run a plan with more ranks than the node has\n"
     "                  GPUs: rank r on GPU r mod GPUs, collectives and\n"
     "                  transfers through the host on managed memory. Slow;\n"
@@ -174,7 +176,7 @@ std::optional<std::vector<int32_t>> parseIds(const std::string &text,
 Result<RunFlags> parseRunFlags(int argc, char **argv) {
   RunFlags options;
   bool timeoutGiven = false, stepsGiven = false;
-  bool samplingGiven[4] = {false, false, false, false};
+  bool samplingGiven[5] = {false, false, false, false, false};
   auto bad = [](const std::string &message) {
     return Status::invalidInput(message);
   };
@@ -299,6 +301,14 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
     } else if (flag == "--top-k") {
       samplingGiven[2] = true;
       SHARC_TRY(needCount(options.topK));
+    } else if (flag == "--stop-id") {
+      samplingGiven[4] = true;
+      std::string text;
+      SHARC_TRY(needValue(text));
+      auto ids = parseIds(text, std::numeric_limits<int32_t>::max());
+      if (!ids || ids->size() != 1)
+        return bad("--stop-id needs one token id, got '" + text + "'");
+      options.stopIds.push_back(ids->front());
     } else if (flag == "--top-p") {
       samplingGiven[3] = true;
       std::string text;
@@ -369,7 +379,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
          {std::pair{"--max-new-tokens", samplingGiven[0]},
           {"--temperature", samplingGiven[1]},
           {"--top-k", samplingGiven[2]},
-          {"--top-p", samplingGiven[3]}})
+          {"--top-p", samplingGiven[3]},
+          {"--stop-id", samplingGiven[4]}})
       if (given)
         return bad(std::string(flag) + " needs --generate IDS");
   // An output may never replace an input of the same run.

@@ -162,7 +162,8 @@ int run(RunFlags options, bool stepsGiven,
     return validate(options, *plan, stepsGiven);
   }
   if (!options.prompts.empty())
-    if (Status status = exec::checkGenerationInput(*plan, options.prompts);
+    if (Status status =
+            exec::checkGenerationInput(*plan, options.prompts, options.stopIds);
         !status)
       return fail(status.withContext(options.planPath));
   // --resume: the newest checkpoint is --load, --steps what is left.
