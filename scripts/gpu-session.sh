@@ -26,9 +26,9 @@
 # rank beside the plan, the speed issue's memory goal).
 #
 # On one GPU, everything the sixth session queued ran in the seventh and
-# the seventh's in the eighth (docs/benchmarks.md). Queued by the
-# twenty-ninth, on one GPU: `scripts/gpu-session.sh decode` (the decode
-# plans beside transformers' generate(), whose side-by-side has not run). The two-GPU calls above
+# the seventh's in the eighth (docs/benchmarks.md); the twenty-ninth's
+# `decode` ran in the thirtieth (docs/training.md, "Each token a CUDA
+# graph"). The two-GPU calls above
 # should also run the KJV training run of docs/training.md under
 # tp_sp_async_vp and ddp beside its single-GPU log, and pp2 and cp2 plans
 # plainly (not only --compare-cpu, whose checking mode hid a set-up crash
