@@ -3,15 +3,20 @@
 // defines: DecodeAttentionArgs, decodeAttention (cpu::, cuda::)
 //
 // One step of generation with a key/value cache (`sharc compile --decode`):
-// each sample brings one new position. q is [1, B, Hq * D], k and v are
-// [1, B, Hkv * D], the caches [C, B, Hkv * D] (C positions, sequence first
-// as every activation), positions [B] int32 with 0 <= p_b < C (the runtime
-// checks them). For each sample b, with p = positions[b]:
-//   k' = rope(k_b, p), q' = rope(q_b, p)    kernels/Rope.h's rotation and
-//        fp32 tables, each rounded to the storage type as rope's output is
-//   kCache[p, b] = k',  vCache[p, b] = v_b
-//   out[b, h] = sum_{t <= p} softmax_t(q'_h . kCache[t, b, g] / sqrt(D))
-//               * vCache[t, b, g],   g = h / (Hq / Hkv)
+// each sample brings T new positions (1 a token; a prompt's chunk with
+// --prefill-rows). q is [T, B, Hq * D], k and v are [T, B, Hkv * D], the
+// caches [C, B, Hkv * D] (C positions, sequence first as every
+// activation), positions [T, B] int32 with 0 <= p < C (the runtime checks
+// them). First, for every row t and sample b, with p = positions[t, b]:
+//   k' = rope(k_tb, p)                      kernels/Rope.h's rotation and
+//        fp32 tables, rounded to the storage type as rope's output is
+//   kCache[p, b] = k',  vCache[p, b] = v_tb
+// then, with q' = rope(q_tb, p) rounded likewise:
+//   out[t, b, h] = sum_{s <= p} softmax_s(q'_h . kCache[s, b, g] / sqrt(D))
+//                  * vCache[s, b, g],   g = h / (Hq / Hkv)
+// so a chunk of consecutive positions attends causally within itself. Two
+// rows of one sample at the same position must bring the same k and v (the
+// runtime allows a repeated position only with its token repeated).
 // in fp32 (f64 for the tests' reference), the softmax over the scores less
 // their maximum. Positions after p are never read, so a cache needs no
 // clearing between prompts; the training forward computes the same
@@ -33,6 +38,7 @@ struct DecodeAttentionArgs {
   int64_t batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
   int64_t cacheLen = 0;
   double theta = 1e6;
+  int64_t rows = 1; ///< T: positions per sample this step
 };
 
 namespace cpu {

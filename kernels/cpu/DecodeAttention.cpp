@@ -49,17 +49,23 @@ void decodeImpl(const DecodeAttentionArgs &args, DType storage) {
   };
   Acc scale = Acc(1) / std::sqrt(static_cast<Acc>(headDim));
   std::vector<Acc> row(headDim), acc(headDim);
-  for (int64_t b = 0; b < batch; ++b) {
-    int64_t p = args.positions[b];
+  // n = t * B + b: row t of sample b.
+  int64_t count = args.rows * batch;
+  auto angles = [&](int64_t p) {
     Acc position = static_cast<Acc>(p);
     for (int64_t i = 0; i < half; ++i) {
       Acc angle = position * invFreq[i];
       cosines[i] = std::cos(angle);
       sines[i] = std::sin(angle);
     }
-    // The new position's keys (rotated) and values into the caches.
+  };
+  // Every new position's keys (rotated) and values into the caches first,
+  // so a chunk's rows see each other's.
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t b = n % batch, p = args.positions[n];
+    angles(p);
     for (int64_t g = 0; g < args.numKvHeads; ++g) {
-      int64_t from = b * kvWidth + g * headDim;
+      int64_t from = n * kvWidth + g * headDim;
       int64_t to = (p * batch + b) * kvWidth + g * headDim;
       rotate(args.k, from, row);
       for (int64_t d = 0; d < headDim; ++d) {
@@ -67,9 +73,13 @@ void decodeImpl(const DecodeAttentionArgs &args, DType storage) {
         storeElement(args.vCache, to + d, loadElement(args.v, from + d));
       }
     }
+  }
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t b = n % batch, p = args.positions[n];
+    angles(p);
     std::vector<Acc> scores(p + 1);
     for (int64_t h = 0; h < args.numHeads; ++h) {
-      rotate(args.q, b * qWidth + h * headDim, row);
+      rotate(args.q, n * qWidth + h * headDim, row);
       int64_t kvBase = b * kvWidth + (h / group) * headDim;
       Acc maxScore = -std::numeric_limits<Acc>::infinity();
       for (int64_t t = 0; t <= p; ++t) {
@@ -93,7 +103,7 @@ void decodeImpl(const DecodeAttentionArgs &args, DType storage) {
                            args.vCache, t * batch * kvWidth + kvBase + d));
       }
       for (int64_t d = 0; d < headDim; ++d)
-        storeElement(args.out, b * qWidth + h * headDim + d, acc[d]);
+        storeElement(args.out, n * qWidth + h * headDim + d, acc[d]);
     }
   }
 }

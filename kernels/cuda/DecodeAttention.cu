@@ -1,9 +1,9 @@
 //===- DecodeAttention.cu - a new position against the cache on the device ===//
 //
 // Implements the math stated in kernels/DecodeAttention.h in two launches:
-// the cache write (grid (B, Hkv): each block rotates one new key head by its
-// sample's position and stores it and the value head into the caches), then
-// the attention (grid B * Hq, 128 threads: one block per query head; the
+// the cache write (grid (T * B, Hkv): each block rotates one new key head by
+// its row's position and stores it and the value head into the caches), then
+// the attention (grid T * B * Hq, 128 threads: one block per query head; the
 // rotated query and the head's scores over positions 0..p sit in shared
 // memory, a warp per position forms each dot product, and the block reduces
 // the maximum and the sum of exponentials before the threads take the
@@ -44,11 +44,12 @@ __device__ __forceinline__ float roundedLike(ConstTensorView view,
 __global__ void
 decodeCacheWriteKernel(DecodeAttentionArgs args,
                        const __grid_constant__ RopeInvFreqs invFreq) {
-  int64_t b = blockIdx.x, g = blockIdx.y;
+  // n = t * B + b: row t of sample b.
+  int64_t n = blockIdx.x, b = n % args.batch, g = blockIdx.y;
   int64_t headDim = args.headDim, half = headDim / 2;
   int64_t kvWidth = args.numKvHeads * headDim;
-  int64_t p = args.positions[b];
-  int64_t from = b * kvWidth + g * headDim;
+  int64_t p = args.positions[n];
+  int64_t from = n * kvWidth + g * headDim;
   int64_t to = (p * args.batch + b) * kvWidth + g * headDim;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     float angle = static_cast<float>(p) * invFreq.values[i];
@@ -69,13 +70,14 @@ decodeAttentionKernel(DecodeAttentionArgs args,
                       const __grid_constant__ RopeInvFreqs invFreq) {
   extern __shared__ float shared[];
   int64_t headDim = args.headDim, half = headDim / 2;
-  int64_t b = blockIdx.x / args.numHeads, h = blockIdx.x % args.numHeads;
+  int64_t n = blockIdx.x / args.numHeads, h = blockIdx.x % args.numHeads;
+  int64_t b = n % args.batch;
   int64_t group = args.numHeads / args.numKvHeads;
   int64_t kvWidth = args.numKvHeads * headDim;
   int64_t rowPitch = args.batch * kvWidth;
   int64_t kvBase = b * kvWidth + (h / group) * headDim;
-  int64_t qBase = (b * args.numHeads + h) * headDim;
-  int64_t p = args.positions[b];
+  int64_t qBase = (n * args.numHeads + h) * headDim;
+  int64_t p = args.positions[n];
   ConstTensorView kCache{args.kCache.data, args.kCache.dtype};
   ConstTensorView vCache{args.vCache.data, args.vCache.dtype};
   float *query = shared;                   // headDim
@@ -139,7 +141,8 @@ Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
     return Status::invalidInput(
         "decodeAttentionKernel: head dim " + std::to_string(args.headDim) +
         " exceeds the device maximum " + std::to_string(2 * kRopeMaxHalf));
-  if (args.batch <= 0 || args.numHeads <= 0 || args.headDim <= 0)
+  if (args.rows <= 0 || args.batch <= 0 || args.numHeads <= 0 ||
+      args.headDim <= 0)
     return Status::ok();
   int64_t sharedBytes = (args.headDim + args.cacheLen + kWarps) *
                         static_cast<int64_t>(sizeof(float));
@@ -157,11 +160,12 @@ Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(sharedBytes)));
   RopeInvFreqs invFreq = ropeInvFreqs(args.headDim, args.theta);
-  decodeCacheWriteKernel<<<dim3(static_cast<unsigned>(args.batch),
+  int64_t count = args.rows * args.batch;
+  decodeCacheWriteKernel<<<dim3(static_cast<unsigned>(count),
                                 static_cast<unsigned>(args.numKvHeads)),
                            kThreads, 0, stream>>>(args, invFreq);
   SHARC_TRY(launchStatus("decodeCacheWriteKernel"));
-  decodeAttentionKernel<<<static_cast<unsigned>(args.batch * args.numHeads),
+  decodeAttentionKernel<<<static_cast<unsigned>(count * args.numHeads),
                           kThreads, sharedBytes, stream>>>(args, invFreq);
   return launchStatus("decodeAttentionKernel");
 }

@@ -3,7 +3,8 @@
 // cuda::decodeAttention against cpu::decodeAttention on the same stored
 // inputs: caches filled with random values, samples at different positions
 // (the first, one inside, the last), head dims that are no power of two, a
-// cache long enough that its scores need more than 48 KiB of shared memory.
+// cache long enough that its scores need more than 48 KiB of shared memory,
+// and steps of several positions a sample (a prompt's chunk).
 // The output starts poisoned (NaN), so an element never written fails.
 //
 //===----------------------------------------------------------------------===//
@@ -23,17 +24,20 @@ namespace {
 
 struct DecodeShape {
   int64_t cacheLen, batch, numHeads, numKvHeads, headDim;
-  std::vector<int32_t> positions;
+  std::vector<int32_t> positions; ///< [T, B]
 };
 
 void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
-  int64_t qNumel = shape.batch * shape.numHeads * shape.headDim;
-  int64_t kvNumel = shape.batch * shape.numKvHeads * shape.headDim;
+  int64_t rows = static_cast<int64_t>(shape.positions.size()) / shape.batch;
+  int64_t qNumel = rows * shape.batch * shape.numHeads * shape.headDim;
+  int64_t kvNumel = rows * shape.batch * shape.numKvHeads * shape.headDim;
+  int64_t cacheNumel =
+      shape.cacheLen * shape.batch * shape.numKvHeads * shape.headDim;
   Pair q(dtype, randomValues(qNumel, rng, 2.0));
   Pair k(dtype, randomValues(kvNumel, rng, 2.0));
   Pair v(dtype, randomValues(kvNumel, rng));
-  Pair kCache(dtype, randomValues(shape.cacheLen * kvNumel, rng, 2.0));
-  Pair vCache(dtype, randomValues(shape.cacheLen * kvNumel, rng));
+  Pair kCache(dtype, randomValues(cacheNumel, rng, 2.0));
+  Pair vCache(dtype, randomValues(cacheNumel, rng));
   Pair out(dtype, qNumel);
   IntPair positions(shape.positions);
   auto args = [&](bool onDevice) {
@@ -49,7 +53,8 @@ void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
                                .numKvHeads = shape.numKvHeads,
                                .headDim = shape.headDim,
                                .cacheLen = shape.cacheLen,
-                               .theta = 1e6};
+                               .theta = 1e6,
+                               .rows = rows};
   };
   cpu::decodeAttention(args(false));
   requireRan(cuda::decodeAttention(args(true), nullptr));
@@ -70,7 +75,11 @@ TEST_CASE("cuda::decodeAttention matches cpu::decodeAttention", "[gpu]") {
       {300, 2, 4, 1, 64, {299, 128}},
       {5, 1, 2, 2, 6, {4}},
       // 20,000 scores are 80 KB: past the default 48 KiB of shared memory.
-      {20000, 1, 2, 1, 64, {19999}}};
+      {20000, 1, 2, 1, 64, {19999}},
+      // Chunks: 4 rows of 3 samples at consecutive positions (the third
+      // sample's at the cache's end), 2 rows of one sample at its start.
+      {40, 3, 8, 4, 96, {0, 17, 36, 1, 18, 37, 2, 19, 38, 3, 20, 39}},
+      {9, 1, 2, 2, 6, {0, 1}}};
   for (DType dtype : kFloatTypes)
     for (const DecodeShape &shape : shapes) {
       INFO(dtypeName(dtype) << " cache " << shape.cacheLen << " batch "

@@ -4,7 +4,9 @@
 // sequence, then causal attention (both checked against float64 loops and
 // finite differences in KernelsAttentionTest and KernelsForwardTest).
 // Feeding the same q, k, v one position a step through decode_attention
-// must give each position's row of that attention.
+// must give each position's row of that attention, and so must chunks of
+// several positions a step (a prompt's prefill), a padding row repeating
+// the chunk's last included.
 
 #include "kernels/Attention.h"
 #include "kernels/DecodeAttention.h"
@@ -60,27 +62,30 @@ struct Cache {
   Tensor k, v;
 };
 
-/// One decode step of every sample at `positions`, from rows of q, k, v.
+/// One decode step of every sample at `positions` ([T, B]), from T rows of
+/// q, k, v.
 std::vector<double> decodeStep(DType dtype, Cache &cache,
                                const std::vector<double> &q,
                                const std::vector<double> &k,
                                const std::vector<double> &v,
                                const std::vector<int32_t> &positions) {
   Tensor qRow(dtype, q), kRow(dtype, k), vRow(dtype, v);
-  Tensor out(dtype, kShape.rowQ());
-  cpu::decodeAttention(DecodeAttentionArgs{.q = qRow.cview(),
-                                           .k = kRow.cview(),
-                                           .v = vRow.cview(),
-                                           .kCache = cache.k.view(),
-                                           .vCache = cache.v.view(),
-                                           .positions = positions.data(),
-                                           .out = out.view(),
-                                           .batch = kShape.batch,
-                                           .numHeads = kShape.numHeads,
-                                           .numKvHeads = kShape.numKvHeads,
-                                           .headDim = kShape.headDim,
-                                           .cacheLen = kShape.seqLen,
-                                           .theta = kTheta});
+  Tensor out(dtype, q.size());
+  cpu::decodeAttention(DecodeAttentionArgs{
+      .q = qRow.cview(),
+      .k = kRow.cview(),
+      .v = vRow.cview(),
+      .kCache = cache.k.view(),
+      .vCache = cache.v.view(),
+      .positions = positions.data(),
+      .out = out.view(),
+      .batch = kShape.batch,
+      .numHeads = kShape.numHeads,
+      .numKvHeads = kShape.numKvHeads,
+      .headDim = kShape.headDim,
+      .cacheLen = kShape.seqLen,
+      .theta = kTheta,
+      .rows = static_cast<int64_t>(positions.size()) / kShape.batch});
   return out.values();
 }
 
@@ -136,5 +141,51 @@ TEST_CASE("decode attention a position at a time is rope then causal "
     }
     REQUIRE(maxRelativeError(decodeStep(dtype, cache, q2, k2, v2, positions),
                              expect2) < tolerance);
+  }
+}
+
+TEST_CASE("decode attention over chunks of positions is rope then causal "
+          "attention over the sequence",
+          "[kernels]") {
+  std::mt19937 rng(29);
+  for (DType dtype : {DType::F64, DType::F32, DType::BF16}) {
+    INFO("dtype " << dtypeName(dtype));
+    Tensor q(dtype, randomValues(kShape.qNumel(), rng, 2.0));
+    Tensor k(dtype, randomValues(kShape.kvNumel(), rng, 2.0));
+    Tensor v(dtype, randomValues(kShape.kvNumel(), rng));
+    std::vector<double> expect = fullForward(dtype, q, k, v);
+    std::vector<double> nans(kShape.kvNumel(),
+                             std::numeric_limits<double>::quiet_NaN());
+    Cache cache{Tensor(dtype, nans), Tensor(dtype, nans)};
+    std::vector<double> qs = q.values(), ks = k.values(), vs = v.values();
+    double tolerance = dtype == DType::F64   ? 1e-12
+                       : dtype == DType::F32 ? 2e-6
+                                             : 2e-2;
+    // Positions 0-2, then 3-5 with a fourth row repeating 5 (padding),
+    // then 6 alone: 7 positions in chunks of 3, 4 and 1 rows.
+    for (auto [first, count, pad] :
+         {std::tuple{0, 3, 0}, {3, 3, 1}, {6, 1, 0}}) {
+      INFO("chunk from " << first);
+      std::vector<int32_t> positions;
+      std::vector<double> qc, kc, vc;
+      for (int64_t t = 0; t < count + pad; ++t) {
+        int64_t s = first + std::min<int64_t>(t, count - 1);
+        for (int64_t b = 0; b < kShape.batch; ++b)
+          positions.push_back(static_cast<int32_t>(s));
+        for (auto [from, to, width] : {std::tuple{&qs, &qc, kShape.rowQ()},
+                                       {&ks, &kc, kShape.rowKv()},
+                                       {&vs, &vc, kShape.rowKv()}}) {
+          std::vector<double> row = rows(*from, s, 1, width);
+          to->insert(to->end(), row.begin(), row.end());
+        }
+      }
+      std::vector<double> out = decodeStep(dtype, cache, qc, kc, vc, positions);
+      REQUIRE(maxRelativeError(rows(out, 0, count, kShape.rowQ()),
+                               rows(expect, first, count, kShape.rowQ())) <
+              tolerance);
+      if (pad > 0)
+        REQUIRE(rows(out, count, 1, kShape.rowQ()) ==
+                rows(out, count - 1, 1, kShape.rowQ()));
+    }
   }
 }
