@@ -1,10 +1,10 @@
 //===- DecodeOps.cpp - generation's decode_attention instruction ---------===//
 //
-// decode_attention (attrs head_dim, theta): q [1, B, Hq*D], k and v
-// [1, B, Hkv*D], k_cache and v_cache [C, B, Hkv*D] (updated in place),
-// positions [1, B] int32, out [1, B, Hq*D]; kernels/DecodeAttention.h
-// states the math. The runtime writes the positions
-// (Runtime::setDecodeStep), checking each against every cache's C, so the
+// decode_attention (attrs head_dim, theta): q [T, B, Hq*D], k and v
+// [T, B, Hkv*D], k_cache and v_cache [C, B, Hkv*D] (updated in place),
+// positions [T, B] int32, out [T, B, Hq*D]; kernels/DecodeAttention.h
+// states the math. The runtime writes the positions (Runtime::setDecodeStep
+// and setPrefillStep), checking each against every cache's C, so the
 // kernels need not.
 //
 //===----------------------------------------------------------------------===//
@@ -40,15 +40,16 @@ Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
   if (headDim % 2 != 0)
     return Status::invalidInput("head_dim " + std::to_string(headDim) +
                                 " must be even for rope");
-  int64_t batch = q.shape()[1];
-  if (q.shape()[0] != 1 || q.shape()[2] % headDim != 0)
-    return Status::invalidInput("q must be [1, B, heads * head_dim]");
+  int64_t rows = q.shape()[0], batch = q.shape()[1];
+  if (q.shape()[2] % headDim != 0)
+    return Status::invalidInput("q must be [T, B, heads * head_dim]");
   SHARC_TRY(sameShape(v, k, "v"));
   SHARC_TRY(sameShape(out, q, "out"));
   SHARC_TRY(sameShape(vCache, kCache, "v_cache"));
-  if (k.shape()[0] != 1 || k.shape()[1] != batch || k.shape()[2] % headDim != 0)
-    return Status::invalidInput("k must be [1, B, kv_heads * head_dim] with "
-                                "q's B");
+  if (k.shape()[0] != rows || k.shape()[1] != batch ||
+      k.shape()[2] % headDim != 0)
+    return Status::invalidInput("k must be [T, B, kv_heads * head_dim] with "
+                                "q's T and B");
   int64_t numHeads = q.shape()[2] / headDim;
   int64_t numKvHeads = k.shape()[2] / headDim;
   if (numKvHeads == 0 || numHeads % numKvHeads != 0)
@@ -59,14 +60,16 @@ Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
     return Status::invalidInput("k_cache must be [C, B, kv_heads * head_dim] "
                                 "like k");
   SHARC_TRY(dtypeIs(positions, DType::I32, "positions"));
-  SHARC_TRY(numelIs(positions, batch, "positions"));
+  SHARC_TRY(numelIs(positions, rows * batch, "positions"));
   // The kernels index the caches by these values unchecked: only the
-  // input the runtime writes, and checks against every cache, will do.
+  // inputs the runtime writes, and checks against every cache, will do.
   if (positions.buffer->region != plan::Region::Input ||
-      positions.buffer->name != "positions")
+      (positions.buffer->name != "positions" &&
+       positions.buffer->name != "prefill_positions"))
     return Status::invalidInput(
-        "decode_attention's positions must be the plan's 'positions' input "
-        "(the runtime checks its values against the caches)");
+        "decode_attention's positions must be the plan's 'positions' or "
+        "'prefill_positions' input (the runtime checks its values against "
+        "the caches)");
   return launchKernel(
       env,
       kernels::DecodeAttentionArgs{
@@ -82,7 +85,8 @@ Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
           .numKvHeads = numKvHeads,
           .headDim = headDim,
           .cacheLen = kCache.shape()[0],
-          .theta = c.instr->getFloat("theta")},
+          .theta = c.instr->getFloat("theta"),
+          .rows = rows},
       SHARC_KERNELS(decodeAttention));
 }
 

@@ -89,10 +89,16 @@ Result<std::vector<int64_t>> outputInstructions(const plan::Plan &plan,
       }
     };
     const plan::Instruction &instr = plan.instructions[i];
-    for (int64_t id : instr.operands)
+    for (int64_t id : instr.operands) {
+      // A key/value cache holds what earlier passes left: its reader takes
+      // it as it stands, not from this program's other writers of it (a
+      // decode plan's prefill and its step both write every cache).
+      if (plan.buffers[id].region == plan::Region::Cache)
+        continue;
       for (int64_t j : writersOf[family(plan, id)])
         if (j < i)
           take(j);
+    }
     for (int64_t event : instr.waits)
       if (auto found = signallerOf.find(event); found != signallerOf.end())
         take(found->second);

@@ -195,7 +195,9 @@ private:
 };
 
 /// A decode plan: every row goes through the cache one position a step,
-/// first its prompt, then each of its new tokens; a row draws from the
+/// first its prompt (where the plan has a prefill, all but the last id of
+/// the shortest prompt go in T positions a pass first), then each of its
+/// new tokens; a row draws from the
 /// step that feeds its prompt's last id on (a shorter prompt draws ahead
 /// and, once done or ended, feeds its last id again until every row is).
 /// Every step is the whole (one-position) program.
@@ -219,9 +221,30 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
         std::to_string(options.maxNewTokens) + " new tokens need " +
         std::to_string(needed) + ": compile it with a larger seq_len");
   DrawnTokens drawn(batch, options, onToken);
+  int64_t position = 0;
+  if (const plan::IoEntry *prefill = plan.findInput("prefill_positions")) {
+    // The positions every row's prompt fills before its last id, T a pass;
+    // a last chunk's rows past them repeat its last (token, position).
+    int64_t filled = longest, rows = prefill->globalShape.front();
+    for (const std::vector<int32_t> &prompt : prompts)
+      filled = std::min(filled, static_cast<int64_t>(prompt.size()) - 1);
+    std::vector<int32_t> chunkTokens(static_cast<size_t>(rows * batch));
+    std::vector<int32_t> chunkPositions(chunkTokens.size());
+    for (; position < filled; position += rows) {
+      for (int64_t t = 0; t < rows; ++t)
+        for (int64_t b = 0; b < batch; ++b) {
+          int64_t at = std::min(position + t, filled - 1);
+          chunkTokens[t * batch + b] = prompts[b][at];
+          chunkPositions[t * batch + b] = static_cast<int32_t>(at);
+        }
+      SHARC_TRY(runtime.setPrefillStep(chunkTokens, chunkPositions)
+                    .withContext("generation"));
+      SHARC_TRY(runtime.evalPass("prefill").withContext("generation"));
+    }
+    position = filled;
+  }
   std::vector<int32_t> fed(static_cast<size_t>(batch));
-  for (int64_t position = 0; position < needed && !drawn.allDone();
-       ++position) {
+  for (; position < needed && !drawn.allDone(); ++position) {
     bool draws = false;
     for (int64_t b = 0; b < batch; ++b) {
       const std::vector<int32_t> &prompt = prompts[b];

@@ -125,6 +125,26 @@ Status checkTables(const plan::Plan &plan) {
   if (decode && plan.findInput("labels"))
     return Status::invalidInput("a decode step (its 'positions' input) has "
                                 "no 'labels' input");
+  // A prefill: [T, B] of each, T alike (and at most the caches' seq_len).
+  const plan::IoEntry *prefillTokens = plan.findInput("prefill_tokens");
+  const plan::IoEntry *prefillPositions = plan.findInput("prefill_positions");
+  if ((prefillTokens || prefillPositions) &&
+      !(decode && prefillTokens && prefillPositions))
+    return Status::invalidInput(
+        "inputs 'prefill_tokens' and 'prefill_positions' come together, in "
+        "a decode step (one with a 'positions' input)");
+  if (prefillTokens) {
+    const std::vector<int64_t> &shape = prefillTokens->globalShape;
+    for (const plan::IoEntry *entry : {prefillTokens, prefillPositions})
+      if (entry->globalShape.size() != 2 || entry->globalShape != shape ||
+          shape[0] < 1 || shape[0] > plan.seqLen ||
+          shape[1] != plan.batchSize ||
+          plan.buffers[entry->buffer].dtype != DType::I32)
+        return Status::invalidInput(
+            "input '" + entry->name +
+            "' must be i32 [T, batch] like the other prefill input, T from "
+            "1 to seq_len");
+  }
   return Status::ok();
 }
 

@@ -169,6 +169,12 @@ public:
   /// length), B of each.
   Status setDecodeStep(const std::vector<int32_t> &tokens,
                        const std::vector<int32_t> &positions);
+  /// A decode plan's prefill (sharc compile --decode --prefill-rows T),
+  /// which evalPass("prefill") then runs: T x B tokens and positions,
+  /// row-major [T, B], checked as setDecodeStep's; a sample may repeat a
+  /// position only with its token (a padded chunk repeats its last row).
+  Status setPrefillStep(const std::vector<int32_t> &tokens,
+                        const std::vector<int32_t> &positions);
   /// Runs every rank's instruction list once; the step counter advances
   /// only on success.
   Result<StepStats> step();
@@ -354,6 +360,11 @@ private:
   /// Runs output `name`'s prefix (outputInstructions), made at its first
   /// evaluation and kept in evalPrograms_.
   Status runOutputPrefix(const std::string &name);
+  /// setDecodeStep's and setPrefillStep's checks and uploads, into inputs
+  /// `tokensName` and `positionsName`.
+  Status setPositionedTokens(const char *tokensName, const char *positionsName,
+                             const std::vector<int32_t> &tokens,
+                             const std::vector<int32_t> &positions);
   std::map<std::string, EvalProgram> evalPrograms_;
   /// recordTrace: the step being run, [rank][stream], each vector written
   /// only by its own thread; swapped into lastTrace_ when the step succeeds.

@@ -22,12 +22,11 @@ LogicalResult DecodeAttentionOp::verify() {
     if (tensorOf(value).getRank() != 3)
       return emitOpError() << name << " must have rank 3, got "
                            << value.getType();
-  if (q.getShape()[0] != 1)
-    return emitOpError("q must hold one position, got ") << getQ().getType();
-  if (getK().getType() != getV().getType() || k.getShape()[0] != 1 ||
+  if (getK().getType() != getV().getType() ||
+      k.getShape()[0] != q.getShape()[0] ||
       k.getShape()[1] != q.getShape()[1] ||
       k.getElementType() != q.getElementType())
-    return emitOpError("k and v must be [1, B, Hkv * D] like q, got ")
+    return emitOpError("k and v must be [T, B, Hkv * D] like q, got ")
            << getK().getType() << " and " << getV().getType();
   if (q.getShape()[2] % headDim != 0 || k.getShape()[2] % headDim != 0 ||
       (q.getShape()[2] / headDim) % (k.getShape()[2] / headDim) != 0)
@@ -41,9 +40,9 @@ LogicalResult DecodeAttentionOp::verify() {
     return emitOpError("the caches must be [C, B, Hkv * D] of k's type, got ")
            << getKCache().getType() << " and " << getVCache().getType();
   auto positions = tensorOf(getPositions()).getShape();
-  if (positions.size() != 2 || positions[0] != 1 ||
+  if (positions.size() != 2 || positions[0] != q.getShape()[0] ||
       positions[1] != q.getShape()[1])
-    return emitOpError("positions must be [1, B], got ")
+    return emitOpError("positions must be [T, B] like q's rows, got ")
            << getPositions().getType();
   if (getOut().getType() != getQ().getType() ||
       getNewKCache().getType() != getKCache().getType() ||
@@ -54,7 +53,7 @@ LogicalResult DecodeAttentionOp::verify() {
 }
 
 int64_t DecodeAttentionOp::getFlops() {
-  // QK^T and PV over the whole cache at most: 4 * C * B * Hq * D.
+  // QK^T and PV over the whole cache at most: 4 * C * T * B * Hq * D.
   auto q = tensorOf(getQ()).getShape();
-  return 4 * tensorOf(getKCache()).getShape()[0] * q[1] * q[2];
+  return 4 * tensorOf(getKCache()).getShape()[0] * q[0] * q[1] * q[2];
 }

@@ -289,6 +289,14 @@ LogicalResult Emitter::createActivationBuffers() {
           bufferOf[result] = bufferOf.lookup(operand);
       continue;
     }
+    // decode_attention writes its caches in place: a prefill's updates,
+    // which no output claims, are the caches' bytes too.
+    if (auto decode = dyn_cast<DecodeAttentionOp>(op))
+      for (auto [result, cache] :
+           {std::pair{decode.getNewKCache(), decode.getKCache()},
+            {decode.getNewVCache(), decode.getVCache()}})
+        if (!bufferOf.count(result))
+          bufferOf[result] = bufferOf.lookup(cache);
     if (auto replicate = dyn_cast<ReplicateOp>(op))
       if (!bufferOf.count(replicate.getY()) &&
           result.buffers[bufferOf.lookup(replicate.getX())].region ==

@@ -5,6 +5,7 @@
 #include "ir/SharcOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 using namespace sharc;
@@ -47,7 +48,13 @@ private:
                Location where);
   Value rmsNorm(Value x, const std::string &name, int64_t size, StringRef role,
                 Location where);
-  Value block(Value h, int64_t layer);
+  /// One layer; `untilAttention`: only up to its attention's output (the
+  /// last layer of a prefill, which only fills the caches).
+  Value block(Value h, int64_t layer, bool untilAttention = false);
+  /// tokens -> embedding -> layers of a decode step of tokens' rows, at
+  /// positions; the prefill stops at the last layer's attention.
+  Value decodeLayers(Value embed, Value tokens, Value positionsIn,
+                     bool prefill);
   /// Declares a key/value cache argument [seqLen, batch, width] (decode).
   Value cache(const std::string &name, int64_t width, Location where);
   /// Attention of a decode step: decode_attention over the layer's caches.
@@ -61,10 +68,15 @@ private:
   Type elementType;
   int64_t seqLen, batch;
   /// A decode step: one position per sample, its `positions` input, and
-  /// each cache's update with the argument it updates.
+  /// each cache's update with the argument it updates (the step's; a
+  /// prefill's write the same caches in place, unreturned).
   bool decode = false;
+  bool buildingPrefill = false;
   Value positions;
   SmallVector<std::pair<Value, unsigned>> cacheUpdates;
+  /// Each parameter's and cache's argument, by name: a prefill reads the
+  /// step's.
+  llvm::StringMap<Value> namedArgs;
   func::FuncOp func;
   Block *body = nullptr;
   SmallVector<Type> argTypes;
@@ -73,6 +85,8 @@ private:
 
 Value ForwardBuilder::param(const std::string &name, ArrayRef<int64_t> shape,
                             StringRef init, StringRef role, Location where) {
+  if (Value known = namedArgs.lookup(name))
+    return known;
   SmallVector<NamedAttribute> attrs{
       builder.getNamedAttr(kParamAttr, builder.getStringAttr(name)),
       builder.getNamedAttr(kInitAttr, builder.getStringAttr(init)),
@@ -82,7 +96,7 @@ Value ForwardBuilder::param(const std::string &name, ArrayRef<int64_t> shape,
         kInitStdAttr, builder.getF64FloatAttr(model.initStd.value)));
   argTypes.push_back(tensor(shape));
   argAttrs.push_back(builder.getDictionaryAttr(attrs));
-  return body->addArgument(argTypes.back(), where);
+  return namedArgs[name] = body->addArgument(argTypes.back(), where);
 }
 
 Value ForwardBuilder::linear(Value x, const std::string &name, int64_t out,
@@ -102,10 +116,12 @@ Value ForwardBuilder::rmsNorm(Value x, const std::string &name, int64_t size,
 
 Value ForwardBuilder::cache(const std::string &name, int64_t width,
                             Location where) {
+  if (Value known = namedArgs.lookup(name))
+    return known;
   argTypes.push_back(tensor({seqLen, batch, width}));
   argAttrs.push_back(builder.getDictionaryAttr(
       builder.getNamedAttr(kCacheAttr, builder.getStringAttr(name))));
-  return body->addArgument(argTypes.back(), where);
+  return namedArgs[name] = body->addArgument(argTypes.back(), where);
 }
 
 Value ForwardBuilder::decodeAttention(Value q, Value k, Value v,
@@ -118,13 +134,28 @@ Value ForwardBuilder::decodeAttention(Value q, Value k, Value v,
       where, q.getType(), kCache.getType(), vCache.getType(), q, k, v, kCache,
       vCache, positions, builder.getI64IntegerAttr(model.headDim.value),
       builder.getF64FloatAttr(model.ropeTheta.value));
-  for (auto [update, arg] :
-       {std::pair{op.getNewKCache(), kCache}, {op.getNewVCache(), vCache}})
-    cacheUpdates.push_back({update, cast<BlockArgument>(arg).getArgNumber()});
+  if (!buildingPrefill)
+    for (auto [update, arg] :
+         {std::pair{op.getNewKCache(), kCache}, {op.getNewVCache(), vCache}})
+      cacheUpdates.push_back({update, cast<BlockArgument>(arg).getArgNumber()});
   return op.getOut();
 }
 
-Value ForwardBuilder::block(Value h, int64_t layer) {
+Value ForwardBuilder::decodeLayers(Value embed, Value tokens, Value positionsIn,
+                                   bool prefill) {
+  buildingPrefill = prefill;
+  positions = positionsIn;
+  Value h =
+      builder.create<EmbeddingOp>(loc(model.vocabSize.loc), embed, tokens,
+                                  builder.getI64IntegerAttr(0), StringAttr());
+  int64_t layers = model.numLayers.value;
+  for (int64_t layer = 0; layer < layers; ++layer)
+    h = block(h, layer, prefill && layer + 1 == layers);
+  buildingPrefill = false;
+  return h;
+}
+
+Value ForwardBuilder::block(Value h, int64_t layer, bool untilAttention) {
   std::string prefix = "layers." + std::to_string(layer);
   int64_t hidden = model.hiddenSize.value, headDim = model.headDim.value;
   int64_t qWidth = model.numHeads.value * headDim;
@@ -147,6 +178,8 @@ Value ForwardBuilder::block(Value h, int64_t layer) {
   Value attended;
   if (decode) {
     attended = decodeAttention(q, k, v, attn, attnLoc);
+    if (untilAttention)
+      return attended;
   } else {
     auto headDimAttr = builder.getI64IntegerAttr(headDim);
     auto thetaAttr = builder.getF64FloatAttr(model.ropeTheta.value);
@@ -191,25 +224,27 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
   Value embed = param("embed_tokens.weight", {vocab, hidden}, "normal",
                       kRoleEmbedding, vocabLoc);
   decode = options.decode;
-  // A decode step takes one position per sample.
-  auto idsType =
-      RankedTensorType::get({decode ? 1 : seqLen, batch}, builder.getI32Type());
   Location seqLoc = loc(config.run.seqLen.loc);
-  auto input = [&](StringRef name) {
+  // A decode step takes one position per sample.
+  auto input = [&](StringRef name, int64_t rows) {
+    auto idsType = RankedTensorType::get({rows, batch}, builder.getI32Type());
     argTypes.push_back(idsType);
     argAttrs.push_back(builder.getDictionaryAttr(
         builder.getNamedAttr(kInputAttr, builder.getStringAttr(name))));
     return body->addArgument(idsType, seqLoc);
   };
-  Value tokens = input("tokens");
-  Value labels = decode ? Value() : input("labels");
-  if (decode)
-    positions = input("positions");
-
-  Value h = builder.create<EmbeddingOp>(
-      vocabLoc, embed, tokens, builder.getI64IntegerAttr(0), StringAttr());
-  for (int64_t layer = 0; layer < model.numLayers.value; ++layer)
-    h = block(h, layer);
+  int64_t rows = decode ? 1 : seqLen;
+  Value tokens = input("tokens", rows);
+  Value labels = decode ? Value() : input("labels", rows);
+  Value h;
+  if (decode) {
+    h = decodeLayers(embed, tokens, input("positions", 1), /*prefill=*/false);
+  } else {
+    h = builder.create<EmbeddingOp>(vocabLoc, embed, tokens,
+                                    builder.getI64IntegerAttr(0), StringAttr());
+    for (int64_t layer = 0; layer < model.numLayers.value; ++layer)
+      h = block(h, layer);
+  }
   h = rmsNorm(h, "norm", hidden, kRoleNorm, loc(model.hiddenSize.loc));
   Value logits;
   if (model.tieWordEmbeddings.value)
@@ -231,6 +266,14 @@ OwningOpRef<ModuleOp> ForwardBuilder::build(const BuildOptions &options) {
            "loss");
   if (options.emitLogits || decode)
     output(logits, "logits");
+  if (decode && options.prefillRows > 0) {
+    int64_t prefillRows = options.prefillRows;
+    Value prefillTokens = input("prefill_tokens", prefillRows);
+    Value prefillPositions = input("prefill_positions", prefillRows);
+    output(decodeLayers(embed, prefillTokens, prefillPositions,
+                        /*prefill=*/true),
+           "prefill");
+  }
   // Each cache's update, written in place by its decode_attention.
   for (auto [update, arg] : cacheUpdates) {
     results.push_back(update);

@@ -87,10 +87,16 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options,
   if (options.decode && config.config->run.numMicrobatches.value != 1)
     return CompileError{2, "--decode generates one batch at a time; "
                            "num_microbatches must be 1"};
+  if (options.prefillRows > config.config->run.seqLen.value)
+    return CompileError{2, "--prefill-rows " +
+                               std::to_string(options.prefillRows) +
+                               " exceeds the key/value cache's seq_len " +
+                               std::to_string(config.config->run.seqLen.value)};
 
   context.loadDialect<SharcDialect, func::FuncDialect>();
-  OwningOpRef<ModuleOp> module = buildModel(
-      &context, *config.config, {options.emitLogits, options.decode});
+  OwningOpRef<ModuleOp> module =
+      buildModel(&context, *config.config,
+                 {options.emitLogits, options.decode, options.prefillRows});
   if (failed(verify(*module)))
     return CompileError{1, "the builder made an invalid program (a bug in "
                            "sharc)"};

@@ -34,6 +34,8 @@ struct CompileOptions {
   /// A generation step with a key/value cache (BuildOptions::decode),
   /// compiled by buildDecodePipeline.
   bool decode = false;
+  /// decode: also a prefill of this many positions a sample (BuildOptions).
+  int64_t prefillRows = 0;
   /// "", "after-all" (IR after the builder and every pass) or "final".
   std::string dumpIr;
   llvm::raw_ostream *dumpStream = nullptr; ///< where dumped IR goes

@@ -46,7 +46,7 @@ struct CompileFlags {
   std::string mode = "dense";
   std::optional<int64_t> dpSize, tpSize, bucketBytes, ppSize, ppChunks;
   std::optional<int64_t> cpSize, numMicrobatches, zeroStage;
-  std::optional<int64_t> recomputeLayers, memoryLimitMiB;
+  std::optional<int64_t> recomputeLayers, memoryLimitMiB, prefillRows;
   std::string cpComm, cpSplit, ppSchedule, ppBalance;
   bool sequenceParallel = false, vocabParallel = false;
   std::string recompute, recomputeRest;
@@ -115,6 +115,8 @@ void printUsage(FILE *out) {
       "[--keep-grads] [--no-optimizer]\n"
       "         [--decode (a generation step: one new token a sample "
       "against a key/value cache of seq_len positions; dense)]\n"
+      "         [--prefill-rows T (with --decode: also a prompt's prefill, "
+      "T positions a sample a step)]\n"
       "         [--fuse-projections[=all|gate_up|none] (one GEMM "
       "for q/k/v and for gate/up,\n"
       "          the default; gate/up alone; or every projection "
@@ -189,7 +191,7 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
                arg == "--pp" || arg == "--pp-chunks" ||
                arg == "--virtual-stages" || arg == "--microbatches" ||
                arg == "--bucket-bytes" || arg == "--recompute-layers" ||
-               arg == "--memory-limit-mib") {
+               arg == "--memory-limit-mib" || arg == "--prefill-rows") {
       std::optional<std::string> v = value(arg.c_str());
       char *end = nullptr;
       long long size = v ? std::strtoll(v->c_str(), &end, 10) : 0;
@@ -207,6 +209,7 @@ std::optional<int> parseFlags(const std::vector<std::string> &args,
        : arg == "--microbatches"     ? flags.numMicrobatches
        : arg == "--recompute-layers" ? flags.recomputeLayers
        : arg == "--memory-limit-mib" ? flags.memoryLimitMiB
+       : arg == "--prefill-rows"     ? flags.prefillRows
                                      : flags.bucketBytes) = size;
     } else if (arg == "--zero") {
       std::optional<std::string> v = value(arg.c_str());
@@ -433,6 +436,9 @@ int compile(const CompileFlags &flags) {
       return usageError(error);
     options.decode = true;
     options.mode = "decode";
+    options.prefillRows = flags.prefillRows.value_or(0);
+  } else if (flags.prefillRows) {
+    return usageError("--prefill-rows needs --decode");
   }
   if (flags.withDenseReference) {
     if (flags.outputPath.empty())
