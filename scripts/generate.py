@@ -12,7 +12,8 @@
 # row per --samples, run on --backend (auto: the GPU where there is one).
 # By default it is a decode plan (`sharc compile --decode`): each token is
 # one position through the layers' key/value caches, which hold --seq-len
-# positions (the prompt and the new tokens unless given). With --no-cache
+# positions (the prompt and the new tokens unless given), the prompt going
+# in up to 64 positions a pass first (`--prefill-rows`). With --no-cache
 # it is the training forward instead, each new token one pass over a
 # window of --seq-len tokens (64 unless given) that slides once full; the
 # two draw the same tokens. --prompt given several times continues each
@@ -93,6 +94,11 @@ def main():
         seq_len = 64 if args.no_cache else \
             max(map(len, prompts)) + args.max_new_tokens
 
+    # The positions every prompt fills before its last id go in a pass of
+    # that many rows (at most 64) rather than a position a step.
+    filled = min(map(len, prompts)) - 1
+    prefill = ["--prefill-rows", str(min(filled, 64))] if filled > 0 else []
+
     with tempfile.TemporaryDirectory(prefix="sharc-generate-") as scratch:
         run_file = os.path.join(scratch, "generate.run.yaml")
         with open(run_file, "w") as f:
@@ -104,7 +110,8 @@ def main():
             [os.path.join(args.build, "bin", "sharc"), "compile", args.model,
              "--run", run_file] +
             (["--emit-logits", "--no-optimizer"] if args.no_cache
-             else ["--decode"]) + ["-o", plan], stdout=subprocess.DEVNULL)
+             else ["--decode"] + prefill) + ["-o", plan],
+            stdout=subprocess.DEVNULL)
         if compiled.returncode != 0:
             sys.exit(compiled.returncode)
         command = [os.path.join(args.build, "bin", "sharc-run"), plan,

@@ -9,7 +9,9 @@
 // decode plan (key/value caches) fed the rows a position a step must give
 // PyTorch's logits at each position. Rows given prompts of their own draw
 // what each would draw given its prompt alone, and a row that draws a stop
-// id ends there with the ids it drew before.
+// id ends there with the ids it drew before. A decode plan with a prefill
+// fed the rows' first positions a chunk at a time, then a position a step,
+// gives PyTorch's logits after, and generates what the plan without does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -386,4 +388,76 @@ TEST_CASE("a row that draws a stop id ends there", "[numerics][golden]") {
   options.stopIds = {128};
   REQUIRE(exec::generateTokens(*runtime, options).status().message() ==
           "stop id 128 is outside the model's vocabulary [0, 128)");
+}
+
+TEST_CASE("a decode plan's prefill fills the caches as a position a step "
+          "does",
+          "[numerics][golden]") {
+  Golden golden = readGolden();
+  int64_t seqLen = 16, vocab = 128;
+  // 11 positions in chunks of 4 (the last padded by repeating position
+  // 10), then decode steps: PyTorch's logits at positions 11 to 15.
+  plan::Plan plan = compileDecodePlan("tiny.yaml", /*prefillRows=*/4);
+  auto runtime = goldenRuntime(plan, golden);
+  for (int64_t first = 0; first < 11; first += 4) {
+    std::vector<int32_t> tokens, positions;
+    for (int64_t t = 0; t < 4; ++t)
+      for (int64_t b = 0; b < 2; ++b) {
+        int64_t s = std::min<int64_t>(first + t, 10);
+        tokens.push_back(golden.tokens[b * seqLen + s]);
+        positions.push_back(static_cast<int32_t>(s));
+      }
+    REQUIRE(runtime->setPrefillStep(tokens, positions).isOk());
+    REQUIRE(runtime->evalPass("prefill").isOk());
+  }
+  double error = 0, largest = 0;
+  for (int64_t s = 11; s < seqLen; ++s) {
+    REQUIRE(
+        runtime
+            ->setDecodeStep({golden.tokens[s], golden.tokens[seqLen + s]},
+                            {static_cast<int32_t>(s), static_cast<int32_t>(s)})
+            .isOk());
+    auto logits = runtime->evalOutput("logits", 0, 1);
+    REQUIRE(logits.isOk());
+    std::vector<double> ours = plan::tensorAsDoubles(*logits);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t v = 0; v < vocab; ++v) {
+        double theirs = golden.logits[(b * seqLen + s) * vocab + v];
+        error = std::max(error, std::fabs(ours[b * vocab + v] - theirs));
+        largest = std::max(largest, std::fabs(theirs));
+      }
+  }
+  REQUIRE(error <= 1e-5 * largest);
+  // A repeated position must repeat its token; the plan without a prefill
+  // has none to set.
+  std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<int32_t> positions{0, 0, 1, 1, 1, 2, 3, 3};
+  REQUIRE(runtime->setPrefillStep(tokens, positions).message() ==
+          "sample 0 has position 1 twice with different tokens (a repeated "
+          "row must repeat its token)");
+  REQUIRE(runtime->setPrefillStep({1, 2}, {0, 0}).message() ==
+          "a decode step needs 8 tokens, got 2");
+  plan::Plan plain = compileDecodePlan("tiny.yaml");
+  REQUIRE_FALSE(makeRuntime(plain)->setPrefillStep(tokens, positions).isOk());
+
+  // Generation through the prefill (chunks of 1, 3 and 16 rows) draws what
+  // the plan without one does: rows of 3 and 9 ids, greedy and sampled.
+  std::vector<int32_t> shortPrompt(golden.tokens.begin(),
+                                   golden.tokens.begin() + 3);
+  std::vector<int32_t> longPrompt(golden.tokens.begin() + 16,
+                                  golden.tokens.begin() + 25);
+  auto plainRuntime = goldenRuntime(plain, golden);
+  for (int64_t rows : {1, 3, 16}) {
+    plan::Plan prefilled = compileDecodePlan("tiny.yaml", rows);
+    auto prefilledRuntime = goldenRuntime(prefilled, golden);
+    for (exec::SamplingOptions sampling :
+         {kGreedy, exec::SamplingOptions{1.0, 0}}) {
+      INFO(rows << " rows, temperature " << sampling.temperature);
+      for (const auto &prompts :
+           {std::vector<std::vector<int32_t>>{longPrompt},
+            std::vector<std::vector<int32_t>>{shortPrompt, longPrompt}})
+        REQUIRE(generateRows(*prefilledRuntime, prompts, 7, sampling) ==
+                generateRows(*plainRuntime, prompts, 7, sampling));
+    }
+  }
 }

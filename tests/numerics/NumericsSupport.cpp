@@ -50,10 +50,12 @@ plan::Plan testing::compilePlan(const std::string &modelFile, bool emitLogits,
   return compileWith(options);
 }
 
-plan::Plan testing::compileDecodePlan(const std::string &modelFile) {
+plan::Plan testing::compileDecodePlan(const std::string &modelFile,
+                                      int64_t prefillRows) {
   CompileOptions options;
   options.modelPath = modelPath(modelFile);
   options.decode = true;
+  options.prefillRows = prefillRows;
   options.mode = "decode";
   return compileWith(options);
 }

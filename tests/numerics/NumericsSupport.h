@@ -28,8 +28,10 @@ namespace sharc::testing {
 plan::Plan compilePlan(const std::string &modelFile, bool emitLogits,
                        bool withOptimizer, const std::string &runFile = "");
 
-/// Compiles `models/<name>`'s generation step (`sharc compile --decode`).
-plan::Plan compileDecodePlan(const std::string &modelFile);
+/// Compiles `models/<name>`'s generation step (`sharc compile --decode`),
+/// with a prefill of `prefillRows` positions (`--prefill-rows`) unless 0.
+plan::Plan compileDecodePlan(const std::string &modelFile,
+                             int64_t prefillRows = 0);
 
 /// Compiles a model file given by its path.
 plan::Plan compilePlanFile(const std::string &path,
