@@ -51,8 +51,9 @@ for mode in dense ddp tp_sp_async_vp; do
     --recompute-rest selective -o "$stage/bench/$mode-mixed.plan"
 done
 # Generation through key/value caches (--decode) and through the window
-# (--emit-logits), MiniMind at 512 positions, and a training plan for the
-# checkpoint both load (tests/gpu/decode-parity.sh).
+# (--emit-logits), MiniMind at 512 positions, the batch-1 decode plans with
+# a prefill of 64 rows, and a training plan for the checkpoint they all
+# load (tests/gpu/decode-parity.sh).
 mkdir -p "$stage/decode"
 for dtype in float32 bfloat16; do
   for batch in 1 4; do
@@ -64,6 +65,9 @@ for dtype in float32 bfloat16; do
     "$build/bin/sharc" compile "$root/models/minimind.yaml" \
       --run "$stage/decode/run.yaml" --emit-logits --no-optimizer \
       -o "$stage/decode/mm-$dtype-b$batch-window.plan"
+    [ "$batch" = 1 ] && "$build/bin/sharc" compile \
+      "$root/models/minimind.yaml" --run "$stage/decode/run.yaml" --decode \
+      --prefill-rows 64 -o "$stage/decode/mm-$dtype-b$batch-prefill.plan"
   done
 done
 printf 'run:\n  seq_len: 64\n  micro_batch_size: 1\n  dtype: float32\n' \

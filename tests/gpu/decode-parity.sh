@@ -75,6 +75,30 @@ else
   echo "FAIL  four prompts of 1 to 6 ids: $backend and cpu ids differ"
   tail -n 4 "$work/rows-cpu.log" "$work/rows-$backend.log"; failed=1
 fi
+# A prompt of 400 ids through the prefill (64 positions a pass) and a
+# position a step: the same ids (f32; bf16 printed), and the time to the
+# first new token, which holds the prompt.
+long=$(python3 -c "print(','.join(str((i * 37 + 11) % 6400) for i in range(400)))")
+for dtype in float32 bfloat16; do
+  for kind in prefill decode; do
+    plan=$dir/mm-$dtype-b1-$kind.plan
+    [ -f "$plan" ] || continue
+    timeout 300 "$sharc_run" "$plan" --backend $backend \
+      --load "$work/m.safetensors" --generate "$long" --max-new-tokens 16 \
+      --temperature 0 >"$work/long-$kind.log" 2>&1
+    echo "prompt of 400, mm-$dtype-b1-$kind: $(grep generated "$work/long-$kind.log")"
+  done
+  [ -f "$dir/mm-$dtype-b1-prefill.plan" ] || continue
+  if cmp -s <(grep '^sample' "$work/long-prefill.log") \
+            <(grep '^sample' "$work/long-decode.log") &&
+     grep -q '^sample 0:' "$work/long-prefill.log"; then
+    echo "      prefill ids = decode ids"
+  elif [ $dtype = float32 ]; then
+    echo "FAIL  prompt of 400: prefill and decode ids differ"; failed=1
+  else
+    echo "      prefill and decode ids differ (bf16)"
+  fi
+done
 if python3 -c "import torch, transformers" 2>/dev/null; then
   ids=$(grep '^sample 0:' "$work/mm-float32-b1-decode.log" | cut -d: -f2)
   python3 "$(dirname "$0")/hf-generate.py" "$work/m.safetensors" \
