@@ -195,12 +195,11 @@ private:
 };
 
 /// A decode plan: every row goes through the cache one position a step,
-/// first its prompt (where the plan has a prefill, all but the last id of
-/// the shortest prompt go in T positions a pass first), then each of its
-/// new tokens; a row draws from the
-/// step that feeds its prompt's last id on (a shorter prompt draws ahead
-/// and, once done or ended, feeds its last id again until every row is).
-/// Every step is the whole (one-position) program.
+/// first its prompt (where the plan has a prefill, the positions before
+/// the shortest prompt's last id go in T a pass first), then each of its
+/// new tokens; a row draws from the step that feeds its prompt's last id
+/// on (a shorter prompt draws ahead and, once done or ended, feeds its last
+/// id again until every row is). Every step is the step's program alone.
 Result<std::vector<std::vector<int32_t>>>
 decodeTokens(Runtime &runtime, const GenerationOptions &options,
              const TokenCallback &onToken) {
