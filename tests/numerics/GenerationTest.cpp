@@ -122,6 +122,33 @@ void requireLogitsClose(const plan::NamedTensor &logits, const Golden &golden) {
   REQUIRE(error <= 1e-5 * largest);
 }
 
+/// Feeds both rows' golden tokens at positions [first, 16) to a decode
+/// plan a step each: the logits must be PyTorch's within 1e-5 of the
+/// largest.
+void requireDecodeLogits(exec::Runtime &runtime, const Golden &golden,
+                         int64_t first) {
+  int64_t seqLen = 16, vocab = 128;
+  double error = 0, largest = 0;
+  for (int64_t s = first; s < seqLen; ++s) {
+    std::vector<int32_t> tokens{golden.tokens[s], golden.tokens[seqLen + s]};
+    REQUIRE(runtime
+                .setDecodeStep(
+                    tokens, {static_cast<int32_t>(s), static_cast<int32_t>(s)})
+                .isOk());
+    auto logits = runtime.evalOutput("logits", 0, 1);
+    REQUIRE(logits.isOk());
+    std::vector<double> ours = plan::tensorAsDoubles(*logits);
+    REQUIRE(ours.size() == 2 * 128);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t v = 0; v < vocab; ++v) {
+        double theirs = golden.logits[(b * seqLen + s) * vocab + v];
+        error = std::max(error, std::fabs(ours[b * vocab + v] - theirs));
+        largest = std::max(largest, std::fabs(theirs));
+      }
+  }
+  REQUIRE(error <= 1e-5 * largest);
+}
+
 } // namespace
 
 TEST_CASE("greedy generation picks PyTorch's most likely next token after "
@@ -266,26 +293,7 @@ TEST_CASE("a decode plan fed a row a position a step gives PyTorch's logits "
   REQUIRE(plan.seqLen == 16);
   REQUIRE(plan.batchSize == 2);
   auto runtime = goldenRuntime(plan, golden);
-  int64_t seqLen = 16, vocab = 128;
-  double error = 0, largest = 0;
-  for (int64_t s = 0; s < seqLen; ++s) {
-    std::vector<int32_t> tokens{golden.tokens[s], golden.tokens[seqLen + s]};
-    REQUIRE(runtime
-                ->setDecodeStep(
-                    tokens, {static_cast<int32_t>(s), static_cast<int32_t>(s)})
-                .isOk());
-    auto logits = runtime->evalOutput("logits", 0, 1);
-    REQUIRE(logits.isOk());
-    std::vector<double> ours = plan::tensorAsDoubles(*logits);
-    REQUIRE(ours.size() == 2 * 128);
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t v = 0; v < vocab; ++v) {
-        double theirs = golden.logits[(b * seqLen + s) * vocab + v];
-        error = std::max(error, std::fabs(ours[b * vocab + v] - theirs));
-        largest = std::max(largest, std::fabs(theirs));
-      }
-  }
-  REQUIRE(error <= 1e-5 * largest);
+  requireDecodeLogits(*runtime, golden, 0);
   // The runtime checks what the kernels take on trust.
   for (auto [tokens, positions, message] :
        {std::tuple{std::vector<int32_t>{1, 2}, std::vector<int32_t>{0, 16},
@@ -394,7 +402,7 @@ TEST_CASE("a decode plan's prefill fills the caches as a position a step "
           "does",
           "[numerics][golden]") {
   Golden golden = readGolden();
-  int64_t seqLen = 16, vocab = 128;
+  int64_t seqLen = 16;
   // 11 positions in chunks of 4 (the last padded by repeating position
   // 10), then decode steps: PyTorch's logits at positions 11 to 15.
   plan::Plan plan = compileDecodePlan("tiny.yaml", /*prefillRows=*/4);
@@ -410,24 +418,7 @@ TEST_CASE("a decode plan's prefill fills the caches as a position a step "
     REQUIRE(runtime->setPrefillStep(tokens, positions).isOk());
     REQUIRE(runtime->evalPass("prefill").isOk());
   }
-  double error = 0, largest = 0;
-  for (int64_t s = 11; s < seqLen; ++s) {
-    REQUIRE(
-        runtime
-            ->setDecodeStep({golden.tokens[s], golden.tokens[seqLen + s]},
-                            {static_cast<int32_t>(s), static_cast<int32_t>(s)})
-            .isOk());
-    auto logits = runtime->evalOutput("logits", 0, 1);
-    REQUIRE(logits.isOk());
-    std::vector<double> ours = plan::tensorAsDoubles(*logits);
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t v = 0; v < vocab; ++v) {
-        double theirs = golden.logits[(b * seqLen + s) * vocab + v];
-        error = std::max(error, std::fabs(ours[b * vocab + v] - theirs));
-        largest = std::max(largest, std::fabs(theirs));
-      }
-  }
-  REQUIRE(error <= 1e-5 * largest);
+  requireDecodeLogits(*runtime, golden, 11);
   // A repeated position must repeat its token; the plan without a prefill
   // has none to set.
   std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6, 7, 8};

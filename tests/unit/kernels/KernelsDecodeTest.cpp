@@ -89,6 +89,31 @@ std::vector<double> decodeStep(DType dtype, Cache &cache,
   return out.values();
 }
 
+/// Random q, k, v of the whole sequence as stored, rope then causal
+/// attention over it, caches of NaN (a read past a sample's position would
+/// show), and the dtype's bound on the relative error.
+struct Sequence {
+  std::vector<double> q, k, v, expect;
+  Cache cache;
+  double tolerance;
+};
+
+Sequence randomSequence(DType dtype, std::mt19937 &rng) {
+  Tensor q(dtype, randomValues(kShape.qNumel(), rng, 2.0));
+  Tensor k(dtype, randomValues(kShape.kvNumel(), rng, 2.0));
+  Tensor v(dtype, randomValues(kShape.kvNumel(), rng));
+  std::vector<double> nans(kShape.kvNumel(),
+                           std::numeric_limits<double>::quiet_NaN());
+  return Sequence{q.values(),
+                  k.values(),
+                  v.values(),
+                  fullForward(dtype, q, k, v),
+                  Cache{Tensor(dtype, nans), Tensor(dtype, nans)},
+                  dtype == DType::F64   ? 1e-12
+                  : dtype == DType::F32 ? 2e-6
+                                        : 2e-2};
+}
+
 } // namespace
 
 TEST_CASE("decode attention a position at a time is rope then causal "
@@ -97,20 +122,11 @@ TEST_CASE("decode attention a position at a time is rope then causal "
   std::mt19937 rng(23);
   for (DType dtype : {DType::F64, DType::F32, DType::BF16}) {
     INFO("dtype " << dtypeName(dtype));
-    std::vector<double> qValues = randomValues(kShape.qNumel(), rng, 2.0);
-    std::vector<double> kValues = randomValues(kShape.kvNumel(), rng, 2.0);
-    std::vector<double> vValues = randomValues(kShape.kvNumel(), rng);
-    Tensor q(dtype, qValues), k(dtype, kValues), v(dtype, vValues);
-    std::vector<double> expect = fullForward(dtype, q, k, v);
-    // The caches start as NaN: a read past a sample's position would show.
-    std::vector<double> nans(kShape.kvNumel(),
-                             std::numeric_limits<double>::quiet_NaN());
-    Cache cache{Tensor(dtype, nans), Tensor(dtype, nans)};
-    // Each row's values as stored, so both paths read the same inputs.
-    std::vector<double> qs = q.values(), ks = k.values(), vs = v.values();
-    double tolerance = dtype == DType::F64   ? 1e-12
-                       : dtype == DType::F32 ? 2e-6
-                                             : 2e-2;
+    Sequence seq = randomSequence(dtype, rng);
+    const std::vector<double> &qs = seq.q, &ks = seq.k, &vs = seq.v;
+    const std::vector<double> &expect = seq.expect;
+    Cache &cache = seq.cache;
+    double tolerance = seq.tolerance;
     for (int64_t s = 0; s < kShape.seqLen; ++s) {
       INFO("position " << s);
       std::vector<int32_t> positions(kShape.batch, static_cast<int32_t>(s));
@@ -150,17 +166,11 @@ TEST_CASE("decode attention over chunks of positions is rope then causal "
   std::mt19937 rng(29);
   for (DType dtype : {DType::F64, DType::F32, DType::BF16}) {
     INFO("dtype " << dtypeName(dtype));
-    Tensor q(dtype, randomValues(kShape.qNumel(), rng, 2.0));
-    Tensor k(dtype, randomValues(kShape.kvNumel(), rng, 2.0));
-    Tensor v(dtype, randomValues(kShape.kvNumel(), rng));
-    std::vector<double> expect = fullForward(dtype, q, k, v);
-    std::vector<double> nans(kShape.kvNumel(),
-                             std::numeric_limits<double>::quiet_NaN());
-    Cache cache{Tensor(dtype, nans), Tensor(dtype, nans)};
-    std::vector<double> qs = q.values(), ks = k.values(), vs = v.values();
-    double tolerance = dtype == DType::F64   ? 1e-12
-                       : dtype == DType::F32 ? 2e-6
-                                             : 2e-2;
+    Sequence seq = randomSequence(dtype, rng);
+    const std::vector<double> &qs = seq.q, &ks = seq.k, &vs = seq.v;
+    const std::vector<double> &expect = seq.expect;
+    Cache &cache = seq.cache;
+    double tolerance = seq.tolerance;
     // Positions 0-2, then 3-5 with a fourth row repeating 5 (padding),
     // then 6 alone: 7 positions in chunks of 3, 4 and 1 rows.
     for (auto [first, count, pad] :
