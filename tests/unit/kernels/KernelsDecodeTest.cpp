@@ -123,19 +123,15 @@ TEST_CASE("decode attention a position at a time is rope then causal "
   for (DType dtype : {DType::F64, DType::F32, DType::BF16}) {
     INFO("dtype " << dtypeName(dtype));
     Sequence seq = randomSequence(dtype, rng);
-    const std::vector<double> &qs = seq.q, &ks = seq.k, &vs = seq.v;
-    const std::vector<double> &expect = seq.expect;
-    Cache &cache = seq.cache;
-    double tolerance = seq.tolerance;
     for (int64_t s = 0; s < kShape.seqLen; ++s) {
       INFO("position " << s);
       std::vector<int32_t> positions(kShape.batch, static_cast<int32_t>(s));
       std::vector<double> out =
-          decodeStep(dtype, cache, rows(qs, s, 1, kShape.rowQ()),
-                     rows(ks, s, 1, kShape.rowKv()),
-                     rows(vs, s, 1, kShape.rowKv()), positions);
-      REQUIRE(maxRelativeError(out, rows(expect, s, 1, kShape.rowQ())) <
-              tolerance);
+          decodeStep(dtype, seq.cache, rows(seq.q, s, 1, kShape.rowQ()),
+                     rows(seq.k, s, 1, kShape.rowKv()),
+                     rows(seq.v, s, 1, kShape.rowKv()), positions);
+      REQUIRE(maxRelativeError(out, rows(seq.expect, s, 1, kShape.rowQ())) <
+              seq.tolerance);
     }
     // Samples at different positions: sample 0 redoes position 2, sample 1
     // position 5 (the same inputs: the caches keep their values).
@@ -147,16 +143,18 @@ TEST_CASE("decode attention a position at a time is rope then causal "
       int64_t qWidth = kShape.rowQ() / kShape.batch;
       int64_t kvWidth = kShape.rowKv() / kShape.batch;
       for (int64_t i = 0; i < qWidth; ++i) {
-        q2[b * qWidth + i] = qs[s * kShape.rowQ() + b * qWidth + i];
-        expect2[b * qWidth + i] = expect[s * kShape.rowQ() + b * qWidth + i];
+        q2[b * qWidth + i] = seq.q[s * kShape.rowQ() + b * qWidth + i];
+        expect2[b * qWidth + i] =
+            seq.expect[s * kShape.rowQ() + b * qWidth + i];
       }
       for (int64_t i = 0; i < kvWidth; ++i) {
-        k2[b * kvWidth + i] = ks[s * kShape.rowKv() + b * kvWidth + i];
-        v2[b * kvWidth + i] = vs[s * kShape.rowKv() + b * kvWidth + i];
+        k2[b * kvWidth + i] = seq.k[s * kShape.rowKv() + b * kvWidth + i];
+        v2[b * kvWidth + i] = seq.v[s * kShape.rowKv() + b * kvWidth + i];
       }
     }
-    REQUIRE(maxRelativeError(decodeStep(dtype, cache, q2, k2, v2, positions),
-                             expect2) < tolerance);
+    REQUIRE(
+        maxRelativeError(decodeStep(dtype, seq.cache, q2, k2, v2, positions),
+                         expect2) < seq.tolerance);
   }
 }
 
@@ -167,10 +165,6 @@ TEST_CASE("decode attention over chunks of positions is rope then causal "
   for (DType dtype : {DType::F64, DType::F32, DType::BF16}) {
     INFO("dtype " << dtypeName(dtype));
     Sequence seq = randomSequence(dtype, rng);
-    const std::vector<double> &qs = seq.q, &ks = seq.k, &vs = seq.v;
-    const std::vector<double> &expect = seq.expect;
-    Cache &cache = seq.cache;
-    double tolerance = seq.tolerance;
     // Positions 0-2, then 3-5 with a fourth row repeating 5 (padding),
     // then 6 alone: 7 positions in chunks of 3, 4 and 1 rows.
     for (auto [first, count, pad] :
@@ -182,17 +176,18 @@ TEST_CASE("decode attention over chunks of positions is rope then causal "
         int64_t s = first + std::min<int64_t>(t, count - 1);
         for (int64_t b = 0; b < kShape.batch; ++b)
           positions.push_back(static_cast<int32_t>(s));
-        for (auto [from, to, width] : {std::tuple{&qs, &qc, kShape.rowQ()},
-                                       {&ks, &kc, kShape.rowKv()},
-                                       {&vs, &vc, kShape.rowKv()}}) {
+        for (auto [from, to, width] : {std::tuple{&seq.q, &qc, kShape.rowQ()},
+                                       {&seq.k, &kc, kShape.rowKv()},
+                                       {&seq.v, &vc, kShape.rowKv()}}) {
           std::vector<double> row = rows(*from, s, 1, width);
           to->insert(to->end(), row.begin(), row.end());
         }
       }
-      std::vector<double> out = decodeStep(dtype, cache, qc, kc, vc, positions);
+      std::vector<double> out =
+          decodeStep(dtype, seq.cache, qc, kc, vc, positions);
       REQUIRE(maxRelativeError(rows(out, 0, count, kShape.rowQ()),
-                               rows(expect, first, count, kShape.rowQ())) <
-              tolerance);
+                               rows(seq.expect, first, count, kShape.rowQ())) <
+              seq.tolerance);
       if (pad > 0)
         REQUIRE(rows(out, count, 1, kShape.rowQ()) ==
                 rows(out, count - 1, 1, kShape.rowQ()));
