@@ -70,8 +70,8 @@ Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
         "decode_attention's positions must be the plan's 'positions' or "
         "'prefill_positions' input (the runtime checks its values against "
         "the caches)");
-  return launchKernel(
-      env,
+  return launchKernelWithScratch(
+      env, *c.instr,
       kernels::DecodeAttentionArgs{
           .q = q.cview(),
           .k = k.cview(),
@@ -87,7 +87,7 @@ Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
           .cacheLen = kCache.shape()[0],
           .theta = c.instr->getFloat("theta"),
           .rows = rows},
-      SHARC_KERNELS(decodeAttention));
+      SHARC_KERNELS_WITH_SCRATCH(decodeAttention));
 }
 
 } // namespace

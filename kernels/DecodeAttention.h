@@ -1,6 +1,7 @@
 //===- DecodeAttention.h - a new position against the key/value cache -*- C++
 //-*-===//
-// defines: DecodeAttentionArgs, decodeAttention (cpu::, cuda::)
+// defines: DecodeAttentionArgs, decodeAttention (cpu::, cuda::),
+//          kDecodeChunk, decodeAttentionSplits, decodeAttentionScratchBytes
 //
 // One step of generation with a key/value cache (`sharc compile --decode`):
 // each sample brings T new positions (1 a token; a prompt's chunk with
@@ -21,6 +22,14 @@
 // their maximum. Positions after p are never read, so a cache needs no
 // clearing between prompts; the training forward computes the same
 // numbers for the same tokens (rope, then causal attention).
+//
+// On the device the cache is read in chunks of kDecodeChunk positions, a
+// block each for up to 32 queries that share a KV head (rows of a sample
+// times heads of a group), so a long cache spreads over the GPU and a
+// prefill's rows read each chunk once between them; each chunk leaves every
+// query's maximum score, sum of exponentials and unnormalised output in
+// fp32 scratch (decodeAttentionScratchBytes), merged by log-sum-exp after.
+// The device takes head dims up to 256. The cpu ignores `scratch`.
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -38,8 +47,27 @@ struct DecodeAttentionArgs {
   int64_t batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
   int64_t cacheLen = 0;
   double theta = 1e6;
-  int64_t rows = 1; ///< T: positions per sample this step
+  int64_t rows = 1;        ///< T: positions per sample this step
+  void *scratch = nullptr; ///< device only, of decodeAttentionScratchBytes
 };
+
+/// Positions of the cache one device block reads.
+inline constexpr int64_t kDecodeChunk = 64;
+
+/// The chunks a cache of `cacheLen` positions splits into.
+constexpr int64_t decodeAttentionSplits(int64_t cacheLen) {
+  return (cacheLen + kDecodeChunk - 1) / kDecodeChunk;
+}
+
+/// Each (row, sample, query head, chunk): headDim output columns, the
+/// chunk's maximum score and its sum of exponentials, in fp32. Fixed by the
+/// sizes alone, so the compiler's report predicts it (plan/DeviceWorkspace).
+inline int64_t decodeAttentionScratchBytes(int64_t rows, int64_t batch,
+                                           int64_t numHeads, int64_t headDim,
+                                           int64_t cacheLen) {
+  return rows * batch * numHeads * decodeAttentionSplits(cacheLen) *
+         (headDim + 2) * 4;
+}
 
 namespace cpu {
 void decodeAttention(const DecodeAttentionArgs &args);
@@ -47,6 +75,7 @@ void decodeAttention(const DecodeAttentionArgs &args);
 
 namespace cuda {
 Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream);
+int64_t decodeAttentionScratchBytes(const DecodeAttentionArgs &args);
 } // namespace cuda
 
 } // namespace sharc::kernels

@@ -52,8 +52,8 @@ for mode in dense ddp tp_sp_async_vp; do
 done
 # Generation through key/value caches (--decode) and through the window
 # (--emit-logits), MiniMind at 512 positions, the batch-1 decode plans with
-# a prefill of 64 rows, and a training plan for the checkpoint they all
-# load (tests/gpu/decode-parity.sh).
+# a prefill of 64 rows (and at 4096 positions), and a training plan for the
+# checkpoint they all load (tests/gpu/decode-parity.sh).
 mkdir -p "$stage/decode"
 for dtype in float32 bfloat16; do
   for batch in 1 4; do
@@ -69,6 +69,15 @@ for dtype in float32 bfloat16; do
       "$root/models/minimind.yaml" --run "$stage/decode/run.yaml" --decode \
       --prefill-rows 64 -o "$stage/decode/mm-$dtype-b$batch-prefill.plan"
   done
+done
+# Caches of 4096 positions for a prompt of 3000 ids (the chunked decode
+# attention's long end).
+for dtype in float32 bfloat16; do
+  printf 'run:\n  seq_len: 4096\n  micro_batch_size: 1\n  dtype: %s\n' \
+    "$dtype" >"$stage/decode/run.yaml"
+  "$build/bin/sharc" compile "$root/models/minimind.yaml" \
+    --run "$stage/decode/run.yaml" --decode --prefill-rows 64 \
+    -o "$stage/decode/mm-$dtype-b1-long.plan"
 done
 printf 'run:\n  seq_len: 64\n  micro_batch_size: 1\n  dtype: float32\n' \
   >"$stage/decode/run.yaml"

@@ -1,19 +1,24 @@
 //===- DecodeAttention.cu - a new position against the cache on the device ===//
 //
-// Implements the math stated in kernels/DecodeAttention.h in two launches:
-// the cache write (grid (T * B, Hkv): each block rotates one new key head by
-// its row's position and stores it and the value head into the caches), then
-// the attention (grid T * B * Hq, 128 threads: one block per query head; the
-// rotated query and the head's scores over positions 0..p sit in shared
-// memory, a warp per position forms each dot product, and the block reduces
-// the maximum and the sum of exponentials before the threads take the
-// output's columns). invFreq is the host's table (RopeFreqs.h), so the
-// angles start from the cpu's bits; cos, sin, exp and the dot products'
-// order may differ from the cpu's by rounding only.
+// Implements the math stated in kernels/DecodeAttention.h in three
+// launches: the cache write (grid (T * B, Hkv): each block rotates one new
+// key head by its row's position and stores it and the value head into the
+// caches); the chunks (decodeChunkKernel: a block takes up to 32 queries
+// that share one KV head, rows of one sample times heads of one group,
+// against one chunk of 64 cache positions, and leaves each query's
+// maximum score, sum of exponentials and unnormalised output in fp32
+// scratch; blocks whose chunk no query reaches return at once); the merge
+// (grid T * B * Hq: each block rescales its head's chunks by
+// exp(max_c - max) and divides by the rescaled sum). invFreq is the host's
+// table (RopeFreqs.h), so the angles start from the cpu's bits; cos, sin,
+// exp and the sums' order may differ from the cpu's by rounding only.
+// Head dims up to 256 (every shipped model's; the training attention
+// kernels take 128).
 //
-// Generation is latency-bound (B * Hq blocks of one position each), so the
-// kernel keeps to the simple shape: the whole cache row is read once per
-// query head, C floats of scores at most in shared memory.
+// Why chunks and tiles: a token brings B * Hq query heads, 8 at MiniMind's
+// batch 1, and one block a head walked a 3000-position cache with 8 blocks
+// on 132 SMs (11 ms a token); a prefill's 64 rows each re-read the whole
+// cache (docs/benchmarks.md, thirty-first session).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,12 +30,13 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <string>
 
 namespace sharc::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
 /// `value` rounded to the storage type of `view`, as a store then a load.
@@ -65,98 +71,250 @@ decodeCacheWriteKernel(DecodeAttentionArgs args,
     storeAs(args.vCache, to + d, loadAs(args.v, from + d));
 }
 
-__global__ void
-decodeAttentionKernel(DecodeAttentionArgs args,
+/// The queries one block of decodeChunkKernel takes: `heads` query heads
+/// of one KV head's group for `rows` rows of one sample, at most
+/// kMaxQueries, so that the chunk's keys and values, read from the cache
+/// once into shared memory, serve all of them (a prefill's 64 rows and a
+/// GQA group of 2 make 32 queries a read).
+struct QueryTile {
+  int heads = 1, rows = 1;
+  int64_t headTiles = 1, rowTiles = 1;
+};
+
+constexpr int kMaxQueries = 32;
+/// The head dims the chunk kernel takes: a thread keeps 4 queries x 8
+/// columns of the output in registers.
+constexpr int kMaxHeadDim = 256;
+constexpr int kQueriesPerThread = kMaxQueries / kWarps;
+constexpr int kColumnsPerThread = kMaxHeadDim / 32;
+static_assert(kDecodeChunk == 64, "a lane takes positions lane and lane + 32");
+
+QueryTile queryTile(const DecodeAttentionArgs &args) {
+  int64_t group = args.numHeads / args.numKvHeads;
+  QueryTile tile;
+  tile.heads = static_cast<int>(std::min<int64_t>(group, kMaxQueries));
+  tile.rows = static_cast<int>(std::max<int64_t>(
+      1, std::min<int64_t>(args.rows, kMaxQueries / tile.heads)));
+  tile.headTiles = (group + tile.heads - 1) / tile.heads;
+  tile.rowTiles = (args.rows + tile.rows - 1) / tile.rows;
+  return tile;
+}
+
+/// Dynamic shared memory: the chunk's rows (keys, then values) padded to
+/// headDim + 1 floats so that the 32 rows a warp reads at one column fall
+/// in 32 banks, the rotated queries, their scores.
+int64_t chunkSharedBytes(int64_t headDim) {
+  return (kDecodeChunk * (headDim + 1) + kMaxQueries * headDim +
+          kMaxQueries * kDecodeChunk) *
+         static_cast<int64_t>(sizeof(float));
+}
+
+/// One chunk of kDecodeChunk positions for one QueryTile: grid (B * Hkv *
+/// headTiles * rowTiles, chunks), kThreads threads. The keys come into
+/// shared memory and every query's scores are formed there (a thread: 4
+/// queries x 2 positions); each query's maximum and sum of exponentials
+/// over the chunk; then the values replace the keys and a thread sums 4
+/// queries x 8 columns of the weighted values. A query's positions after
+/// its own score -inf; positions after the block's last are never read
+/// (the cache's rows there may hold anything) and count as zeros.
+__global__ void __launch_bounds__(kThreads)
+    decodeChunkKernel(DecodeAttentionArgs args, QueryTile tile,
                       const __grid_constant__ RopeInvFreqs invFreq) {
   extern __shared__ float shared[];
-  int64_t headDim = args.headDim, half = headDim / 2;
-  int64_t n = blockIdx.x / args.numHeads, h = blockIdx.x % args.numHeads;
-  int64_t b = n % args.batch;
+  __shared__ int64_t position[kMaxQueries], unit[kMaxQueries];
+  __shared__ float rowMax[kMaxQueries], rowSum[kMaxQueries];
+  const int headDim = static_cast<int>(args.headDim), half = headDim / 2;
+  const int stride = headDim + 1;
+  int64_t index = blockIdx.x;
+  int64_t rowTile = index % tile.rowTiles;
+  index /= tile.rowTiles;
+  int64_t headTile = index % tile.headTiles;
+  index /= tile.headTiles;
+  int64_t g = index % args.numKvHeads, b = index / args.numKvHeads;
+  int64_t chunk = blockIdx.y, begin = chunk * kDecodeChunk;
   int64_t group = args.numHeads / args.numKvHeads;
-  int64_t kvWidth = args.numKvHeads * headDim;
+  int64_t kvWidth = args.numKvHeads * args.headDim;
   int64_t rowPitch = args.batch * kvWidth;
-  int64_t kvBase = b * kvWidth + (h / group) * headDim;
-  int64_t qBase = (n * args.numHeads + h) * headDim;
-  int64_t p = args.positions[n];
-  ConstTensorView kCache{args.kCache.data, args.kCache.dtype};
-  ConstTensorView vCache{args.vCache.data, args.vCache.dtype};
-  float *query = shared;                   // headDim
-  float *scores = shared + headDim;        // p + 1
-  float *scratch = scores + args.cacheLen; // one per warp
+  int64_t kvBase = b * kvWidth + g * args.headDim;
+  float *cacheRows = shared;                        // 64 x stride
+  float *query = cacheRows + kDecodeChunk * stride; // 32 x headDim
+  float *scores = query + kMaxQueries * headDim;    // 32 x 64
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    float angle = static_cast<float>(p) * invFreq.values[i];
-    float cosine = cosf(angle), sine = sinf(angle);
-    float first = loadAs(args.q, qBase + i);
-    float second = loadAs(args.q, qBase + i + half);
-    query[i] = roundedLike(args.q, first * cosine - second * sine);
-    query[i + half] = roundedLike(args.q, second * cosine + first * sine);
+  if (threadIdx.x < kMaxQueries) {
+    int i = threadIdx.x;
+    int64_t t = rowTile * tile.rows + i / tile.heads;
+    int64_t inGroup = headTile * tile.heads + i % tile.heads;
+    bool real = i < tile.heads * tile.rows && t < args.rows && inGroup < group;
+    int64_t n = t * args.batch + b;
+    position[i] = real ? args.positions[n] : -1;
+    unit[i] = n * args.numHeads + g * group + inGroup;
   }
-  if (headDim % 2 != 0 && threadIdx.x == 0)
-    query[headDim - 1] = loadAs(args.q, qBase + headDim - 1);
+  __syncthreads();
+  int64_t last = -1;
+  for (int i = 0; i < kMaxQueries; ++i)
+    last = max(last, position[i]);
+  if (begin > last)
+    return; // no query of the block reaches the chunk: the merge skips it
+  int64_t count = min(kDecodeChunk, last + 1 - begin);
+
+  for (int e = threadIdx.x; e < kMaxQueries * half; e += kThreads) {
+    int i = e / half, c = e % half;
+    float first = 0.0f, second = 0.0f;
+    if (position[i] >= 0) {
+      float angle = static_cast<float>(position[i]) * invFreq.values[c];
+      float cosine = cosf(angle), sine = sinf(angle);
+      int64_t at = unit[i] * headDim;
+      float x = loadAs(args.q, at + c), y = loadAs(args.q, at + c + half);
+      first = roundedLike(args.q, x * cosine - y * sine);
+      second = roundedLike(args.q, y * cosine + x * sine);
+    }
+    query[i * headDim + c] = first;
+    query[i * headDim + c + half] = second;
+  }
+  auto loadChunk = [&](ConstTensorView cache) {
+    for (int e = threadIdx.x; e < kDecodeChunk * headDim; e += kThreads) {
+      int j = e / headDim, d = e % headDim;
+      cacheRows[j * stride + d] =
+          j < count ? loadAs(cache, (begin + j) * rowPitch + kvBase + d) : 0.0f;
+    }
+  };
+  loadChunk({args.kCache.data, args.kCache.dtype});
   __syncthreads();
 
+  float dot[kQueriesPerThread][2] = {};
+  for (int d = 0; d < headDim; ++d) {
+    float key0 = cacheRows[lane * stride + d];
+    float key1 = cacheRows[(lane + 32) * stride + d];
+#pragma unroll
+    for (int k = 0; k < kQueriesPerThread; ++k) {
+      float value = query[(warp + kWarps * k) * headDim + d];
+      dot[k][0] += value * key0;
+      dot[k][1] += value * key1;
+    }
+  }
   float scale = 1.0f / sqrtf(static_cast<float>(headDim));
-  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int64_t t = warp; t <= p; t += kWarps) {
-    const int64_t row = t * rowPitch + kvBase;
-    float dot = 0.0f;
-    for (int64_t d = lane; d < headDim; d += 32)
-      dot += query[d] * loadAs(kCache, row + d);
+#pragma unroll
+  for (int k = 0; k < kQueriesPerThread; ++k) {
+    int i = warp + kWarps * k;
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+      scores[i * kDecodeChunk + lane + 32 * m] =
+          begin + lane + 32 * m <= position[i] ? scale * dot[k][m] : -INFINITY;
+  }
+  __syncthreads();
+  // A warp per query: the chunk's maximum, then the exponentials in place.
+  for (int i = warp; i < kMaxQueries; i += kWarps) {
+    float s0 = scores[i * kDecodeChunk + lane];
+    float s1 = scores[i * kDecodeChunk + lane + 32];
+    float top = fmaxf(s0, s1);
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
-      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    if (lane == 0)
-      scores[t] = scale * dot;
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+    if (top == -INFINITY)
+      top = 0.0f; // a query before the chunk: all its weights are 0
+    float e0 = expf(s0 - top), e1 = expf(s1 - top);
+    scores[i * kDecodeChunk + lane] = e0;
+    scores[i * kDecodeChunk + lane + 32] = e1;
+    float sum = e0 + e1;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) {
+      rowMax[i] = top;
+      rowSum[i] = sum;
+    }
   }
+  loadChunk({args.vCache.data, args.vCache.dtype});
   __syncthreads();
+
+  float acc[kQueriesPerThread][kColumnsPerThread] = {};
+  int columns = (headDim + 31) / 32;
+  for (int j = 0; j < count; ++j) {
+    float weight[kQueriesPerThread];
+#pragma unroll
+    for (int k = 0; k < kQueriesPerThread; ++k)
+      weight[k] = scores[(warp + kWarps * k) * kDecodeChunk + j];
+#pragma unroll
+    for (int c = 0; c < kColumnsPerThread; ++c) {
+      if (c >= columns || lane + 32 * c >= headDim)
+        continue;
+      float value = cacheRows[j * stride + lane + 32 * c];
+#pragma unroll
+      for (int k = 0; k < kQueriesPerThread; ++k)
+        acc[k][c] += weight[k] * value;
+    }
+  }
+  int64_t chunks = decodeAttentionSplits(args.cacheLen);
+#pragma unroll
+  for (int k = 0; k < kQueriesPerThread; ++k) {
+    int i = warp + kWarps * k;
+    if (position[i] < begin)
+      continue; // no position of this chunk: the merge does not read it
+    float *partial = static_cast<float *>(args.scratch) +
+                     (unit[i] * chunks + chunk) * (headDim + 2);
+#pragma unroll
+    for (int c = 0; c < kColumnsPerThread; ++c)
+      if (lane + 32 * c < headDim)
+        partial[lane + 32 * c] = acc[k][c];
+    if (lane == 0) {
+      partial[headDim] = rowMax[i];
+      partial[headDim + 1] = rowSum[i];
+    }
+  }
+}
+
+/// Merges one query head's chunks by log-sum-exp: grid T * B * Hq.
+__global__ void decodeMergeKernel(DecodeAttentionArgs args) {
+  int64_t headDim = args.headDim, unit = blockIdx.x;
+  int64_t p = args.positions[unit / args.numHeads];
+  int64_t chunks = p / kDecodeChunk + 1;
+  const float *partial =
+      static_cast<const float *>(args.scratch) +
+      unit * decodeAttentionSplits(args.cacheLen) * (headDim + 2);
   float maxScore = -INFINITY;
-  for (int64_t t = threadIdx.x; t <= p; t += blockDim.x)
-    maxScore = fmaxf(maxScore, scores[t]);
-  maxScore = blockReduce(maxScore, MaxOp{}, scratch);
+  for (int64_t c = 0; c < chunks; ++c)
+    maxScore = fmaxf(maxScore, partial[c * (headDim + 2) + headDim]);
   float sumExp = 0.0f;
-  for (int64_t t = threadIdx.x; t <= p; t += blockDim.x)
-    sumExp += expf(scores[t] - maxScore);
-  sumExp = blockReduce(sumExp, SumOp{}, scratch);
-  float lse = maxScore + logf(sumExp);
-  for (int64_t t = threadIdx.x; t <= p; t += blockDim.x)
-    scores[t] = expf(scores[t] - lse);
-  __syncthreads();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float *stats = partial + c * (headDim + 2) + headDim;
+    sumExp += stats[1] * expf(stats[0] - maxScore);
+  }
   for (int64_t d = threadIdx.x; d < headDim; d += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t t = 0; t <= p; ++t)
-      acc += scores[t] * loadAs(vCache, t * rowPitch + kvBase + d);
-    storeAs(args.out, qBase + d, acc);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const float *chunk = partial + c * (headDim + 2);
+      acc += chunk[d] * expf(chunk[headDim] - maxScore);
+    }
+    storeAs(args.out, unit * headDim + d, acc / sumExp);
   }
 }
 
 } // namespace
+
+int64_t decodeAttentionScratchBytes(const DecodeAttentionArgs &args) {
+  return kernels::decodeAttentionScratchBytes(
+      args.rows, args.batch, args.numHeads, args.headDim, args.cacheLen);
+}
 
 Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
   SHARC_TRY(checkFloatStorage("decodeAttentionKernel",
                               {args.q.dtype, args.k.dtype, args.v.dtype,
                                args.kCache.dtype, args.vCache.dtype,
                                args.out.dtype}));
-  if (args.headDim / 2 > kRopeMaxHalf)
+  if (args.headDim > kMaxHeadDim)
     return Status::invalidInput(
         "decodeAttentionKernel: head dim " + std::to_string(args.headDim) +
-        " exceeds the device maximum " + std::to_string(2 * kRopeMaxHalf));
+        " exceeds the device maximum " + std::to_string(kMaxHeadDim));
   if (args.rows <= 0 || args.batch <= 0 || args.numHeads <= 0 ||
-      args.headDim <= 0)
+      args.headDim <= 0 || args.cacheLen <= 0)
     return Status::ok();
-  int64_t sharedBytes = (args.headDim + args.cacheLen + kWarps) *
-                        static_cast<int64_t>(sizeof(float));
-  int device = 0, limit = 0;
-  SHARC_CUDA(cudaGetDevice(&device));
-  SHARC_CUDA(cudaDeviceGetAttribute(
-      &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (sharedBytes > limit)
-    return Status::invalidInput(
-        "decodeAttentionKernel: a cache of " + std::to_string(args.cacheLen) +
-        " positions needs " + std::to_string(sharedBytes) +
-        " bytes of shared memory, more than the device's " +
-        std::to_string(limit));
-  SHARC_CUDA(cudaFuncSetAttribute(decodeAttentionKernel,
+  if (!args.scratch)
+    return Status::invalidInput("decodeAttentionKernel: no scratch given");
+  // 45 KiB at head dim 96, 107 KiB at 256: past the 48 KiB a kernel may
+  // take without opting in.
+  int64_t sharedBytes = chunkSharedBytes(args.headDim);
+  SHARC_CUDA(cudaFuncSetAttribute(decodeChunkKernel,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(sharedBytes)));
   RopeInvFreqs invFreq = ropeInvFreqs(args.headDim, args.theta);
@@ -165,9 +323,16 @@ Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
                                 static_cast<unsigned>(args.numKvHeads)),
                            kThreads, 0, stream>>>(args, invFreq);
   SHARC_TRY(launchStatus("decodeCacheWriteKernel"));
-  decodeAttentionKernel<<<static_cast<unsigned>(count * args.numHeads),
-                          kThreads, sharedBytes, stream>>>(args, invFreq);
-  return launchStatus("decodeAttentionKernel");
+  QueryTile tile = queryTile(args);
+  int64_t tiles = args.batch * args.numKvHeads * tile.headTiles * tile.rowTiles;
+  decodeChunkKernel<<<dim3(static_cast<unsigned>(tiles),
+                           static_cast<unsigned>(
+                               decodeAttentionSplits(args.cacheLen))),
+                      kThreads, sharedBytes, stream>>>(args, tile, invFreq);
+  SHARC_TRY(launchStatus("decodeChunkKernel"));
+  decodeMergeKernel<<<static_cast<unsigned>(count * args.numHeads), kThreads, 0,
+                      stream>>>(args);
+  return launchStatus("decodeMergeKernel");
 }
 
 } // namespace sharc::kernels::cuda

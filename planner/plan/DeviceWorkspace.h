@@ -14,7 +14,8 @@
 //  - kernel scratch, per stream the largest need of its instructions:
 //    rms_norm_grad's (and rms_norm_grad_add's) per-block dw rows (at most
 //    512 blocks of group_size fp32), cross_entropy's per-token losses
-//    (fp32), and cuDNN's attention backward (two fp32 tensors of q's size
+//    (fp32), decode_attention's chunks (fp32 partial outputs), and cuDNN's
+//    attention backward (two fp32 tensors of q's size
 //    and a row statistic, as cuDNN 9.19 states at set-up; its deterministic
 //    backward, asked for with SHARC_CUDNN_DETERMINISTIC=1, takes several
 //    times more and is not predicted) unless the plan gives the

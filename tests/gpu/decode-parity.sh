@@ -2,8 +2,9 @@
 # Generation through key/value caches (sharc compile --decode) on the GPU,
 # over the plans scripts/stage-device.sh compiled into DIR: MiniMind at
 # 512 positions, f32 and bf16, batch 1 and 4, each as a decode plan and as
-# the windowed forward (--emit-logits), and a training plan that makes
-# the checkpoint. Prints each plan's ms a token; exit 1 where the f32 decode
+# the windowed forward (--emit-logits), the batch-1 plans with a prefill
+# (at 512 positions, and at 4096 for a prompt of 3000 ids), and a training
+# plan that makes the checkpoint. Prints each plan's ms a token; exit 1 where the f32 decode
 # ids differ from the cpu's or from the windowed plan's. Then, from the
 # same checkpoint, transformers' generate() (its own cache) greedily with
 # its ms a token (tests/gpu/hf-generate.py --time), where PyTorch is, and
@@ -99,7 +100,46 @@ for dtype in float32 bfloat16; do
     echo "      prefill and decode ids differ (bf16)"
   fi
 done
+# A prompt of 3000 ids on caches of 4096 positions (the decode attention's
+# chunks at their long end): the ids against the cpu's (f32), and the ms a
+# token there, beside BASELINE's and transformers' generate() on the same
+# prompt.
+huge=$(python3 -c "print(','.join(str((i * 53 + 7) % 6400) for i in range(3000)))")
+for dtype in float32 bfloat16; do
+  plan=$dir/mm-$dtype-b1-long.plan
+  [ -f "$plan" ] || continue
+  timeout 300 "$sharc_run" "$plan" --backend $backend \
+    --load "$work/m.safetensors" --generate "$huge" --max-new-tokens 32 \
+    --temperature 0 >"$work/huge-$dtype.log" 2>&1
+  echo "prompt of 3000, mm-$dtype-b1-long: $(grep generated "$work/huge-$dtype.log")"
+  if [ -n "${BASELINE:-}" ]; then
+    timeout 300 "$BASELINE" "$plan" --backend $backend \
+      --load "$work/m.safetensors" --generate "$huge" --max-new-tokens 32 \
+      --temperature 0 >"$work/baseline.log" 2>&1
+    echo "      baseline: $(grep generated "$work/baseline.log")"
+  fi
+  [ $dtype = float32 ] || continue
+  timeout 300 "$sharc_run" "$plan" --backend cpu --load "$work/m.safetensors" \
+    --generate "$huge" --max-new-tokens 32 --temperature 0 \
+    >"$work/huge-cpu.log" 2>&1
+  if grep -q '^sample 0:' "$work/huge-cpu.log" &&
+     cmp -s <(grep '^sample' "$work/huge-cpu.log") \
+            <(grep '^sample' "$work/huge-float32.log"); then
+    echo "      $backend ids = cpu ids"
+  else
+    echo "FAIL  prompt of 3000: $backend and cpu ids differ"; failed=1
+  fi
+done
 if python3 -c "import torch, transformers" 2>/dev/null; then
+  if [ -f "$work/huge-float32.log" ]; then
+    ids=$(grep '^sample 0:' "$work/huge-float32.log" | cut -d: -f2)
+    python3 "$(dirname "$0")/hf-generate.py" "$work/m.safetensors" \
+      --prompt "$huge" --max-new-tokens 32 --expect "$ids" --time |
+      grep -v '^hf:' || failed=1
+    python3 "$(dirname "$0")/hf-generate.py" "$work/m.safetensors" \
+      --prompt "$huge" --max-new-tokens 32 --time --dtype bfloat16 2>&1 |
+      grep -E 'hf-generate:|Error' | tail -n 2
+  fi
   ids=$(grep '^sample 0:' "$work/mm-float32-b1-decode.log" | cut -d: -f2)
   python3 "$(dirname "$0")/hf-generate.py" "$work/m.safetensors" \
     --prompt $prompt --max-new-tokens $tokens --expect "$ids" --time |

@@ -13,9 +13,10 @@ at temperature 0: exit 1 at the first that differs, unless the two
 candidates' logits are within --tie of each other (fp32 noise can flip a
 near tie; the script then says so and compares no further). Prints
 "hf-generate: N of N ids agree" when they do. With --time, also the
-milliseconds a token after the first of generate() (sharc-run's measure:
-after warm-up runs, one run of N tokens whose streamer stamps each token
-as it reaches the host). --dtype bfloat16 runs the model in bf16 (timing
+milliseconds a token after the first of generate() and the time to the
+first, which holds the prompt's forward (sharc-run's measures: after
+warm-up runs, one run of N tokens whose streamer stamps each token as it
+reaches the host). --dtype bfloat16 runs the model in bf16 (timing
 only: its ids are not compared); --compile is what a PyTorch user runs
 for speed, a static cache and torch.compile(mode="reduce-overhead") of
 the forward (CUDA graphs), timed after three warm-up runs.
@@ -113,8 +114,10 @@ def main():
         after = (stamps.times[-1] - stamps.times[1]) / (len(stamps.times) - 2)
         how = ("static cache, torch.compile reduce-overhead" if a.compile
                else "dynamic cache, eager")
+        first = stamps.times[1] - start
         print(f"hf-generate: {after * 1e3:.2f} ms a token after the first "
-              f"({a.max_new_tokens} tokens, {whole:.3f} s; {a.dtype}, {how})")
+              f"({first * 1e3:.1f} ms to the first; {a.max_new_tokens} "
+              f"tokens, {whole:.3f} s; {a.dtype}, {how})")
     if a.expect is None or a.dtype != "float32":
         return
     expected = [int(x) for x in a.expect.split()]

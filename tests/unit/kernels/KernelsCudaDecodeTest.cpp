@@ -2,10 +2,13 @@
 //
 // cuda::decodeAttention against cpu::decodeAttention on the same stored
 // inputs: caches filled with random values, samples at different positions
-// (the first, one inside, the last), head dims that are no power of two, a
-// cache long enough that its scores need more than 48 KiB of shared memory,
-// and steps of several positions a sample (a prompt's chunk).
-// The output starts poisoned (NaN), so an element never written fails.
+// (the first, one inside, the last, either side of a chunk's edge), head
+// dims that are no power of two and the largest (256), a cache of 313
+// chunks, groups of 1 to 40 query heads (more than a block's 32 queries),
+// and steps of several positions a sample (a prompt's chunk, and a prefill
+// of 64 rows padded with its last position as the runtime pads). The output and
+// the scratch start poisoned (NaN), so an element never written, or a chunk the
+// merge reads but no block wrote, fails.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +17,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 using namespace sharc;
@@ -27,6 +31,15 @@ struct DecodeShape {
   std::vector<int32_t> positions; ///< [T, B]
 };
 
+/// 64 rows of one sample at positions 100..158, then 158 four more
+/// times.
+DecodeShape prefillShape() {
+  DecodeShape shape{300, 1, 4, 4, 64, {}};
+  for (int32_t t = 0; t < 64; ++t)
+    shape.positions.push_back(std::min(100 + t, 158));
+  return shape;
+}
+
 void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
   int64_t rows = static_cast<int64_t>(shape.positions.size()) / shape.batch;
   int64_t qNumel = rows * shape.batch * shape.numHeads * shape.headDim;
@@ -34,8 +47,21 @@ void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
   int64_t cacheNumel =
       shape.cacheLen * shape.batch * shape.numKvHeads * shape.headDim;
   Pair q(dtype, randomValues(qNumel, rng, 2.0));
-  Pair k(dtype, randomValues(kvNumel, rng, 2.0));
-  Pair v(dtype, randomValues(kvNumel, rng));
+  // A row repeating an earlier row's position (the runtime's padding)
+  // brings that row's key and value, as the kernels require.
+  auto repeated = [&](std::vector<double> values) {
+    int64_t width = shape.numKvHeads * shape.headDim;
+    for (int64_t n = 0; n < rows * shape.batch; ++n)
+      for (int64_t m = n % shape.batch; m < n; m += shape.batch)
+        if (shape.positions[m] == shape.positions[n]) {
+          std::copy_n(values.begin() + m * width, width,
+                      values.begin() + n * width);
+          break;
+        }
+    return values;
+  };
+  Pair k(dtype, repeated(randomValues(kvNumel, rng, 2.0)));
+  Pair v(dtype, repeated(randomValues(kvNumel, rng)));
   Pair kCache(dtype, randomValues(cacheNumel, rng, 2.0));
   Pair vCache(dtype, randomValues(cacheNumel, rng));
   Pair out(dtype, qNumel);
@@ -56,8 +82,12 @@ void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
                                .theta = 1e6,
                                .rows = rows};
   };
+  DecodeAttentionArgs deviceArgs = args(true);
+  DeviceBuffer scratch(cuda::decodeAttentionScratchBytes(deviceArgs));
+  scratch.poison();
+  deviceArgs.scratch = scratch.data();
   cpu::decodeAttention(args(false));
-  requireRan(cuda::decodeAttention(args(true), nullptr));
+  requireRan(cuda::decodeAttention(deviceArgs, nullptr));
   double bound = tolerance(dtype, 1e-5);
   out.requireMatch(bound);
   // The new rows: rope's cos and sin may differ by an ulp; the rest of the
@@ -73,13 +103,27 @@ TEST_CASE("cuda::decodeAttention matches cpu::decodeAttention", "[gpu]") {
   std::vector<DecodeShape> shapes = {
       {37, 3, 8, 4, 96, {0, 17, 36}},
       {300, 2, 4, 1, 64, {299, 128}},
+      // Positions 63, 64 and 65: a chunk's last, the next one's first and
+      // second (kDecodeChunk is 64).
+      {130, 3, 4, 2, 96, {63, 64, 65}},
       {5, 1, 2, 2, 6, {4}},
-      // 20,000 scores are 80 KB: past the default 48 KiB of shared memory.
+      // 313 chunks, of which the last holds 32 positions.
       {20000, 1, 2, 1, 64, {19999}},
       // Chunks: 4 rows of 3 samples at consecutive positions (the third
       // sample's at the cache's end), 2 rows of one sample at its start.
       {40, 3, 8, 4, 96, {0, 17, 36, 1, 18, 37, 2, 19, 38, 3, 20, 39}},
-      {9, 1, 2, 2, 6, {0, 1}}};
+      {9, 1, 2, 2, 6, {0, 1}},
+      // Head dim 256 (the kernel's largest), a group of 16 query heads (a
+      // block takes 2 rows of them), 3 rows of 2 samples at different
+      // chunks.
+      {200, 2, 16, 1, 256, {70, 150, 71, 151, 72, 199}},
+      // 40 heads over 1 KV head: more than one block's 32 queries a group.
+      {66, 1, 40, 1, 8, {65}},
+      // A prefill's 64 rows from position 100 (two query tiles of 32 rows
+      // over a group of 1, one of which crosses from chunk 1 into chunk
+      // 2), the last 5 rows repeating position 158 as the runtime pads.
+      prefillShape(),
+  };
   for (DType dtype : kFloatTypes)
     for (const DecodeShape &shape : shapes) {
       INFO(dtypeName(dtype) << " cache " << shape.cacheLen << " batch "

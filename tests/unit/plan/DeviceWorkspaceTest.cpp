@@ -105,3 +105,27 @@ instructions:
   // One too small is passed over: the backend falls back to the scratch.
   CHECK(planWith("[0, 0, 0, 2]", 2175).scratchBytes == 8704);
 }
+
+TEST_CASE("decode_attention's chunks take scratch by the cache's length",
+          "[plan]") {
+  // q [T=2, B=3, 4 heads x 8], k/v [2, 3, 2 x 8], caches of 130 positions:
+  // 3 chunks of 64, each head's 8 columns and 2 statistics in fp32.
+  const std::string text = R"(sharc_plan: 1
+mesh: [{name: dp, size: 1}]
+num_streams: 1
+num_events: 0
+regions: {input: 24, activation: 768, cache: 24960}
+buffers:
+  - {id: 0, name: "q", region: activation, offset: 0, bytes: 768, dtype: f32, shape: [2, 3, 32]}
+  - {id: 1, name: "k", region: activation, offset: 0, bytes: 384, dtype: f32, shape: [2, 3, 16]}
+  - {id: 2, name: "k_cache", region: cache, offset: 0, bytes: 24960, dtype: f32, shape: [130, 3, 16]}
+  - {id: 3, name: "prefill_positions", region: input, offset: 0, bytes: 24, dtype: i32, shape: [2, 3]}
+instructions:
+  - {op: decode_attention, in: [0, 1, 1, 2, 2, 3], out: [0], attrs: {head_dim: 8, theta: 10000.0}}
+)";
+  Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
+  INFO(plan.status().message());
+  REQUIRE(plan);
+  CHECK(predictDeviceWorkspace(*plan).scratchBytes ==
+        2 * 3 * 4 * 3 * (8 + 2) * 4);
+}
