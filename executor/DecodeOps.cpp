@@ -40,6 +40,11 @@ Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
   if (headDim % 2 != 0)
     return Status::invalidInput("head_dim " + std::to_string(headDim) +
                                 " must be even for rope");
+  if (env.onDevice && headDim > kernels::kDecodeMaxDeviceHeadDim)
+    return Status::invalidInput(
+        "head_dim " + std::to_string(headDim) +
+        " exceeds the cuda decode kernel's " +
+        std::to_string(kernels::kDecodeMaxDeviceHeadDim));
   int64_t rows = q.shape()[0], batch = q.shape()[1];
   if (q.shape()[2] % headDim != 0)
     return Status::invalidInput("q must be [T, B, heads * head_dim]");

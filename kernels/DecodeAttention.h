@@ -1,7 +1,7 @@
 //===- DecodeAttention.h - a new position against the key/value cache -*- C++
 //-*-===//
 // defines: DecodeAttentionArgs, decodeAttention (cpu::, cuda::),
-//          kDecodeChunk, decodeAttentionSplits, decodeAttentionScratchBytes
+//          kDecodeChunk, DecodeGrid, decodeGrid, decodeAttentionScratchBytes
 //
 // One step of generation with a key/value cache (`sharc compile --decode`):
 // each sample brings T new positions (1 a token; a prompt's chunk with
@@ -23,13 +23,14 @@
 // clearing between prompts; the training forward computes the same
 // numbers for the same tokens (rope, then causal attention).
 //
-// On the device the cache is read in chunks of kDecodeChunk positions, a
-// block each for up to 32 queries that share a KV head (rows of a sample
-// times heads of a group), so a long cache spreads over the GPU and a
-// prefill's rows read each chunk once between them; each chunk leaves every
-// query's maximum score, sum of exponentials and unnormalised output in
-// fp32 scratch (decodeAttentionScratchBytes), merged by log-sum-exp after.
-// The device takes head dims up to 256. The cpu ignores `scratch`.
+// On the device the cache is read in chunks of kDecodeChunk positions by
+// blocks of up to 32 queries that share a KV head (rows of a sample times
+// heads of a group), so a prefill's rows read each chunk once between
+// them, and a long cache is split into runs of chunks over more blocks
+// (DecodeGrid), each run leaving every query's maximum score, sum of
+// exponentials and unnormalised output in fp32 scratch
+// (decodeAttentionScratchBytes), merged by log-sum-exp after. The device
+// takes head dims up to 256. The cpu ignores `scratch`.
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -47,26 +48,79 @@ struct DecodeAttentionArgs {
   int64_t batch = 0, numHeads = 0, numKvHeads = 0, headDim = 0;
   int64_t cacheLen = 0;
   double theta = 1e6;
-  int64_t rows = 1;        ///< T: positions per sample this step
-  void *scratch = nullptr; ///< device only, of decodeAttentionScratchBytes
+  int64_t rows = 1;           ///< T: positions per sample this step
+  void *scratch = nullptr;    ///< device only, of decodeAttentionScratchBytes
+  int64_t chunksPerSplit = 0; ///< device only: 0 is decodeGrid's choice
 };
 
-/// Positions of the cache one device block reads.
+/// Positions of the cache a device block reads at a time.
 inline constexpr int64_t kDecodeChunk = 64;
+/// Queries a device block takes: rows of one sample times query heads of
+/// one KV head's group.
+inline constexpr int64_t kDecodeMaxQueries = 32;
+/// The largest head dim the device kernel takes (a thread keeps 8 columns
+/// of 4 queries' outputs).
+inline constexpr int64_t kDecodeMaxDeviceHeadDim = 256;
+/// The scratch a step's runs may take before chunks are grouped into runs
+/// of several (a prefill of 512 rows over 8 heads at head dim 96 takes
+/// 1.6 MB a chunk: 41 chunks, 2,624 positions, before runs of 2).
+inline constexpr int64_t kDecodeScratchCap = int64_t{64} << 20;
 
-/// The chunks a cache of `cacheLen` positions splits into.
-constexpr int64_t decodeAttentionSplits(int64_t cacheLen) {
-  return (cacheLen + kDecodeChunk - 1) / kDecodeChunk;
+/// How the device divides one step: query tiles of `heads` x `rows` (of
+/// `tiles` in all), and the cache's `chunks` into `splits` runs of
+/// `chunksPerSplit`, a block per tile and run. A run is one chunk (the
+/// most blocks, the causal prefill's work spread evenly) unless the runs'
+/// partials would pass kDecodeScratchCap; a block walks its run's chunks
+/// with a running maximum. Each query's runs are merged by log-sum-exp,
+/// unless its positions fall in the first run alone. `chunksPerSplit` > 0
+/// asks for runs of that many (the tests' way to reach longer runs).
+struct DecodeGrid {
+  int64_t heads = 1, rows = 1, headTiles = 1, rowTiles = 1, tiles = 1;
+  int64_t chunks = 1, splits = 1, chunksPerSplit = 1;
+};
+
+constexpr int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+constexpr DecodeGrid decodeGrid(int64_t rows, int64_t batch, int64_t numHeads,
+                                int64_t numKvHeads, int64_t headDim,
+                                int64_t cacheLen, int64_t chunksPerSplit = 0) {
+  DecodeGrid grid;
+  rows = rows > 0 ? rows : 1;
+  batch = batch > 0 ? batch : 1;
+  numKvHeads = numKvHeads > 0 ? numKvHeads : 1;
+  int64_t group = numHeads / numKvHeads > 0 ? numHeads / numKvHeads : 1;
+  grid.heads = group < kDecodeMaxQueries ? group : kDecodeMaxQueries;
+  int64_t rowsFit = kDecodeMaxQueries / grid.heads;
+  grid.rows = rows < rowsFit ? rows : rowsFit;
+  grid.headTiles = ceilDiv(group, grid.heads);
+  grid.rowTiles = ceilDiv(rows, grid.rows);
+  grid.tiles = batch * numKvHeads * grid.headTiles * grid.rowTiles;
+  grid.chunks = ceilDiv(cacheLen > 0 ? cacheLen : 1, kDecodeChunk);
+  if (chunksPerSplit <= 0) {
+    int64_t perRun = rows * batch * group * numKvHeads * (headDim + 2) * 4;
+    int64_t runs = kDecodeScratchCap / (perRun > 0 ? perRun : 1);
+    runs = runs < grid.chunks ? (runs > 0 ? runs : 1) : grid.chunks;
+    chunksPerSplit = ceilDiv(grid.chunks, runs);
+  }
+  grid.chunksPerSplit =
+      chunksPerSplit < grid.chunks ? chunksPerSplit : grid.chunks;
+  grid.splits = ceilDiv(grid.chunks, grid.chunksPerSplit);
+  return grid;
 }
 
-/// Each (row, sample, query head, chunk): headDim output columns, the
-/// chunk's maximum score and its sum of exponentials, in fp32. Fixed by the
-/// sizes alone, so the compiler's report predicts it (plan/DeviceWorkspace).
-inline int64_t decodeAttentionScratchBytes(int64_t rows, int64_t batch,
-                                           int64_t numHeads, int64_t headDim,
-                                           int64_t cacheLen) {
-  return rows * batch * numHeads * decodeAttentionSplits(cacheLen) *
-         (headDim + 2) * 4;
+/// Each (row, sample, query head, run): headDim output columns, the run's
+/// maximum score and its sum of exponentials, in fp32; none with one run.
+/// Fixed by the sizes alone, so the compiler's report predicts it
+/// (plan/DeviceWorkspace).
+constexpr int64_t decodeAttentionScratchBytes(int64_t rows, int64_t batch,
+                                              int64_t numHeads,
+                                              int64_t numKvHeads,
+                                              int64_t headDim, int64_t cacheLen,
+                                              int64_t chunksPerSplit = 0) {
+  int64_t splits = decodeGrid(rows, batch, numHeads, numKvHeads, headDim,
+                              cacheLen, chunksPerSplit)
+                       .splits;
+  return splits > 1 ? rows * batch * numHeads * splits * (headDim + 2) * 4 : 0;
 }
 
 namespace cpu {

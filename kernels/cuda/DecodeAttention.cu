@@ -71,34 +71,11 @@ decodeCacheWriteKernel(DecodeAttentionArgs args,
     storeAs(args.vCache, to + d, loadAs(args.v, from + d));
 }
 
-/// The queries one block of decodeChunkKernel takes: `heads` query heads
-/// of one KV head's group for `rows` rows of one sample, at most
-/// kMaxQueries, so that the chunk's keys and values, read from the cache
-/// once into shared memory, serve all of them (a prefill's 64 rows and a
-/// GQA group of 2 make 32 queries a read).
-struct QueryTile {
-  int heads = 1, rows = 1;
-  int64_t headTiles = 1, rowTiles = 1;
-};
-
-constexpr int kMaxQueries = 32;
-/// The head dims the chunk kernel takes: a thread keeps 4 queries x 8
-/// columns of the output in registers.
-constexpr int kMaxHeadDim = 256;
+constexpr int kMaxQueries = static_cast<int>(kDecodeMaxQueries);
+constexpr int kMaxHeadDim = static_cast<int>(kDecodeMaxDeviceHeadDim);
 constexpr int kQueriesPerThread = kMaxQueries / kWarps;
 constexpr int kColumnsPerThread = kMaxHeadDim / 32;
 static_assert(kDecodeChunk == 64, "a lane takes positions lane and lane + 32");
-
-QueryTile queryTile(const DecodeAttentionArgs &args) {
-  int64_t group = args.numHeads / args.numKvHeads;
-  QueryTile tile;
-  tile.heads = static_cast<int>(std::min<int64_t>(group, kMaxQueries));
-  tile.rows = static_cast<int>(std::max<int64_t>(
-      1, std::min<int64_t>(args.rows, kMaxQueries / tile.heads)));
-  tile.headTiles = (group + tile.heads - 1) / tile.heads;
-  tile.rowTiles = (args.rows + tile.rows - 1) / tile.rows;
-  return tile;
-}
 
 /// Dynamic shared memory: the chunk's rows (keys, then values) padded to
 /// headDim + 1 floats so that the 32 rows a warp reads at one column fall
@@ -109,29 +86,38 @@ int64_t chunkSharedBytes(int64_t headDim) {
          static_cast<int64_t>(sizeof(float));
 }
 
-/// One chunk of kDecodeChunk positions for one QueryTile: grid (B * Hkv *
-/// headTiles * rowTiles, chunks), kThreads threads. The keys come into
-/// shared memory and every query's scores are formed there (a thread: 4
-/// queries x 2 positions); each query's maximum and sum of exponentials
-/// over the chunk; then the values replace the keys and a thread sums 4
-/// queries x 8 columns of the weighted values. A query's positions after
-/// its own score -inf; positions after the block's last are never read
-/// (the cache's rows there may hold anything) and count as zeros.
+/// The run of chunks query `position` ends in.
+__device__ __forceinline__ int64_t lastSplit(const DecodeGrid &grid,
+                                             int64_t position) {
+  return position / kDecodeChunk / grid.chunksPerSplit;
+}
+
+/// One run of chunks for one query tile: grid (tiles, splits), kThreads
+/// threads. Per chunk, the keys come into shared memory and every query's
+/// scores are formed there (a thread: 4 queries x 2 positions); each
+/// query's running maximum and sum of exponentials take the chunk in (a
+/// warp a query); then the values replace the keys and a thread rescales
+/// and adds to its 4 queries x 8 columns of the weighted values. A query's
+/// positions after its own score -inf; positions after the block's last
+/// are never read (the cache's rows there may hold anything) and count as
+/// zeros. A query whose positions all fall in the first run is finished
+/// here (out); the others leave the run's partial in scratch.
 __global__ void __launch_bounds__(kThreads)
-    decodeChunkKernel(DecodeAttentionArgs args, QueryTile tile,
+    decodeChunkKernel(DecodeAttentionArgs args, DecodeGrid grid,
                       const __grid_constant__ RopeInvFreqs invFreq) {
   extern __shared__ float shared[];
   __shared__ int64_t position[kMaxQueries], unit[kMaxQueries];
   __shared__ float rowMax[kMaxQueries], rowSum[kMaxQueries];
+  __shared__ float rescale[kMaxQueries];
   const int headDim = static_cast<int>(args.headDim), half = headDim / 2;
   const int stride = headDim + 1;
   int64_t index = blockIdx.x;
-  int64_t rowTile = index % tile.rowTiles;
-  index /= tile.rowTiles;
-  int64_t headTile = index % tile.headTiles;
-  index /= tile.headTiles;
+  int64_t rowTile = index % grid.rowTiles;
+  index /= grid.rowTiles;
+  int64_t headTile = index % grid.headTiles;
+  index /= grid.headTiles;
   int64_t g = index % args.numKvHeads, b = index / args.numKvHeads;
-  int64_t chunk = blockIdx.y, begin = chunk * kDecodeChunk;
+  int64_t split = blockIdx.y, firstChunk = split * grid.chunksPerSplit;
   int64_t group = args.numHeads / args.numKvHeads;
   int64_t kvWidth = args.numKvHeads * args.headDim;
   int64_t rowPitch = args.batch * kvWidth;
@@ -143,20 +129,23 @@ __global__ void __launch_bounds__(kThreads)
 
   if (threadIdx.x < kMaxQueries) {
     int i = threadIdx.x;
-    int64_t t = rowTile * tile.rows + i / tile.heads;
-    int64_t inGroup = headTile * tile.heads + i % tile.heads;
-    bool real = i < tile.heads * tile.rows && t < args.rows && inGroup < group;
+    int64_t t = rowTile * grid.rows + i / grid.heads;
+    int64_t inGroup = headTile * grid.heads + i % grid.heads;
+    bool real = i < grid.heads * grid.rows && t < args.rows && inGroup < group;
     int64_t n = t * args.batch + b;
     position[i] = real ? args.positions[n] : -1;
     unit[i] = n * args.numHeads + g * group + inGroup;
+    rowMax[i] = -INFINITY;
+    rowSum[i] = 0.0f;
   }
   __syncthreads();
   int64_t last = -1;
   for (int i = 0; i < kMaxQueries; ++i)
     last = max(last, position[i]);
-  if (begin > last)
-    return; // no query of the block reaches the chunk: the merge skips it
-  int64_t count = min(kDecodeChunk, last + 1 - begin);
+  if (firstChunk * kDecodeChunk > last)
+    return; // no query of the block reaches the run: the merge skips it
+  int64_t endChunk = min(min(firstChunk + grid.chunksPerSplit, grid.chunks),
+                         last / kDecodeChunk + 1);
 
   for (int e = threadIdx.x; e < kMaxQueries * half; e += kThreads) {
     int i = e / half, c = e % half;
@@ -172,87 +161,117 @@ __global__ void __launch_bounds__(kThreads)
     query[i * headDim + c] = first;
     query[i * headDim + c + half] = second;
   }
-  auto loadChunk = [&](ConstTensorView cache) {
-    for (int e = threadIdx.x; e < kDecodeChunk * headDim; e += kThreads) {
-      int j = e / headDim, d = e % headDim;
-      cacheRows[j * stride + d] =
-          j < count ? loadAs(cache, (begin + j) * rowPitch + kvBase + d) : 0.0f;
-    }
-  };
-  loadChunk({args.kCache.data, args.kCache.dtype});
-  __syncthreads();
+  float scale = 1.0f / sqrtf(static_cast<float>(headDim));
+  int columns = (headDim + 31) / 32;
+  float acc[kQueriesPerThread][kColumnsPerThread] = {};
+  for (int64_t chunk = firstChunk; chunk < endChunk; ++chunk) {
+    int64_t begin = chunk * kDecodeChunk;
+    int64_t count = min(kDecodeChunk, last + 1 - begin);
+    auto loadChunk = [&](ConstTensorView cache) {
+      for (int e = threadIdx.x; e < kDecodeChunk * headDim; e += kThreads) {
+        int j = e / headDim, d = e % headDim;
+        cacheRows[j * stride + d] =
+            j < count ? loadAs(cache, (begin + j) * rowPitch + kvBase + d)
+                      : 0.0f;
+      }
+    };
+    loadChunk({args.kCache.data, args.kCache.dtype});
+    __syncthreads();
 
-  float dot[kQueriesPerThread][2] = {};
-  for (int d = 0; d < headDim; ++d) {
-    float key0 = cacheRows[lane * stride + d];
-    float key1 = cacheRows[(lane + 32) * stride + d];
+    float dot[kQueriesPerThread][2] = {};
+    for (int d = 0; d < headDim; ++d) {
+      float key0 = cacheRows[lane * stride + d];
+      float key1 = cacheRows[(lane + 32) * stride + d];
+#pragma unroll
+      for (int k = 0; k < kQueriesPerThread; ++k) {
+        float value = query[(warp + kWarps * k) * headDim + d];
+        dot[k][0] += value * key0;
+        dot[k][1] += value * key1;
+      }
+    }
 #pragma unroll
     for (int k = 0; k < kQueriesPerThread; ++k) {
-      float value = query[(warp + kWarps * k) * headDim + d];
-      dot[k][0] += value * key0;
-      dot[k][1] += value * key1;
+      int i = warp + kWarps * k;
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+        scores[i * kDecodeChunk + lane + 32 * m] =
+            begin + lane + 32 * m <= position[i] ? scale * dot[k][m]
+                                                 : -INFINITY;
     }
-  }
-  float scale = 1.0f / sqrtf(static_cast<float>(headDim));
+    __syncthreads();
+    // A warp per query: the running maximum takes the chunk's in, the
+    // exponentials replace the scores, and the running sum is rescaled.
+    for (int i = warp; i < kMaxQueries; i += kWarps) {
+      float s0 = scores[i * kDecodeChunk + lane];
+      float s1 = scores[i * kDecodeChunk + lane + 32];
+      float top = fmaxf(s0, s1);
 #pragma unroll
-  for (int k = 0; k < kQueriesPerThread; ++k) {
-    int i = warp + kWarps * k;
+      for (int offset = 16; offset > 0; offset /= 2)
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+      float before = rowMax[i];
+      top = fmaxf(top, before);
+      // A query no position has reached yet keeps weights of 0.
+      float reference = top == -INFINITY ? 0.0f : top;
+      float e0 = expf(s0 - reference), e1 = expf(s1 - reference);
+      scores[i * kDecodeChunk + lane] = e0;
+      scores[i * kDecodeChunk + lane + 32] = e1;
+      float sum = e0 + e1;
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
-      scores[i * kDecodeChunk + lane + 32 * m] =
-          begin + lane + 32 * m <= position[i] ? scale * dot[k][m] : -INFINITY;
-  }
-  __syncthreads();
-  // A warp per query: the chunk's maximum, then the exponentials in place.
-  for (int i = warp; i < kMaxQueries; i += kWarps) {
-    float s0 = scores[i * kDecodeChunk + lane];
-    float s1 = scores[i * kDecodeChunk + lane + 32];
-    float top = fmaxf(s0, s1);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
-    if (top == -INFINITY)
-      top = 0.0f; // a query before the chunk: all its weights are 0
-    float e0 = expf(s0 - top), e1 = expf(s1 - top);
-    scores[i * kDecodeChunk + lane] = e0;
-    scores[i * kDecodeChunk + lane + 32] = e1;
-    float sum = e0 + e1;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane == 0) {
-      rowMax[i] = top;
-      rowSum[i] = sum;
+      for (int offset = 16; offset > 0; offset /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      __syncwarp();
+      if (lane == 0) {
+        float factor = expf(before - reference);
+        rowMax[i] = top;
+        rowSum[i] = rowSum[i] * factor + sum;
+        rescale[i] = factor;
+      }
     }
-  }
-  loadChunk({args.vCache.data, args.vCache.dtype});
-  __syncthreads();
+    loadChunk({args.vCache.data, args.vCache.dtype});
+    __syncthreads();
 
-  float acc[kQueriesPerThread][kColumnsPerThread] = {};
-  int columns = (headDim + 31) / 32;
-  for (int j = 0; j < count; ++j) {
     float weight[kQueriesPerThread];
 #pragma unroll
-    for (int k = 0; k < kQueriesPerThread; ++k)
-      weight[k] = scores[(warp + kWarps * k) * kDecodeChunk + j];
+    for (int k = 0; k < kQueriesPerThread; ++k) {
+      float factor = rescale[warp + kWarps * k];
 #pragma unroll
-    for (int c = 0; c < kColumnsPerThread; ++c) {
-      if (c >= columns || lane + 32 * c >= headDim)
-        continue;
-      float value = cacheRows[j * stride + lane + 32 * c];
+      for (int c = 0; c < kColumnsPerThread; ++c)
+        acc[k][c] *= factor;
+    }
+    for (int j = 0; j < count; ++j) {
 #pragma unroll
       for (int k = 0; k < kQueriesPerThread; ++k)
-        acc[k][c] += weight[k] * value;
+        weight[k] = scores[(warp + kWarps * k) * kDecodeChunk + j];
+#pragma unroll
+      for (int c = 0; c < kColumnsPerThread; ++c) {
+        if (c >= columns || lane + 32 * c >= headDim)
+          continue;
+        float value = cacheRows[j * stride + lane + 32 * c];
+#pragma unroll
+        for (int k = 0; k < kQueriesPerThread; ++k)
+          acc[k][c] += weight[k] * value;
+      }
     }
+    // The next chunk's keys and scores overwrite these.
+    if (chunk + 1 < endChunk)
+      __syncthreads();
   }
-  int64_t chunks = decodeAttentionSplits(args.cacheLen);
 #pragma unroll
   for (int k = 0; k < kQueriesPerThread; ++k) {
     int i = warp + kWarps * k;
-    if (position[i] < begin)
-      continue; // no position of this chunk: the merge does not read it
+    if (position[i] < firstChunk * kDecodeChunk)
+      continue; // no position of this run: the merge does not read it
+    if (lastSplit(grid, position[i]) == 0) {
+      // Every position of the query is in this run: the result.
+#pragma unroll
+      for (int c = 0; c < kColumnsPerThread; ++c)
+        if (lane + 32 * c < headDim)
+          storeAs(args.out, unit[i] * headDim + lane + 32 * c,
+                  acc[k][c] / rowSum[i]);
+      continue;
+    }
     float *partial = static_cast<float *>(args.scratch) +
-                     (unit[i] * chunks + chunk) * (headDim + 2);
+                     (unit[i] * grid.splits + split) * (headDim + 2);
 #pragma unroll
     for (int c = 0; c < kColumnsPerThread; ++c)
       if (lane + 32 * c < headDim)
@@ -264,27 +283,28 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/// Merges one query head's chunks by log-sum-exp: grid T * B * Hq.
-__global__ void decodeMergeKernel(DecodeAttentionArgs args) {
+/// Merges one query head's runs by log-sum-exp: grid T * B * Hq. A query
+/// whose positions fall in the first run alone is already finished.
+__global__ void decodeMergeKernel(DecodeAttentionArgs args, DecodeGrid grid) {
   int64_t headDim = args.headDim, unit = blockIdx.x;
-  int64_t p = args.positions[unit / args.numHeads];
-  int64_t chunks = p / kDecodeChunk + 1;
-  const float *partial =
-      static_cast<const float *>(args.scratch) +
-      unit * decodeAttentionSplits(args.cacheLen) * (headDim + 2);
+  int64_t runs = lastSplit(grid, args.positions[unit / args.numHeads]) + 1;
+  if (runs == 1)
+    return;
+  const float *partial = static_cast<const float *>(args.scratch) +
+                         unit * grid.splits * (headDim + 2);
   float maxScore = -INFINITY;
-  for (int64_t c = 0; c < chunks; ++c)
-    maxScore = fmaxf(maxScore, partial[c * (headDim + 2) + headDim]);
+  for (int64_t r = 0; r < runs; ++r)
+    maxScore = fmaxf(maxScore, partial[r * (headDim + 2) + headDim]);
   float sumExp = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c) {
-    const float *stats = partial + c * (headDim + 2) + headDim;
+  for (int64_t r = 0; r < runs; ++r) {
+    const float *stats = partial + r * (headDim + 2) + headDim;
     sumExp += stats[1] * expf(stats[0] - maxScore);
   }
   for (int64_t d = threadIdx.x; d < headDim; d += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) {
-      const float *chunk = partial + c * (headDim + 2);
-      acc += chunk[d] * expf(chunk[headDim] - maxScore);
+    for (int64_t r = 0; r < runs; ++r) {
+      const float *run = partial + r * (headDim + 2);
+      acc += run[d] * expf(run[headDim] - maxScore);
     }
     storeAs(args.out, unit * headDim + d, acc / sumExp);
   }
@@ -294,7 +314,8 @@ __global__ void decodeMergeKernel(DecodeAttentionArgs args) {
 
 int64_t decodeAttentionScratchBytes(const DecodeAttentionArgs &args) {
   return kernels::decodeAttentionScratchBytes(
-      args.rows, args.batch, args.numHeads, args.headDim, args.cacheLen);
+      args.rows, args.batch, args.numHeads, args.numKvHeads, args.headDim,
+      args.cacheLen, args.chunksPerSplit);
 }
 
 Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
@@ -309,7 +330,10 @@ Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
   if (args.rows <= 0 || args.batch <= 0 || args.numHeads <= 0 ||
       args.headDim <= 0 || args.cacheLen <= 0)
     return Status::ok();
-  if (!args.scratch)
+  DecodeGrid grid =
+      decodeGrid(args.rows, args.batch, args.numHeads, args.numKvHeads,
+                 args.headDim, args.cacheLen, args.chunksPerSplit);
+  if (grid.splits > 1 && !args.scratch)
     return Status::invalidInput("decodeAttentionKernel: no scratch given");
   // 45 KiB at head dim 96, 107 KiB at 256: past the 48 KiB a kernel may
   // take without opting in.
@@ -323,15 +347,14 @@ Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
                                 static_cast<unsigned>(args.numKvHeads)),
                            kThreads, 0, stream>>>(args, invFreq);
   SHARC_TRY(launchStatus("decodeCacheWriteKernel"));
-  QueryTile tile = queryTile(args);
-  int64_t tiles = args.batch * args.numKvHeads * tile.headTiles * tile.rowTiles;
-  decodeChunkKernel<<<dim3(static_cast<unsigned>(tiles),
-                           static_cast<unsigned>(
-                               decodeAttentionSplits(args.cacheLen))),
-                      kThreads, sharedBytes, stream>>>(args, tile, invFreq);
+  decodeChunkKernel<<<dim3(static_cast<unsigned>(grid.tiles),
+                           static_cast<unsigned>(grid.splits)),
+                      kThreads, sharedBytes, stream>>>(args, grid, invFreq);
   SHARC_TRY(launchStatus("decodeChunkKernel"));
+  if (grid.splits == 1)
+    return Status::ok();
   decodeMergeKernel<<<static_cast<unsigned>(count * args.numHeads), kThreads, 0,
-                      stream>>>(args);
+                      stream>>>(args, grid);
   return launchStatus("decodeMergeKernel");
 }
 

@@ -42,16 +42,16 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
     return labels ? numel(*labels) * 4 : 0;
   }
   if (instr.op == "decode_attention") {
-    // Each chunk's fp32 partial output and statistics (q [T, B, Hq * D],
-    // k_cache [C, B, Hkv * D]).
-    const Buffer *q = operand(0), *kCache = operand(3);
+    // The runs' fp32 partial outputs and statistics (q [T, B, Hq * D], k
+    // [T, B, Hkv * D], k_cache [C, B, Hkv * D]).
+    const Buffer *q = operand(0), *k = operand(1), *kCache = operand(3);
     int64_t headDim = instr.getInt("head_dim", 0);
-    if (!q || !kCache || q->shape.size() != 3 || kCache->shape.empty() ||
-        headDim <= 0)
+    if (!q || !k || !kCache || q->shape.size() != 3 || k->shape.size() != 3 ||
+        kCache->shape.empty() || headDim <= 0)
       return 0;
-    return kernels::decodeAttentionScratchBytes(q->shape[0], q->shape[1],
-                                                q->shape[2] / headDim, headDim,
-                                                kCache->shape[0]);
+    return kernels::decodeAttentionScratchBytes(
+        q->shape[0], q->shape[1], q->shape[2] / headDim, k->shape[2] / headDim,
+        headDim, kCache->shape[0]);
   }
   if (instr.op == "attention_grad") {
     // cuDNN runs the bf16 backward only.

@@ -3,8 +3,8 @@
 # over the plans scripts/stage-device.sh compiled into DIR: MiniMind at
 # 512 positions, f32 and bf16, batch 1 and 4, each as a decode plan and as
 # the windowed forward (--emit-logits), the batch-1 plans with a prefill
-# (at 512 positions, and at 4096 for a prompt of 3000 ids), and a training
-# plan that makes the checkpoint. Prints each plan's ms a token; exit 1 where the f32 decode
+# (at 512 positions, and at 4096 for a prompt of 3000 ids with prefills of
+# 64, 256 and 512 rows), and a training plan that makes the checkpoint. Prints each plan's ms a token; exit 1 where the f32 decode
 # ids differ from the cpu's or from the windowed plan's. Then, from the
 # same checkpoint, transformers' generate() (its own cache) greedily with
 # its ms a token (tests/gpu/hf-generate.py --time), where PyTorch is, and
@@ -118,6 +118,17 @@ for dtype in float32 bfloat16; do
       --temperature 0 >"$work/baseline.log" 2>&1
     echo "      baseline: $(grep generated "$work/baseline.log")"
   fi
+  # The same prompt through prefills of 256 and 512 rows: the same ids.
+  for rows in 256 512; do
+    [ -f "$dir/mm-$dtype-b1-long-p$rows.plan" ] || continue
+    timeout 300 "$sharc_run" "$dir/mm-$dtype-b1-long-p$rows.plan" \
+      --backend $backend --load "$work/m.safetensors" --generate "$huge" \
+      --max-new-tokens 32 --temperature 0 >"$work/rows.log" 2>&1
+    echo "      prefill of $rows rows: $(grep generated "$work/rows.log")"
+    cmp -s <(grep '^sample' "$work/rows.log") \
+           <(grep '^sample' "$work/huge-$dtype.log") ||
+      echo "      prefill of $rows rows: ids differ from 64 rows'"
+  done
   [ $dtype = float32 ] || continue
   timeout 300 "$sharc_run" "$plan" --backend cpu --load "$work/m.safetensors" \
     --generate "$huge" --max-new-tokens 32 --temperature 0 \

@@ -4,11 +4,15 @@
 // inputs: caches filled with random values, samples at different positions
 // (the first, one inside, the last, either side of a chunk's edge), head
 // dims that are no power of two and the largest (256), a cache of 313
-// chunks, groups of 1 to 40 query heads (more than a block's 32 queries),
-// and steps of several positions a sample (a prompt's chunk, and a prefill
-// of 64 rows padded with its last position as the runtime pads). The output and
-// the scratch start poisoned (NaN), so an element never written, or a chunk the
-// merge reads but no block wrote, fails.
+// chunks (in runs of 2 a block), groups of 1 to 40 query heads (more than a
+// block's 32 queries), caches of one chunk (no merge) and queries finished
+// in the first run beside merged ones, and steps of several positions a
+// sample (a prompt's chunk, and prefills of 64 rows padded with their last
+// position as the runtime pads, one in runs of 4 chunks). The grids those
+// shapes make are checked in tests/unit/plan/DeviceWorkspaceTest.cpp, so
+// that the cases stay what they say. The output and the scratch start
+// poisoned (NaN), so an element never written, or a run the merge reads but
+// no block wrote, fails.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,14 +33,19 @@ namespace {
 struct DecodeShape {
   int64_t cacheLen, batch, numHeads, numKvHeads, headDim;
   std::vector<int32_t> positions; ///< [T, B]
+  int64_t chunksPerSplit = 0;     ///< 0: decodeGrid's choice
 };
 
-/// 64 rows of one sample at positions 100..158, then 158 four more
-/// times.
-DecodeShape prefillShape() {
-  DecodeShape shape{300, 1, 4, 4, 64, {}};
+/// 64 rows of `batch` samples at positions first.. up to last, which the
+/// rows after it repeat (the runtime's padding).
+DecodeShape prefillShape(int64_t cacheLen, int64_t batch, int64_t numHeads,
+                         int64_t numKvHeads, int64_t headDim, int32_t first,
+                         int32_t last, int64_t chunksPerSplit = 0) {
+  DecodeShape shape{cacheLen, batch, numHeads, numKvHeads, headDim, {}};
+  shape.chunksPerSplit = chunksPerSplit;
   for (int32_t t = 0; t < 64; ++t)
-    shape.positions.push_back(std::min(100 + t, 158));
+    for (int64_t b = 0; b < batch; ++b)
+      shape.positions.push_back(std::min(first + t, last));
   return shape;
 }
 
@@ -80,7 +89,8 @@ void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
                                .headDim = shape.headDim,
                                .cacheLen = shape.cacheLen,
                                .theta = 1e6,
-                               .rows = rows};
+                               .rows = rows,
+                               .chunksPerSplit = shape.chunksPerSplit};
   };
   DecodeAttentionArgs deviceArgs = args(true);
   DeviceBuffer scratch(cuda::decodeAttentionScratchBytes(deviceArgs));
@@ -107,8 +117,8 @@ TEST_CASE("cuda::decodeAttention matches cpu::decodeAttention", "[gpu]") {
       // second (kDecodeChunk is 64).
       {130, 3, 4, 2, 96, {63, 64, 65}},
       {5, 1, 2, 2, 6, {4}},
-      // 313 chunks, of which the last holds 32 positions.
-      {20000, 1, 2, 1, 64, {19999}},
+      // 313 chunks, of which the last holds 32 positions, in runs of 2.
+      {20000, 1, 2, 1, 64, {19999}, 2},
       // Chunks: 4 rows of 3 samples at consecutive positions (the third
       // sample's at the cache's end), 2 rows of one sample at its start.
       {40, 3, 8, 4, 96, {0, 17, 36, 1, 18, 37, 2, 19, 38, 3, 20, 39}},
@@ -122,7 +132,10 @@ TEST_CASE("cuda::decodeAttention matches cpu::decodeAttention", "[gpu]") {
       // A prefill's 64 rows from position 100 (two query tiles of 32 rows
       // over a group of 1, one of which crosses from chunk 1 into chunk
       // 2), the last 5 rows repeating position 158 as the runtime pads.
-      prefillShape(),
+      prefillShape(300, 1, 4, 4, 64, 100, 158),
+      // 64 rows of 2 samples over groups of 4 (8 rows a tile), 32 chunks
+      // in runs of 4, rows ending in different chunks of a run.
+      prefillShape(2000, 2, 8, 2, 96, 1500, 1563, 4),
   };
   for (DType dtype : kFloatTypes)
     for (const DecodeShape &shape : shapes) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "planner/plan/DeviceWorkspace.h"
+#include "kernels/DecodeAttention.h"
 #include "planner/plan/PlanIO.h"
 
 #include <catch2/catch.hpp>
@@ -106,10 +107,12 @@ instructions:
   CHECK(planWith("[0, 0, 0, 2]", 2175).scratchBytes == 8704);
 }
 
-TEST_CASE("decode_attention's chunks take scratch by the cache's length",
+TEST_CASE("decode_attention's runs of chunks take scratch by the cache's "
+          "length",
           "[plan]") {
   // q [T=2, B=3, 4 heads x 8], k/v [2, 3, 2 x 8], caches of 130 positions:
-  // 3 chunks of 64, each head's 8 columns and 2 statistics in fp32.
+  // 3 chunks of 64, a run each (far under the scratch cap), each head's 8
+  // columns and 2 statistics in fp32.
   const std::string text = R"(sharc_plan: 1
 mesh: [{name: dp, size: 1}]
 num_streams: 1
@@ -128,4 +131,34 @@ instructions:
   REQUIRE(plan);
   CHECK(predictDeviceWorkspace(*plan).scratchBytes ==
         2 * 3 * 4 * 3 * (8 + 2) * 4);
+  // A cache of one chunk: one run, finished without a merge.
+  CHECK(kernels::decodeAttentionScratchBytes(1, 1, 8, 4, 96, 64) == 0);
+}
+
+TEST_CASE("the decode grid takes a chunk a run until the scratch cap",
+          "[plan]") {
+  // Decode, 1 sample, 8 heads over 4: 4 tiles, a run a chunk.
+  kernels::DecodeGrid decode = kernels::decodeGrid(1, 1, 8, 4, 96, 4096);
+  CHECK(decode.tiles == 4);
+  CHECK(decode.chunksPerSplit == 1);
+  CHECK(decode.splits == 64);
+  // A prefill of 512 rows: 1.6 MB of partials a run, 41 runs under the
+  // 64 MiB cap, so the 64 chunks go in runs of 2.
+  kernels::DecodeGrid prefill = kernels::decodeGrid(512, 1, 8, 4, 96, 4096);
+  CHECK(prefill.rows == 16);
+  CHECK(prefill.tiles == 128);
+  CHECK(prefill.chunksPerSplit == 2);
+  CHECK(prefill.splits == 32);
+  CHECK(kernels::decodeAttentionScratchBytes(512, 1, 8, 4, 96, 4096) ==
+        512 * 8 * 32 * 98 * 4);
+  // KernelsCudaDecodeTest's forced runs: 313 chunks in runs of 2; its
+  // second prefill case, 2 samples x 2 KV heads x 8 row tiles in runs of 4.
+  CHECK(kernels::decodeGrid(1, 1, 2, 1, 64, 20000, 2).splits == 157);
+  kernels::DecodeGrid forced = kernels::decodeGrid(64, 2, 8, 2, 96, 2000, 4);
+  CHECK(forced.rows == 8);
+  CHECK(forced.tiles == 32);
+  CHECK(forced.splits == 8);
+  // One chunk: no runs to merge, no scratch.
+  CHECK(kernels::decodeGrid(3, 3, 8, 4, 96, 37).splits == 1);
+  CHECK(kernels::decodeAttentionScratchBytes(3, 3, 8, 4, 96, 37) == 0);
 }
