@@ -87,11 +87,19 @@ sharc::compileModel(MLIRContext &context, const CompileOptions &options,
   if (options.decode && config.config->run.numMicrobatches.value != 1)
     return CompileError{2, "--decode generates one batch at a time; "
                            "num_microbatches must be 1"};
-  if (options.prefillRows > config.config->run.seqLen.value)
-    return CompileError{2, "--prefill-rows " +
-                               std::to_string(options.prefillRows) +
-                               " exceeds the key/value cache's seq_len " +
-                               std::to_string(config.config->run.seqLen.value)};
+  if (options.prefillRows > config.config->run.seqLen.value) {
+    const auto &seqLen = config.config->run.seqLen;
+    std::string message = "--prefill-rows " +
+                          std::to_string(options.prefillRows) +
+                          " exceeds the key/value cache's seq_len " +
+                          std::to_string(seqLen.value);
+    // Where seq_len was set (the model or the run file), so the fix is one
+    // look away; a default one has no line.
+    if (seqLen.loc.line > 0)
+      message =
+          frontend::ConfigError{seqLen.loc, message + ", set here"}.format();
+    return CompileError{2, message};
+  }
 
   context.loadDialect<SharcDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module =
