@@ -202,7 +202,7 @@ private:
 /// id again until every row is). Every step is the step's program alone.
 Result<std::vector<std::vector<int32_t>>>
 decodeTokens(Runtime &runtime, const GenerationOptions &options,
-             const TokenCallback &onToken) {
+             const TokenCallback &onToken, const PromptCallback &onPrompt) {
   const plan::Plan &plan = runtime.plan();
   int64_t batch = plan.batchSize, vocab = plan.vocabSize;
   std::vector<std::vector<int32_t>> prompts = rowPrompts(options, batch);
@@ -220,13 +220,21 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
         std::to_string(options.maxNewTokens) + " new tokens need " +
         std::to_string(needed) + ": compile it with a larger seq_len");
   DrawnTokens drawn(batch, options, onToken);
+  // The positions before the shortest prompt's last id: no row draws
+  // before they are filled.
+  int64_t promptPositions = longest;
+  for (const std::vector<int32_t> &prompt : prompts)
+    promptPositions =
+        std::min(promptPositions, static_cast<int64_t>(prompt.size()) - 1);
+  auto reportPrompt = [&](int64_t filled) {
+    if (onPrompt && promptPositions > 0)
+      onPrompt(std::min(filled, promptPositions), promptPositions);
+  };
   int64_t position = 0;
   if (const plan::IoEntry *prefill = plan.findInput("prefill_positions")) {
     // The positions every row's prompt fills before its last id, T a pass;
     // a last chunk's rows past them repeat its last (token, position).
-    int64_t filled = longest, rows = prefill->globalShape.front();
-    for (const std::vector<int32_t> &prompt : prompts)
-      filled = std::min(filled, static_cast<int64_t>(prompt.size()) - 1);
+    int64_t filled = promptPositions, rows = prefill->globalShape.front();
     std::vector<int32_t> chunkTokens(static_cast<size_t>(rows * batch));
     std::vector<int32_t> chunkPositions(chunkTokens.size());
     for (; position < filled; position += rows) {
@@ -239,6 +247,7 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
       SHARC_TRY(runtime.setPrefillStep(chunkTokens, chunkPositions)
                     .withContext("generation"));
       SHARC_TRY(runtime.evalPass("prefill").withContext("generation"));
+      reportPrompt(position + rows);
     }
     position = filled;
   }
@@ -259,6 +268,10 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
     if (!draws) {
       // Only filling the caches: the logits are not read.
       SHARC_TRY(runtime.evalPass("logits").withContext("generation"));
+      // Steps after the first draw (a longer prompt's, once shorter rows
+      // ended) are past the progress report.
+      if (position < promptPositions)
+        reportPrompt(position + 1);
       continue;
     }
     auto logits = runtime.evalOutput("logits", 0, 1);
@@ -283,11 +296,11 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
 
 Result<std::vector<std::vector<int32_t>>>
 generateTokens(Runtime &runtime, const GenerationOptions &options,
-               const TokenCallback &onToken) {
+               const TokenCallback &onToken, const PromptCallback &onPrompt) {
   const plan::Plan &plan = runtime.plan();
   SHARC_TRY(checkGenerationInput(plan, options.prompts, options.stopIds));
   if (plan.findInput("positions"))
-    return decodeTokens(runtime, options, onToken);
+    return decodeTokens(runtime, options, onToken, onPrompt);
   int64_t seqLen = plan.seqLen, batch = plan.batchSize, vocab = plan.vocabSize;
   std::vector<std::vector<int32_t>> rows = rowPrompts(options, batch);
   DrawnTokens drawn(batch, options, onToken);

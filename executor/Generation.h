@@ -82,12 +82,18 @@ Status checkGenerationInput(const plan::Plan &plan,
 using TokenCallback =
     std::function<Status(int64_t index, const std::vector<int32_t> &ids)>;
 
+/// On a decode plan, called after each pass that only fills the caches
+/// with prompt ids (a prefill pass, or a step before any row draws) with
+/// the positions filled so far and the positions to fill before the first
+/// draw (the shortest prompt's length less one): a long prompt's progress.
+using PromptCallback = std::function<void(int64_t filled, int64_t total)>;
+
 /// Each row's new ids (the prompt excluded; a stop id drawn is the last).
-/// Invalid input as
-/// checkGenerationInput says; a runtime error when the logits hold a NaN or
-/// an infinity.
+/// Invalid input as checkGenerationInput says; a runtime error when the
+/// logits hold a NaN or an infinity.
 Result<std::vector<std::vector<int32_t>>>
 generateTokens(Runtime &runtime, const GenerationOptions &options,
-               const TokenCallback &onToken = {});
+               const TokenCallback &onToken = {},
+               const PromptCallback &onPrompt = {});
 
 } // namespace sharc::exec

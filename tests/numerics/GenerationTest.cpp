@@ -451,4 +451,32 @@ TEST_CASE("a decode plan's prefill fills the caches as a position a step "
                 generateRows(*plainRuntime, prompts, 7, sampling));
     }
   }
+
+  // A long prompt's progress (sharc-run prints it): after each pass that
+  // only fills the caches, the positions filled of those before the first
+  // draw, 8 of a 9-id prompt (2 where a 3-id prompt shares the batch):
+  // passes of 3 rows, or a step each without a prefill.
+  using Reports = std::vector<std::pair<int64_t, int64_t>>;
+  auto progress = [&](exec::Runtime &runtime,
+                      std::vector<std::vector<int32_t>> prompts) {
+    exec::GenerationOptions options;
+    options.prompts = std::move(prompts);
+    options.maxNewTokens = 2;
+    Reports reports;
+    auto samples = exec::generateTokens(runtime, options, {},
+                                        [&](int64_t filled, int64_t total) {
+                                          reports.push_back({filled, total});
+                                        });
+    REQUIRE(samples.isOk());
+    return reports;
+  };
+  auto threeRows = goldenRuntime(compileDecodePlan("tiny.yaml", 3), golden);
+  CHECK(progress(*threeRows, {longPrompt}) == Reports{{3, 8}, {6, 8}, {8, 8}});
+  CHECK(progress(*threeRows, {shortPrompt, longPrompt}) == Reports{{2, 2}});
+  Reports steps;
+  for (int64_t filled = 1; filled <= 8; ++filled)
+    steps.push_back({filled, 8});
+  CHECK(progress(*plainRuntime, {longPrompt}) == steps);
+  CHECK(progress(*plainRuntime, {shortPrompt, longPrompt}) ==
+        Reports{{1, 2}, {2, 2}});
 }

@@ -1,5 +1,4 @@
-//===- GenerateText.cpp - sharc-run --generate
-//-----------------------------===//
+//===- GenerateText.cpp - sharc-run --generate ---------------------------===//
 
 #include "tools/sharc-run/GenerateText.h"
 
@@ -39,6 +38,41 @@ void printHeader(const RunFlags &options, int64_t batch) {
   std::fflush(stdout);
 }
 
+/// A long prompt's progress through the caches on stderr (stdout keeps
+/// the ids): nothing for a prompt filled within a second, then a line a
+/// second with the time left at the rate so far, and one when it is done.
+class PromptProgress {
+public:
+  explicit PromptProgress(std::chrono::steady_clock::time_point start)
+      : start_(start) {}
+
+  void operator()(int64_t filled, int64_t total) {
+    double seconds = secondsSince(start_);
+    if (filled >= total) {
+      if (printed_)
+        std::fprintf(stderr, "prompt: %lld positions in %.1f s\n",
+                     static_cast<long long>(total), seconds);
+      return;
+    }
+    if (seconds < lastPrinted_ + 1.0)
+      return;
+    lastPrinted_ = seconds;
+    printed_ = true;
+    double left = seconds * static_cast<double>(total - filled) /
+                  static_cast<double>(filled);
+    std::fprintf(stderr,
+                 "prompt: %lld of %lld positions in %.1f s, about %.0f s "
+                 "left\n",
+                 static_cast<long long>(filled), static_cast<long long>(total),
+                 seconds, left);
+  }
+
+private:
+  std::chrono::steady_clock::time_point start_;
+  double lastPrinted_ = 0;
+  bool printed_ = false;
+};
+
 } // namespace
 
 Status printGeneration(exec::Runtime &runtime, const RunFlags &options) {
@@ -53,7 +87,8 @@ Status printGeneration(exec::Runtime &runtime, const RunFlags &options) {
   auto start = std::chrono::steady_clock::now();
   double firstSeconds = 0;
   auto samples = exec::generateTokens(
-      runtime, generation, [&](int64_t index, const std::vector<int32_t> &ids) {
+      runtime, generation,
+      [&](int64_t index, const std::vector<int32_t> &ids) {
         if (index == 0)
           firstSeconds = secondsSince(start);
         std::printf("token %lld:", static_cast<long long>(index));
@@ -62,7 +97,8 @@ Status printGeneration(exec::Runtime &runtime, const RunFlags &options) {
         std::printf("\n");
         std::fflush(stdout);
         return Status::ok();
-      });
+      },
+      options.quiet ? exec::PromptCallback{} : PromptProgress(start));
   if (!samples)
     return samples.status();
   double seconds = secondsSince(start);
