@@ -11,6 +11,7 @@
 #include "kernels/Attention.h"
 #include "kernels/DecodeAttention.h"
 #include "kernels/Rope.h"
+#include "kernels/cpu/KernelThreads.h"
 #include "tests/unit/kernels/AttentionTestShapes.h"
 #include "tests/unit/kernels/TestTensors.h"
 
@@ -192,5 +193,49 @@ TEST_CASE("decode attention over chunks of positions is rope then causal "
         REQUIRE(rows(out, count, 1, kShape.rowQ()) ==
                 rows(out, count - 1, 1, kShape.rowQ()));
     }
+  }
+}
+
+TEST_CASE("decode attention's (row, head) shares give one thread's bits",
+          "[kernels]") {
+  // 16 rows of a prefill at positions 584-599 of a 600-position cache, 4
+  // heads over 2: 4.8 million multiply-adds, three shares on three
+  // threads, each unit summed as on one.
+  constexpr int64_t kCacheLen = 600, kRows = 16, kHeads = 4, kKvHeads = 2,
+                    kDim = 64;
+  std::mt19937 rng(31);
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    INFO("dtype " << dtypeName(dtype));
+    std::vector<double> q = randomValues(kRows * kHeads * kDim, rng, 2.0);
+    std::vector<double> k = randomValues(kRows * kKvHeads * kDim, rng, 2.0);
+    std::vector<double> v = randomValues(kRows * kKvHeads * kDim, rng);
+    std::vector<double> kCache = randomValues(kCacheLen * kKvHeads * kDim, rng);
+    std::vector<double> vCache = randomValues(kCacheLen * kKvHeads * kDim, rng);
+    std::vector<int32_t> positions;
+    for (int32_t t = 0; t < kRows; ++t)
+      positions.push_back(static_cast<int32_t>(kCacheLen - kRows + t));
+    auto run = [&](int64_t threads) {
+      cpu::setKernelThreads(threads);
+      Tensor qT(dtype, q), kT(dtype, k), vT(dtype, v);
+      Tensor kCacheT(dtype, kCache), vCacheT(dtype, vCache);
+      Tensor out(dtype, q.size());
+      cpu::decodeAttention(DecodeAttentionArgs{.q = qT.cview(),
+                                               .k = kT.cview(),
+                                               .v = vT.cview(),
+                                               .kCache = kCacheT.view(),
+                                               .vCache = vCacheT.view(),
+                                               .positions = positions.data(),
+                                               .out = out.view(),
+                                               .batch = 1,
+                                               .numHeads = kHeads,
+                                               .numKvHeads = kKvHeads,
+                                               .headDim = kDim,
+                                               .cacheLen = kCacheLen,
+                                               .theta = kTheta,
+                                               .rows = kRows});
+      cpu::setKernelThreads(1);
+      return out.values();
+    };
+    REQUIRE(run(3) == run(1));
   }
 }
