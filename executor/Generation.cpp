@@ -234,13 +234,13 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
   if (const plan::IoEntry *prefill = plan.findInput("prefill_positions")) {
     // The positions every row's prompt fills before its last id, T a pass;
     // a last chunk's rows past them repeat its last (token, position).
-    int64_t filled = promptPositions, rows = prefill->globalShape.front();
+    int64_t rows = prefill->globalShape.front();
     std::vector<int32_t> chunkTokens(static_cast<size_t>(rows * batch));
     std::vector<int32_t> chunkPositions(chunkTokens.size());
-    for (; position < filled; position += rows) {
+    for (; position < promptPositions; position += rows) {
       for (int64_t t = 0; t < rows; ++t)
         for (int64_t b = 0; b < batch; ++b) {
-          int64_t at = std::min(position + t, filled - 1);
+          int64_t at = std::min(position + t, promptPositions - 1);
           chunkTokens[t * batch + b] = prompts[b][at];
           chunkPositions[t * batch + b] = static_cast<int32_t>(at);
         }
@@ -249,7 +249,7 @@ decodeTokens(Runtime &runtime, const GenerationOptions &options,
       SHARC_TRY(runtime.evalPass("prefill").withContext("generation"));
       reportPrompt(position + rows);
     }
-    position = filled;
+    position = promptPositions;
   }
   std::vector<int32_t> fed(static_cast<size_t>(batch));
   for (; position < needed && !drawn.allDone(); ++position) {

@@ -23,7 +23,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/DecodeAttention.h"
-#include "kernels/cuda/BlockReduce.cuh"
 #include "kernels/cuda/ElementAccess.cuh"
 #include "kernels/cuda/Launch.h"
 #include "kernels/cuda/RopeFreqs.h"
