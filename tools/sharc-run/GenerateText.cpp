@@ -40,7 +40,9 @@ void printHeader(const RunFlags &options, int64_t batch) {
 
 /// A long prompt's progress through the caches on stderr (stdout keeps
 /// the ids): nothing for a prompt filled within a second, then a line a
-/// second with the time left at the rate so far, and one when it is done.
+/// second with the time left at the rate since the last line (the later
+/// passes attend over more of the cache and take longer, so the average
+/// so far would promise too little), and one when it is done.
 class PromptProgress {
 public:
   explicit PromptProgress(std::chrono::steady_clock::time_point start)
@@ -54,12 +56,14 @@ public:
                      static_cast<long long>(total), seconds);
       return;
     }
-    if (seconds < lastPrinted_ + 1.0)
+    if (seconds < lastSeconds_ + 1.0 || filled <= lastFilled_)
       return;
-    lastPrinted_ = seconds;
+    double left = (seconds - lastSeconds_) *
+                  static_cast<double>(total - filled) /
+                  static_cast<double>(filled - lastFilled_);
+    lastSeconds_ = seconds;
+    lastFilled_ = filled;
     printed_ = true;
-    double left = seconds * static_cast<double>(total - filled) /
-                  static_cast<double>(filled);
     std::fprintf(stderr,
                  "prompt: %lld of %lld positions in %.1f s, about %.0f s "
                  "left\n",
@@ -69,7 +73,8 @@ public:
 
 private:
   std::chrono::steady_clock::time_point start_;
-  double lastPrinted_ = 0;
+  double lastSeconds_ = 0; ///< at the last line (0 before any)
+  int64_t lastFilled_ = 0;
   bool printed_ = false;
 };
 
