@@ -51,7 +51,7 @@ public:
   void operator()(int64_t filled, int64_t total) {
     double seconds = secondsSince(start_);
     if (filled >= total) {
-      if (printed_)
+      if (lastFilled_ > 0) // a line was printed
         std::fprintf(stderr, "prompt: %lld positions in %.1f s\n",
                      static_cast<long long>(total), seconds);
       return;
@@ -63,7 +63,6 @@ public:
                   static_cast<double>(filled - lastFilled_);
     lastSeconds_ = seconds;
     lastFilled_ = filled;
-    printed_ = true;
     std::fprintf(stderr,
                  "prompt: %lld of %lld positions in %.1f s, about %.0f s "
                  "left\n",
@@ -74,8 +73,7 @@ public:
 private:
   std::chrono::steady_clock::time_point start_;
   double lastSeconds_ = 0; ///< at the last line (0 before any)
-  int64_t lastFilled_ = 0;
-  bool printed_ = false;
+  int64_t lastFilled_ = 0; ///< at the last line (0 before any)
 };
 
 } // namespace
