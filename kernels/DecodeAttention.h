@@ -63,15 +63,23 @@ inline constexpr int64_t kDecodeMaxQueries = 32;
 inline constexpr int64_t kDecodeMaxDeviceHeadDim = 256;
 /// The scratch a step's runs may take before chunks are grouped into runs
 /// of several (a prefill of 512 rows over 8 heads at head dim 96 takes
-/// 1.6 MB a chunk: 41 chunks, 2,624 positions, before runs of 2).
+/// 1.6 MB a run: 41 runs; kDecodeTargetBlocks stops it at 16 first, but
+/// not at head dim 256).
 inline constexpr int64_t kDecodeScratchCap = int64_t{64} << 20;
+
+/// The blocks a step's chunks are spread over before runs take several
+/// chunks each: about 8 of the chunk kernel's blocks an SM on a 132-SM
+/// card, two waves at the 6 a block's shared memory lets one SM hold.
+inline constexpr int64_t kDecodeTargetBlocks = 2048;
 
 /// How the device divides one step: query tiles of `heads` x `rows` (of
 /// `tiles` in all), and the cache's `chunks` into `splits` runs of
 /// `chunksPerSplit`, a block per tile and run. A run is one chunk (the
-/// most blocks, the causal prefill's work spread evenly) unless the runs'
-/// partials would pass kDecodeScratchCap; a block walks its run's chunks
-/// with a running maximum. Each query's runs are merged by log-sum-exp,
+/// most blocks, the causal prefill's work spread evenly) while the grid
+/// stays within kDecodeTargetBlocks, and longer past it, or where the runs'
+/// partials would pass kDecodeScratchCap: fewer partials to write and
+/// merge once the card is full; a block walks its run's chunks with a
+/// running maximum. Each query's runs are merged by log-sum-exp,
 /// unless its positions fall in the first run alone. `chunksPerSplit` > 0
 /// asks for runs of that many (the tests' way to reach longer runs).
 struct DecodeGrid {
@@ -99,6 +107,8 @@ constexpr DecodeGrid decodeGrid(int64_t rows, int64_t batch, int64_t numHeads,
   if (chunksPerSplit <= 0) {
     int64_t perRun = rows * batch * group * numKvHeads * (headDim + 2) * 4;
     int64_t runs = kDecodeScratchCap / (perRun > 0 ? perRun : 1);
+    int64_t fill = kDecodeTargetBlocks / grid.tiles;
+    runs = runs < fill ? runs : fill;
     runs = runs < grid.chunks ? (runs > 0 ? runs : 1) : grid.chunks;
     chunksPerSplit = ceilDiv(grid.chunks, runs);
   }

@@ -135,22 +135,31 @@ instructions:
   CHECK(kernels::decodeAttentionScratchBytes(1, 1, 8, 4, 96, 64) == 0);
 }
 
-TEST_CASE("the decode grid takes a chunk a run until the scratch cap",
+TEST_CASE("the decode grid takes a chunk a run until the card is full or "
+          "the scratch cap",
           "[plan]") {
   // Decode, 1 sample, 8 heads over 4: 4 tiles, a run a chunk.
   kernels::DecodeGrid decode = kernels::decodeGrid(1, 1, 8, 4, 96, 4096);
   CHECK(decode.tiles == 4);
   CHECK(decode.chunksPerSplit == 1);
   CHECK(decode.splits == 64);
-  // A prefill of 512 rows: 1.6 MB of partials a run, 41 runs under the
-  // 64 MiB cap, so the 64 chunks go in runs of 2.
+  // A prefill of 512 rows: 128 tiles, so 16 runs fill kDecodeTargetBlocks
+  // (2048): the 64 chunks go in runs of 4.
   kernels::DecodeGrid prefill = kernels::decodeGrid(512, 1, 8, 4, 96, 4096);
   CHECK(prefill.rows == 16);
   CHECK(prefill.tiles == 128);
-  CHECK(prefill.chunksPerSplit == 2);
-  CHECK(prefill.splits == 32);
+  CHECK(prefill.chunksPerSplit == 4);
+  CHECK(prefill.splits == 16);
   CHECK(kernels::decodeAttentionScratchBytes(512, 1, 8, 4, 96, 4096) ==
-        512 * 8 * 32 * 98 * 4);
+        512 * 8 * 16 * 98 * 4);
+  // At head dim 256 the 64 MiB cap comes first: 512 rows x 16 heads take
+  // 8.5 MB of partials a run, 7 runs (the card would take 8).
+  kernels::DecodeGrid wide = kernels::decodeGrid(512, 1, 16, 1, 256, 4096);
+  CHECK(wide.tiles == 256);
+  CHECK(wide.chunksPerSplit == 10);
+  CHECK(wide.splits == 7);
+  // A 64-row prefill over a 4096-position cache: 16 tiles, a run a chunk.
+  CHECK(kernels::decodeGrid(64, 1, 8, 4, 96, 4096).chunksPerSplit == 1);
   // KernelsCudaDecodeTest's forced runs: 313 chunks in runs of 2; its
   // second prefill case, 2 samples x 2 KV heads x 8 row tiles in runs of 4.
   CHECK(kernels::decodeGrid(1, 1, 2, 1, 64, 20000, 2).splits == 157);
