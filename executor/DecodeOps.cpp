@@ -13,6 +13,7 @@
 
 #include "kernels/DecodeAttention.h"
 
+#include <cstdio>
 #include <string>
 #include <tuple>
 
@@ -21,6 +22,38 @@ namespace sharc::exec {
 using namespace opcheck;
 
 namespace {
+
+/// A prefill step through the stream's attention library (cuDNN's SDPA),
+/// where it takes the step; an empty Launch where it does not, so the
+/// decode kernels run (a refusal at prepare is said on stderr, as for
+/// attention).
+Result<Launch> bindPrefill(const OpCall &c, const OpEnv &env,
+                           const kernels::DecodeAttentionArgs &args) {
+  auto stream = static_cast<size_t>(c.instr->stream);
+  AttentionEngine *engine = env.onDevice && stream < env.attentions.size()
+                                ? env.attentions[stream]
+                                : nullptr;
+  if (!engine || !engine->accepts(args))
+    return Launch();
+  auto bytes = engine->prepare(args);
+  if (!bytes) {
+    std::fprintf(stderr, "sharc-run: %s at %s runs on sharc's kernel: %s\n",
+                 c.instr->op.c_str(), c.instr->loc.c_str(),
+                 bytes.status().message().c_str());
+    return Launch();
+  }
+  int64_t need = *bytes;
+  env.needScratch(*c.instr, need);
+  return Launch([args, need](const LaunchContext &context) {
+    if (!context.attention)
+      return Status::runtimeError("the stream has no attention engine");
+    if (context.scratchBytes < need)
+      return Status::runtimeError(
+          "the stream has " + std::to_string(context.scratchBytes) +
+          " bytes of scratch, the prefill needs " + std::to_string(need));
+    return context.attention->run(args, context.scratch);
+  });
+}
 
 Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
   const TensorRef &q = c.operands[0], &k = c.operands[1], &v = c.operands[2];
@@ -75,24 +108,25 @@ Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {
         "decode_attention's positions must be the plan's 'positions' or "
         "'prefill_positions' input (the runtime checks its values against "
         "the caches)");
-  return launchKernelWithScratch(
-      env, *c.instr,
-      kernels::DecodeAttentionArgs{
-          .q = q.cview(),
-          .k = k.cview(),
-          .v = v.cview(),
-          .kCache = kCache.view(),
-          .vCache = vCache.view(),
-          .positions = static_cast<const int32_t *>(positions.data),
-          .out = out.view(),
-          .batch = batch,
-          .numHeads = numHeads,
-          .numKvHeads = numKvHeads,
-          .headDim = headDim,
-          .cacheLen = kCache.shape()[0],
-          .theta = c.instr->getFloat("theta"),
-          .rows = rows},
-      SHARC_KERNELS_WITH_SCRATCH(decodeAttention));
+  kernels::DecodeAttentionArgs args{
+      .q = q.cview(),
+      .k = k.cview(),
+      .v = v.cview(),
+      .kCache = kCache.view(),
+      .vCache = vCache.view(),
+      .positions = static_cast<const int32_t *>(positions.data),
+      .out = out.view(),
+      .batch = batch,
+      .numHeads = numHeads,
+      .numKvHeads = numKvHeads,
+      .headDim = headDim,
+      .cacheLen = kCache.shape()[0],
+      .theta = c.instr->getFloat("theta"),
+      .rows = rows};
+  if (Result<Launch> prefill = bindPrefill(c, env, args); !prefill || *prefill)
+    return prefill;
+  return launchKernelWithScratch(env, *c.instr, args,
+                                 SHARC_KERNELS_WITH_SCRATCH(decodeAttention));
 }
 
 } // namespace

@@ -21,6 +21,7 @@
 
 #include "executor/Communicator.h"
 #include "kernels/Attention.h"
+#include "kernels/DecodeAttention.h"
 #include "kernels/Matmul.h"
 #include "kernels/TensorView.h"
 #include "planner/plan/Plan.h"
@@ -148,6 +149,18 @@ public:
   virtual Status run(const kernels::AttentionArgs &args, void *workspace) = 0;
   virtual Status run(const kernels::AttentionGradArgs &args,
                      void *workspace) = 0;
+  /// decode_attention's prefill path (kernels/DecodeAttention.h): whether
+  /// the library is asked for this step (bf16 rows, a head dim it takes),
+  /// then as for attention, prepare's bytes are the launch's scratch.
+  virtual bool accepts(const kernels::DecodeAttentionArgs &) const {
+    return false;
+  }
+  virtual Result<int64_t> prepare(const kernels::DecodeAttentionArgs &) {
+    return Status::invalidInput("no prefill path in this attention library");
+  }
+  virtual Status run(const kernels::DecodeAttentionArgs &, void *) {
+    return Status::invalidInput("no prefill path in this attention library");
+  }
 };
 
 /// What a launch gets at run time: the stream it runs on (null on the cpu),

@@ -29,6 +29,26 @@ Status Runtime::setPrefillStep(const std::vector<int32_t> &tokens,
     return Status::invalidInput("the plan has no prefill (no "
                                 "'prefill_positions' input): compile it with "
                                 "`sharc compile --decode --prefill-rows T`");
+  // cuDNN's prefill path sees a sample's rows as one run of positions
+  // with its padding after (kernels/DecodeAttention.h); the cpu is held to
+  // the same, so that a step runs alike on both.
+  const plan::IoEntry *prefill = plan_.findInput("prefill_positions");
+  int64_t batch = plan_.batchSize, rows = prefill->globalShape.front();
+  if (static_cast<int64_t>(positions.size()) == rows * batch)
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 1; t < rows; ++t) {
+        int32_t before = positions[(t - 1) * batch + b];
+        int32_t at = positions[t * batch + b];
+        bool padding = t > 1 && positions[(t - 2) * batch + b] == before;
+        if (at == before || (!padding && at == before + 1))
+          continue;
+        return Status::invalidInput(
+            "prefill row " + std::to_string(t) + " of sample " +
+            std::to_string(b) + " has position " + std::to_string(at) +
+            " after " + std::to_string(before) +
+            ": a sample's rows are consecutive positions, the rows after "
+            "its last repeating it");
+      }
   return setPositionedTokens("prefill_tokens", "prefill_positions", tokens,
                              positions);
 }

@@ -31,6 +31,18 @@
 // exponentials and unnormalised output in fp32 scratch
 // (decodeAttentionScratchBytes), merged by log-sum-exp after. The device
 // takes head dims up to 256. The cpu ignores `scratch`.
+//
+// A bf16 step of several rows (a prefill) at a head dim cuDNN's flash
+// attention takes goes through cuDNN's SDPA instead (CudnnAttention's
+// decode path): the cache write as above, which also stores the rotated
+// queries and each sample's query and key counts in the staging memory of
+// decodePrefillStagingBytes, then the SDPA over the caches with a padding
+// mask and the causal diagonal aligned bottom-right (query i of a sample
+// with n rows up to position P sees keys j <= P - n + 1 + i), then the rows
+// past a sample's n copy its last one. So on that path each sample's rows
+// must be consecutive positions, the rows after its last position
+// repeating that row whole (token, position), as Runtime::setPrefillStep
+// checks and the generation's prefill passes are.
 #pragma once
 
 #include "kernels/TensorView.h"
@@ -133,6 +145,21 @@ constexpr int64_t decodeAttentionScratchBytes(int64_t rows, int64_t batch,
   return splits > 1 ? rows * batch * numHeads * splits * (headDim + 2) * 4 : 0;
 }
 
+/// cuDNN's prefill path: the rotated queries ([T, B, Hq * D] in the
+/// storage type) at the start, then each sample's query count and key
+/// count (int32 [B] each), every piece at a 256-byte boundary.
+constexpr int64_t decodePrefillQueryBytes(int64_t rows, int64_t batch,
+                                          int64_t numHeads, int64_t headDim,
+                                          int64_t elementBytes) {
+  return ceilDiv(rows * batch * numHeads * headDim * elementBytes, 256) * 256;
+}
+constexpr int64_t decodePrefillStagingBytes(int64_t rows, int64_t batch,
+                                            int64_t numHeads, int64_t headDim,
+                                            int64_t elementBytes) {
+  return decodePrefillQueryBytes(rows, batch, numHeads, headDim, elementBytes) +
+         2 * ceilDiv(batch * 4, 256) * 256;
+}
+
 namespace cpu {
 void decodeAttention(const DecodeAttentionArgs &args);
 } // namespace cpu
@@ -140,6 +167,13 @@ void decodeAttention(const DecodeAttentionArgs &args);
 namespace cuda {
 Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream);
 int64_t decodeAttentionScratchBytes(const DecodeAttentionArgs &args);
+/// cuDNN's prefill path around its SDPA: first the cache write, the
+/// rotated queries and the counts into `staging`
+/// (decodePrefillStagingBytes); after it, the padding rows' copies.
+Status decodePrefillStage(const DecodeAttentionArgs &args, void *staging,
+                          DeviceStream stream);
+Status decodePrefillRepeat(const DecodeAttentionArgs &args, void *staging,
+                           DeviceStream stream);
 } // namespace cuda
 
 } // namespace sharc::kernels

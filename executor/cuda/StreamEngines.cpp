@@ -67,6 +67,15 @@ public:
   Status run(const kernels::AttentionGradArgs &args, void *workspace) override {
     return attention_->run(args, workspace);
   }
+  bool accepts(const kernels::DecodeAttentionArgs &args) const override {
+    return kernels::cuda::CudnnAttention::accepts(args);
+  }
+  Result<int64_t> prepare(const kernels::DecodeAttentionArgs &args) override {
+    return attention_->prepare(args);
+  }
+  Status run(const kernels::DecodeAttentionArgs &args, void *scratch) override {
+    return attention_->run(args, scratch);
+  }
 
 private:
   std::unique_ptr<kernels::cuda::CudnnAttention> attention_;

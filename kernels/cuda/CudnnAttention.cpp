@@ -27,7 +27,19 @@ namespace fe = cudnn_frontend;
 namespace {
 
 // The uids of the graphs' user tensors (the variant pack's keys).
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kDO,
+  kDQ,
+  kDK,
+  kDV,
+  kSeqLenQ,
+  kSeqLenKv
+};
 
 Status cudnnStatus(cudnnStatus_t status, const char *call) {
   if (status == CUDNN_STATUS_SUCCESS)
@@ -99,6 +111,7 @@ CudnnAttention::create(DeviceStream stream, bool deterministic) {
   SHARC_TRY(cudnnStatus(cudnnCreate(&handle), "cudnnCreate"));
   engine->handle_ = handle;
   engine->deterministic_ = deterministic;
+  engine->stream_ = stream;
   SHARC_TRY(cudnnStatus(cudnnSetStream(handle, stream), "cudnnSetStream"));
   return engine;
 }
@@ -111,6 +124,20 @@ CudnnAttention::~CudnnAttention() {
 
 bool CudnnAttention::accepts(DType dtype, int64_t headDim) {
   return dtype == DType::BF16 && headDim % 8 == 0 && headDim <= 128;
+}
+
+Status CudnnAttention::buildGraph(Graph &built) {
+  fe::graph::Graph &graph = built.graph;
+  auto handle = static_cast<cudnnHandle_t>(handle_);
+  SHARC_TRY(frontendStatus(graph.validate(), "validate"));
+  SHARC_TRY(frontendStatus(graph.build_operation_graph(handle),
+                           "build_operation_graph"));
+  SHARC_TRY(frontendStatus(graph.create_execution_plans({fe::HeurMode_t::A}),
+                           "create_execution_plans"));
+  SHARC_TRY(frontendStatus(graph.check_support(), "check_support"));
+  SHARC_TRY(frontendStatus(graph.build_plans(), "build_plans"));
+  return frontendStatus(graph.get_workspace_size(built.workspaceBytes),
+                        "get_workspace_size");
 }
 
 template <typename Args>
@@ -175,19 +202,107 @@ Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
     setHeadOutput(*dK, kDK, s, s.numKvHeads);
     setHeadOutput(*dV, kDV, s, s.numKvHeads, dvPitchOf(args));
   }
-  auto handle = static_cast<cudnnHandle_t>(handle_);
-  SHARC_TRY(frontendStatus(graph.validate(), "validate"));
-  SHARC_TRY(frontendStatus(graph.build_operation_graph(handle),
-                           "build_operation_graph"));
-  SHARC_TRY(frontendStatus(graph.create_execution_plans({fe::HeurMode_t::A}),
-                           "create_execution_plans"));
-  SHARC_TRY(frontendStatus(graph.check_support(), "check_support"));
-  SHARC_TRY(frontendStatus(graph.build_plans(), "build_plans"));
-  SHARC_TRY(frontendStatus(graph.get_workspace_size(built->workspaceBytes),
-                           "get_workspace_size"));
+  SHARC_TRY(buildGraph(*built));
   Graph *result = built.get();
   graphs_.emplace(key, std::move(built));
   return result;
+}
+
+bool CudnnAttention::accepts(const DecodeAttentionArgs &args) {
+  return args.rows > 1 && accepts(args.q.dtype, args.headDim) &&
+         args.k.dtype == DType::BF16 && args.v.dtype == DType::BF16 &&
+         args.kCache.dtype == DType::BF16 && args.vCache.dtype == DType::BF16 &&
+         args.out.dtype == DType::BF16;
+}
+
+Result<CudnnAttention::Graph *>
+CudnnAttention::prefillGraphFor(const DecodeAttentionArgs &args) {
+  if (!accepts(args))
+    return Status::invalidInput(
+        "cuDNN's prefill takes steps of several rows, bf16 throughout, with "
+        "head_dim a multiple of 8 up to 128");
+  PrefillKey key{args.rows,       args.batch,   args.numHeads,
+                 args.numKvHeads, args.headDim, args.cacheLen};
+  if (auto it = prefillGraphs_.find(key); it != prefillGraphs_.end())
+    return it->second.get();
+  int64_t rows = args.rows, batch = args.batch, heads = args.numHeads;
+  int64_t kvHeads = args.numKvHeads, dim = args.headDim;
+  auto built = std::make_unique<Graph>();
+  fe::graph::Graph &graph = built->graph;
+  graph.set_io_data_type(fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  // Sequence-first [S, B, heads * D] rows as cuDNN's [b, h, s, d]: the
+  // rotated queries and the output over the step's T rows, the caches
+  // over all C positions (the padding mask stops each sample at its keys).
+  auto rowsOf = [&](const char *name, int64_t uid, int64_t length,
+                    int64_t width) {
+    return graph.tensor(
+        fe::graph::Tensor_attributes()
+            .set_name(name)
+            .set_uid(uid)
+            .set_dim({batch, width, length, dim})
+            .set_stride({width * dim, dim, batch * width * dim, 1}));
+  };
+  auto counts = [&](const char *name, int64_t uid) {
+    return graph.tensor(fe::graph::Tensor_attributes()
+                            .set_name(name)
+                            .set_uid(uid)
+                            .set_dim({batch, 1, 1, 1})
+                            .set_stride({1, 1, 1, 1})
+                            .set_data_type(fe::DataType_t::INT32));
+  };
+  auto q = rowsOf("q", kQ, rows, heads);
+  auto k = rowsOf("k_cache", kK, args.cacheLen, kvHeads);
+  auto v = rowsOf("v_cache", kV, args.cacheLen, kvHeads);
+  auto options = fe::graph::SDPA_attributes()
+                     .set_name("prefill")
+                     .set_generate_stats(false)
+                     .set_attn_scale(1.0f / std::sqrt(static_cast<float>(dim)))
+                     .set_padding_mask(true)
+                     .set_seq_len_q(counts("queries", kSeqLenQ))
+                     .set_seq_len_kv(counts("keys", kSeqLenKv))
+                     .set_causal_mask_bottom_right(true);
+  auto [o, stats] = graph.sdpa(q, k, v, options);
+  (void)stats;
+  o->set_output(true)
+      .set_uid(kO)
+      .set_dim({batch, heads, rows, dim})
+      .set_stride({heads * dim, dim, batch * heads * dim, 1});
+  SHARC_TRY(buildGraph(*built));
+  Graph *result = built.get();
+  prefillGraphs_.emplace(key, std::move(built));
+  return result;
+}
+
+Result<int64_t> CudnnAttention::prepare(const DecodeAttentionArgs &args) {
+  auto graph = prefillGraphFor(args);
+  if (!graph)
+    return graph.status();
+  return decodePrefillStagingBytes(args.rows, args.batch, args.numHeads,
+                                   args.headDim, 2) +
+         (*graph)->workspaceBytes;
+}
+
+Status CudnnAttention::run(const DecodeAttentionArgs &args, void *scratch) {
+  auto graph = prefillGraphFor(args);
+  if (!graph)
+    return graph.status();
+  SHARC_TRY(decodePrefillStage(args, scratch, stream_));
+  auto *staging = static_cast<char *>(scratch);
+  int64_t queryBytes = decodePrefillQueryBytes(args.rows, args.batch,
+                                               args.numHeads, args.headDim, 2);
+  auto *counts = reinterpret_cast<int32_t *>(staging + queryBytes);
+  std::unordered_map<int64_t, void *> pack{
+      {kQ, staging},          {kK, args.kCache.data},
+      {kV, args.vCache.data}, {kO, args.out.data},
+      {kSeqLenQ, counts},     {kSeqLenKv, counts + args.batch}};
+  SHARC_TRY(execute(**graph, pack,
+                    staging + decodePrefillStagingBytes(args.rows, args.batch,
+                                                        args.numHeads,
+                                                        args.headDim, 2),
+                    "execute (prefill)"));
+  return decodePrefillRepeat(args, scratch, stream_);
 }
 
 Result<int64_t> CudnnAttention::prepare(const AttentionArgs &args) {

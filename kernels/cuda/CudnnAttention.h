@@ -20,6 +20,7 @@
 #pragma once
 
 #include "kernels/Attention.h"
+#include "kernels/DecodeAttention.h"
 #include "planner/plan/Status.h"
 
 #include <cstdint>
@@ -52,6 +53,16 @@ public:
   Status run(const AttentionArgs &args, void *workspace);
   Status run(const AttentionGradArgs &args, void *workspace);
 
+  /// decode_attention's prefill path (kernels/DecodeAttention.h): a bf16
+  /// step of several rows through cuDNN's SDPA over the caches, padding
+  /// mask and bottom-right causal diagonal. prepare() builds the graph and
+  /// returns the scratch a launch needs (the staging, then cuDNN's
+  /// workspace); run() enqueues the cache write, the SDPA and the padding
+  /// rows' copies on the handle's stream.
+  static bool accepts(const DecodeAttentionArgs &args);
+  Result<int64_t> prepare(const DecodeAttentionArgs &args);
+  Status run(const DecodeAttentionArgs &args, void *scratch);
+
   struct Graph; ///< one built cuDNN graph
 
 private:
@@ -62,12 +73,20 @@ private:
                          int64_t, int64_t>;
   /// The built graph of args' direction and shape, built on first use.
   template <typename Args> Result<Graph *> graphFor(const Args &args);
+  Result<Graph *> prefillGraphFor(const DecodeAttentionArgs &args);
+  /// Validates, plans and builds `built`'s graph and sizes its workspace.
+  Status buildGraph(Graph &built);
   Status execute(Graph &graph, std::unordered_map<int64_t, void *> &pack,
                  void *workspace, const char *direction);
 
   void *handle_ = nullptr; ///< cudnnHandle_t
   bool deterministic_ = false;
   std::map<Key, std::unique_ptr<Graph>> graphs_;
+  /// rows, batch, numHeads, numKvHeads, headDim, cacheLen
+  using PrefillKey =
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  std::map<PrefillKey, std::unique_ptr<Graph>> prefillGraphs_;
+  DeviceStream stream_ = nullptr; ///< the handle's, for the prefill's kernels
 };
 
 } // namespace sharc::kernels::cuda

@@ -48,14 +48,54 @@ __device__ __forceinline__ float roundedLike(ConstTensorView view,
              : value;
 }
 
+/// Where cuDNN's prefill path keeps the rotated queries and the counts
+/// (kernels/DecodeAttention.h's decodePrefillStagingBytes).
+struct PrefillStaging {
+  TensorView queries;        ///< [T, B, Hq * D], q's storage type
+  int32_t *counts = nullptr; ///< [B] query rows, then [B] keys
+};
+
+PrefillStaging prefillStaging(const DecodeAttentionArgs &args, void *staging) {
+  int64_t elementBytes = args.q.dtype == DType::BF16 ? 2 : 4;
+  auto *base = static_cast<char *>(staging);
+  return {
+      {base, args.q.dtype},
+      reinterpret_cast<int32_t *>(
+          base + decodePrefillQueryBytes(args.rows, args.batch, args.numHeads,
+                                         args.headDim, elementBytes))};
+}
+
+/// Grid (T * B, Hkv): block (n, g) rotates row n's key head g by its
+/// position into the caches and copies the value head; with `staging`
+/// (cuDNN's prefill path) it also stores the rotated query heads of group
+/// g, rounded to the storage type as the chunk kernel rounds them, and a
+/// sample's first block its query and key counts.
 __global__ void
 decodeCacheWriteKernel(DecodeAttentionArgs args,
-                       const __grid_constant__ RopeInvFreqs invFreq) {
+                       const __grid_constant__ RopeInvFreqs invFreq,
+                       PrefillStaging staging) {
   // n = t * B + b: row t of sample b.
   int64_t n = blockIdx.x, b = n % args.batch, g = blockIdx.y;
   int64_t headDim = args.headDim, half = headDim / 2;
   int64_t kvWidth = args.numKvHeads * headDim;
   int64_t p = args.positions[n];
+  if (staging.counts) {
+    int64_t group = args.numHeads / args.numKvHeads;
+    int64_t qWidth = args.numHeads * headDim;
+    for (int64_t e = threadIdx.x; e < group * half; e += blockDim.x) {
+      int64_t at = n * qWidth + (g * group + e / half) * headDim + e % half;
+      float angle = static_cast<float>(p) * invFreq.values[e % half];
+      float cosine = cosf(angle), sine = sinf(angle);
+      float x = loadAs(args.q, at), y = loadAs(args.q, at + half);
+      storeAs(staging.queries, at, x * cosine - y * sine);
+      storeAs(staging.queries, at + half, y * cosine + x * sine);
+    }
+    if (n < args.batch && g == 0 && threadIdx.x == 0) {
+      int64_t last = args.positions[(args.rows - 1) * args.batch + b];
+      staging.counts[b] = static_cast<int32_t>(last - p + 1);
+      staging.counts[args.batch + b] = static_cast<int32_t>(last + 1);
+    }
+  }
   int64_t from = n * kvWidth + g * headDim;
   int64_t to = (p * args.batch + b) * kvWidth + g * headDim;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
@@ -324,6 +364,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// cuDNN's prefill path, after its SDPA: grid T * B, row t of sample b
+/// past the sample's query count copies the sample's last row (the SDPA
+/// leaves padding rows unwritten).
+__global__ void decodeRepeatKernel(DecodeAttentionArgs args,
+                                   PrefillStaging staging) {
+  int64_t n = blockIdx.x, t = n / args.batch, b = n % args.batch;
+  int64_t count = staging.counts[b];
+  if (t < count)
+    return;
+  int64_t width = args.numHeads * args.headDim;
+  int64_t from = ((count - 1) * args.batch + b) * width;
+  ConstTensorView out{args.out.data, args.out.dtype};
+  for (int64_t e = threadIdx.x; e < width; e += blockDim.x)
+    storeAs(args.out, n * width + e, loadAs(out, from + e));
+}
+
 /// Merges one query head's runs by log-sum-exp: grid T * B * Hq, a thread
 /// a column (head dims up to kThreads). A query whose positions fall in the
 /// first run alone is already finished. The runs' maximum and sum are
@@ -407,7 +463,8 @@ Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
   int64_t count = args.rows * args.batch;
   decodeCacheWriteKernel<<<dim3(static_cast<unsigned>(count),
                                 static_cast<unsigned>(args.numKvHeads)),
-                           kThreads, 0, stream>>>(args, invFreq);
+                           kThreads, 0, stream>>>(args, invFreq,
+                                                  PrefillStaging{});
   SHARC_TRY(launchStatus("decodeCacheWriteKernel"));
   decodeChunkKernel<<<dim3(static_cast<unsigned>(grid.tiles),
                            static_cast<unsigned>(grid.splits)),
@@ -418,6 +475,33 @@ Status decodeAttention(const DecodeAttentionArgs &args, DeviceStream stream) {
   decodeMergeKernel<<<static_cast<unsigned>(count * args.numHeads), kThreads, 0,
                       stream>>>(args, grid);
   return launchStatus("decodeMergeKernel");
+}
+
+Status decodePrefillStage(const DecodeAttentionArgs &args, void *staging,
+                          DeviceStream stream) {
+  SHARC_TRY(checkFloatStorage("decodeCacheWriteKernel",
+                              {args.q.dtype, args.k.dtype, args.v.dtype,
+                               args.kCache.dtype, args.vCache.dtype,
+                               args.out.dtype}));
+  if (args.rows <= 0 || args.batch <= 0 || args.numKvHeads <= 0)
+    return Status::ok();
+  if (!staging)
+    return Status::invalidInput("decodeCacheWriteKernel: no staging given");
+  decodeCacheWriteKernel<<<dim3(static_cast<unsigned>(args.rows * args.batch),
+                                static_cast<unsigned>(args.numKvHeads)),
+                           kThreads, 0, stream>>>(
+      args, ropeInvFreqs(args.headDim, args.theta),
+      prefillStaging(args, staging));
+  return launchStatus("decodeCacheWriteKernel");
+}
+
+Status decodePrefillRepeat(const DecodeAttentionArgs &args, void *staging,
+                           DeviceStream stream) {
+  if (args.rows <= 1 || args.batch <= 0)
+    return Status::ok();
+  decodeRepeatKernel<<<static_cast<unsigned>(args.rows * args.batch), kThreads,
+                       0, stream>>>(args, prefillStaging(args, staging));
+  return launchStatus("decodeRepeatKernel");
 }
 
 } // namespace sharc::kernels::cuda

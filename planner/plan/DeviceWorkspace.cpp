@@ -49,6 +49,13 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
     if (!q || !k || !kCache || q->shape.size() != 3 || k->shape.size() != 3 ||
         kCache->shape.empty() || headDim <= 0)
       return 0;
+    // A bf16 prefill goes through cuDNN's SDPA: the rotated queries and the
+    // counts, then cuDNN's workspace.
+    if (q->dtype == DType::BF16 && kCache->dtype == DType::BF16 &&
+        q->shape[0] > 1 && headDim % 8 == 0 && headDim <= 128)
+      return kernels::decodePrefillStagingBytes(
+                 q->shape[0], q->shape[1], q->shape[2] / headDim, headDim, 2) +
+             kCudnnPrefillWorkspaceBytes;
     return kernels::decodeAttentionScratchBytes(
         q->shape[0], q->shape[1], q->shape[2] / headDim, k->shape[2] / headDim,
         headDim, kCache->shape[0]);

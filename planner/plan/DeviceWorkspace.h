@@ -1,6 +1,7 @@
 //===- DeviceWorkspace.h - what a GPU rank holds beside the plan *- C++ -*-===//
 // defines: kGemmWorkspaceBytes, DeviceWorkspace, predictDeviceWorkspace,
-//          cudnnAttentionGradBytes, collectiveStagingBytes, runsGemm,
+//          cudnnAttentionGradBytes, kCudnnPrefillWorkspaceBytes,
+//          collectiveStagingBytes, runsGemm,
 //          streamRunsGemm
 //
 // The plan's regions are all a rank's tensors; on the CUDA backend the
@@ -73,6 +74,11 @@ DeviceWorkspace predictDeviceWorkspace(const Plan &plan);
 inline int64_t cudnnAttentionGradBytes(int64_t qNumel, int64_t lseNumel) {
   return qNumel * 8 + lseNumel * 4 + 256;
 }
+
+/// cuDNN's flash forward with a padding mask (decode_attention's prefill
+/// path): 256 bytes for every shape KernelsCudaDecodeTest builds (cuDNN
+/// 9.19, H100), beside the staging of decodePrefillStagingBytes.
+inline constexpr int64_t kCudnnPrefillWorkspaceBytes = 256;
 
 /// Bytes of staging `stream`'s inner-dimension all_gather, reduce_scatter
 /// and all_to_all need: the largest gathered (or scattered) tensor whose

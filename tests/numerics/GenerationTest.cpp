@@ -419,13 +419,23 @@ TEST_CASE("a decode plan's prefill fills the caches as a position a step "
     REQUIRE(runtime->evalPass("prefill").isOk());
   }
   requireDecodeLogits(*runtime, golden, 11);
-  // A repeated position must repeat its token; the plan without a prefill
-  // has none to set.
+  // A repeated position must repeat its token; a sample's rows are
+  // consecutive positions, then repeats of the last (cuDNN's prefill path
+  // sees them so); the plan without a prefill has none to set.
   std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6, 7, 8};
-  std::vector<int32_t> positions{0, 0, 1, 1, 1, 2, 3, 3};
+  std::vector<int32_t> positions{0, 0, 1, 1, 1, 2, 1, 3};
   REQUIRE(runtime->setPrefillStep(tokens, positions).message() ==
           "sample 0 has position 1 twice with different tokens (a repeated "
           "row must repeat its token)");
+  REQUIRE(runtime->setPrefillStep(tokens, {0, 0, 2, 1, 3, 2, 4, 3}).message() ==
+          "prefill row 1 of sample 0 has position 2 after 0: a sample's rows "
+          "are consecutive positions, the rows after its last repeating it");
+  REQUIRE(
+      runtime
+          ->setPrefillStep({1, 2, 3, 4, 3, 6, 5, 8}, {0, 0, 1, 1, 1, 2, 2, 3})
+          .message() ==
+      "prefill row 3 of sample 0 has position 2 after 1: a sample's rows "
+      "are consecutive positions, the rows after its last repeating it");
   REQUIRE(runtime->setPrefillStep({1, 2}, {0, 0}).message() ==
           "a decode step needs 8 tokens, got 2");
   plan::Plan plain = compileDecodePlan("tiny.yaml");

@@ -87,6 +87,11 @@ Status printGeneration(exec::Runtime &runtime, const RunFlags &options) {
   generation.stopIds = options.stopIds;
   if (!options.quiet)
     printHeader(options, runtime.plan().batchSize);
+  // The same generation again draws the same ids (the draws follow the
+  // seed, the caches are overwritten from position 0).
+  for (int64_t run = 0; run < options.warmup; ++run)
+    if (auto warm = exec::generateTokens(runtime, generation); !warm)
+      return warm.status().withContext("warm-up generation");
   auto start = std::chrono::steady_clock::now();
   double firstSeconds = 0;
   auto samples = exec::generateTokens(

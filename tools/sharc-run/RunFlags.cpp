@@ -36,7 +36,7 @@ const char *kUsage =
     "                 [--val-data FILE [--eval-every N] [--eval-batches N]]\n"
     "                 [--save-every N [--keep-last K] [--save-in-place]]\n"
     "                 [--log FILE.csv]\n"
-    "       sharc-run PLAN --generate IDS [--max-new-tokens N]\n"
+    "       sharc-run PLAN --generate IDS [--max-new-tokens N] [--warmup N]\n"
     "                 [--temperature T] [--top-k K] [--top-p P]\n"
     "                 [--stop-id ID] [--load CKPT] [--seed N]\n"
     "       sharc-run --bench MANIFEST [--backend B] [--output_csv FILE]\n"
@@ -118,6 +118,9 @@ const char *kUsage =
     "                  `token I: ID...` as each comes, then `sample B: IDS`\n"
     "                  (scripts/generate.py encodes and decodes text)\n"
     "  --max-new-tokens N  tokens to generate (32)\n"
+    "  --warmup N      generate N times first, unprinted (CUDA graphs\n"
+    "                  captured, caches warm: a server's steady state), so\n"
+    "                  the times printed leave out first-run costs\n"
     "  --temperature T the softmax's temperature (0.8); 0 is greedy\n"
     "  --top-k K       draw among the K highest logits (40); 0: all\n"
     "  --top-p P       of those, among the fewest highest whose probability\n"
@@ -176,7 +179,7 @@ std::optional<std::vector<int32_t>> parseIds(const std::string &text,
 Result<RunFlags> parseRunFlags(int argc, char **argv) {
   RunFlags options;
   bool timeoutGiven = false, stepsGiven = false;
-  bool samplingGiven[5] = {false, false, false, false, false};
+  bool samplingGiven[6] = {false, false, false, false, false, false};
   auto bad = [](const std::string &message) {
     return Status::invalidInput(message);
   };
@@ -289,6 +292,11 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
       SHARC_TRY(needCount(options.maxNewTokens));
       if (options.maxNewTokens < 1 || options.maxNewTokens > 1000000)
         return bad("--max-new-tokens needs 1 to 1000000");
+    } else if (flag == "--warmup") {
+      samplingGiven[5] = true;
+      SHARC_TRY(needCount(options.warmup));
+      if (options.warmup < 0 || options.warmup > 1000)
+        return bad("--warmup needs 0 to 1000");
     } else if (flag == "--temperature") {
       samplingGiven[1] = true;
       std::string text;
@@ -380,7 +388,8 @@ Result<RunFlags> parseRunFlags(int argc, char **argv) {
           {"--temperature", samplingGiven[1]},
           {"--top-k", samplingGiven[2]},
           {"--top-p", samplingGiven[3]},
-          {"--stop-id", samplingGiven[4]}})
+          {"--stop-id", samplingGiven[4]},
+          {"--warmup", samplingGiven[5]}})
       if (given)
         return bad(std::string(flag) + " needs --generate IDS");
   // An output may never replace an input of the same run.

@@ -54,9 +54,10 @@ struct RunFlags {
   /// empty: train.
   std::vector<std::vector<int32_t>> prompts;
   int64_t maxNewTokens = 32;
-  double temperature = 0.8;     ///< 0: greedy
-  int64_t topK = 40;            ///< 0: the whole vocabulary
-  double topP = 1.0;            ///< 1: no nucleus cut
+  int64_t warmup = 0;       ///< generations run first, unprinted and untimed
+  double temperature = 0.8; ///< 0: greedy
+  int64_t topK = 40;        ///< 0: the whole vocabulary
+  double topP = 1.0;        ///< 1: no nucleus cut
   std::vector<int32_t> stopIds; ///< --stop-id: a row ends when it draws one
 };
 

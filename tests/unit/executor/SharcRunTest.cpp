@@ -431,8 +431,9 @@ TEST_CASE("sharc-run --generate continues a prompt with the trained model's "
         " --generate 1 --max-new-tokens 0", " --generate 1 --top-p 0",
         " --generate 1 --top-p 1.5", " --top-p 0.9", " --stop-id 3",
         " --generate 1 --stop-id x", " --generate 1 --stop-id 1,2",
-        " --generate 1 --stop-id 8",
-        " --generate 1 --generate 2 --generate 3"}) {
+        " --generate 1 --stop-id 8", " --generate 1 --generate 2 --generate 3",
+        " --warmup 2", " --generate 1 --warmup -1",
+        " --generate 1 --warmup 1001"}) {
     ToolRun bad = runTool(planPath + flags);
     INFO(flags << ": " << bad.out);
     REQUIRE(bad.exitCode == 2);

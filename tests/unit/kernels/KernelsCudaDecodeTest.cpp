@@ -18,10 +18,17 @@
 
 #include "kernels/DecodeAttention.h"
 #include "tests/unit/kernels/CudaPairs.h"
+#if SHARC_WITH_CUDNN
+#include "kernels/cuda/CudnnAttention.h"
+#include "kernels/cuda/DeviceInfo.h"
+#include "planner/plan/DeviceWorkspace.h"
+#endif
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+#include <functional>
 #include <vector>
 
 using namespace sharc;
@@ -49,17 +56,30 @@ DecodeShape prefillShape(int64_t cacheLen, int64_t batch, int64_t numHeads,
   return shape;
 }
 
-void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
+/// Runs the device side: the decode kernels, or with `engine` cuDNN's
+/// prefill path (the staging and workspace it asks, poisoned).
+using DeviceRun = std::function<Status(const DecodeAttentionArgs &)>;
+
+Status runKernels(const DecodeAttentionArgs &args) {
+  DeviceBuffer scratch(cuda::decodeAttentionScratchBytes(args));
+  scratch.poison();
+  DecodeAttentionArgs withScratch = args;
+  withScratch.scratch = scratch.data();
+  return cuda::decodeAttention(withScratch, nullptr);
+}
+
+void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng,
+                 const DeviceRun &runDevice = runKernels) {
   int64_t rows = static_cast<int64_t>(shape.positions.size()) / shape.batch;
   int64_t qNumel = rows * shape.batch * shape.numHeads * shape.headDim;
   int64_t kvNumel = rows * shape.batch * shape.numKvHeads * shape.headDim;
   int64_t cacheNumel =
       shape.cacheLen * shape.batch * shape.numKvHeads * shape.headDim;
-  Pair q(dtype, randomValues(qNumel, rng, 2.0));
   // A row repeating an earlier row's position (the runtime's padding)
-  // brings that row's key and value, as the kernels require.
-  auto repeated = [&](std::vector<double> values) {
-    int64_t width = shape.numKvHeads * shape.headDim;
+  // brings that row's query, key and value, as the runtime's repeated
+  // token does (the kernels require the key and value, cuDNN's path all).
+  auto repeated = [&](std::vector<double> values, int64_t heads) {
+    int64_t width = heads * shape.headDim;
     for (int64_t n = 0; n < rows * shape.batch; ++n)
       for (int64_t m = n % shape.batch; m < n; m += shape.batch)
         if (shape.positions[m] == shape.positions[n]) {
@@ -69,8 +89,9 @@ void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
         }
     return values;
   };
-  Pair k(dtype, repeated(randomValues(kvNumel, rng, 2.0)));
-  Pair v(dtype, repeated(randomValues(kvNumel, rng)));
+  Pair q(dtype, repeated(randomValues(qNumel, rng, 2.0), shape.numHeads));
+  Pair k(dtype, repeated(randomValues(kvNumel, rng, 2.0), shape.numKvHeads));
+  Pair v(dtype, repeated(randomValues(kvNumel, rng), shape.numKvHeads));
   Pair kCache(dtype, randomValues(cacheNumel, rng, 2.0));
   Pair vCache(dtype, randomValues(cacheNumel, rng));
   Pair out(dtype, qNumel);
@@ -92,12 +113,8 @@ void checkDecode(DType dtype, const DecodeShape &shape, std::mt19937 &rng) {
                                .rows = rows,
                                .chunksPerSplit = shape.chunksPerSplit};
   };
-  DecodeAttentionArgs deviceArgs = args(true);
-  DeviceBuffer scratch(cuda::decodeAttentionScratchBytes(deviceArgs));
-  scratch.poison();
-  deviceArgs.scratch = scratch.data();
   cpu::decodeAttention(args(false));
-  requireRan(cuda::decodeAttention(deviceArgs, nullptr));
+  requireRan(runDevice(args(true)));
   double bound = tolerance(dtype, 1e-5);
   out.requireMatch(bound);
   // The new rows: rope's cos and sin may differ by an ulp; the rest of the
@@ -145,3 +162,66 @@ TEST_CASE("cuda::decodeAttention matches cpu::decodeAttention", "[gpu]") {
       checkDecode(dtype, shape, rng);
     }
 }
+
+#if SHARC_WITH_CUDNN
+TEST_CASE("cuDNN's prefill matches cpu::decodeAttention", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto engine = cuda::CudnnAttention::create(nullptr);
+  REQUIRE(engine);
+  auto runPrefill = [&](const DecodeAttentionArgs &args) -> Status {
+    REQUIRE(cuda::CudnnAttention::accepts(args));
+    Result<int64_t> bytes = (*engine)->prepare(args);
+    if (!bytes)
+      return bytes.status();
+    // The compiler's prediction (plan/DeviceWorkspace): the staging, then
+    // cuDNN's workspace.
+    CHECK(*bytes == decodePrefillStagingBytes(args.rows, args.batch,
+                                              args.numHeads, args.headDim, 2) +
+                        plan::kCudnnPrefillWorkspaceBytes);
+    DeviceBuffer scratch(*bytes);
+    scratch.poison();
+    return (*engine)->run(args, scratch.data());
+  };
+  // Two samples of 16 rows: the first from position 0 (an empty cache
+  // before it), the second from 37 to 45 then repeating it.
+  DecodeShape twoSamples{300, 2, 8, 2, 64, {}};
+  for (int32_t t = 0; t < 16; ++t)
+    for (int32_t first : {0, 37})
+      twoSamples.positions.push_back(first == 0 ? t : std::min(37 + t, 45));
+  std::vector<DecodeShape> shapes = {
+      // MiniMind's heads: 64 rows from position 100, the last 5 padding.
+      prefillShape(300, 1, 8, 2, 64, 100, 158),
+      twoSamples,
+      // Head dim 128, a group of 1, 64 rows from the cache's start.
+      prefillShape(64, 1, 4, 4, 128, 0, 63),
+      // Head dim 96 over a group of 4, two samples at a 4096-position
+      // cache's far end.
+      prefillShape(4096, 2, 8, 2, 96, 4000, 4095),
+  };
+  std::mt19937 rng(43);
+  for (const DecodeShape &shape : shapes) {
+    INFO("cache " << shape.cacheLen << " batch " << shape.batch << " heads "
+                  << shape.numHeads << "/" << shape.numKvHeads << " dim "
+                  << shape.headDim);
+    checkDecode(DType::BF16, shape, rng, runPrefill);
+  }
+  // One row, f32 and head dims past 128 stay with the decode kernels.
+  DecodeAttentionArgs one{.q = {nullptr, DType::BF16},
+                          .k = {nullptr, DType::BF16},
+                          .v = {nullptr, DType::BF16},
+                          .kCache = {nullptr, DType::BF16},
+                          .vCache = {nullptr, DType::BF16},
+                          .out = {nullptr, DType::BF16},
+                          .headDim = 64,
+                          .rows = 1};
+  CHECK_FALSE(cuda::CudnnAttention::accepts(one));
+  one.rows = 64;
+  CHECK(cuda::CudnnAttention::accepts(one));
+  one.headDim = 256;
+  CHECK_FALSE(cuda::CudnnAttention::accepts(one));
+  one.headDim = 64;
+  one.kCache.dtype = DType::F32;
+  CHECK_FALSE(cuda::CudnnAttention::accepts(one));
+}
+#endif

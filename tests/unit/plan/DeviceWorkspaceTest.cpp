@@ -133,6 +133,25 @@ instructions:
         2 * 3 * 4 * 3 * (8 + 2) * 4);
   // A cache of one chunk: one run, finished without a merge.
   CHECK(kernels::decodeAttentionScratchBytes(1, 1, 8, 4, 96, 64) == 0);
+  // In bf16 the prefill goes through cuDNN: the rotated queries (384
+  // bytes, to 512) and two int32 [3] counts, 256 bytes each, then cuDNN's
+  // 256 bytes.
+  std::string bf16 = text;
+  for (auto [from, to] :
+       {std::pair<std::string, std::string>{"activation: 768",
+                                            "activation: 384"},
+        {"cache: 24960", "cache: 12480"},
+        {"bytes: 768, dtype: f32", "bytes: 384, dtype: bf16"},
+        {"bytes: 384, dtype: f32", "bytes: 192, dtype: bf16"},
+        {"bytes: 24960, dtype: f32", "bytes: 12480, dtype: bf16"}}) {
+    REQUIRE(bf16.find(from) != std::string::npos);
+    bf16.replace(bf16.find(from), from.size(), to);
+  }
+  Result<Plan> prefill = parsePlan(bf16, "plan.yaml", PlanChecks::FormatOnly);
+  INFO(prefill.status().message());
+  REQUIRE(prefill);
+  CHECK(predictDeviceWorkspace(*prefill).scratchBytes == 512 + 2 * 256 + 256);
+  CHECK(kernels::decodePrefillStagingBytes(2, 3, 4, 8, 2) == 1024);
 }
 
 TEST_CASE("the decode grid takes a chunk a run until the card is full or "
