@@ -13,7 +13,7 @@
 # By default it is a decode plan (`sharc compile --decode`): each token is
 # one position through the layers' key/value caches, which hold --seq-len
 # positions (the prompt and the new tokens unless given), the prompt going
-# in up to 256 positions a pass first (`--prefill-rows`). With --no-cache
+# in up to 1024 positions a pass first (`--prefill-rows`). With --no-cache
 # it is the training forward instead, each new token one pass over a
 # window of --seq-len tokens (64 unless given) that slides once full; the
 # two draw the same tokens. --prompt given several times continues each
@@ -95,12 +95,12 @@ def main():
             max(map(len, prompts)) + args.max_new_tokens
 
     # The positions every prompt fills before its last id go in a pass of
-    # that many rows (at most 256) rather than a position a step: a pass of
-    # 64 rows is launch-bound on a GPU, so wider passes reach the first new
-    # token 2x sooner after 3000 ids (docs/training.md, "Decode attention
-    # in chunks").
+    # that many rows (at most 1024) rather than a position a step: a pass
+    # of 64 rows is launch-bound on a GPU, so wider passes reach the first
+    # new token 7x sooner after 3000 ids in bf16 (docs/training.md,
+    # "Prefill through cuDNN").
     filled = min(map(len, prompts)) - 1
-    prefill = ["--prefill-rows", str(min(filled, 256))] if filled > 0 else []
+    prefill = ["--prefill-rows", str(min(filled, 1024))] if filled > 0 else []
 
     with tempfile.TemporaryDirectory(prefix="sharc-generate-") as scratch:
         run_file = os.path.join(scratch, "generate.run.yaml")

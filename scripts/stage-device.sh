@@ -71,14 +71,14 @@ for dtype in float32 bfloat16; do
   done
 done
 # Caches of 4096 positions for a prompt of 3000 ids (the chunked decode
-# attention's long end), with prefills of 64, 256 and 512 rows.
+# attention's long end), with prefills of 64, 256, 512 and 1024 rows.
 for dtype in float32 bfloat16; do
   printf 'run:\n  seq_len: 4096\n  micro_batch_size: 1\n  dtype: %s\n' \
     "$dtype" >"$stage/decode/run.yaml"
   "$build/bin/sharc" compile "$root/models/minimind.yaml" \
     --run "$stage/decode/run.yaml" --decode --prefill-rows 64 \
     -o "$stage/decode/mm-$dtype-b1-long.plan"
-  for rows in 256 512; do
+  for rows in 256 512 1024; do
     "$build/bin/sharc" compile "$root/models/minimind.yaml" \
       --run "$stage/decode/run.yaml" --decode --prefill-rows $rows \
       -o "$stage/decode/mm-$dtype-b1-long-p$rows.plan"

@@ -4,7 +4,8 @@
 # 512 positions, f32 and bf16, batch 1 and 4, each as a decode plan and as
 # the windowed forward (--emit-logits), the batch-1 plans with a prefill
 # (at 512 positions, and at 4096 for a prompt of 3000 ids with prefills of
-# 64, 256 and 512 rows), and a training plan that makes the checkpoint. Prints each plan's ms a token; exit 1 where the f32 decode
+# 64, 256, 512 and 1024 rows), and a training plan that makes the
+# checkpoint. Prints each plan's ms a token; exit 1 where the f32 decode
 # ids differ from the cpu's or from the windowed plan's. Then, from the
 # same checkpoint, transformers' generate() (its own cache) greedily with
 # its ms a token (tests/gpu/hf-generate.py --time), where PyTorch is, and
@@ -101,9 +102,12 @@ for dtype in float32 bfloat16; do
   fi
 done
 # A prompt of 3000 ids on caches of 4096 positions (the decode attention's
-# chunks at their long end): the ids against the cpu's (f32), and the ms a
-# token there, beside BASELINE's and transformers' generate() on the same
-# prompt.
+# chunks at their long end; bf16 prefills through cuDNN): the ids against
+# the cpu's (f32), and the ms a token there, beside BASELINE's and
+# transformers' generate() on the same prompt. The times to the first
+# token are printed cold (the process's first generation: each program's
+# first run eager, its second captured) and warm (--warmup 3, as
+# hf-generate.py times after three warm-up runs).
 huge=$(python3 -c "print(','.join(str((i * 53 + 7) % 6400) for i in range(3000)))")
 for dtype in float32 bfloat16; do
   plan=$dir/mm-$dtype-b1-long.plan
@@ -112,19 +116,27 @@ for dtype in float32 bfloat16; do
     --load "$work/m.safetensors" --generate "$huge" --max-new-tokens 32 \
     --temperature 0 >"$work/huge-$dtype.log" 2>&1
   echo "prompt of 3000, mm-$dtype-b1-long: $(grep generated "$work/huge-$dtype.log")"
+  timeout 300 "$sharc_run" "$plan" --backend $backend \
+    --load "$work/m.safetensors" --generate "$huge" --max-new-tokens 32 \
+    --temperature 0 --warmup 3 >"$work/warm.log" 2>&1
+  echo "      warm: $(grep generated "$work/warm.log")"
+  cmp -s <(grep '^sample' "$work/warm.log") \
+         <(grep '^sample' "$work/huge-$dtype.log") ||
+    { echo "FAIL  prompt of 3000: warm and cold ids differ"; failed=1; }
   if [ -n "${BASELINE:-}" ]; then
     timeout 300 "$BASELINE" "$plan" --backend $backend \
       --load "$work/m.safetensors" --generate "$huge" --max-new-tokens 32 \
       --temperature 0 >"$work/baseline.log" 2>&1
     echo "      baseline: $(grep generated "$work/baseline.log")"
   fi
-  # The same prompt through prefills of 256 and 512 rows: the same ids.
-  for rows in 256 512; do
+  # The same prompt through prefills of 256, 512 and 1024 rows: the same
+  # ids (f32; bf16's may part at a near tie), warm.
+  for rows in 256 512 1024; do
     [ -f "$dir/mm-$dtype-b1-long-p$rows.plan" ] || continue
     timeout 300 "$sharc_run" "$dir/mm-$dtype-b1-long-p$rows.plan" \
       --backend $backend --load "$work/m.safetensors" --generate "$huge" \
-      --max-new-tokens 32 --temperature 0 >"$work/rows.log" 2>&1
-    echo "      prefill of $rows rows: $(grep generated "$work/rows.log")"
+      --max-new-tokens 32 --temperature 0 --warmup 3 >"$work/rows.log" 2>&1
+    echo "      prefill of $rows rows, warm: $(grep generated "$work/rows.log")"
     cmp -s <(grep '^sample' "$work/rows.log") \
            <(grep '^sample' "$work/huge-$dtype.log") ||
       echo "      prefill of $rows rows: ids differ from 64 rows'"
