@@ -219,21 +219,13 @@ Result<Launch> launchAttention(
     std::type_identity_t<void (*)(const Args &)> cpuKernel,
     std::type_identity_t<Status (*)(const Args &, kernels::DeviceStream)>
         cudaKernel) {
-  auto stream = static_cast<size_t>(c.instr->stream);
-  AttentionEngine *engine = env.onDevice && stream < env.attentions.size()
-                                ? env.attentions[stream]
-                                : nullptr;
+  AttentionEngine *engine = streamAttention(c, env);
   if (!engine || !engine->accepts(args.q.dtype, args.headDim))
     return launchKernel(env, args, cpuKernel, cudaKernel);
-  auto bytes = engine->prepare(args);
-  if (!bytes) {
-    std::fprintf(stderr, "sharc-run: %s at %s runs on sharc's kernel: %s\n",
-                 c.instr->op.c_str(), c.instr->loc.c_str(),
-                 bytes.status().message().c_str());
+  std::optional<int64_t> need = prepareOnLibrary(c, *engine, args);
+  if (!need)
     return launchKernel(env, args, cpuKernel, cudaKernel);
-  }
-  int64_t need = *bytes;
-  if (workspace && workspace->buffer->numBytes >= need) {
+  if (workspace && workspace->buffer->numBytes >= *need) {
     void *planned = workspace->data;
     return Launch([args, planned](const LaunchContext &context) {
       if (!context.attention)
@@ -241,16 +233,7 @@ Result<Launch> launchAttention(
       return context.attention->run(args, planned);
     });
   }
-  env.needScratch(*c.instr, need);
-  return Launch([args, need](const LaunchContext &context) {
-    if (!context.attention)
-      return Status::runtimeError("the stream has no attention engine");
-    if (context.scratchBytes < need)
-      return Status::runtimeError(
-          "the stream has " + std::to_string(context.scratchBytes) +
-          " bytes of scratch, the attention needs " + std::to_string(need));
-    return context.attention->run(args, context.scratch);
-  });
+  return libraryLaunchOnScratch(c, env, args, *need);
 }
 
 Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {

@@ -13,7 +13,6 @@
 
 #include "kernels/DecodeAttention.h"
 
-#include <cstdio>
 #include <string>
 #include <tuple>
 
@@ -29,30 +28,13 @@ namespace {
 /// attention).
 Result<Launch> bindPrefill(const OpCall &c, const OpEnv &env,
                            const kernels::DecodeAttentionArgs &args) {
-  auto stream = static_cast<size_t>(c.instr->stream);
-  AttentionEngine *engine = env.onDevice && stream < env.attentions.size()
-                                ? env.attentions[stream]
-                                : nullptr;
+  AttentionEngine *engine = streamAttention(c, env);
   if (!engine || !engine->accepts(args))
     return Launch();
-  auto bytes = engine->prepare(args);
-  if (!bytes) {
-    std::fprintf(stderr, "sharc-run: %s at %s runs on sharc's kernel: %s\n",
-                 c.instr->op.c_str(), c.instr->loc.c_str(),
-                 bytes.status().message().c_str());
+  std::optional<int64_t> need = prepareOnLibrary(c, *engine, args);
+  if (!need)
     return Launch();
-  }
-  int64_t need = *bytes;
-  env.needScratch(*c.instr, need);
-  return Launch([args, need](const LaunchContext &context) {
-    if (!context.attention)
-      return Status::runtimeError("the stream has no attention engine");
-    if (context.scratchBytes < need)
-      return Status::runtimeError(
-          "the stream has " + std::to_string(context.scratchBytes) +
-          " bytes of scratch, the prefill needs " + std::to_string(need));
-    return context.attention->run(args, context.scratch);
-  });
+  return libraryLaunchOnScratch(c, env, args, *need);
 }
 
 Result<Launch> bindDecodeAttention(const OpCall &c, const OpEnv &env) {

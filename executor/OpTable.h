@@ -1,6 +1,7 @@
 //===- OpTable.h - plan ops: bind once, launch every step -------*- C++ -*-===//
 // defines: TensorRef, OpCall, OpEnv, LaunchContext, Launch, BindFn, OpDef,
-//          GemmEngine, OpTable, launchKernel, launchKernelWithScratch
+//          GemmEngine, OpTable, launchKernel, launchKernelWithScratch,
+//          streamAttention, prepareOnLibrary, libraryLaunchOnScratch
 //
 // Every op of docs/plan-ops.md has one bind function, shared by all
 // backends. Bind runs once per rank at set-up: it reads and checks the
@@ -28,7 +29,9 @@
 #include "planner/plan/Status.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -286,6 +289,48 @@ Result<Launch> launchKernel(
 /// on a device, bind declares `scratchBytes(args)` for the instruction's
 /// stream, and each launch runs on a copy of args pointing at the stream's
 /// scratch. The cpu kernel needs none.
+/// The attention library of the instruction's stream on a device backend;
+/// null on the cpu or where the stream has none.
+inline AttentionEngine *streamAttention(const OpCall &c, const OpEnv &env) {
+  auto stream = static_cast<size_t>(c.instr->stream);
+  return env.onDevice && stream < env.attentions.size() ? env.attentions[stream]
+                                                        : nullptr;
+}
+
+/// `args` prepared on the stream's attention library at set-up: the bytes
+/// its launches work in, or nothing where the library refuses the shape,
+/// which is said on stderr (the caller then binds sharc's own kernel, so a
+/// run never fails for want of the faster path).
+template <typename Args>
+std::optional<int64_t>
+prepareOnLibrary(const OpCall &c, AttentionEngine &engine, const Args &args) {
+  Result<int64_t> bytes = engine.prepare(args);
+  if (bytes)
+    return *bytes;
+  std::fprintf(stderr, "sharc-run: %s at %s runs on sharc's kernel: %s\n",
+               c.instr->op.c_str(), c.instr->loc.c_str(),
+               bytes.status().message().c_str());
+  return std::nullopt;
+}
+
+/// A launch of the stream's attention library on `need` bytes of the
+/// stream's scratch, which it declares.
+template <typename Args>
+Launch libraryLaunchOnScratch(const OpCall &c, const OpEnv &env,
+                              const Args &args, int64_t need) {
+  env.needScratch(*c.instr, need);
+  return Launch([args, need](const LaunchContext &context) {
+    if (!context.attention)
+      return Status::runtimeError("the stream has no attention engine");
+    if (context.scratchBytes < need)
+      return Status::runtimeError(
+          "the stream has " + std::to_string(context.scratchBytes) +
+          " bytes of scratch, the attention library needs " +
+          std::to_string(need));
+    return context.attention->run(args, context.scratch);
+  });
+}
+
 template <typename Args>
 Result<Launch> launchKernelWithScratch(
     const OpEnv &env, const plan::Instruction &instr, const Args &args,
