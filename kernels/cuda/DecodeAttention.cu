@@ -13,7 +13,9 @@
 // table (RopeFreqs.h), so the angles start from the cpu's bits; cos, sin,
 // exp and the sums' order may differ from the cpu's by rounding only.
 // Head dims up to 256 (every shipped model's; the training attention
-// kernels take 128).
+// kernels take 128). cuDNN's prefill path (CudnnAttention) uses the cache
+// write with staging (the rotated queries and the counts its padding mask
+// reads) before its SDPA and decodeRepeatKernel after it.
 //
 // Why chunks and tiles: a token brings B * Hq query heads, 8 at MiniMind's
 // batch 1, and one block a head walked a 3000-position cache with 8 blocks
