@@ -145,6 +145,14 @@ constexpr int64_t decodeAttentionScratchBytes(int64_t rows, int64_t batch,
   return splits > 1 ? rows * batch * numHeads * splits * (headDim + 2) * 4 : 0;
 }
 
+/// Whether a step goes through cuDNN's prefill path (where the backend has
+/// cuDNN): several rows, bf16 throughout, a head dim its flash kernels take
+/// (CudnnAttention::accepts); the planner predicts its scratch by the same.
+constexpr bool decodePrefillOnCudnn(int64_t rows, bool allBf16,
+                                    int64_t headDim) {
+  return rows > 1 && allBf16 && headDim % 8 == 0 && headDim <= 128;
+}
+
 /// cuDNN's prefill path: the rotated queries ([T, B, Hq * D] in the
 /// storage type) at the start, then each sample's query count and key
 /// count (int32 [B] each), every piece at a 256-byte boundary.

@@ -209,10 +209,11 @@ Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
 }
 
 bool CudnnAttention::accepts(const DecodeAttentionArgs &args) {
-  return args.rows > 1 && accepts(args.q.dtype, args.headDim) &&
-         args.k.dtype == DType::BF16 && args.v.dtype == DType::BF16 &&
-         args.kCache.dtype == DType::BF16 && args.vCache.dtype == DType::BF16 &&
-         args.out.dtype == DType::BF16;
+  bool allBf16 = true;
+  for (DType dtype : {args.q.dtype, args.k.dtype, args.v.dtype,
+                      args.kCache.dtype, args.vCache.dtype, args.out.dtype})
+    allBf16 = allBf16 && dtype == DType::BF16;
+  return decodePrefillOnCudnn(args.rows, allBf16, args.headDim);
 }
 
 Result<CudnnAttention::Graph *>

@@ -51,8 +51,9 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
       return 0;
     // A bf16 prefill goes through cuDNN's SDPA: the rotated queries and the
     // counts, then cuDNN's workspace.
-    if (q->dtype == DType::BF16 && kCache->dtype == DType::BF16 &&
-        q->shape[0] > 1 && headDim % 8 == 0 && headDim <= 128)
+    if (kernels::decodePrefillOnCudnn(
+            q->shape[0],
+            q->dtype == DType::BF16 && kCache->dtype == DType::BF16, headDim))
       return kernels::decodePrefillStagingBytes(
                  q->shape[0], q->shape[1], q->shape[2] / headDim, headDim, 2) +
              kCudnnPrefillWorkspaceBytes;
