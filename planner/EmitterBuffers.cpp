@@ -358,9 +358,13 @@ LogicalResult Emitter::createWorkspaces() {
     auto grad = dyn_cast<AttentionGradOp>(op);
     if (!grad || !grad.getQ().getType().getElementType().isBF16())
       continue;
-    int64_t bytes =
-        plan::cudnnAttentionGradBytes(grad.getQ().getType().getNumElements(),
-                                      grad.getLse().getType().getNumElements());
+    StringAttr split = grad.getPositionSplitAttr();
+    auto q = grad.getQ().getType(), k = grad.getK().getType();
+    int64_t bytes = plan::cudnnAttentionGradBytes(
+        q.getNumElements(), grad.getLse().getType().getNumElements(),
+        plan::cudnnGqaKeyNumel({q.getShape().begin(), q.getShape().end()},
+                               {k.getShape().begin(), k.getShape().end()}),
+        split && split.getValue() == "balanced" ? k.getNumElements() : 0);
     plan::Buffer buffer;
     buffer.id = static_cast<int64_t>(result.buffers.size());
     buffer.name =

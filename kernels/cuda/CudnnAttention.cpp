@@ -1,19 +1,23 @@
 //===- CudnnAttention.cpp - causal GQA attention on cuDNN's SDPA ----------===//
 //
-// One cuDNN frontend graph per (direction, shape): the sdpa node forward
-// (generating Stats, the log-sum-exp) and the sdpa_backward node, both with
-// the causal mask aligned top-left (key j <= query i) and scale
-// 1/sqrt(head_dim), bf16 in and out with fp32 softmax and accumulation.
+// One cuDNN frontend graph per (direction, shape, query run): the sdpa node
+// forward (generating Stats, the log-sum-exp) and the sdpa_backward node,
+// both with the causal mask aligned top-left (key j <= query i) on a square
+// call, bottom-right on a query block against a longer key prefix, and
+// scale 1/sqrt(head_dim), bf16 in and out with fp32 softmax and
+// accumulation.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/CudnnAttention.h"
 
+#include "kernels/cuda/AttentionRows.h"
 #include "kernels/cuda/Launch.h"
 
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -55,9 +59,11 @@ Status frontendStatus(fe::error_t error, const char *step) {
                               error.get_message());
 }
 
-/// Sizes of one attention call.
+/// Sizes of one SDPA call: `rows` queries against the first `keys` keys,
+/// its queries from some row of a [totalRows, B, heads*D] q (the lse's
+/// rows are totalRows apart).
 struct Shape {
-  int64_t seqLen, batch, numHeads, numKvHeads, headDim;
+  int64_t rows, keys, totalRows, batch, numHeads, numKvHeads, headDim;
 };
 
 /// Strides of a [S, B, heads*D] activation whose [s, b] rows are `pitch`
@@ -67,34 +73,121 @@ std::vector<int64_t> headStrides(const Shape &s, int64_t heads, int64_t pitch) {
   return {row, s.headDim, s.batch * row, 1};
 }
 
-/// A [S, B, heads*D] activation seen as cuDNN's [b, h, s, d].
+/// `length` rows of a [S, B, heads*D] activation seen as cuDNN's
+/// [b, h, s, d].
 std::shared_ptr<fe::graph::Tensor_attributes>
 headTensor(fe::graph::Graph &graph, const char *name, int64_t uid,
-           const Shape &s, int64_t heads, int64_t pitch = 0) {
+           const Shape &s, int64_t heads, int64_t length, int64_t pitch = 0) {
   return graph.tensor(fe::graph::Tensor_attributes()
                           .set_name(name)
                           .set_uid(uid)
-                          .set_dim({s.batch, heads, s.seqLen, s.headDim})
+                          .set_dim({s.batch, heads, length, s.headDim})
                           .set_stride(headStrides(s, heads, pitch)));
 }
 
 void setHeadOutput(fe::graph::Tensor_attributes &tensor, int64_t uid,
-                   const Shape &s, int64_t heads, int64_t pitch = 0) {
+                   const Shape &s, int64_t heads, int64_t length,
+                   int64_t pitch = 0) {
   tensor.set_output(true)
       .set_uid(uid)
-      .set_dim({s.batch, heads, s.seqLen, s.headDim})
+      .set_dim({s.batch, heads, length, s.headDim})
       .set_stride(headStrides(s, heads, pitch));
 }
 
-int64_t dvPitchOf(const AttentionArgs &) { return 0; }
-int64_t dvPitchOf(const AttentionGradArgs &args) { return args.dvPitch; }
-
-/// The [B, H, S] fp32 log-sum-exp as cuDNN's [b, h, s, 1] Stats.
+/// The run's rows of the [B, H, totalRows] fp32 log-sum-exp as cuDNN's
+/// [b, h, s, 1] Stats.
 std::vector<int64_t> statsDim(const Shape &s) {
-  return {s.batch, s.numHeads, s.seqLen, 1};
+  return {s.batch, s.numHeads, s.rows, 1};
 }
 std::vector<int64_t> statsStride(const Shape &s) {
-  return {s.numHeads * s.seqLen, s.seqLen, 1, 1};
+  return {s.numHeads * s.totalRows, s.totalRows, 1, 1};
+}
+
+} // namespace
+
+/// One SDPA call of an attention: `rows` queries from local row `row`, at
+/// consecutive positions whose last sees the first `keys` keys, so query i
+/// of the run sees keys j <= i + keys - rows: cuDNN's causal diagonal
+/// aligned bottom-right over a prefix of k and v (top-left and bottom-right
+/// agree when rows == keys, the unsplit sequence).
+
+struct CudnnAttention::QueryRun {
+  int64_t row, rows, keys;
+};
+
+namespace {
+
+using QueryRun = CudnnAttention::QueryRun;
+
+/// The runs of args' queries (one; two under the balanced split, whose
+/// second sees the longer prefix), or why cuDNN's mask cannot express them:
+/// the keys must be one run (the K/V all-gather's whole sequence; ring
+/// attention's blocks run on sharc's kernel, which takes dlse) and every
+/// query must sit at or after the first key.
+template <typename Args>
+Result<std::vector<QueryRun>> queryRuns(const Args &args) {
+  if constexpr (std::is_same_v<Args, AttentionGradArgs>)
+    if (args.dlse)
+      return Status::invalidInput("cuDNN's backward takes no dlse");
+  if (!args.keyPositions().isOneRun())
+    return Status::invalidInput("cuDNN attention takes keys in one run");
+  RowPositions queries = args.queries();
+  std::vector<QueryRun> runs;
+  int64_t second = queries.isOneRun() ? args.seqLen : queries.secondRow;
+  for (auto [row, rows] : {std::pair{int64_t{0}, second},
+                           std::pair{second, args.seqLen - second}}) {
+    if (rows <= 0)
+      continue;
+    int64_t first = queries.at(row);
+    if (first < 0 || first + rows > args.keys())
+      return Status::invalidInput(
+          "cuDNN attention takes queries that see a prefix of the keys; rows " +
+          std::to_string(row) + ".." + std::to_string(row + rows - 1) +
+          " at key position " + std::to_string(first) + " of " +
+          std::to_string(args.keys()) + " do not");
+    runs.push_back({row, rows, first + rows});
+  }
+  return runs;
+}
+
+/// Where a backward's staging sits in its workspace (byte offsets; the
+/// first run's packed dk at 0). Only a rank with two runs stages: the first
+/// run's dk and dv (the last run, whose prefix is the longest, writes them
+/// in place), then one run's rows of the lse packed (cuDNN below 9.26 takes
+/// the backward's Stats only as a packed [B, H, S, 1] tensor), each
+/// 256-byte aligned; cuDNN's own workspace follows.
+struct BackwardStaging {
+  int64_t dv = 0, stats = 0, library = 0;
+};
+
+int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+BackwardStaging stagingOf(const AttentionGradArgs &args,
+                          const std::vector<QueryRun> &runs) {
+  if (runs.size() < 2)
+    return {};
+  int64_t rows = 0;
+  for (const QueryRun &run : runs)
+    rows = std::max(rows, run.rows);
+  BackwardStaging staging;
+  staging.dv =
+      runs.front().keys * args.batch * args.numKvHeads * args.headDim * 2;
+  staging.stats = align256(2 * staging.dv);
+  staging.library =
+      staging.stats + align256(args.batch * args.numHeads * rows * 4);
+  return staging;
+}
+
+/// The lse's row pitch a backward graph of `runs` reads: packed per run
+/// when there are two (see BackwardStaging).
+int64_t statsRows(const AttentionGradArgs &args,
+                  const std::vector<QueryRun> &runs, const QueryRun &run) {
+  return runs.size() > 1 ? run.rows : args.seqLen;
+}
+
+char *rowAt(const void *data, int64_t row, int64_t batch, int64_t width) {
+  return static_cast<char *>(const_cast<void *>(data)) +
+         row * batch * width * 2;
 }
 
 } // namespace
@@ -141,51 +234,45 @@ Status CudnnAttention::buildGraph(Graph &built) {
 }
 
 template <typename Args>
-Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
+Result<CudnnAttention::Graph *>
+CudnnAttention::graphFor(const Args &args, const QueryRun &run, int64_t dvPitch,
+                         int64_t lseRows) {
   constexpr bool backward = std::is_same_v<Args, AttentionGradArgs>;
-  if (!accepts(args.q.dtype, args.headDim))
-    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
-                                "multiple of 8 up to 128");
-  // A query block against a longer gathered K/V (context parallelism)
-  // needs a bottom-right-shifted causal mask this graph does not build.
-  if (args.keys() != args.seqLen || !args.queries().isOneRun() ||
-      !args.keyPositions().isOneRun() || args.queryStart != 0 ||
-      args.keyStart != 0)
-    return Status::invalidInput(
-        "cuDNN attention here is square causal only; a query block at " +
-        std::to_string(args.queryStart) + " of " + std::to_string(args.keys()) +
-        " keys is not");
-  Key key{backward,        args.seqLen,  args.batch,  args.numHeads,
-          args.numKvHeads, args.headDim, args.vPitch, dvPitchOf(args)};
+  Key key{backward,      run.rows,        run.keys,     lseRows,     args.batch,
+          args.numHeads, args.numKvHeads, args.headDim, args.vPitch, dvPitch};
   if (auto it = graphs_.find(key); it != graphs_.end())
     return it->second.get();
-  Shape s{args.seqLen, args.batch, args.numHeads, args.numKvHeads,
-          args.headDim};
+  Shape s{run.rows,      run.keys,        lseRows,     args.batch,
+          args.numHeads, args.numKvHeads, args.headDim};
+  bool square = s.rows == s.keys;
   auto built = std::make_unique<Graph>();
   fe::graph::Graph &graph = built->graph;
   graph.set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = headTensor(graph, "q", kQ, s, s.numHeads);
-  auto k = headTensor(graph, "k", kK, s, s.numKvHeads);
-  auto v = headTensor(graph, "v", kV, s, s.numKvHeads, args.vPitch);
+  auto q = headTensor(graph, "q", kQ, s, s.numHeads, s.rows);
+  auto k = headTensor(graph, "k", kK, s, s.numKvHeads, s.keys);
+  auto v = headTensor(graph, "v", kV, s, s.numKvHeads, s.keys, args.vPitch);
   float scale = 1.0f / std::sqrt(static_cast<float>(s.headDim));
   if (!backward) {
     auto options = fe::graph::SDPA_attributes()
                        .set_name("attention")
                        .set_generate_stats(true)
-                       .set_causal_mask(true)
                        .set_attn_scale(scale);
+    if (square)
+      options.set_causal_mask(true);
+    else
+      options.set_causal_mask_bottom_right(true);
     auto [o, stats] = graph.sdpa(q, k, v, options);
-    setHeadOutput(*o, kO, s, s.numHeads);
+    setHeadOutput(*o, kO, s, s.numHeads, s.rows);
     stats->set_output(true)
         .set_uid(kStats)
         .set_data_type(fe::DataType_t::FLOAT)
         .set_dim(statsDim(s))
         .set_stride(statsStride(s));
   } else {
-    auto o = headTensor(graph, "o", kO, s, s.numHeads);
-    auto dO = headTensor(graph, "dO", kDO, s, s.numHeads);
+    auto o = headTensor(graph, "o", kO, s, s.numHeads, s.rows);
+    auto dO = headTensor(graph, "dO", kDO, s, s.numHeads, s.rows);
     auto stats = graph.tensor(fe::graph::Tensor_attributes()
                                   .set_name("stats")
                                   .set_uid(kStats)
@@ -194,13 +281,16 @@ Result<CudnnAttention::Graph *> CudnnAttention::graphFor(const Args &args) {
                                   .set_stride(statsStride(s)));
     auto options = fe::graph::SDPA_backward_attributes()
                        .set_name("attention_grad")
-                       .set_causal_mask(true)
                        .set_attn_scale(scale)
                        .set_deterministic_algorithm(deterministic_);
+    if (square)
+      options.set_causal_mask(true);
+    else
+      options.set_causal_mask_bottom_right(true);
     auto [dQ, dK, dV] = graph.sdpa_backward(q, k, v, o, dO, stats, options);
-    setHeadOutput(*dQ, kDQ, s, s.numHeads);
-    setHeadOutput(*dK, kDK, s, s.numKvHeads);
-    setHeadOutput(*dV, kDV, s, s.numKvHeads, dvPitchOf(args));
+    setHeadOutput(*dQ, kDQ, s, s.numHeads, s.rows);
+    setHeadOutput(*dK, kDK, s, s.numKvHeads, s.keys);
+    setHeadOutput(*dV, kDV, s, s.numKvHeads, s.keys, dvPitch);
   }
   SHARC_TRY(buildGraph(*built));
   Graph *result = built.get();
@@ -306,20 +396,6 @@ Status CudnnAttention::run(const DecodeAttentionArgs &args, void *scratch) {
   return decodePrefillRepeat(args, scratch, stream_);
 }
 
-Result<int64_t> CudnnAttention::prepare(const AttentionArgs &args) {
-  auto graph = graphFor(args);
-  if (!graph)
-    return graph.status();
-  return (*graph)->workspaceBytes;
-}
-
-Result<int64_t> CudnnAttention::prepare(const AttentionGradArgs &args) {
-  auto graph = graphFor(args);
-  if (!graph)
-    return graph.status();
-  return (*graph)->workspaceBytes;
-}
-
 Status CudnnAttention::execute(Graph &graph,
                                std::unordered_map<int64_t, void *> &pack,
                                void *workspace, const char *direction) {
@@ -328,34 +404,121 @@ Status CudnnAttention::execute(Graph &graph,
       direction);
 }
 
+Result<int64_t> CudnnAttention::prepare(const AttentionArgs &args) {
+  if (!accepts(args.q.dtype, args.headDim))
+    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
+                                "multiple of 8 up to 128");
+  auto runs = queryRuns(args);
+  if (!runs)
+    return runs.status();
+  int64_t bytes = 0;
+  for (const QueryRun &run : *runs) {
+    auto graph = graphFor(args, run, 0, args.seqLen);
+    if (!graph)
+      return graph.status();
+    bytes = std::max(bytes, (*graph)->workspaceBytes);
+  }
+  return bytes;
+}
+
+Result<int64_t> CudnnAttention::prepare(const AttentionGradArgs &args) {
+  if (!accepts(args.q.dtype, args.headDim))
+    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
+                                "multiple of 8 up to 128");
+  auto runs = queryRuns(args);
+  if (!runs)
+    return runs.status();
+  int64_t bytes = 0;
+  for (size_t i = 0; i < runs->size(); ++i) {
+    // The last run writes dv in place; the others into packed staging.
+    const QueryRun &run = (*runs)[i];
+    bool last = i + 1 == runs->size();
+    auto graph = graphFor(args, run, last ? args.dvPitch : 0,
+                          statsRows(args, *runs, run));
+    if (!graph)
+      return graph.status();
+    bytes = std::max(bytes, (*graph)->workspaceBytes);
+  }
+  return stagingOf(args, *runs).library + bytes;
+}
+
 Status CudnnAttention::run(const AttentionArgs &args, void *workspace) {
-  auto graph = graphFor(args);
-  if (!graph)
-    return graph.status();
-  std::unordered_map<int64_t, void *> pack{
-      {kQ, const_cast<void *>(args.q.data)},
-      {kK, const_cast<void *>(args.k.data)},
-      {kV, const_cast<void *>(args.v.data)},
-      {kO, args.out.data},
-      {kStats, args.lse}};
-  return execute(**graph, pack, workspace, "execute (forward)");
+  auto runs = queryRuns(args);
+  if (!runs)
+    return runs.status();
+  int64_t qWidth = args.numHeads * args.headDim;
+  for (const QueryRun &run : *runs) {
+    auto graph = graphFor(args, run, 0, args.seqLen);
+    if (!graph)
+      return graph.status();
+    std::unordered_map<int64_t, void *> pack{
+        {kQ, rowAt(args.q.data, run.row, args.batch, qWidth)},
+        {kK, const_cast<void *>(args.k.data)},
+        {kV, const_cast<void *>(args.v.data)},
+        {kO, rowAt(args.out.data, run.row, args.batch, qWidth)},
+        {kStats, args.lse + run.row}};
+    SHARC_TRY(execute(**graph, pack, workspace, "execute (forward)"));
+  }
+  return Status::ok();
 }
 
 Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
-  auto graph = graphFor(args);
-  if (!graph)
-    return graph.status();
-  std::unordered_map<int64_t, void *> pack{
-      {kQ, const_cast<void *>(args.q.data)},
-      {kK, const_cast<void *>(args.k.data)},
-      {kV, const_cast<void *>(args.v.data)},
-      {kO, const_cast<void *>(args.out.data)},
-      {kDO, const_cast<void *>(args.dout.data)},
-      {kStats, const_cast<float *>(args.lse)},
-      {kDQ, args.dq.data},
-      {kDK, args.dk.data},
-      {kDV, args.dv.data}};
-  return execute(**graph, pack, workspace, "execute (backward)");
+  auto runs = queryRuns(args);
+  if (!runs)
+    return runs.status();
+  int64_t qWidth = args.numHeads * args.headDim;
+  int64_t kvWidth = args.numKvHeads * args.headDim;
+  int64_t dvPitch = args.dvPitch > 0 ? args.dvPitch : kvWidth;
+  BackwardStaging staging = stagingOf(args, *runs);
+  char *stagedK = static_cast<char *>(workspace);
+  char *stagedV = stagedK + staging.dv;
+  auto *stats = reinterpret_cast<float *>(stagedK + staging.stats);
+  char *library = stagedK + staging.library;
+  auto stream = static_cast<cudaStream_t>(stream_);
+  for (size_t i = runs->size(); i-- > 0;) {
+    const QueryRun &run = (*runs)[i];
+    bool last = i + 1 == runs->size();
+    int64_t lseRows = statsRows(args, *runs, run);
+    auto graph = graphFor(args, run, last ? args.dvPitch : 0, lseRows);
+    if (!graph)
+      return graph.status();
+    float *lse = const_cast<float *>(args.lse) + run.row;
+    if (lseRows != args.seqLen) {
+      SHARC_CUDA(cudaMemcpy2DAsync(stats, run.rows * 4, lse, args.seqLen * 4,
+                                   run.rows * 4, args.batch * args.numHeads,
+                                   cudaMemcpyDeviceToDevice, stream));
+      lse = stats;
+    }
+    std::unordered_map<int64_t, void *> pack{
+        {kQ, rowAt(args.q.data, run.row, args.batch, qWidth)},
+        {kK, const_cast<void *>(args.k.data)},
+        {kV, const_cast<void *>(args.v.data)},
+        {kO, rowAt(args.out.data, run.row, args.batch, qWidth)},
+        {kDO, rowAt(args.dout.data, run.row, args.batch, qWidth)},
+        {kStats, lse},
+        {kDQ, rowAt(args.dq.data, run.row, args.batch, qWidth)},
+        {kDK, last ? args.dk.data : stagedK},
+        {kDV, last ? args.dv.data : stagedV}};
+    SHARC_TRY(execute(**graph, pack, library, "execute (backward)"));
+    if (last) {
+      // Keys past the longest prefix are seen by no query of this rank.
+      int64_t seen = run.keys * args.batch, unseen = args.keys() * args.batch;
+      if (seen < unseen) {
+        SHARC_CUDA(
+            cudaMemsetAsync(rowAt(args.dk.data, run.keys, args.batch, kvWidth),
+                            0, (unseen - seen) * kvWidth * 2, stream));
+        SHARC_CUDA(cudaMemset2DAsync(
+            static_cast<char *>(args.dv.data) + seen * dvPitch * 2, dvPitch * 2,
+            0, kvWidth * 2, unseen - seen, stream));
+      }
+      continue;
+    }
+    SHARC_TRY(addBf16Rows(args.dk.data, kvWidth, stagedK, run.keys * args.batch,
+                          kvWidth, stream_));
+    SHARC_TRY(addBf16Rows(args.dv.data, dvPitch, stagedV, run.keys * args.batch,
+                          kvWidth, stream_));
+  }
+  return Status::ok();
 }
 
 } // namespace sharc::kernels::cuda

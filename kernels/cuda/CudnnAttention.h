@@ -9,6 +9,17 @@
 // which keeps the IR's contract that only the lse survives the forward.
 // cuDNN runs bf16 only here; f32 plans keep kernels/cuda/Attention.cu.
 //
+// Context parallelism's K/V all-gather gives a rank a block of queries
+// against the whole sequence's keys: each run of consecutive query
+// positions (one, or two under the balanced split) is one SDPA call over
+// the prefix of keys its last query sees, the causal diagonal aligned
+// bottom-right. The backward writes the last run's dk and dv in place and
+// zeroes the keys past its prefix (no query of the rank sees them); the
+// first run's go to staging at the workspace's start and are added in
+// (kernels/cuda/AttentionRows.h); each run's lse rows are copied out
+// packed, as cuDNN's backward below 9.26 requires. Ring attention's blocks,
+// which need dlse in the backward, stay on sharc's kernel.
+//
 // A CudnnAttention belongs to one stream (its handle is bound to it). The
 // graph of each shape is built once, at set-up, by prepare(), which also
 // says how much workspace its launches need; a launch looks the graph up and
@@ -63,16 +74,21 @@ public:
   Result<int64_t> prepare(const DecodeAttentionArgs &args);
   Status run(const DecodeAttentionArgs &args, void *scratch);
 
-  struct Graph; ///< one built cuDNN graph
+  struct Graph;    ///< one built cuDNN graph
+  struct QueryRun; ///< the queries of one SDPA call
 
 private:
   CudnnAttention() = default;
-  /// backward, seqLen, batch, numHeads, numKvHeads, headDim, and the row
-  /// pitches of v and dv (0: packed).
+  /// backward, the run's rows and keys, the lse's row pitch, batch,
+  /// numHeads,
+  /// numKvHeads, headDim, and the row pitches of v and dv (0: packed).
   using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t>;
-  /// The built graph of args' direction and shape, built on first use.
-  template <typename Args> Result<Graph *> graphFor(const Args &args);
+                         int64_t, int64_t, int64_t, int64_t>;
+  /// The graph of one run of args' queries (dv written at `dvPitch`, the
+  /// lse's rows `lseRows` apart), built on first use.
+  template <typename Args>
+  Result<Graph *> graphFor(const Args &args, const QueryRun &run,
+                           int64_t dvPitch, int64_t lseRows);
   Result<Graph *> prefillGraphFor(const DecodeAttentionArgs &args);
   /// Validates, plans and builds `built`'s graph and sizes its workspace.
   Status buildGraph(Graph &built);

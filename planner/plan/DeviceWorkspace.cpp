@@ -63,10 +63,14 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
   }
   if (instr.op == "attention_grad") {
     // cuDNN runs the bf16 backward only.
-    const Buffer *q = operand(0), *lse = operand(4);
+    const Buffer *q = operand(0), *k = operand(1), *lse = operand(4);
     if (!q || q->dtype != DType::BF16)
       return 0;
-    int64_t bytes = cudnnAttentionGradBytes(numel(*q), lse ? numel(*lse) : 0);
+    bool balanced = instr.getString("position_split") == "balanced";
+    int64_t bytes =
+        cudnnAttentionGradBytes(numel(*q), lse ? numel(*lse) : 0,
+                                k ? cudnnGqaKeyNumel(q->shape, k->shape) : 0,
+                                balanced && k ? numel(*k) : 0);
     // A workspace the plan places in its activation arena needs none.
     bool planned = instr.results.size() > 3 &&
                    plan.buffers[instr.results[3]].numBytes >= bytes;

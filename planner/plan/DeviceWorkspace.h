@@ -16,8 +16,9 @@
 //    rms_norm_grad's (and rms_norm_grad_add's) per-block dw rows (at most
 //    512 blocks of group_size fp32), cross_entropy's per-token losses
 //    (fp32), decode_attention's chunks (fp32 partial outputs), and cuDNN's
-//    attention backward (two fp32 tensors of q's size
-//    and a row statistic, as cuDNN 9.19 states at set-up; its deterministic
+//    attention backward (fp32 accumulators of dq and, under GQA, of dk and
+//    dv per query head, and a row statistic, as cuDNN 9.19 states at
+//    set-up: cudnnAttentionGradBytes; its deterministic
 //    backward, asked for with SHARC_CUDNN_DETERMINISTIC=1, takes several
 //    times more and is not predicted) unless the plan gives the
 //    instruction a workspace of that size in its activation arena, as the
@@ -67,12 +68,35 @@ struct DeviceWorkspace {
 /// Per rank (the plan's ranks are alike in size).
 DeviceWorkspace predictDeviceWorkspace(const Plan &plan);
 
-/// cuDNN's attention backward (bf16) for q of `qNumel` elements and an lse
-/// of `lseNumel`, as cuDNN 9.19 states it on an H200 for every shape
-/// sharc-attention-bench measures: two fp32 tensors of q's size, one fp32
-/// row statistic, 256 bytes of alignment.
-inline int64_t cudnnAttentionGradBytes(int64_t qNumel, int64_t lseNumel) {
-  return qNumel * 8 + lseNumel * 4 + 256;
+/// cuDNN's attention backward (bf16), as cuDNN 9.19 states it on an H100
+/// and an H200 for every shape KernelsCudaAttentionTest and
+/// sharc-attention-bench build: an fp32 dq accumulator of q's
+/// `qNumel` elements; under GQA (fewer KV heads than query heads) an fp32
+/// dk/dv accumulator per query head over the keys, `gqaKeyNumel` = keys x
+/// batch x q's width (0 without GQA); the fp32 row statistic (`lseNumel`);
+/// 256 bytes. A context-parallel rank's queries against the all-gathered
+/// keys count as many keys as the last rank's queries see, all of them.
+/// Under the balanced split (`balancedKeyNumel`, k's elements; 0
+/// otherwise) the rank's rows are two runs of half of them, a call each,
+/// and kernels/cuda/CudnnAttention.h stages the first run's dk and dv (bf16,
+/// at most half of k's rows each) and a run's lse rows, packed.
+inline int64_t cudnnAttentionGradBytes(int64_t qNumel, int64_t lseNumel,
+                                       int64_t gqaKeyNumel,
+                                       int64_t balancedKeyNumel = 0) {
+  auto align = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  if (balancedKeyNumel == 0)
+    return qNumel * 4 + gqaKeyNumel * 4 + lseNumel * 4 + 256;
+  return align(balancedKeyNumel * 2) + align(lseNumel * 2) + qNumel * 2 +
+         gqaKeyNumel * 4 + lseNumel * 2 + 256;
+}
+
+/// gqaKeyNumel of cudnnAttentionGradBytes for q [Sq, B, H*D] and k [Skv,
+/// B, Hkv*D].
+inline int64_t cudnnGqaKeyNumel(const std::vector<int64_t> &qShape,
+                                const std::vector<int64_t> &kShape) {
+  if (qShape.size() != 3 || kShape.size() != 3 || kShape[2] >= qShape[2])
+    return 0;
+  return kShape[0] * kShape[1] * qShape[2];
 }
 
 /// cuDNN's flash forward with a padding mask (decode_attention's prefill

@@ -61,7 +61,7 @@ TEST_CASE("the GPU workspace follows the plan's streams, kernels and "
   CHECK_FALSE(streamRunsGemm(*plan, 1));
   CHECK(workspace.gemmBytes == kGemmWorkspaceBytes);
   // Stream 0: max(512 blocks x 4 columns x 4 bytes, cuDNN's 64 q
-  // elements x 8 + 4 lse x 4 + 256); stream 1: 8 tokens x 4 bytes.
+  // elements x 4 + 4 lse x 4 + 256, no GQA); stream 1: 8 tokens x 4 bytes.
   CHECK(workspace.scratchBytes == 512 * 4 * 4 + 8 * 4);
   // The gather along dim 1 of [2, 4] stages its 64-byte result on its own
   // stream; stream 0 runs no collective and stages nothing.
@@ -75,20 +75,22 @@ TEST_CASE("the GPU workspace follows the plan's streams, kernels and "
 TEST_CASE("a workspace the plan places takes attention_grad's scratch off "
           "its stream",
           "[plan]") {
-  // q [64, 1, 16] bf16 and lse [1, 1, 64]: cuDNN asks 1024 x 8 + 64 x 4 +
-  // 256 = 8704 bytes.
+  // q [64, 1, 32] bf16 (2 heads of 16), k [64, 1, 16] (one KV head: GQA)
+  // and lse [1, 2, 64]: cuDNN asks 2048 x 4 for dq, 64 keys x 32 columns x
+  // 4 for dk and dv per query head, 128 x 4 for the lse and 256: 17152.
   auto planWith = [](const std::string &results, int64_t workspaceFloats) {
     std::string text = R"(sharc_plan: 1
 mesh: [{name: dp, size: 1}]
 num_streams: 1
 num_events: 0
-regions: {activation: 16384}
+regions: {activation: 32768}
 buffers:
-  - {id: 0, name: "q", region: activation, offset: 0, bytes: 2048, dtype: bf16, shape: [64, 1, 16]}
-  - {id: 1, name: "lse", region: activation, offset: 2048, bytes: 256, dtype: f32, shape: [1, 1, 64]}
-  - {id: 2, name: "ws", region: activation, offset: 4096, bytes: BYTES, dtype: f32, shape: [FLOATS]}
+  - {id: 0, name: "q", region: activation, offset: 0, bytes: 4096, dtype: bf16, shape: [64, 1, 32]}
+  - {id: 1, name: "lse", region: activation, offset: 4096, bytes: 512, dtype: f32, shape: [1, 2, 64]}
+  - {id: 2, name: "ws", region: activation, offset: 8192, bytes: BYTES, dtype: f32, shape: [FLOATS]}
+  - {id: 3, name: "k", region: activation, offset: 4608, bytes: 2048, dtype: bf16, shape: [64, 1, 16]}
 instructions:
-  - {op: attention_grad, in: [0, 0, 0, 0, 1, 0], out: RESULTS, attrs: {head_dim: 16}}
+  - {op: attention_grad, in: [0, 3, 3, 0, 1, 0], out: RESULTS, attrs: {head_dim: 16}}
 )";
     text.replace(text.find("BYTES"), 5, std::to_string(workspaceFloats * 4));
     text.replace(text.find("FLOATS"), 6, std::to_string(workspaceFloats));
@@ -98,13 +100,52 @@ instructions:
     REQUIRE(plan);
     return predictDeviceWorkspace(*plan);
   };
-  CHECK(cudnnAttentionGradBytes(1024, 64) == 8704);
+  CHECK(cudnnGqaKeyNumel({64, 1, 32}, {64, 1, 16}) == 2048);
+  CHECK(cudnnAttentionGradBytes(2048, 128, 2048) == 17152);
+  // Without GQA cuDNN keeps no per-head dk and dv.
+  CHECK(cudnnGqaKeyNumel({64, 1, 32}, {64, 1, 32}) == 0);
+  CHECK(cudnnAttentionGradBytes(2048, 128, 0) == 8960);
   // Without a workspace result the stream's scratch holds cuDNN's.
-  CHECK(planWith("[0, 0, 0]", 2176).scratchBytes == 8704);
+  CHECK(planWith("[0, 3, 3]", 4288).scratchBytes == 17152);
   // With one of cuDNN's size, the stream needs none.
-  CHECK(planWith("[0, 0, 0, 2]", 2176).scratchBytes == 0);
+  CHECK(planWith("[0, 3, 3, 2]", 4288).scratchBytes == 0);
   // One too small is passed over: the backend falls back to the scratch.
-  CHECK(planWith("[0, 0, 0, 2]", 2175).scratchBytes == 8704);
+  CHECK(planWith("[0, 3, 3, 2]", 4287).scratchBytes == 17152);
+}
+
+TEST_CASE("a context-parallel attention_grad counts every key; a balanced "
+          "one also stages the first query run's dk and dv",
+          "[plan]") {
+  // q [32, 1, 32] (a rank's half of 64 rows, 2 heads of 16) against k
+  // [64, 1, 16], lse [1, 2, 32]. Contiguous, one call: 1024 x 4 for dq,
+  // 64 keys x 32 x 4 for dk and dv per query head, 64 x 4 and 256: 12800.
+  CHECK(cudnnAttentionGradBytes(1024, 64, 2048) == 12800);
+  // Balanced, two calls of 16 rows: k's 1024 elements x 2 bytes (half the
+  // rows of dk and dv, bf16) staged, 16 rows of the lse (128 bytes, to 256)
+  // packed, then 512 x 4 + 2048 x 4 + 32 x 4 + 256.
+  CHECK(cudnnAttentionGradBytes(1024, 64, 2048, 1024) ==
+        2048 + 256 + 2048 + 8192 + 128 + 256);
+  auto scratch = [](const std::string &split) {
+    std::string text = R"(sharc_plan: 1
+mesh: [{name: cp, size: 2}]
+num_streams: 1
+num_events: 0
+regions: {activation: 16384}
+buffers:
+  - {id: 0, name: "q", region: activation, offset: 0, bytes: 2048, dtype: bf16, shape: [32, 1, 32]}
+  - {id: 1, name: "k", region: activation, offset: 2048, bytes: 2048, dtype: bf16, shape: [64, 1, 16]}
+  - {id: 2, name: "lse", region: activation, offset: 4096, bytes: 256, dtype: f32, shape: [1, 2, 32]}
+instructions:
+  - {op: attention_grad, in: [0, 1, 1, 0, 2, 0], out: [0, 1, 1], attrs: {head_dim: 16, position_axis: "cp"SPLIT}}
+)";
+    text.replace(text.find("SPLIT"), 5, split);
+    Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
+    INFO(plan.status().message());
+    REQUIRE(plan);
+    return predictDeviceWorkspace(*plan).scratchBytes;
+  };
+  CHECK(scratch(", position_split: \"balanced\"") == 12928);
+  CHECK(scratch("") == 12800);
 }
 
 TEST_CASE("decode_attention's runs of chunks take scratch by the cache's "
