@@ -8,17 +8,22 @@
 // measures PyTorch's scaled_dot_product_attention on the same shapes.
 //
 //   sharc-attention-bench [--warmup N] [--iters N] [--shape S,B,H,KV,D]...
+//                         [--cp N[,contiguous]]
 //
 // Each --shape (sequence, batch, query heads, KV heads, head dim) replaces
-// the default list of the benchmark's shapes.
+// the default list of the benchmark's shapes. --cp N times, for each of N
+// ranks, context parallelism's K/V all-gather attention: the rank's S/N
+// query rows (balanced split, or contiguous) against all S keys.
 //
-// FLOPs: the forward's two products over the causal half,
-// 2 * 2 * B * H * S^2 * D / 2; the backward 2.5x the forward (five products,
-// the scores recomputed), the convention FlashAttention's papers use.
+// FLOPs: the forward's two products over the (query, key) pairs the causal
+// mask keeps, 2 * 2 * B * H * pairs * D with pairs about S^2 / 2 unsplit;
+// the backward 2.5x the forward (five products, the scores recomputed), the
+// convention FlashAttention's papers use.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Attention.h"
+#include "kernels/SequencePositions.h"
 #include "kernels/cuda/Launch.h"
 #include "planner/plan/DeviceWorkspace.h"
 #if SHARC_WITH_CUDNN
@@ -94,8 +99,16 @@ struct Buffers {
   float *lse;
 };
 
-Buffers allocate(const Shape &s, std::mt19937 &rng) {
-  int64_t qNumel = s.seqLen * s.batch * s.numHeads * s.headDim;
+/// One rank's query block: `rows` queries at `queries` against all of the
+/// shape's keys (rows == seqLen: the whole sequence, unsplit).
+struct Block {
+  int64_t rows;
+  RowPositions queries;
+  std::string name;
+};
+
+Buffers allocate(const Shape &s, const Block &block, std::mt19937 &rng) {
+  int64_t qNumel = block.rows * s.batch * s.numHeads * s.headDim;
   int64_t kvNumel = s.seqLen * s.batch * s.numKvHeads * s.headDim;
   Buffers b{};
   b.q = randomDevice(qNumel, 1.0f, rng);
@@ -107,7 +120,7 @@ Buffers allocate(const Shape &s, std::mt19937 &rng) {
   b.dk = randomDevice(kvNumel, 1.0f, rng);
   b.dv = randomDevice(kvNumel, 1.0f, rng);
   checkCuda(cudaMalloc(reinterpret_cast<void **>(&b.lse),
-                       s.batch * s.numHeads * s.seqLen * sizeof(float)),
+                       s.batch * s.numHeads * block.rows * sizeof(float)),
             "cudaMalloc");
   return b;
 }
@@ -118,48 +131,124 @@ void release(Buffers &b) {
     cudaFree(p);
 }
 
-AttentionArgs forwardArgs(const Shape &s, const Buffers &b) {
-  DType bf16 = DType::BF16;
-  return {.q = {b.q, bf16},
-          .k = {b.k, bf16},
-          .v = {b.v, bf16},
-          .out = {b.out, bf16},
-          .lse = b.lse,
-          .seqLen = s.seqLen,
+AttentionExtent extentOf(const Shape &s, const Block &block) {
+  return {.seqLen = block.rows,
           .batch = s.batch,
           .numHeads = s.numHeads,
           .numKvHeads = s.numKvHeads,
-          .headDim = s.headDim};
+          .headDim = s.headDim,
+          .kvSeqLen = s.seqLen,
+          .queries = block.queries};
 }
 
-AttentionGradArgs backwardArgs(const Shape &s, const Buffers &b) {
+AttentionArgs forwardArgs(const Shape &s, const Block &block,
+                          const Buffers &b) {
   DType bf16 = DType::BF16;
-  return {.q = {b.q, bf16},
-          .k = {b.k, bf16},
-          .v = {b.v, bf16},
-          .out = {b.out, bf16},
-          .dout = {b.dout, bf16},
-          .lse = b.lse,
-          .dq = {b.dq, bf16},
-          .dk = {b.dk, bf16},
-          .dv = {b.dv, bf16},
-          .seqLen = s.seqLen,
-          .batch = s.batch,
-          .numHeads = s.numHeads,
-          .numKvHeads = s.numKvHeads,
-          .headDim = s.headDim};
+  return withExtent(AttentionArgs{.q = {b.q, bf16},
+                                  .k = {b.k, bf16},
+                                  .v = {b.v, bf16},
+                                  .out = {b.out, bf16},
+                                  .lse = b.lse},
+                    extentOf(s, block));
 }
 
-void report(const Shape &s, const char *impl, double fwdMs, double bwdMs) {
-  double fwdFlops = 2.0 * s.batch * s.numHeads * double(s.seqLen) * s.seqLen *
-                    s.headDim; // 4 B H S^2 D over the causal half
+AttentionGradArgs backwardArgs(const Shape &s, const Block &block,
+                               const Buffers &b) {
+  DType bf16 = DType::BF16;
+  return withExtent(AttentionGradArgs{.q = {b.q, bf16},
+                                      .k = {b.k, bf16},
+                                      .v = {b.v, bf16},
+                                      .out = {b.out, bf16},
+                                      .dout = {b.dout, bf16},
+                                      .lse = b.lse,
+                                      .dq = {b.dq, bf16},
+                                      .dk = {b.dk, bf16},
+                                      .dv = {b.dv, bf16}},
+                    extentOf(s, block));
+}
+
+/// The (query, key) pairs the causal mask keeps for `block`'s queries.
+double causalPairs(const Block &block) {
+  double pairs = 0;
+  for (int64_t i = 0; i < block.rows; ++i)
+    pairs += double(block.queries.at(i) + 1);
+  return pairs;
+}
+
+void report(const Shape &s, const Block &block, const char *impl, double fwdMs,
+            double bwdMs) {
+  // 4 B H D per kept pair (unsplit, about 2 B H S^2 D).
+  double fwdFlops = 4.0 * s.batch * s.numHeads * causalPairs(block) * s.headDim;
   double fwd = fwdFlops / (fwdMs * 1e9),
          both = 3.5 * fwdFlops / ((fwdMs + bwdMs) * 1e9);
-  std::printf("S=%-5lld B=%lld H=%lld/%lld D=%-3lld %-22s fwd %7.3f ms %6.1f "
-              "TFLOP/s  bwd %7.3f ms  fwd+bwd %6.1f TFLOP/s\n",
+  std::printf("S=%-5lld B=%lld H=%lld/%lld D=%-3lld %s%-22s fwd %7.3f ms "
+              "%6.1f TFLOP/s  bwd %7.3f ms  fwd+bwd %6.1f TFLOP/s\n",
               (long long)s.seqLen, (long long)s.batch, (long long)s.numHeads,
-              (long long)s.numKvHeads, (long long)s.headDim, impl, fwdMs, fwd,
-              bwdMs, both);
+              (long long)s.numKvHeads, (long long)s.headDim, block.name.c_str(),
+              impl, fwdMs, fwd, bwdMs, both);
+}
+
+/// The query blocks of `ranks` ranks (1: the whole sequence).
+std::vector<Block> blocksOf(const Shape &s, int64_t ranks,
+                            SequenceSplit split) {
+  if (ranks <= 1)
+    return {{s.seqLen, RowPositions{}, ""}};
+  std::vector<Block> blocks;
+  int64_t rows = s.seqLen / ranks;
+  for (int64_t r = 0; r < ranks; ++r)
+    blocks.push_back(
+        {rows, rowPositions(split, r, ranks, rows),
+         "rank " + std::to_string(r) + "/" + std::to_string(ranks) + " "});
+  return blocks;
+}
+
+/// Times sharc's kernel and cuDNN's (both backward algorithms) on one
+/// block of `s`.
+void measure(const Shape &s, const Block &block, int warmup, int iters,
+             std::mt19937 &rng) {
+  Buffers b = allocate(s, block, rng);
+  AttentionArgs fwd = forwardArgs(s, block, b);
+  AttentionGradArgs bwd = backwardArgs(s, block, b);
+  // Every backward reads the lse its own implementation's forward wrote.
+  double ms =
+      timeMs([&] { return cuda::attention(fwd, nullptr); }, warmup, iters);
+  double bwdMs =
+      timeMs([&] { return cuda::attentionGrad(bwd, nullptr); }, warmup, iters);
+  report(s, block, "sharc (mma.sync)", ms, bwdMs);
+#if SHARC_WITH_CUDNN
+  for (bool deterministic : {false, true}) {
+    auto engine = cuda::CudnnAttention::create(nullptr, deterministic);
+    check(engine.status(), "cuDNN handle");
+    auto fwdBytes = (*engine)->prepare(fwd);
+    check(fwdBytes.status(), "cuDNN forward graph");
+    auto bwdBytes = (*engine)->prepare(bwd);
+    check(bwdBytes.status(), "cuDNN backward graph");
+    void *workspace = nullptr;
+    checkCuda(cudaMalloc(&workspace,
+                         std::max<int64_t>(1, std::max(*fwdBytes, *bwdBytes))),
+              "cudaMalloc");
+    double cudnnFwd =
+        timeMs([&] { return (*engine)->run(fwd, workspace); }, warmup, iters);
+    double cudnnBwd =
+        timeMs([&] { return (*engine)->run(bwd, workspace); }, warmup, iters);
+    report(s, block, deterministic ? "cuDNN (deterministic)" : "cuDNN",
+           cudnnFwd, cudnnBwd);
+    // Beside the compiler's estimate (plan/DeviceWorkspace.h).
+    bool balanced = !block.queries.isOneRun();
+    int64_t estimate = plan::cudnnAttentionGradBytes(
+        block.rows * s.batch * s.numHeads * s.headDim,
+        s.batch * s.numHeads * block.rows,
+        plan::cudnnGqaKeyNumel({block.rows, s.batch, s.numHeads * s.headDim},
+                               {s.seqLen, s.batch, s.numKvHeads * s.headDim}),
+        balanced ? s.seqLen * s.batch * s.numKvHeads * s.headDim : 0);
+    std::printf("    cuDNN workspace: forward %lld, backward %lld bytes "
+                "(sharc's estimate %lld)\n",
+                (long long)*fwdBytes, (long long)*bwdBytes,
+                (long long)estimate);
+    cudaFree(workspace);
+  }
+#endif
+  release(b);
 }
 
 /// "S,B,H,KV,D" as a Shape, or exits naming the flag.
@@ -189,6 +278,8 @@ int main(int argc, char **argv) {
                                {4096, 4, 32, 8, 128},
                                {4096, 4, 16, 4, 128}};
   bool shapesGiven = false;
+  int64_t ranks = 1;
+  SequenceSplit split = SequenceSplit::Balanced;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--warmup")
@@ -200,10 +291,26 @@ int main(int argc, char **argv) {
         shapes.clear();
       shapesGiven = true;
       shapes.push_back(parseShape(argv[i + 1]));
+    } else if (flag == "--cp") {
+      long long n = 0;
+      char how[16] = "";
+      int fields = std::sscanf(argv[i + 1], "%lld,%15s", &n, how);
+      std::string howText = how;
+      if (fields < 1 || n < 1 ||
+          (fields == 2 && howText != "contiguous" && howText != "balanced")) {
+        std::fprintf(stderr,
+                     "sharc-attention-bench: --cp %s: expected N, "
+                     "N,contiguous or N,balanced\n",
+                     argv[i + 1]);
+        return 2;
+      }
+      ranks = n;
+      if (howText == "contiguous")
+        split = SequenceSplit::Contiguous;
     } else {
       std::fprintf(stderr,
                    "sharc-attention-bench: unknown flag %s (expected "
-                   "--warmup, --iters or --shape)\n",
+                   "--warmup, --iters, --shape or --cp)\n",
                    flag.c_str());
       return 2;
     }
@@ -215,45 +322,17 @@ int main(int argc, char **argv) {
   }
   std::mt19937 rng(7);
   for (const Shape &s : shapes) {
-    Buffers b = allocate(s, rng);
-    AttentionArgs fwd = forwardArgs(s, b);
-    AttentionGradArgs bwd = backwardArgs(s, b);
-    // Every backward reads the lse its own implementation's forward wrote.
-    double ms =
-        timeMs([&] { return cuda::attention(fwd, nullptr); }, warmup, iters);
-    double bwdMs = timeMs([&] { return cuda::attentionGrad(bwd, nullptr); },
-                          warmup, iters);
-    report(s, "sharc (mma.sync)", ms, bwdMs);
-#if SHARC_WITH_CUDNN
-    for (bool deterministic : {false, true}) {
-      auto engine = cuda::CudnnAttention::create(nullptr, deterministic);
-      check(engine.status(), "cuDNN handle");
-      auto fwdBytes = (*engine)->prepare(fwd);
-      check(fwdBytes.status(), "cuDNN forward graph");
-      auto bwdBytes = (*engine)->prepare(bwd);
-      check(bwdBytes.status(), "cuDNN backward graph");
-      void *workspace = nullptr;
-      checkCuda(cudaMalloc(&workspace, std::max<int64_t>(
-                                           1, std::max(*fwdBytes, *bwdBytes))),
-                "cudaMalloc");
-      double cudnnFwd =
-          timeMs([&] { return (*engine)->run(fwd, workspace); }, warmup, iters);
-      double cudnnBwd =
-          timeMs([&] { return (*engine)->run(bwd, workspace); }, warmup, iters);
-      report(s, deterministic ? "cuDNN (deterministic)" : "cuDNN", cudnnFwd,
-             cudnnBwd);
-      // Beside the compiler's estimate (plan/DeviceWorkspace.h).
-      int64_t estimate = plan::cudnnAttentionGradBytes(
-          s.seqLen * s.batch * s.numHeads * s.headDim,
-          s.batch * s.numHeads * s.seqLen);
-      std::printf("    cuDNN workspace: forward %lld, backward %lld bytes "
-                  "(sharc's estimate %lld)\n",
-                  (long long)*fwdBytes, (long long)*bwdBytes,
-                  (long long)estimate);
-      cudaFree(workspace);
+    // Each rank holds whole chunks (two under the balanced split).
+    int64_t chunks = split == SequenceSplit::Balanced ? 2 * ranks : ranks;
+    if (ranks > 1 && s.seqLen % chunks != 0) {
+      std::fprintf(stderr,
+                   "sharc-attention-bench: --cp %lld cuts S=%lld into %lld "
+                   "chunks, which do not divide it\n",
+                   (long long)ranks, (long long)s.seqLen, (long long)chunks);
+      return 2;
     }
-#endif
-    release(b);
+    for (const Block &block : blocksOf(s, ranks, split))
+      measure(s, block, warmup, iters, rng);
   }
   return 0;
 }
