@@ -120,7 +120,7 @@ namespace {
 using QueryRun = CudnnAttention::QueryRun;
 
 /// The runs of args' queries (one; two under the balanced split, whose
-/// second sees the longer prefix), or why cuDNN's mask cannot express them:
+/// second sees the longer prefix, unless they are adjacent), or why cuDNN's mask cannot express them:
 /// the keys must be one run (the K/V all-gather's whole sequence; ring
 /// attention's blocks run on sharc's kernel, which takes dlse) and every
 /// query must sit at or after the first key.
@@ -145,7 +145,12 @@ Result<std::vector<QueryRun>> queryRuns(const Args &args) {
           std::to_string(row) + ".." + std::to_string(row + rows - 1) +
           " at key position " + std::to_string(first) + " of " +
           std::to_string(args.keys()) + " do not");
-    runs.push_back({row, rows, first + rows});
+    // A run that continues the previous one's positions (the balanced
+    // split's last rank holds chunks n-1 and n) joins it: one call.
+    if (!runs.empty() && runs.back().keys == first)
+      runs.back() = {runs.back().row, runs.back().rows + rows, first + rows};
+    else
+      runs.push_back({row, rows, first + rows});
   }
   return runs;
 }
