@@ -120,10 +120,10 @@ namespace {
 using QueryRun = CudnnAttention::QueryRun;
 
 /// The runs of args' queries (one; two under the balanced split, whose
-/// second sees the longer prefix, unless they are adjacent), or why cuDNN's mask cannot express them:
-/// the keys must be one run (the K/V all-gather's whole sequence; ring
-/// attention's blocks run on sharc's kernel, which takes dlse) and every
-/// query must sit at or after the first key.
+/// second sees the longer prefix, unless they are adjacent), or why cuDNN's
+/// mask cannot express them: the keys must be one run (the K/V all-gather's
+/// whole sequence; ring attention's blocks run on sharc's kernel, which takes
+/// dlse) and every query must sit at or after the first key.
 template <typename Args>
 Result<std::vector<QueryRun>> queryRuns(const Args &args) {
   if constexpr (std::is_same_v<Args, AttentionGradArgs>)
@@ -183,11 +183,20 @@ BackwardStaging stagingOf(const AttentionGradArgs &args,
   return staging;
 }
 
-/// The lse's row pitch a backward graph of `runs` reads: packed per run
-/// when there are two (see BackwardStaging).
-int64_t statsRows(const AttentionGradArgs &args,
-                  const std::vector<QueryRun> &runs, const QueryRun &run) {
-  return runs.size() > 1 ? run.rows : args.seqLen;
+/// The dv pitch and the lse's row pitch run `i`'s graph is built with: a
+/// forward's are the tensors'; a backward writes dv in place in its last
+/// run only (the others to packed staging) and reads the lse packed per
+/// run when there are two (see BackwardStaging).
+std::pair<int64_t, int64_t> runLayout(const AttentionArgs &args,
+                                      const std::vector<QueryRun> &, size_t) {
+  return {0, args.seqLen};
+}
+std::pair<int64_t, int64_t> runLayout(const AttentionGradArgs &args,
+                                      const std::vector<QueryRun> &runs,
+                                      size_t i) {
+  bool last = i + 1 == runs.size();
+  return {last ? args.dvPitch : 0,
+          runs.size() > 1 ? runs[i].rows : args.seqLen};
 }
 
 char *rowAt(const void *data, int64_t row, int64_t batch, int64_t width) {
@@ -409,24 +418,8 @@ Status CudnnAttention::execute(Graph &graph,
       direction);
 }
 
-Result<int64_t> CudnnAttention::prepare(const AttentionArgs &args) {
-  if (!accepts(args.q.dtype, args.headDim))
-    return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
-                                "multiple of 8 up to 128");
-  auto runs = queryRuns(args);
-  if (!runs)
-    return runs.status();
-  int64_t bytes = 0;
-  for (const QueryRun &run : *runs) {
-    auto graph = graphFor(args, run, 0, args.seqLen);
-    if (!graph)
-      return graph.status();
-    bytes = std::max(bytes, (*graph)->workspaceBytes);
-  }
-  return bytes;
-}
-
-Result<int64_t> CudnnAttention::prepare(const AttentionGradArgs &args) {
+template <typename Args>
+Result<int64_t> CudnnAttention::prepareRuns(const Args &args) {
   if (!accepts(args.q.dtype, args.headDim))
     return Status::invalidInput("cuDNN attention takes bf16 with head_dim a "
                                 "multiple of 8 up to 128");
@@ -435,16 +428,23 @@ Result<int64_t> CudnnAttention::prepare(const AttentionGradArgs &args) {
     return runs.status();
   int64_t bytes = 0;
   for (size_t i = 0; i < runs->size(); ++i) {
-    // The last run writes dv in place; the others into packed staging.
-    const QueryRun &run = (*runs)[i];
-    bool last = i + 1 == runs->size();
-    auto graph = graphFor(args, run, last ? args.dvPitch : 0,
-                          statsRows(args, *runs, run));
+    auto [dvPitch, lseRows] = runLayout(args, *runs, i);
+    auto graph = graphFor(args, (*runs)[i], dvPitch, lseRows);
     if (!graph)
       return graph.status();
     bytes = std::max(bytes, (*graph)->workspaceBytes);
   }
-  return stagingOf(args, *runs).library + bytes;
+  if constexpr (std::is_same_v<Args, AttentionGradArgs>)
+    return stagingOf(args, *runs).library + bytes;
+  return bytes;
+}
+
+Result<int64_t> CudnnAttention::prepare(const AttentionArgs &args) {
+  return prepareRuns(args);
+}
+
+Result<int64_t> CudnnAttention::prepare(const AttentionGradArgs &args) {
+  return prepareRuns(args);
 }
 
 Status CudnnAttention::run(const AttentionArgs &args, void *workspace) {
@@ -483,8 +483,8 @@ Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
   for (size_t i = runs->size(); i-- > 0;) {
     const QueryRun &run = (*runs)[i];
     bool last = i + 1 == runs->size();
-    int64_t lseRows = statsRows(args, *runs, run);
-    auto graph = graphFor(args, run, last ? args.dvPitch : 0, lseRows);
+    auto [graphDvPitch, lseRows] = runLayout(args, *runs, i);
+    auto graph = graphFor(args, run, graphDvPitch, lseRows);
     if (!graph)
       return graph.status();
     float *lse = const_cast<float *>(args.lse) + run.row;

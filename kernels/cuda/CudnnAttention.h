@@ -90,6 +90,8 @@ private:
   Result<Graph *> graphFor(const Args &args, const QueryRun &run,
                            int64_t dvPitch, int64_t lseRows);
   Result<Graph *> prefillGraphFor(const DecodeAttentionArgs &args);
+  /// Builds the graphs of args' query runs; the workspace a launch needs.
+  template <typename Args> Result<int64_t> prepareRuns(const Args &args);
   /// Validates, plans and builds `built`'s graph and sizes its workspace.
   Status buildGraph(Graph &built);
   Status execute(Graph &graph, std::unordered_map<int64_t, void *> &pack,

@@ -447,15 +447,23 @@ Status runPrepared(cuda::CudnnAttention &engine, const Args &args) {
   return engine.run(args, workspace.data());
 }
 
+// The square shapes, context parallelism's query blocks (a call over the
+// key prefix they see, the keys after it zeroed in dk and dv, which start
+// as NaN) and the balanced split's two runs (the first's dk and dv staged
+// and added in, or one call where the runs are adjacent).
+const std::vector<const std::vector<Shape> *> kCudnnShapes = {
+    &kShapes, &kBlockShapes, &kBalancedShapes};
+
 TEST_CASE("cuDNN attention matches cpu::attention", "[gpu]") {
   if (cuda::deviceCount() == 0)
     std::exit(77);
   auto engine = cuda::CudnnAttention::create(nullptr);
   INFO(engine.status().message());
   REQUIRE(engine);
-  checkForward(
-      [&](const AttentionArgs &args) { return runPrepared(**engine, args); },
-      {DType::BF16});
+  for (const std::vector<Shape> *shapes : kCudnnShapes)
+    checkForward(
+        [&](const AttentionArgs &args) { return runPrepared(**engine, args); },
+        {DType::BF16}, *shapes);
 }
 
 TEST_CASE("cuDNN attention_grad matches cpu::attentionGrad", "[gpu]") {
@@ -466,11 +474,12 @@ TEST_CASE("cuDNN attention_grad matches cpu::attentionGrad", "[gpu]") {
     auto engine = cuda::CudnnAttention::create(nullptr, deterministic);
     INFO(engine.status().message());
     REQUIRE(engine);
-    checkBackward(
-        [&](const AttentionGradArgs &args) {
-          return runPrepared(**engine, args);
-        },
-        {DType::BF16});
+    for (const std::vector<Shape> *shapes : kCudnnShapes)
+      checkBackward(
+          [&](const AttentionGradArgs &args) {
+            return runPrepared(**engine, args);
+          },
+          {DType::BF16}, *shapes);
   }
 }
 
@@ -481,14 +490,16 @@ TEST_CASE("cuDNN attention reads v and writes dv as columns of wider rows",
   auto engine = cuda::CudnnAttention::create(nullptr);
   INFO(engine.status().message());
   REQUIRE(engine);
-  checkForward(withColumnV([&](const AttentionArgs &args) {
-                 return runPrepared(**engine, args);
-               }),
-               {DType::BF16});
-  checkBackward(withColumnV([&](const AttentionGradArgs &args) {
-                  return runPrepared(**engine, args);
-                }),
-                {DType::BF16});
+  for (const std::vector<Shape> *shapes : kCudnnShapes) {
+    checkForward(withColumnV([&](const AttentionArgs &args) {
+                   return runPrepared(**engine, args);
+                 }),
+                 {DType::BF16}, *shapes);
+    checkBackward(withColumnV([&](const AttentionGradArgs &args) {
+                    return runPrepared(**engine, args);
+                  }),
+                  {DType::BF16}, *shapes);
+  }
 }
 
 TEST_CASE("cuDNN attention is asked only for bf16 and head dims it has",
@@ -498,49 +509,6 @@ TEST_CASE("cuDNN attention is asked only for bf16 and head dims it has",
   CHECK_FALSE(cuda::CudnnAttention::accepts(DType::F32, 64));
   CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 100));
   CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 136));
-}
-
-TEST_CASE("cuDNN attention of a query block matches cpu::attention", "[gpu]") {
-  if (cuda::deviceCount() == 0)
-    std::exit(77);
-  auto engine = cuda::CudnnAttention::create(nullptr);
-  INFO(engine.status().message());
-  REQUIRE(engine);
-  for (const std::vector<Shape> *shapes : {&kBlockShapes, &kBalancedShapes}) {
-    checkForward(
-        [&](const AttentionArgs &args) { return runPrepared(**engine, args); },
-        {DType::BF16}, *shapes);
-    checkForward(withColumnV([&](const AttentionArgs &args) {
-                   return runPrepared(**engine, args);
-                 }),
-                 {DType::BF16}, *shapes);
-  }
-}
-
-TEST_CASE("cuDNN attention_grad of a query block matches cpu::attentionGrad",
-          "[gpu]") {
-  if (cuda::deviceCount() == 0)
-    std::exit(77);
-  // The balanced split's two runs stage the first's dk and dv and add them
-  // in; keys past the last run's prefix are zeroed (dk and dv start as
-  // NaN, so a key left unwritten fails).
-  for (bool deterministic : {false, true}) {
-    INFO("deterministic " << deterministic);
-    auto engine = cuda::CudnnAttention::create(nullptr, deterministic);
-    INFO(engine.status().message());
-    REQUIRE(engine);
-    for (const std::vector<Shape> *shapes : {&kBlockShapes, &kBalancedShapes}) {
-      checkBackward(
-          [&](const AttentionGradArgs &args) {
-            return runPrepared(**engine, args);
-          },
-          {DType::BF16}, *shapes);
-      checkBackward(withColumnV([&](const AttentionGradArgs &args) {
-                      return runPrepared(**engine, args);
-                    }),
-                    {DType::BF16}, *shapes);
-    }
-  }
 }
 
 TEST_CASE("cuDNN's query-block backward fits the workspace the compiler "
