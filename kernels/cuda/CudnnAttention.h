@@ -12,9 +12,8 @@
 // Context parallelism's K/V all-gather gives a rank a block of queries
 // against the whole sequence's keys: each run of consecutive query
 // positions (one, or two under the balanced split but for the last rank's
-// adjacent chunks) is one SDPA call over
-// the prefix of keys its last query sees, the causal diagonal aligned
-// bottom-right. The backward writes the last run's dk and dv in place and
+// adjacent chunks) is one SDPA call over the prefix of keys its last query
+// sees, the causal diagonal aligned bottom-right. The backward writes the last run's dk and dv in place and
 // zeroes the keys past its prefix (no query of the rank sees them); the
 // first run's go to staging at the workspace's start and are added in
 // (kernels/cuda/AttentionRows.h); each run's lse rows are copied out
