@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/CudnnAttention.h"
 
+#include "kernels/AttentionRuns.h"
 #include "kernels/cuda/AttentionRows.h"
 #include "kernels/cuda/Launch.h"
 
@@ -101,58 +102,6 @@ std::vector<int64_t> statsDim(const Shape &s) {
 }
 std::vector<int64_t> statsStride(const Shape &s) {
   return {s.numHeads * s.totalRows, s.totalRows, 1, 1};
-}
-
-} // namespace
-
-/// One SDPA call of an attention: `rows` queries from local row `row`, at
-/// consecutive positions whose last sees the first `keys` keys, so query i
-/// of the run sees keys j <= i + keys - rows: cuDNN's causal diagonal
-/// aligned bottom-right over a prefix of k and v (top-left and bottom-right
-/// agree when rows == keys, the unsplit sequence).
-
-struct CudnnAttention::QueryRun {
-  int64_t row, rows, keys;
-};
-
-namespace {
-
-using QueryRun = CudnnAttention::QueryRun;
-
-/// The runs of args' queries (one; two under the balanced split, whose
-/// second sees the longer prefix, unless they are adjacent), or why cuDNN's
-/// mask cannot express them: the keys must be one run (the K/V all-gather's
-/// whole sequence; ring attention's blocks run on sharc's kernel, which takes
-/// dlse) and every query must sit at or after the first key.
-template <typename Args>
-Result<std::vector<QueryRun>> queryRuns(const Args &args) {
-  if constexpr (std::is_same_v<Args, AttentionGradArgs>)
-    if (args.dlse)
-      return Status::invalidInput("cuDNN's backward takes no dlse");
-  if (!args.keyPositions().isOneRun())
-    return Status::invalidInput("cuDNN attention takes keys in one run");
-  RowPositions queries = args.queries();
-  std::vector<QueryRun> runs;
-  int64_t second = queries.isOneRun() ? args.seqLen : queries.secondRow;
-  for (auto [row, rows] : {std::pair{int64_t{0}, second},
-                           std::pair{second, args.seqLen - second}}) {
-    if (rows <= 0)
-      continue;
-    int64_t first = queries.at(row);
-    if (first < 0 || first + rows > args.keys())
-      return Status::invalidInput(
-          "cuDNN attention takes queries that see a prefix of the keys; rows " +
-          std::to_string(row) + ".." + std::to_string(row + rows - 1) +
-          " at key position " + std::to_string(first) + " of " +
-          std::to_string(args.keys()) + " do not");
-    // A run that continues the previous one's positions (the balanced
-    // split's last rank holds chunks n-1 and n) joins it: one call.
-    if (!runs.empty() && runs.back().keys == first)
-      runs.back() = {runs.back().row, runs.back().rows + rows, first + rows};
-    else
-      runs.push_back({row, rows, first + rows});
-  }
-  return runs;
 }
 
 /// Where a backward's staging sits in its workspace (byte offsets; the

@@ -13,12 +13,13 @@
 // against the whole sequence's keys: each run of consecutive query
 // positions (one, or two under the balanced split but for the last rank's
 // adjacent chunks) is one SDPA call over the prefix of keys its last query
-// sees, the causal diagonal aligned bottom-right. The backward writes the last run's dk and dv in place and
-// zeroes the keys past its prefix (no query of the rank sees them); the
-// first run's go to staging at the workspace's start and are added in
-// (kernels/cuda/AttentionRows.h); each run's lse rows are copied out
-// packed, as cuDNN's backward below 9.26 requires. Ring attention's blocks,
-// which need dlse in the backward, stay on sharc's kernel.
+// sees, the causal diagonal aligned bottom-right (kernels/AttentionRuns.h). The
+// backward writes the last run's dk and dv in place and zeroes the keys past
+// its prefix (no query of the rank sees them); the first run's go to staging at
+// the workspace's start and are added in (kernels/cuda/AttentionRows.h); each
+// run's lse rows are copied out packed, as cuDNN's backward below 9.26
+// requires. Ring attention's blocks, which need dlse in the backward, stay on
+// sharc's kernel.
 //
 // A CudnnAttention belongs to one stream (its handle is bound to it). The
 // graph of each shape is built once, at set-up, by prepare(), which also
@@ -31,6 +32,7 @@
 #pragma once
 
 #include "kernels/Attention.h"
+#include "kernels/AttentionRuns.h"
 #include "kernels/DecodeAttention.h"
 #include "planner/plan/Status.h"
 
@@ -74,8 +76,7 @@ public:
   Result<int64_t> prepare(const DecodeAttentionArgs &args);
   Status run(const DecodeAttentionArgs &args, void *scratch);
 
-  struct Graph;    ///< one built cuDNN graph
-  struct QueryRun; ///< the queries of one SDPA call
+  struct Graph; ///< one built cuDNN graph
 
 private:
   CudnnAttention() = default;
