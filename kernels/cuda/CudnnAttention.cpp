@@ -148,6 +148,7 @@ std::pair<int64_t, int64_t> runLayout(const AttentionGradArgs &args,
           runs.size() > 1 ? runs[i].rows : args.seqLen};
 }
 
+/// Row `row` of a bf16 [S, batch, width] activation (a run's first query).
 char *rowAt(const void *data, int64_t row, int64_t batch, int64_t width) {
   return static_cast<char *>(const_cast<void *>(data)) +
          row * batch * width * 2;
