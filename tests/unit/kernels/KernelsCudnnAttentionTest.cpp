@@ -1,0 +1,193 @@
+//===- KernelsCudnnAttentionTest.cpp - cuDNN's SDPA against the cpu -------===//
+//
+// CudnnAttention (kernels/cuda/CudnnAttention.h) against cpu::attention and
+// cpu::attentionGrad (tests/unit/kernels/CudaAttentionChecks.h): square
+// shapes, context parallelism's query blocks (a call over the key prefix
+// they see) and the balanced split's runs, in both backward algorithms;
+// the workspace it asks against the compiler's prediction; what it
+// declines. Exits 77 (ctest's skip code) on a machine without a device.
+//
+//===----------------------------------------------------------------------===//
+
+#if SHARC_WITH_CUDNN
+#include "kernels/cuda/CudnnAttention.h"
+#include "planner/plan/DeviceWorkspace.h"
+#endif
+#include "kernels/Attention.h"
+#include "kernels/cuda/DeviceInfo.h"
+#include "tests/unit/kernels/CudaAttentionChecks.h"
+
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace sharc;
+using namespace sharc::kernels;
+using namespace sharc::kernels::test::cuda_attention;
+
+#if SHARC_WITH_CUDNN
+// cuDNN's SDPA through CudnnAttention: prepare (at set-up), then run on a
+// workspace of the prepared size, in both backward algorithms.
+template <typename Args>
+Status runPrepared(cuda::CudnnAttention &engine, const Args &args) {
+  Result<int64_t> bytes = engine.prepare(args);
+  if (!bytes)
+    return bytes.status();
+  DeviceBuffer workspace(std::max<int64_t>(*bytes, 1));
+  workspace.poison();
+  return engine.run(args, workspace.data());
+}
+
+// The square shapes, context parallelism's query blocks (a call over the
+// key prefix they see, the keys after it zeroed in dk and dv, which start
+// as NaN) and the balanced split's two runs (the first's dk and dv staged
+// and added in, or one call where the runs are adjacent).
+const std::vector<const std::vector<Shape> *> kCudnnShapes = {
+    &kShapes, &kBlockShapes, &kBalancedShapes};
+
+TEST_CASE("cuDNN attention matches cpu::attention", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto engine = cuda::CudnnAttention::create(nullptr);
+  INFO(engine.status().message());
+  REQUIRE(engine);
+  for (const std::vector<Shape> *shapes : kCudnnShapes)
+    checkForward(
+        [&](const AttentionArgs &args) { return runPrepared(**engine, args); },
+        {DType::BF16}, *shapes);
+}
+
+TEST_CASE("cuDNN attention_grad matches cpu::attentionGrad", "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  for (bool deterministic : {false, true}) {
+    INFO("deterministic " << deterministic);
+    auto engine = cuda::CudnnAttention::create(nullptr, deterministic);
+    INFO(engine.status().message());
+    REQUIRE(engine);
+    for (const std::vector<Shape> *shapes : kCudnnShapes)
+      checkBackward(
+          [&](const AttentionGradArgs &args) {
+            return runPrepared(**engine, args);
+          },
+          {DType::BF16}, *shapes);
+  }
+}
+
+TEST_CASE("cuDNN attention reads v and writes dv as columns of wider rows",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto engine = cuda::CudnnAttention::create(nullptr);
+  INFO(engine.status().message());
+  REQUIRE(engine);
+  for (const std::vector<Shape> *shapes : kCudnnShapes) {
+    checkForward(withColumnV([&](const AttentionArgs &args) {
+                   return runPrepared(**engine, args);
+                 }),
+                 {DType::BF16}, *shapes);
+    checkBackward(withColumnV([&](const AttentionGradArgs &args) {
+                    return runPrepared(**engine, args);
+                  }),
+                  {DType::BF16}, *shapes);
+  }
+}
+
+TEST_CASE("cuDNN attention is asked only for bf16 and head dims it has",
+          "[gpu]") {
+  CHECK(cuda::CudnnAttention::accepts(DType::BF16, 64));
+  CHECK(cuda::CudnnAttention::accepts(DType::BF16, 128));
+  CHECK_FALSE(cuda::CudnnAttention::accepts(DType::F32, 64));
+  CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 100));
+  CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 136));
+}
+
+TEST_CASE("cuDNN's query-block backward fits the workspace the compiler "
+          "plans",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto engine = cuda::CudnnAttention::create(nullptr);
+  REQUIRE(engine);
+  for (const std::vector<Shape> *shapes : {&kBlockShapes, &kBalancedShapes})
+    for (const Shape &shape : *shapes) {
+      AttentionGradArgs args =
+          sized(AttentionGradArgs{.q = {nullptr, DType::BF16},
+                                  .k = {nullptr, DType::BF16},
+                                  .v = {nullptr, DType::BF16},
+                                  .out = {nullptr, DType::BF16},
+                                  .dout = {nullptr, DType::BF16},
+                                  .lse = nullptr,
+                                  .dq = {nullptr, DType::BF16},
+                                  .dk = {nullptr, DType::BF16},
+                                  .dv = {nullptr, DType::BF16}},
+                shape);
+      Result<int64_t> bytes = (*engine)->prepare(args);
+      INFO(shape.name() << ": " << bytes.status().message());
+      REQUIRE(bytes);
+      bool balanced = shape.querySecondRow > 0;
+      int64_t planned = plan::cudnnAttentionGradBytes(
+          shape.qNumel(), shape.lseNumel(),
+          plan::cudnnGqaKeyNumel(
+              {shape.seqLen, shape.batch, shape.numHeads * shape.headDim},
+              {shape.keys(), shape.batch, shape.numKvHeads * shape.headDim}),
+          balanced ? shape.kvNumel() : 0);
+      INFO("cuDNN asks " << *bytes << ", the compiler plans " << planned);
+      CHECK(*bytes <= planned);
+      // One run: the compiler plans for the rank whose queries see every
+      // key, and there the prediction is cuDNN's ask exactly. (Balanced,
+      // the longest staging and the longest key prefix are different
+      // ranks'.)
+      if (!balanced && shape.queryStart + shape.seqLen == shape.keys())
+        CHECK(*bytes == planned);
+    }
+}
+
+TEST_CASE("cuDNN declines what its causal mask cannot say, which then runs "
+          "on sharc's kernel",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  auto engine = cuda::CudnnAttention::create(nullptr);
+  REQUIRE(engine);
+  AttentionArgs none{.q = {nullptr, DType::BF16},
+                     .k = {nullptr, DType::BF16},
+                     .v = {nullptr, DType::BF16},
+                     .out = {nullptr, DType::BF16},
+                     .lse = nullptr};
+  auto refusal = [&](const AttentionArgs &args) {
+    Result<int64_t> bytes = (*engine)->prepare(args);
+    REQUIRE_FALSE(bytes);
+    return bytes.status().message();
+  };
+  // A ring block whose queries all follow its keys: every query sees every
+  // key, which no prefix with a causal diagonal says.
+  AttentionArgs after = test::shaped(none, {32, 2, 4, 2, 64}, 32,
+                                     RowPositions{64}, RowPositions{0});
+  CHECK(refusal(after).find("prefix of the keys") != std::string::npos);
+  // Keys in two runs (ring attention's balanced K/V block).
+  AttentionArgs twoRuns = test::shaped(
+      none, {32, 2, 4, 2, 64}, 32, RowPositions{64}, RowPositions{0, 16, 96});
+  CHECK(refusal(twoRuns).find("keys in one run") != std::string::npos);
+  // A backward that takes dlse (ring attention's blocks).
+  std::vector<float> dlse(1);
+  AttentionGradArgs grad =
+      test::shaped(AttentionGradArgs{.q = {nullptr, DType::BF16},
+                                     .k = {nullptr, DType::BF16},
+                                     .v = {nullptr, DType::BF16},
+                                     .out = {nullptr, DType::BF16},
+                                     .dout = {nullptr, DType::BF16},
+                                     .lse = nullptr,
+                                     .dlse = dlse.data(),
+                                     .dq = {nullptr, DType::BF16},
+                                     .dk = {nullptr, DType::BF16},
+                                     .dv = {nullptr, DType::BF16}},
+                   {32, 2, 4, 2, 64});
+  Result<int64_t> bytes = (*engine)->prepare(grad);
+  REQUIRE_FALSE(bytes);
+  CHECK(bytes.status().message().find("dlse") != std::string::npos);
+}
+#endif
