@@ -402,8 +402,10 @@ Status CudnnAttention::run(const AttentionArgs &args, void *workspace) {
   if (!runs)
     return runs.status();
   int64_t qWidth = args.numHeads * args.headDim;
-  for (const QueryRun &run : *runs) {
-    auto graph = graphFor(args, run, 0, args.seqLen);
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const QueryRun &run = (*runs)[i];
+    auto [dvPitch, lseRows] = runLayout(args, *runs, i);
+    auto graph = graphFor(args, run, dvPitch, lseRows);
     if (!graph)
       return graph.status();
     std::unordered_map<int64_t, void *> pack{

@@ -29,12 +29,6 @@ namespace {
 
 constexpr DType f64 = DType::F64;
 
-/// `rows` [S, B, width] rows of `all` from row `first`.
-std::vector<double> rowRange(const std::vector<double> &all, int64_t width,
-                             int64_t first, int64_t rows) {
-  return {all.begin() + first * width, all.begin() + (first + rows) * width};
-}
-
 /// The whole block's forward and backward, or a run's.
 struct Attended {
   std::vector<double> out, lse, dq, dk, dv;
@@ -47,8 +41,9 @@ Attended attend(const AttentionShape &shape, int64_t keys,
                 const std::vector<double> &k, const std::vector<double> &v,
                 const std::vector<double> &dout) {
   int64_t kvNumel = keys * shape.rowKv();
-  Tensor tq(f64, q), tk(f64, rowRange(k, shape.rowKv(), 0, keys)),
-      tv(f64, rowRange(v, shape.rowKv(), 0, keys)), tdout(f64, dout);
+  Tensor tq(f64, q), tk(f64, rowsAt(k, shape.rowKv(), RowPositions{0}, keys)),
+      tv(f64, rowsAt(v, shape.rowKv(), RowPositions{0}, keys)),
+      tdout(f64, dout);
   Tensor out(f64, shape.qNumel()), dq(f64, shape.qNumel());
   Tensor dk(f64, kvNumel), dv(f64, kvNumel);
   std::vector<float> lse(shape.lseNumel());
@@ -111,14 +106,15 @@ TEST_CASE("a query block's prefix-causal calls, put back, are the block's "
           covered += run.rows;
           // The run alone: queries at keys - rows .. keys - 1, the prefix.
           const AttentionShape part = heads.withRows(run.rows);
-          Attended got =
-              attend(part, run.keys, RowPositions{run.keys - run.rows},
-                     rowRange(q, heads.rowQ(), run.row, run.rows), k, v,
-                     rowRange(dout, heads.rowQ(), run.row, run.rows));
-          CHECK(maxRelativeError(got.out, rowRange(whole.out, heads.rowQ(),
-                                                   run.row, run.rows)) < 1e-13);
-          CHECK(maxRelativeError(got.dq, rowRange(whole.dq, heads.rowQ(),
-                                                  run.row, run.rows)) < 1e-13);
+          Attended got = attend(
+              part, run.keys, RowPositions{run.keys - run.rows},
+              rowsAt(q, heads.rowQ(), RowPositions{run.row}, run.rows), k, v,
+              rowsAt(dout, heads.rowQ(), RowPositions{run.row}, run.rows));
+          RowPositions runRows{run.row};
+          CHECK(maxRelativeError(got.out, rowsAt(whole.out, heads.rowQ(),
+                                                 runRows, run.rows)) < 1e-13);
+          CHECK(maxRelativeError(got.dq, rowsAt(whole.dq, heads.rowQ(), runRows,
+                                                run.rows)) < 1e-13);
           // lse is [B, H, rows]: the run's rows of each (b, h).
           for (int64_t bh = 0; bh < heads.batch * heads.numHeads; ++bh)
             for (int64_t i = 0; i < run.rows; ++i)
