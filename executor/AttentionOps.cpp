@@ -205,37 +205,6 @@ Result<kernels::AttentionExtent> attentionSizes(const OpCall &c,
                                   .queries = queries};
 }
 
-/// The stream's attention engine when it prepares this shape, else the
-/// backend's own kernel. A shape the library refuses runs on sharc's
-/// kernel, saying so on stderr at set-up, so a run never fails for want of
-/// the faster path. The engine works in the plan's workspace buffer when
-/// the instruction has one of the size it asks (the planner places it in
-/// the activation arena for the instruction alone), else in the stream's
-/// scratch.
-template <typename Args>
-Result<Launch> launchAttention(
-    const OpCall &c, const OpEnv &env, const Args &args,
-    const TensorRef *workspace,
-    std::type_identity_t<void (*)(const Args &)> cpuKernel,
-    std::type_identity_t<Status (*)(const Args &, kernels::DeviceStream)>
-        cudaKernel) {
-  AttentionEngine *engine = streamAttention(c, env);
-  if (!engine || !engine->accepts(args.q.dtype, args.headDim))
-    return launchKernel(env, args, cpuKernel, cudaKernel);
-  std::optional<int64_t> need = prepareOnLibrary(c, *engine, args);
-  if (!need)
-    return launchKernel(env, args, cpuKernel, cudaKernel);
-  if (workspace && workspace->buffer->numBytes >= *need) {
-    void *planned = workspace->data;
-    return Launch([args, planned](const LaunchContext &context) {
-      if (!context.attention)
-        return Status::runtimeError("the stream has no attention engine");
-      return context.attention->run(args, planned);
-    });
-  }
-  return libraryLaunchOnScratch(c, env, args, *need);
-}
-
 Result<Launch> bindAttention(const OpCall &c, const OpEnv &env) {
   auto sizes = attentionSizes(c, env);
   if (!sizes)

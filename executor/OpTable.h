@@ -285,10 +285,6 @@ Result<Launch> launchKernel(
   });
 }
 
-/// launchKernel for a cuda kernel whose Args has a `scratch` pointer:
-/// on a device, bind declares `scratchBytes(args)` for the instruction's
-/// stream, and each launch runs on a copy of args pointing at the stream's
-/// scratch. The cpu kernel needs none.
 /// The attention library of the instruction's stream on a device backend;
 /// null on the cpu or where the stream has none.
 inline AttentionEngine *streamAttention(const OpCall &c, const OpEnv &env) {
@@ -331,6 +327,10 @@ Launch libraryLaunchOnScratch(const OpCall &c, const OpEnv &env,
   });
 }
 
+/// launchKernel for a cuda kernel whose Args has a `scratch` pointer:
+/// on a device, bind declares `scratchBytes(args)` for the instruction's
+/// stream, and each launch runs on a copy of args pointing at the stream's
+/// scratch. The cpu kernel needs none.
 template <typename Args>
 Result<Launch> launchKernelWithScratch(
     const OpEnv &env, const plan::Instruction &instr, const Args &args,

@@ -144,22 +144,20 @@ Result<BlockSizes> blockSizes(const OpCall &c, const OpEnv &env) {
                                 std::to_string(e.numHeads) + " query heads");
   std::string axis = c.instr->getString("position_axis");
   int64_t coord = env.coord(axis), size = env.axisSize(axis);
-  int64_t keyBlock = coord - c.instr->getInt("kv_shift", 0);
   auto split = c.instr->getString("position_split") == "balanced"
                    ? kernels::SequenceSplit::Balanced
                    : kernels::SequenceSplit::Contiguous;
-  if (split == kernels::SequenceSplit::Balanced) {
-    // The full ring: step s holds the block of rank coord - s mod size.
-    if (size > 1 && (e.seqLen % 2 != 0 || e.kvSeqLen % 2 != 0))
-      return Status::invalidInput(
-          "the balanced split needs even q and k blocks (two chunks), got " +
-          std::to_string(e.seqLen) + " and " + std::to_string(e.kvSeqLen));
-    keyBlock = (keyBlock % size + size) % size;
-  }
+  if (split == kernels::SequenceSplit::Balanced && size > 1 &&
+      (e.seqLen % 2 != 0 || e.kvSeqLen % 2 != 0))
+    return Status::invalidInput(
+        "the balanced split needs even q and k blocks (two chunks), got " +
+        std::to_string(e.seqLen) + " and " + std::to_string(e.kvSeqLen));
+  std::optional<int64_t> keyBlock =
+      kernels::ringKeyBlock(split, coord, size, c.instr->getInt("kv_shift", 0));
   e.queries = kernels::rowPositions(split, coord, size, e.seqLen);
-  e.keys = kernels::rowPositions(split, keyBlock, size, e.kvSeqLen);
-  bool masked = keyBlock < 0 || e.seqLen == 0 ||
-                e.keys.at(0) > e.queries.at(e.seqLen - 1);
+  e.keys = kernels::rowPositions(split, keyBlock.value_or(0), size, e.kvSeqLen);
+  bool masked =
+      !keyBlock || e.seqLen == 0 || e.keys.at(0) > e.queries.at(e.seqLen - 1);
   return BlockSizes{e, masked};
 }
 
@@ -174,16 +172,17 @@ Result<Launch> bindAttentionBlock(const OpCall &c, const OpEnv &env) {
   if (s->masked)
     return inSequence({fillLaunch(env, out, 0.0),
                        fillLaunch(env, lse, kernels::kEmptyRowLse)});
-  return launchKernel(
-      env,
+  return launchAttention(
+      c, env,
       kernels::withExtent(
           kernels::AttentionArgs{.q = c.operands[0].cview(),
                                  .k = c.operands[1].cview(),
                                  .v = c.operands[2].cview(),
                                  .out = out.view(),
-                                 .lse = static_cast<float *>(lse.data)},
+                                 .lse = static_cast<float *>(lse.data),
+                                 .vPitch = c.operands[2].buffer->rowStride},
           s->extent),
-      SHARC_KERNELS(attention));
+      /*workspace=*/nullptr, SHARC_KERNELS(attention));
 }
 
 Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
@@ -193,14 +192,23 @@ Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
   auto args = attentionGradArgs(c, s->extent);
   if (!args)
     return args.status();
-  const TensorRef &dlse = c.operands[6];
-  SHARC_TRY(lseMatches(dlse, s->extent, "dlse"));
-  args->dlse = static_cast<const float *>(dlse.data);
+  args->vPitch = c.operands[2].buffer->rowStride;
+  args->dvPitch = c.results[2].buffer->rowStride;
   if (s->masked)
     return inSequence({fillLaunch(env, c.results[0], 0.0),
                        fillLaunch(env, c.results[1], 0.0),
                        fillLaunch(env, c.results[2], 0.0)});
-  return launchKernel(env, *args, SHARC_KERNELS(attentionGrad));
+  // With dlse the block reads its own partial, which the library cannot
+  // differentiate (kernels/AttentionRuns.h); without, it reads the merged
+  // output (passes/MergedBlockGrads.cpp) and runs on the library.
+  if (c.operands.size() > 6) {
+    const TensorRef &dlse = c.operands[6];
+    SHARC_TRY(lseMatches(dlse, s->extent, "dlse"));
+    args->dlse = static_cast<const float *>(dlse.data);
+    return launchKernel(env, *args, SHARC_KERNELS(attentionGrad));
+  }
+  return launchAttention(c, env, *args, /*workspace=*/nullptr,
+                         SHARC_KERNELS(attentionGrad));
 }
 
 /// Rows of an [S, B, H*D] partial whose lse is [B, H, S].
@@ -285,7 +293,10 @@ Result<Launch> bindLseMergeGrad(const OpCall &c, const OpEnv &env) {
 void addRingAttentionOps(std::unordered_map<std::string, OpDef> &table) {
   table["ring_shift"] = {bindRingShift, 1, 1};
   table["attention_block"] = {bindAttentionBlock, 3, 2};
-  table["attention_block_grad"] = {bindAttentionBlockGrad, 7, 3};
+  // dlse is left out where the block reads the merged output
+  // (passes/MergedBlockGrads.cpp).
+  table["attention_block_grad"] = {bindAttentionBlockGrad, 7, 3, 0,
+                                   /*optionalOperands=*/1};
   table["lse_merge"] = {bindLseMerge, 4, 2};
   table["lse_merge_grad"] = {bindLseMergeGrad, 6, 2};
 }

@@ -175,7 +175,7 @@ LogicalResult AttentionBlockGradOp::verify() {
        {std::tuple{getQ(), getDq(), "dq"}, std::tuple{getK(), getDk(), "dk"},
         std::tuple{getV(), getDv(), "dv"}, std::tuple{getQ(), getOut(), "out"},
         std::tuple{getQ(), getDout(), "dout"},
-        std::tuple{getLse(), getDlse(), "dlse"}})
+        std::tuple{getLse(), getDlse() ? getDlse() : getLse(), "dlse"}})
     if (tensorOf(primal).getShape() != tensorOf(grad).getShape())
       return emitOpError() << name << " type " << grad.getType()
                            << " must have the shape of " << primal.getType();

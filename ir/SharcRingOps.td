@@ -78,12 +78,17 @@ def Sharc_AttentionBlockGradOp
   let summary = "gradients of attention_block, lse's cotangent included";
   let description = [{
     As `attention_grad` on attention_block's mask, with `dlse` (the
-    cotangent of lse): ds = p (dp - delta + dlse).
+    cotangent of lse; absent, 0): ds = p (dp - delta + dlse). Autodiff
+    gives each block its partial `out` and `lse` with the cotangents the
+    merges pass down; sharc-merged-block-grads gives it the merged output,
+    its lse and their cotangents instead, which yield the same gradients
+    (p over the merged lse is the block's p times its merge weight) with no
+    dlse when the merged lse has no use.
   }];
   let arguments = (ins Sharc_FloatTensor:$q, Sharc_FloatTensor:$k,
                        Sharc_FloatTensor:$v, Sharc_FloatTensor:$out,
                        RankedTensorOf<[F32]>:$lse, Sharc_FloatTensor:$dout,
-                       RankedTensorOf<[F32]>:$dlse, I64Attr:$head_dim,
+                       Optional<RankedTensorOf<[F32]>>:$dlse, I64Attr:$head_dim,
                        StrAttr:$position_axis, I64Attr:$kv_shift,
                        OptionalAttr<StrAttr>:$position_split);
   let results = (outs Sharc_FloatTensor:$dq, Sharc_FloatTensor:$dk,

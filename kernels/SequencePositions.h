@@ -1,5 +1,6 @@
 //===- SequencePositions.h - global positions of a rank's rows --*- C++ -*-===//
-// defines: SequenceSplit, RowPositions, rowPositions, balancedChunk
+// defines: SequenceSplit, RowPositions, rowPositions, balancedChunk,
+//          ringKeyBlock
 //
 // Context parallelism splits the sequence (dimension 0 of the sequence-first
 // activations) over the n ranks of an axis; a rank holds L = S / n rows.
@@ -18,6 +19,7 @@
 #include "kernels/HostDevice.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace sharc::kernels {
 
@@ -61,6 +63,19 @@ inline RowPositions rowPositions(SequenceSplit split, int64_t coord,
   int64_t chunk = localRows / 2;
   return {offset + balancedChunk(coord, size, 0) * chunk, chunk,
           offset + balancedChunk(coord, size, 1) * chunk};
+}
+
+/// The rank whose K/V block ring attention's step `kvShift` brings to rank
+/// `coord` of `size`: coord - kvShift, around the ring under the balanced
+/// split; none on the contiguous split's chain before it starts.
+inline std::optional<int64_t> ringKeyBlock(SequenceSplit split, int64_t coord,
+                                           int64_t size, int64_t kvShift) {
+  int64_t block = coord - kvShift;
+  if (split == SequenceSplit::Balanced)
+    return (block % size + size) % size;
+  if (block < 0)
+    return std::nullopt;
+  return block;
 }
 
 } // namespace sharc::kernels

@@ -21,6 +21,27 @@ def Autodiff : Pass<"sharc-autodiff", "::mlir::ModuleOp"> {
   }];
 }
 
+def MergedBlockGrads : Pass<"sharc-merged-block-grads", "::mlir::ModuleOp"> {
+  let summary = "ring attention's block gradients from the merged output";
+  let description = [{
+    After autodiff, each `sharc.attention_block_grad` reads its block's
+    partial output and lse and the cotangents the `sharc.lse_merge_grad`
+    chain passes down. With p over the merged lse equal to the block's p
+    times its merge weight, the block's gradients are those of the merged
+    output, its lse and their cotangents (kernels/Attention.h): each block
+    gradient reads those instead, the merged lse's cotangent left out when
+    it is a zero fill, and the merge gradients, now unused, go. The
+    backward then keeps the merged output alone rather than every partial
+    and intermediate merge of the ring, and a block gradient without dlse
+    is the plain attention backward on the block's mask, which a fused
+    attention library runs.
+
+    Before: `%dp, %dl = sharc.lse_merge_grad %o1, %l1, %o, %l, %do, %zero`,
+    `sharc.attention_block_grad %q, %k1, %v1, %o1, %l1, %dp, %dl`.
+    After: `sharc.attention_block_grad %q, %k1, %v1, %o, %l, %do`.
+  }];
+}
+
 def AdamW : Pass<"sharc-adamw", "::mlir::ModuleOp"> {
   let summary = "add the AdamW update of every parameter";
   let options = [Option<"keepGradients", "keep-gradients", "bool", "false",

@@ -97,6 +97,9 @@ void sharc::buildPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(
         createPipelinePartition({"pp", options.ppBalance, options.ppChunks}));
   pm.addPass(createAutodiff());
+  // Ring attention's block gradients read the merged output.
+  if (options.cpSize > 1)
+    pm.addPass(createMergedBlockGrads());
   if (options.fuseProjections)
     pm.addPass(createFuseProjections({options.fuseAttentionProjections}));
   // On one microbatch's forward and backward, which sharc-microbatch then

@@ -359,12 +359,14 @@ LogicalResult Emitter::createWorkspaces() {
     if (!grad || !grad.getQ().getType().getElementType().isBF16())
       continue;
     StringAttr split = grad.getPositionSplitAttr();
+    StringRef axis = grad.getPositionAxis().value_or("");
     auto q = grad.getQ().getType(), k = grad.getK().getType();
     int64_t bytes = plan::cudnnAttentionGradBytes(
-        q.getNumElements(), grad.getLse().getType().getNumElements(),
-        plan::cudnnGqaKeyNumel({q.getShape().begin(), q.getShape().end()},
-                               {k.getShape().begin(), k.getShape().end()}),
-        split && split.getValue() == "balanced" ? k.getNumElements() : 0);
+        {.q = {q.getShape().begin(), q.getShape().end()},
+         .k = {k.getShape().begin(), k.getShape().end()},
+         .headDim = static_cast<int64_t>(grad.getHeadDim()),
+         .axisSize = axis.empty() || !mesh ? 1 : mesh.getSize(axis),
+         .balanced = split && split.getValue() == "balanced"});
     plan::Buffer buffer;
     buffer.id = static_cast<int64_t>(result.buffers.size());
     buffer.name =

@@ -1,4 +1,4 @@
-//===- AttentionRows.cu - key rows of a blocked attention's dk, dv --------===//
+//===- AttentionRows.cu - rows of a blocked attention's results ----------===//
 //
 // One thread per element pair: the rows are a few MB at the shapes context
 // parallelism runs (1024 keys x batch 4 x 384 columns at MiniMind's cp 2),
@@ -46,7 +46,23 @@ struct SumOne {
   }
 };
 
+__global__ void fillRowsKernel(float *dst, int64_t pitch, int64_t rows,
+                               int64_t width, float value) {
+  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < rows * width)
+    dst[(i / width) * pitch + i % width] = value;
+}
+
 } // namespace
+
+Status fillFloatRows(float *dst, int64_t pitch, int64_t rows, int64_t width,
+                     float value, DeviceStream stream) {
+  if (rows <= 0 || width <= 0)
+    return Status::ok();
+  fillRowsKernel<<<ceilDiv(rows * width, kThreads), kThreads, 0, stream>>>(
+      dst, pitch, rows, width, value);
+  return launchStatus("fillRowsKernel");
+}
 
 Status addBf16Rows(void *dst, int64_t dstPitch, const void *src, int64_t rows,
                    int64_t width, DeviceStream stream) {

@@ -3,9 +3,10 @@
 // One cuDNN frontend graph per (direction, shape, query run): the sdpa node
 // forward (generating Stats, the log-sum-exp) and the sdpa_backward node,
 // both with the causal mask aligned top-left (key j <= query i) on a square
-// call, bottom-right on a query block against a longer key prefix, and
-// scale 1/sqrt(head_dim), bf16 in and out with fp32 softmax and
-// accumulation.
+// call, bottom-right on a query block against a longer key prefix, or none
+// where every query of the run sees all its keys (ring attention's earlier
+// blocks), and scale 1/sqrt(head_dim), bf16 in and out with fp32 softmax
+// and accumulation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,38 +105,10 @@ std::vector<int64_t> statsStride(const Shape &s) {
   return {s.numHeads * s.totalRows, s.totalRows, 1, 1};
 }
 
-/// Where a backward's staging sits in its workspace (byte offsets; the
-/// first run's packed dk at 0). Only a rank with two runs stages: the first
-/// run's dk and dv (the last run, whose prefix is the longest, writes them
-/// in place), then one run's rows of the lse packed (cuDNN below 9.26 takes
-/// the backward's Stats only as a packed [B, H, S, 1] tensor), each
-/// 256-byte aligned; cuDNN's own workspace follows.
-struct BackwardStaging {
-  int64_t dv = 0, stats = 0, library = 0;
-};
-
-int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
-
-BackwardStaging stagingOf(const AttentionGradArgs &args,
-                          const std::vector<QueryRun> &runs) {
-  if (runs.size() < 2)
-    return {};
-  int64_t rows = 0;
-  for (const QueryRun &run : runs)
-    rows = std::max(rows, run.rows);
-  BackwardStaging staging;
-  staging.dv =
-      runs.front().keys * args.batch * args.numKvHeads * args.headDim * 2;
-  staging.stats = align256(2 * staging.dv);
-  staging.library =
-      staging.stats + align256(args.batch * args.numHeads * rows * 4);
-  return staging;
-}
-
 /// The dv pitch and the lse's row pitch run `i`'s graph is built with: a
 /// forward's are the tensors'; a backward writes dv in place in its last
-/// run only (the others to packed staging) and reads the lse packed per
-/// run when there are two (see BackwardStaging).
+/// call only (the others to packed staging) and reads the lse packed where
+/// the call's rows are not all of them (kernels/AttentionRuns.h).
 std::pair<int64_t, int64_t> runLayout(const AttentionArgs &args,
                                       const std::vector<QueryRun> &, size_t) {
   return {0, args.seqLen};
@@ -143,9 +116,18 @@ std::pair<int64_t, int64_t> runLayout(const AttentionArgs &args,
 std::pair<int64_t, int64_t> runLayout(const AttentionGradArgs &args,
                                       const std::vector<QueryRun> &runs,
                                       size_t i) {
-  bool last = i + 1 == runs.size();
+  bool last = true;
+  for (size_t j = i + 1; j < runs.size(); ++j)
+    last = last && runs[j].keys == 0;
   return {last ? args.dvPitch : 0,
-          runs.size() > 1 ? runs[i].rows : args.seqLen};
+          runs[i].rows == args.seqLen ? args.seqLen : runs[i].rows};
+}
+
+/// runStaging for args.
+RunStaging stagingOf(const AttentionGradArgs &args,
+                     const std::vector<QueryRun> &runs) {
+  return runStaging(runs, args.seqLen, args.batch, args.numHeads,
+                    args.numKvHeads, args.headDim);
 }
 
 /// Row `row` of a bf16 [S, batch, width] activation (a run's first query).
@@ -202,8 +184,9 @@ Result<CudnnAttention::Graph *>
 CudnnAttention::graphFor(const Args &args, const QueryRun &run, int64_t dvPitch,
                          int64_t lseRows) {
   constexpr bool backward = std::is_same_v<Args, AttentionGradArgs>;
-  Key key{backward,      run.rows,        run.keys,     lseRows,     args.batch,
-          args.numHeads, args.numKvHeads, args.headDim, args.vPitch, dvPitch};
+  Key key{backward,     run.causal,  run.rows,      run.keys,
+          lseRows,      args.batch,  args.numHeads, args.numKvHeads,
+          args.headDim, args.vPitch, dvPitch};
   if (auto it = graphs_.find(key); it != graphs_.end())
     return it->second.get();
   Shape s{run.rows,      run.keys,        lseRows,     args.batch,
@@ -223,9 +206,9 @@ CudnnAttention::graphFor(const Args &args, const QueryRun &run, int64_t dvPitch,
                        .set_name("attention")
                        .set_generate_stats(true)
                        .set_attn_scale(scale);
-    if (square)
+    if (run.causal && square)
       options.set_causal_mask(true);
-    else
+    else if (run.causal)
       options.set_causal_mask_bottom_right(true);
     auto [o, stats] = graph.sdpa(q, k, v, options);
     setHeadOutput(*o, kO, s, s.numHeads, s.rows);
@@ -247,9 +230,9 @@ CudnnAttention::graphFor(const Args &args, const QueryRun &run, int64_t dvPitch,
                        .set_name("attention_grad")
                        .set_attn_scale(scale)
                        .set_deterministic_algorithm(deterministic_);
-    if (square)
+    if (run.causal && square)
       options.set_causal_mask(true);
-    else
+    else if (run.causal)
       options.set_causal_mask_bottom_right(true);
     auto [dQ, dK, dV] = graph.sdpa_backward(q, k, v, o, dO, stats, options);
     setHeadOutput(*dQ, kDQ, s, s.numHeads, s.rows);
@@ -378,6 +361,8 @@ Result<int64_t> CudnnAttention::prepareRuns(const Args &args) {
     return runs.status();
   int64_t bytes = 0;
   for (size_t i = 0; i < runs->size(); ++i) {
+    if ((*runs)[i].keys == 0)
+      continue;
     auto [dvPitch, lseRows] = runLayout(args, *runs, i);
     auto graph = graphFor(args, (*runs)[i], dvPitch, lseRows);
     if (!graph)
@@ -404,6 +389,17 @@ Status CudnnAttention::run(const AttentionArgs &args, void *workspace) {
   int64_t qWidth = args.numHeads * args.headDim;
   for (size_t i = 0; i < runs->size(); ++i) {
     const QueryRun &run = (*runs)[i];
+    if (run.keys == 0) {
+      // Rows that see no key of the block (ring attention).
+      SHARC_CUDA(
+          cudaMemsetAsync(rowAt(args.out.data, run.row, args.batch, qWidth), 0,
+                          run.rows * args.batch * qWidth * 2,
+                          static_cast<cudaStream_t>(stream_)));
+      SHARC_TRY(fillFloatRows(args.lse + run.row, args.seqLen,
+                              args.batch * args.numHeads, run.rows,
+                              kEmptyRowLse, stream_));
+      continue;
+    }
     auto [dvPitch, lseRows] = runLayout(args, *runs, i);
     auto graph = graphFor(args, run, dvPitch, lseRows);
     if (!graph)
@@ -426,15 +422,23 @@ Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
   int64_t qWidth = args.numHeads * args.headDim;
   int64_t kvWidth = args.numKvHeads * args.headDim;
   int64_t dvPitch = args.dvPitch > 0 ? args.dvPitch : kvWidth;
-  BackwardStaging staging = stagingOf(args, *runs);
+  RunStaging staging = stagingOf(args, *runs);
   char *stagedK = static_cast<char *>(workspace);
   char *stagedV = stagedK + staging.dv;
   auto *stats = reinterpret_cast<float *>(stagedK + staging.stats);
   char *library = stagedK + staging.library;
   auto stream = static_cast<cudaStream_t>(stream_);
+  bool written = false; // the last call, which writes dk and dv in place
   for (size_t i = runs->size(); i-- > 0;) {
     const QueryRun &run = (*runs)[i];
-    bool last = i + 1 == runs->size();
+    if (run.keys == 0) {
+      SHARC_CUDA(
+          cudaMemsetAsync(rowAt(args.dq.data, run.row, args.batch, qWidth), 0,
+                          run.rows * args.batch * qWidth * 2, stream));
+      continue;
+    }
+    bool last = !written;
+    written = true;
     auto [graphDvPitch, lseRows] = runLayout(args, *runs, i);
     auto graph = graphFor(args, run, graphDvPitch, lseRows);
     if (!graph)
@@ -474,6 +478,12 @@ Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
                           kvWidth, stream_));
     SHARC_TRY(addBf16Rows(args.dv.data, dvPitch, stagedV, run.keys * args.batch,
                           kvWidth, stream_));
+  }
+  if (!written) { // no query sees a key of the block
+    int64_t keyRows = args.keys() * args.batch;
+    SHARC_CUDA(cudaMemsetAsync(args.dk.data, 0, keyRows * kvWidth * 2, stream));
+    SHARC_CUDA(cudaMemset2DAsync(args.dv.data, dvPitch * 2, 0, kvWidth * 2,
+                                 keyRows, stream));
   }
   return Status::ok();
 }

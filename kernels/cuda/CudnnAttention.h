@@ -9,17 +9,18 @@
 // which keeps the IR's contract that only the lse survives the forward.
 // cuDNN runs bf16 only here; f32 plans keep kernels/cuda/Attention.cu.
 //
-// Context parallelism's K/V all-gather gives a rank a block of queries
-// against the whole sequence's keys: each run of consecutive query
-// positions (one, or two under the balanced split but for the last rank's
-// adjacent chunks) is one SDPA call over the prefix of keys its last query
-// sees, the causal diagonal aligned bottom-right (kernels/AttentionRuns.h). The
-// backward writes the last run's dk and dv in place and zeroes the keys past
-// its prefix (no query of the rank sees them); the first run's go to staging at
-// the workspace's start and are added in (kernels/cuda/AttentionRows.h); each
-// run's lse rows are copied out packed, as cuDNN's backward below 9.26
-// requires. Ring attention's blocks, which need dlse in the backward, stay on
-// sharc's kernel.
+// A block of queries against a block of keys at other positions (context
+// parallelism's K/V all-gather, ring attention's blocks) is a few SDPA
+// calls, one per run of queries over the prefix of keys they see, causal
+// (diagonal aligned bottom-right) or unmasked (kernels/AttentionRuns.h);
+// rows that see no key get out 0 and lse kEmptyRowLse. The backward writes
+// the last call's dk and dv in place and zeroes the keys past its prefix
+// (no query of the rank sees them); the other calls' go to staging at the
+// workspace's start and are added in (kernels/cuda/AttentionRows.h); a
+// call's lse rows are copied out packed where they are not all of them, as
+// cuDNN's backward below 9.26 requires. A backward with dlse (a ring block
+// that reads its own partial, not the merged output) stays on sharc's
+// kernel.
 //
 // A CudnnAttention belongs to one stream (its handle is bound to it). The
 // graph of each shape is built once, at set-up, by prepare(), which also
@@ -80,11 +81,11 @@ public:
 
 private:
   CudnnAttention() = default;
-  /// backward, the run's rows and keys, the lse's row pitch, batch,
-  /// numHeads,
-  /// numKvHeads, headDim, and the row pitches of v and dv (0: packed).
-  using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, int64_t>;
+  /// backward, causal, the run's rows and keys, the lse's row pitch,
+  /// batch, numHeads, numKvHeads, headDim, and the row pitches of v and dv
+  /// (0: packed).
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, int64_t, int64_t>;
   /// The graph of one run of args' queries (dv written at `dvPitch`, the
   /// lse's rows `lseRows` apart), built on first use.
   template <typename Args>

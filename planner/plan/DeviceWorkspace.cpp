@@ -2,11 +2,14 @@
 
 #include "planner/plan/DeviceWorkspace.h"
 
+#include "kernels/AttentionRuns.h"
 #include "kernels/DecodeAttention.h"
 #include "kernels/RmsNorm.h"
 #include "kernels/RmsNormRope.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 namespace sharc::plan {
 namespace {
@@ -61,16 +64,21 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
         q->shape[0], q->shape[1], q->shape[2] / headDim, k->shape[2] / headDim,
         headDim, kCache->shape[0]);
   }
-  if (instr.op == "attention_grad") {
-    // cuDNN runs the bf16 backward only.
-    const Buffer *q = operand(0), *k = operand(1), *lse = operand(4);
-    if (!q || q->dtype != DType::BF16)
+  // cuDNN runs the bf16 backward only, and a block's only without dlse.
+  bool block = instr.op == "attention_block_grad";
+  if ((instr.op == "attention_grad" || (block && instr.operands.size() == 6))) {
+    const Buffer *q = operand(0), *k = operand(1);
+    if (!q || !k || q->dtype != DType::BF16)
       return 0;
-    bool balanced = instr.getString("position_split") == "balanced";
-    int64_t bytes =
-        cudnnAttentionGradBytes(numel(*q), lse ? numel(*lse) : 0,
-                                k ? cudnnGqaKeyNumel(q->shape, k->shape) : 0,
-                                balanced && k ? numel(*k) : 0);
+    std::string axis = instr.getString("position_axis");
+    int64_t bytes = cudnnAttentionGradBytes(
+        {.q = q->shape,
+         .k = k->shape,
+         .headDim = instr.getInt("head_dim", 0),
+         .axisSize = axis.empty() ? 1 : plan.axisSize(axis),
+         .kvShift = instr.getInt("kv_shift", 0),
+         .balanced = instr.getString("position_split") == "balanced",
+         .ringBlock = block});
     // A workspace the plan places in its activation arena needs none.
     bool planned = instr.results.size() > 3 &&
                    plan.buffers[instr.results[3]].numBytes >= bytes;
@@ -80,6 +88,41 @@ int64_t scratchFor(const Plan &plan, const Instruction &instr) {
 }
 
 } // namespace
+
+int64_t cudnnAttentionGradBytes(const AttentionGradShape &shape) {
+  if (shape.q.size() != 3 || shape.k.size() != 3 || shape.headDim <= 0 ||
+      shape.axisSize <= 0)
+    return 0;
+  kernels::AttentionExtent extent{.seqLen = shape.q[0],
+                                  .batch = shape.q[1],
+                                  .numHeads = shape.q[2] / shape.headDim,
+                                  .numKvHeads = shape.k[2] / shape.headDim,
+                                  .headDim = shape.headDim,
+                                  .kvSeqLen = shape.k[0]};
+  auto split = shape.balanced ? kernels::SequenceSplit::Balanced
+                              : kernels::SequenceSplit::Contiguous;
+  int64_t most = 0;
+  for (int64_t coord = 0; coord < shape.axisSize; ++coord) {
+    extent.queries =
+        kernels::rowPositions(split, coord, shape.axisSize, extent.seqLen);
+    if (shape.ringBlock) {
+      std::optional<int64_t> keys =
+          kernels::ringKeyBlock(split, coord, shape.axisSize, shape.kvShift);
+      if (!keys)
+        continue;
+      extent.keys =
+          kernels::rowPositions(split, *keys, shape.axisSize, extent.kvSeqLen);
+    }
+    auto args = kernels::withExtent(kernels::AttentionGradArgs{}, extent);
+    auto runs = kernels::queryRuns(args.queries(), args.seqLen,
+                                   args.keyPositions(), args.keys());
+    most =
+        std::max(most, kernels::cudnnAttentionGradRunBytes(
+                           runs, extent.seqLen, extent.batch, extent.numHeads,
+                           extent.numKvHeads, extent.headDim));
+  }
+  return most;
+}
 
 namespace {
 

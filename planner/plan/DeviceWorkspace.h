@@ -1,6 +1,7 @@
 //===- DeviceWorkspace.h - what a GPU rank holds beside the plan *- C++ -*-===//
 // defines: kGemmWorkspaceBytes, DeviceWorkspace, predictDeviceWorkspace,
-//          cudnnAttentionGradBytes, kCudnnPrefillWorkspaceBytes,
+//          AttentionGradShape, cudnnAttentionGradBytes,
+//          kCudnnPrefillWorkspaceBytes,
 //          collectiveStagingBytes, runsGemm,
 //          streamRunsGemm
 //
@@ -68,36 +69,23 @@ struct DeviceWorkspace {
 /// Per rank (the plan's ranks are alike in size).
 DeviceWorkspace predictDeviceWorkspace(const Plan &plan);
 
-/// cuDNN's attention backward (bf16), as cuDNN 9.19 states it on an H100
-/// and an H200 for every shape KernelsCudaAttentionTest and
-/// sharc-attention-bench build: an fp32 dq accumulator of q's
-/// `qNumel` elements; under GQA (fewer KV heads than query heads) an fp32
-/// dk/dv accumulator per query head over the keys, `gqaKeyNumel` = keys x
-/// batch x q's width (0 without GQA); the fp32 row statistic (`lseNumel`);
-/// 256 bytes. A context-parallel rank's queries against the all-gathered
-/// keys count as many keys as the last rank's queries see, all of them.
-/// Under the balanced split (`balancedKeyNumel`, k's elements; 0
-/// otherwise) the rank's rows are two runs of half of them, a call each,
-/// and kernels/cuda/CudnnAttention.h stages the first run's dk and dv (bf16,
-/// at most half of k's rows each) and a run's lse rows, packed.
-inline int64_t cudnnAttentionGradBytes(int64_t qNumel, int64_t lseNumel,
-                                       int64_t gqaKeyNumel,
-                                       int64_t balancedKeyNumel = 0) {
-  auto align = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-  if (balancedKeyNumel == 0)
-    return qNumel * 4 + gqaKeyNumel * 4 + lseNumel * 4 + 256;
-  return align(balancedKeyNumel * 2) + align(lseNumel * 2) + qNumel * 2 +
-         gqaKeyNumel * 4 + lseNumel * 2 + 256;
-}
+/// A bf16 attention backward as cudnnAttentionGradBytes reads it: q [S,
+/// B, H*D] and k [Sk, B, Hkv*D]; with a position axis of `axisSize` ranks
+/// the queries are a rank's block of the sequence (balanced or contiguous
+/// split) and the keys all of it from position 0 (attention_grad), or, for
+/// `ringBlock`, the block ring attention's step `kvShift` brings
+/// (attention_block_grad without dlse).
+struct AttentionGradShape {
+  std::vector<int64_t> q, k;
+  int64_t headDim = 0, axisSize = 1, kvShift = 0;
+  bool balanced = false, ringBlock = false;
+};
 
-/// gqaKeyNumel of cudnnAttentionGradBytes for q [Sq, B, H*D] and k [Skv,
-/// B, Hkv*D].
-inline int64_t cudnnGqaKeyNumel(const std::vector<int64_t> &qShape,
-                                const std::vector<int64_t> &kShape) {
-  if (qShape.size() != 3 || kShape.size() != 3 || kShape[2] >= qShape[2])
-    return 0;
-  return kShape[0] * kShape[1] * qShape[2];
-}
+/// cuDNN's workspace for that backward on the rank that needs the most:
+/// kernels/AttentionRuns.h's cudnnAttentionGradRunBytes over the rank's
+/// calls (the staging of all but the last call's dk and dv and of packed
+/// lse rows, then what cuDNN 9.19 asks for the largest call).
+int64_t cudnnAttentionGradBytes(const AttentionGradShape &shape);
 
 /// cuDNN's flash forward with a padding mask (decode_attention's prefill
 /// path): 256 bytes for every shape KernelsCudaDecodeTest builds (cuDNN

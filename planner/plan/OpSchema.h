@@ -55,7 +55,8 @@ struct OpSchema {
   /// one or more operands and as many results; each pair shares its 'T'.
   bool variadic = false;
   std::vector<AttrSpec> attrs;
-  /// The last this many operands may be left out (adamw's grad_norm_sq).
+  /// The last this many operands may be left out (adamw's grad_norm_sq,
+  /// attention_block_grad's dlse).
   int optionalOperands = 0;
   /// The one operand repeats, one or more times, each with its own 'T'
   /// (sum_squares); the results are as listed.

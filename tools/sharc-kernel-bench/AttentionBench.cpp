@@ -8,12 +8,15 @@
 // measures PyTorch's scaled_dot_product_attention on the same shapes.
 //
 //   sharc-attention-bench [--warmup N] [--iters N] [--shape S,B,H,KV,D]...
-//                         [--cp N[,contiguous]]
+//                         [--cp N[,contiguous] | --ring N[,contiguous]]
 //
 // Each --shape (sequence, batch, query heads, KV heads, head dim) replaces
 // the default list of the benchmark's shapes. --cp N times, for each of N
 // ranks, context parallelism's K/V all-gather attention: the rank's S/N
-// query rows (balanced split, or contiguous) against all S keys.
+// query rows (balanced split, or contiguous) against all S keys. --ring N
+// times ring attention's blocks: for each rank, its S/N query rows against
+// each step's S/N keys (the blocks no query sees are not launched), and
+// each rank's sum over the ring's steps.
 //
 // FLOPs: the forward's two products over the (query, key) pairs the causal
 // mask keeps, 2 * 2 * B * H * pairs * D with pairs about S^2 / 2 unsplit;
@@ -23,9 +26,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "kernels/Attention.h"
+#include "kernels/AttentionRuns.h"
 #include "kernels/SequencePositions.h"
 #include "kernels/cuda/Launch.h"
-#include "planner/plan/DeviceWorkspace.h"
 #if SHARC_WITH_CUDNN
 #include "kernels/cuda/CudnnAttention.h"
 #endif
@@ -36,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -100,16 +104,22 @@ struct Buffers {
 };
 
 /// One rank's query block: `rows` queries at `queries` against all of the
-/// shape's keys (rows == seqLen: the whole sequence, unsplit).
+/// shape's keys (rows == seqLen: the whole sequence, unsplit), or against
+/// ring attention's block of `keyRows` keys at `keys`.
 struct Block {
   int64_t rows;
   RowPositions queries;
   std::string name;
+  int64_t keyRows = 0; ///< 0: all of the shape's keys, from position 0
+  RowPositions keys = {};
+  int64_t kvRows(const Shape &s) const {
+    return keyRows > 0 ? keyRows : s.seqLen;
+  }
 };
 
 Buffers allocate(const Shape &s, const Block &block, std::mt19937 &rng) {
   int64_t qNumel = block.rows * s.batch * s.numHeads * s.headDim;
-  int64_t kvNumel = s.seqLen * s.batch * s.numKvHeads * s.headDim;
+  int64_t kvNumel = block.kvRows(s) * s.batch * s.numKvHeads * s.headDim;
   Buffers b{};
   b.q = randomDevice(qNumel, 1.0f, rng);
   b.k = randomDevice(kvNumel, 1.0f, rng);
@@ -137,8 +147,9 @@ AttentionExtent extentOf(const Shape &s, const Block &block) {
           .numHeads = s.numHeads,
           .numKvHeads = s.numKvHeads,
           .headDim = s.headDim,
-          .kvSeqLen = s.seqLen,
-          .queries = block.queries};
+          .kvSeqLen = block.kvRows(s),
+          .queries = block.queries,
+          .keys = block.keys};
 }
 
 AttentionArgs forwardArgs(const Shape &s, const Block &block,
@@ -168,17 +179,20 @@ AttentionGradArgs backwardArgs(const Shape &s, const Block &block,
 }
 
 /// The (query, key) pairs the causal mask keeps for `block`'s queries.
-double causalPairs(const Block &block) {
+double causalPairs(const Shape &s, const Block &block) {
   double pairs = 0;
-  for (int64_t i = 0; i < block.rows; ++i)
-    pairs += double(block.queries.at(i) + 1);
+  for (const QueryRun &run :
+       queryRuns(block.queries, block.rows, block.keys, block.kvRows(s)))
+    pairs += double(run.rows) * run.keys -
+             (run.causal ? double(run.rows) * (run.rows - 1) / 2 : 0.0);
   return pairs;
 }
 
 void report(const Shape &s, const Block &block, const char *impl, double fwdMs,
             double bwdMs) {
   // 4 B H D per kept pair (unsplit, about 2 B H S^2 D).
-  double fwdFlops = 4.0 * s.batch * s.numHeads * causalPairs(block) * s.headDim;
+  double fwdFlops =
+      4.0 * s.batch * s.numHeads * causalPairs(s, block) * s.headDim;
   double fwd = fwdFlops / (fwdMs * 1e9),
          both = 3.5 * fwdFlops / ((fwdMs + bwdMs) * 1e9);
   std::printf("S=%-5lld B=%lld H=%lld/%lld D=%-3lld %s%-22s fwd %7.3f ms "
@@ -202,10 +216,40 @@ std::vector<Block> blocksOf(const Shape &s, int64_t ranks,
   return blocks;
 }
 
+/// Ring attention's blocks of `ranks` ranks: each rank's queries against
+/// the key block of each step, where some query sees a key.
+std::vector<Block> ringBlocksOf(const Shape &s, int64_t ranks,
+                                SequenceSplit split) {
+  std::vector<Block> blocks;
+  int64_t rows = s.seqLen / ranks;
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t step = 0; step < ranks; ++step) {
+      std::optional<int64_t> keyBlock = ringKeyBlock(split, r, ranks, step);
+      if (!keyBlock)
+        continue;
+      RowPositions queries = rowPositions(split, r, ranks, rows);
+      RowPositions keys = rowPositions(split, *keyBlock, ranks, rows);
+      if (keys.at(0) > queries.at(rows - 1))
+        continue;
+      blocks.push_back({rows, queries,
+                        "rank " + std::to_string(r) + "/" +
+                            std::to_string(ranks) + " step " +
+                            std::to_string(step) + " ",
+                        rows, keys});
+    }
+  return blocks;
+}
+
+/// fwd + bwd ms of sharc's kernel and of cuDNN (0 where not built).
+struct Timed {
+  double sharc = 0, cudnn = 0;
+};
+
 /// Times sharc's kernel and cuDNN's (both backward algorithms) on one
 /// block of `s`.
-void measure(const Shape &s, const Block &block, int warmup, int iters,
-             std::mt19937 &rng) {
+Timed measure(const Shape &s, const Block &block, int warmup, int iters,
+              std::mt19937 &rng) {
+  Timed timed;
   Buffers b = allocate(s, block, rng);
   AttentionArgs fwd = forwardArgs(s, block, b);
   AttentionGradArgs bwd = backwardArgs(s, block, b);
@@ -215,6 +259,7 @@ void measure(const Shape &s, const Block &block, int warmup, int iters,
   double bwdMs =
       timeMs([&] { return cuda::attentionGrad(bwd, nullptr); }, warmup, iters);
   report(s, block, "sharc (mma.sync)", ms, bwdMs);
+  timed.sharc = ms + bwdMs;
 #if SHARC_WITH_CUDNN
   for (bool deterministic : {false, true}) {
     auto engine = cuda::CudnnAttention::create(nullptr, deterministic);
@@ -233,14 +278,13 @@ void measure(const Shape &s, const Block &block, int warmup, int iters,
         timeMs([&] { return (*engine)->run(bwd, workspace); }, warmup, iters);
     report(s, block, deterministic ? "cuDNN (deterministic)" : "cuDNN",
            cudnnFwd, cudnnBwd);
-    // Beside the compiler's estimate (plan/DeviceWorkspace.h).
-    bool balanced = !block.queries.isOneRun();
-    int64_t estimate = plan::cudnnAttentionGradBytes(
-        block.rows * s.batch * s.numHeads * s.headDim,
-        s.batch * s.numHeads * block.rows,
-        plan::cudnnGqaKeyNumel({block.rows, s.batch, s.numHeads * s.headDim},
-                               {s.seqLen, s.batch, s.numKvHeads * s.headDim}),
-        balanced ? s.seqLen * s.batch * s.numKvHeads * s.headDim : 0);
+    if (!deterministic)
+      timed.cudnn = cudnnFwd + cudnnBwd;
+    // Beside the compiler's estimate (kernels/AttentionRuns.h).
+    int64_t estimate = 0;
+    if (auto runs = kernels::queryRuns(bwd))
+      estimate = kernels::cudnnAttentionGradRunBytes(
+          *runs, block.rows, s.batch, s.numHeads, s.numKvHeads, s.headDim);
     std::printf("    cuDNN workspace: forward %lld, backward %lld bytes "
                 "(sharc's estimate %lld)\n",
                 (long long)*fwdBytes, (long long)*bwdBytes,
@@ -249,6 +293,7 @@ void measure(const Shape &s, const Block &block, int warmup, int iters,
   }
 #endif
   release(b);
+  return timed;
 }
 
 /// "S,B,H,KV,D" as a Shape, or exits naming the flag.
@@ -279,6 +324,7 @@ int main(int argc, char **argv) {
                                {4096, 4, 16, 4, 128}};
   bool shapesGiven = false;
   int64_t ranks = 1;
+  bool ring = false;
   SequenceSplit split = SequenceSplit::Balanced;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
@@ -291,7 +337,8 @@ int main(int argc, char **argv) {
         shapes.clear();
       shapesGiven = true;
       shapes.push_back(parseShape(argv[i + 1]));
-    } else if (flag == "--cp") {
+    } else if (flag == "--cp" || flag == "--ring") {
+      ring = flag == "--ring";
       long long n = 0;
       char how[16] = "";
       int fields = std::sscanf(argv[i + 1], "%lld,%15s", &n, how);
@@ -299,9 +346,9 @@ int main(int argc, char **argv) {
       if (fields < 1 || n < 1 ||
           (fields == 2 && howText != "contiguous" && howText != "balanced")) {
         std::fprintf(stderr,
-                     "sharc-attention-bench: --cp %s: expected N, "
+                     "sharc-attention-bench: %s %s: expected N, "
                      "N,contiguous or N,balanced\n",
-                     argv[i + 1]);
+                     flag.c_str(), argv[i + 1]);
         return 2;
       }
       ranks = n;
@@ -310,7 +357,7 @@ int main(int argc, char **argv) {
     } else {
       std::fprintf(stderr,
                    "sharc-attention-bench: unknown flag %s (expected "
-                   "--warmup, --iters, --shape or --cp)\n",
+                   "--warmup, --iters, --shape, --cp or --ring)\n",
                    flag.c_str());
       return 2;
     }
@@ -331,8 +378,30 @@ int main(int argc, char **argv) {
                    (long long)ranks, (long long)s.seqLen, (long long)chunks);
       return 2;
     }
-    for (const Block &block : blocksOf(s, ranks, split))
-      measure(s, block, warmup, iters, rng);
+    if (!ring) {
+      for (const Block &block : blocksOf(s, ranks, split))
+        measure(s, block, warmup, iters, rng);
+      continue;
+    }
+    // Each rank's sum over its ring's blocks.
+    std::vector<Timed> perRank(static_cast<size_t>(ranks));
+    int64_t rows = s.seqLen / ranks;
+    for (const Block &block : ringBlocksOf(s, ranks, split)) {
+      Timed timed = measure(s, block, warmup, iters, rng);
+      int64_t rank = 0;
+      while (rowPositions(split, rank, ranks, rows).start !=
+             block.queries.start)
+        ++rank;
+      perRank[rank].sharc += timed.sharc;
+      perRank[rank].cudnn += timed.cudnn;
+    }
+    for (int64_t r = 0; r < ranks; ++r)
+      std::printf("S=%-5lld B=%lld H=%lld/%lld D=%-3lld ring %lld rank %lld: "
+                  "fwd+bwd over its blocks sharc %.3f ms, cuDNN %.3f ms\n",
+                  (long long)s.seqLen, (long long)s.batch,
+                  (long long)s.numHeads, (long long)s.numKvHeads,
+                  (long long)s.headDim, (long long)ranks, (long long)r,
+                  perRank[r].sharc, perRank[r].cudnn);
   }
   return 0;
 }

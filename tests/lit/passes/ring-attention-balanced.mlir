@@ -1,6 +1,10 @@
 // RUN: sharc-opt %S/Inputs/attention-block.mlir \
 // RUN:   "--sharc-context-parallel=cp=4 comm=ring split=balanced" --sharc-spmdize \
 // RUN:   --sharc-autodiff --sharc-verify-placements | FileCheck %s
+// RUN: sharc-opt %S/Inputs/attention-block.mlir \
+// RUN:   "--sharc-context-parallel=cp=4 comm=ring split=balanced" --sharc-spmdize \
+// RUN:   --sharc-autodiff --sharc-merged-block-grads --sharc-verify-placements \
+// RUN:   | FileCheck %s --check-prefix=MERGED
 
 // Ring attention at cp 4 under the balanced split (eight chunks of one
 // position; rank r holds chunks r and 7 - r): every block is needed by
@@ -34,3 +38,14 @@
 // CHECK-NOT: sharc.ring_shift
 // CHECK-NOT: sharc.all_gather
 // CHECK-NOT: sharc.all_to_all
+
+// sharc-merged-block-grads collapses the chain of three merges: each of
+// the four block gradients reads the last merge's output and lse and its
+// output's cotangent, without dlse, and no merge gradient is left.
+// MERGED: sharc.lse_merge
+// MERGED: sharc.lse_merge
+// MERGED: %[[O:.*]], %[[L:.*]] = sharc.lse_merge
+// MERGED-NOT: sharc.lse_merge_grad
+// MERGED-COUNT-4: sharc.attention_block_grad {{.*}}, %[[O]], %[[L]], %{{[^ ,]*}} {head_dim = 2 : i64
+// MERGED-NOT: sharc.lse_merge_grad
+// MERGED-NOT: sharc.attention_block_grad

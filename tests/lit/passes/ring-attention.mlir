@@ -1,6 +1,10 @@
 // RUN: sharc-opt %S/Inputs/attention-block.mlir \
 // RUN:   "--sharc-context-parallel=cp=2 comm=ring split=contiguous" --sharc-spmdize \
 // RUN:   --sharc-autodiff --sharc-verify-placements | FileCheck %s
+// RUN: sharc-opt %S/Inputs/attention-block.mlir \
+// RUN:   "--sharc-context-parallel=cp=2 comm=ring split=contiguous" --sharc-spmdize \
+// RUN:   --sharc-autodiff --sharc-merged-block-grads --sharc-verify-placements \
+// RUN:   | FileCheck %s --check-prefix=MERGED
 // RUN: sharc-opt %S/Inputs/attention-block.mlir --sharc-tensor-parallel=tp=2 \
 // RUN:   --sharc-sequence-parallel "--sharc-context-parallel=cp=2 comm=ring split=contiguous" \
 // RUN:   --sharc-spmdize --sharc-verify-placements \
@@ -45,3 +49,15 @@
 // TPCP: sharc.ring_shift {{.*}} {axis = "cp", first = 0 : i64, offset = 1 : i64} : (tensor<4x2x4xf32, #sharc.place<cp = S(0), tp = S(2)>>)
 // TPCP: sharc.lse_merge
 // TPCP-NOT: sharc.all_to_all
+
+// sharc-merged-block-grads: both block gradients read the merged output,
+// its lse and the output's cotangent, and no dlse (the merged lse's is the
+// zero fill); the merge gradients and the fill are gone.
+// MERGED: %[[O0:.*]], %[[L0:.*]] = sharc.attention_block
+// MERGED: %[[O:.*]], %[[L:.*]] = sharc.lse_merge %[[O0]], %[[L0]]
+// MERGED-NOT: sharc.fill {value = 0.000000e+00 : f64} : tensor<2x8x4xf32
+// MERGED-NOT: sharc.lse_merge_grad
+// MERGED: sharc.attention_block_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]], %[[DO:[^ ]*]] {head_dim = 2 : i64, kv_shift = 1 : i64, position_axis = "cp"} : (tensor<4x2x16xf32, #sharc.place<cp = S(0)>>, tensor<4x2x8xf32, #sharc.place<cp = S(0)>>, tensor<4x2x8xf32, #sharc.place<cp = S(0)>>, tensor<4x2x16xf32, #sharc.place<cp = S(0)>>, tensor<2x8x4xf32, #sharc.place<cp = S(2)>>, tensor<4x2x16xf32, #sharc.place<cp = S(0)>>) ->
+// MERGED-NOT: sharc.lse_merge_grad
+// MERGED: sharc.attention_block_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[L]], %[[DO]] {head_dim = 2 : i64, kv_shift = 0 : i64, position_axis = "cp"}
+// MERGED-NOT: sharc.lse_merge_grad

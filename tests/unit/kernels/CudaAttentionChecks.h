@@ -1,15 +1,16 @@
 //===- CudaAttentionChecks.h - cuda attention against the cpu ---*- C++ -*-===//
 // defines: DeviceBuffer, Shape, kShapes, kBlockShapes, kBalancedShapes,
-//          checkForward, checkBackward, withColumnV (test::cuda_attention)
+//          kRingShapes, checkForward, checkBackward, withColumnV
+//          (test::cuda_attention)
 //
 // The checks KernelsCudaAttentionTest (sharc's kernels) and
 // KernelsCudnnAttentionTest (cuDNN's SDPA) share: a launch against
 // cpu::attention and cpu::attentionGrad on the same stored inputs, for
 // shapes that are not tile multiples (tiles are 64 and 32 rows), head dims
 // that fill or pad the 64/96/128 buckets, context parallelism's query
-// blocks and the balanced split's two runs. Outputs are filled with 0xFF
-// bytes (NaN in f32 and bf16) before each launch, so an element the kernel
-// never writes fails the NaN check.
+// blocks, the balanced split's two runs and ring attention's blocks. Outputs
+// are filled with 0xFF bytes (NaN in f32 and bf16) before each launch, so an
+// element the kernel never writes fails the NaN check.
 #pragma once
 
 #include "kernels/Attention.h"
@@ -61,6 +62,8 @@ struct Shape {
   /// balanced split's second run of queries from querySecondRow on.
   int64_t kvSeqLen = 0, queryStart = 0;
   int64_t querySecondRow = 0, querySecondStart = 0;
+  /// The keys' positions (ring attention's blocks; all-gather: from 0).
+  int64_t keyStart = 0, keySecondRow = 0, keySecondStart = 0;
   int64_t keys() const { return kvSeqLen > 0 ? kvSeqLen : seqLen; }
   int64_t qNumel() const { return seqLen * batch * numHeads * headDim; }
   int64_t kvNumel() const { return keys() * batch * numKvHeads * headDim; }
@@ -72,7 +75,10 @@ struct Shape {
            ", keys " + std::to_string(keys()) + " from query " +
            std::to_string(queryStart) + ", from row " +
            std::to_string(querySecondRow) + " at " +
-           std::to_string(querySecondStart);
+           std::to_string(querySecondStart) + ", keys at " +
+           std::to_string(keyStart) + " and from row " +
+           std::to_string(keySecondRow) + " at " +
+           std::to_string(keySecondStart);
   }
 };
 
@@ -100,6 +106,19 @@ inline const std::vector<Shape> kBalancedShapes = {
     {128, 2, 4, 2, 128, 256, 0, 64, 192},
     {40, 3, 3, 1, 96, 80, 20, 20, 40},
     {32, 2, 4, 4, 40, 96, 0, 16, 80}};
+
+// Ring attention's blocks (kernels/AttentionRuns.h): an earlier block on
+// the contiguous split (every query sees every key: no mask), the own
+// block at a later position (causal), and under the balanced split a
+// later block (the first chunk sees no key, the second all: an unmasked
+// call on its rows, packed lse rows), an earlier one (both chunks see the
+// first key chunk alone) and the own block (one causal call).
+inline const std::vector<Shape> kRingShapes = {
+    {32, 2, 4, 2, 64, 32, 64, 0, 0, 32},
+    {37, 3, 4, 2, 40, 37, 111, 0, 0, 111},
+    {66, 2, 4, 2, 64, 66, 0, 33, 99, 33, 33, 66},
+    {32, 3, 3, 1, 96, 32, 16, 16, 32, 0, 16, 48},
+    {40, 2, 4, 4, 128, 40, 20, 20, 80, 20, 20, 80}};
 
 inline double tolerance(DType dtype) {
   return dtype == DType::F32 ? 1e-4 : 2e-2;
@@ -146,13 +165,14 @@ inline Inputs randomInputs(const Shape &shape, DType dtype, std::mt19937 &rng) {
 /// `args` with `shape`'s sizes and query positions (the cpu tests' `shaped`,
 /// keys from position 0).
 template <typename Args> Args sized(Args args, const Shape &shape) {
-  return test::shaped(args,
-                      test::AttentionShape{shape.seqLen, shape.batch,
-                                           shape.numHeads, shape.numKvHeads,
-                                           shape.headDim},
-                      shape.kvSeqLen,
-                      RowPositions{shape.queryStart, shape.querySecondRow,
-                                   shape.querySecondStart});
+  return test::shaped(
+      args,
+      test::AttentionShape{shape.seqLen, shape.batch, shape.numHeads,
+                           shape.numKvHeads, shape.headDim},
+      shape.kvSeqLen,
+      RowPositions{shape.queryStart, shape.querySecondRow,
+                   shape.querySecondStart},
+      RowPositions{shape.keyStart, shape.keySecondRow, shape.keySecondStart});
 }
 
 struct CpuForward {

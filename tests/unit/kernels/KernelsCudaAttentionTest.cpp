@@ -74,6 +74,21 @@ TEST_CASE("cuda::attentionGrad of a query block matches cpu::attentionGrad",
       {DType::F32, DType::BF16}, kBlockShapes);
 }
 
+TEST_CASE("cuda::attention and attentionGrad of ring attention's blocks "
+          "match the cpu's",
+          "[gpu]") {
+  if (cuda::deviceCount() == 0)
+    std::exit(77);
+  checkForward(
+      [](const AttentionArgs &args) { return cuda::attention(args, nullptr); },
+      {DType::F32, DType::BF16}, kRingShapes);
+  checkBackward(
+      [](const AttentionGradArgs &args) {
+        return cuda::attentionGrad(args, nullptr);
+      },
+      {DType::F32, DType::BF16}, kRingShapes);
+}
+
 TEST_CASE("cuda::attention of a balanced rank's queries matches "
           "cpu::attention",
           "[gpu]") {

@@ -3,15 +3,16 @@
 // CudnnAttention (kernels/cuda/CudnnAttention.h) against cpu::attention and
 // cpu::attentionGrad (tests/unit/kernels/CudaAttentionChecks.h): square
 // shapes, context parallelism's query blocks (a call over the key prefix
-// they see) and the balanced split's runs, in both backward algorithms;
-// the workspace it asks against the compiler's prediction; what it
-// declines. Exits 77 (ctest's skip code) on a machine without a device.
+// they see), the balanced split's runs and ring attention's blocks
+// (unmasked calls, rows that see no key), in both backward algorithms; the
+// workspace it asks against the compiler's prediction; what it declines.
+// Exits 77 (ctest's skip code) on a machine without a device.
 //
 //===----------------------------------------------------------------------===//
 
 #if SHARC_WITH_CUDNN
+#include "kernels/AttentionRuns.h"
 #include "kernels/cuda/CudnnAttention.h"
-#include "planner/plan/DeviceWorkspace.h"
 #endif
 #include "kernels/Attention.h"
 #include "kernels/cuda/DeviceInfo.h"
@@ -43,10 +44,11 @@ Status runPrepared(cuda::CudnnAttention &engine, const Args &args) {
 
 // The square shapes, context parallelism's query blocks (a call over the
 // key prefix they see, the keys after it zeroed in dk and dv, which start
-// as NaN) and the balanced split's two runs (the first's dk and dv staged
-// and added in, or one call where the runs are adjacent).
+// as NaN), the balanced split's two runs (the first's dk and dv staged
+// and added in, or one call where the runs are adjacent) and ring
+// attention's blocks (rows that see no key filled, unmasked calls).
 const std::vector<const std::vector<Shape> *> kCudnnShapes = {
-    &kShapes, &kBlockShapes, &kBalancedShapes};
+    &kShapes, &kBlockShapes, &kBalancedShapes, &kRingShapes};
 
 TEST_CASE("cuDNN attention matches cpu::attention", "[gpu]") {
   if (cuda::deviceCount() == 0)
@@ -105,14 +107,14 @@ TEST_CASE("cuDNN attention is asked only for bf16 and head dims it has",
   CHECK_FALSE(cuda::CudnnAttention::accepts(DType::BF16, 136));
 }
 
-TEST_CASE("cuDNN's query-block backward fits the workspace the compiler "
+TEST_CASE("cuDNN's backward asks for the workspace the compiler "
           "plans",
           "[gpu]") {
   if (cuda::deviceCount() == 0)
     std::exit(77);
   auto engine = cuda::CudnnAttention::create(nullptr);
   REQUIRE(engine);
-  for (const std::vector<Shape> *shapes : {&kBlockShapes, &kBalancedShapes})
+  for (const std::vector<Shape> *shapes : kCudnnShapes)
     for (const Shape &shape : *shapes) {
       AttentionGradArgs args =
           sized(AttentionGradArgs{.q = {nullptr, DType::BF16},
@@ -128,51 +130,27 @@ TEST_CASE("cuDNN's query-block backward fits the workspace the compiler "
       Result<int64_t> bytes = (*engine)->prepare(args);
       INFO(shape.name() << ": " << bytes.status().message());
       REQUIRE(bytes);
-      bool balanced = shape.querySecondRow > 0;
-      int64_t planned = plan::cudnnAttentionGradBytes(
-          shape.qNumel(), shape.lseNumel(),
-          plan::cudnnGqaKeyNumel(
-              {shape.seqLen, shape.batch, shape.numHeads * shape.headDim},
-              {shape.keys(), shape.batch, shape.numKvHeads * shape.headDim}),
-          balanced ? shape.kvNumel() : 0);
+      // The compiler's rule for this rank's calls (the planner takes the
+      // largest over the ranks; planner/plan/DeviceWorkspace.h).
+      auto runs = queryRuns(args);
+      REQUIRE(runs);
+      int64_t planned = cudnnAttentionGradRunBytes(
+          *runs, shape.seqLen, shape.batch, shape.numHeads, shape.numKvHeads,
+          shape.headDim);
       INFO("cuDNN asks " << *bytes << ", the compiler plans " << planned);
-      CHECK(*bytes <= planned);
-      // One run: the compiler plans for the rank whose queries see every
-      // key, and there the prediction is cuDNN's ask exactly. (Balanced,
-      // the longest staging and the longest key prefix are different
-      // ranks'.)
-      if (!balanced && shape.queryStart + shape.seqLen == shape.keys())
-        CHECK(*bytes == planned);
+      CHECK(*bytes == planned);
     }
 }
 
-TEST_CASE("cuDNN declines what its causal mask cannot say, which then runs "
-          "on sharc's kernel",
+TEST_CASE("cuDNN declines a backward with dlse, which then runs on sharc's "
+          "kernel",
           "[gpu]") {
   if (cuda::deviceCount() == 0)
     std::exit(77);
   auto engine = cuda::CudnnAttention::create(nullptr);
   REQUIRE(engine);
-  AttentionArgs none{.q = {nullptr, DType::BF16},
-                     .k = {nullptr, DType::BF16},
-                     .v = {nullptr, DType::BF16},
-                     .out = {nullptr, DType::BF16},
-                     .lse = nullptr};
-  auto refusal = [&](const AttentionArgs &args) {
-    Result<int64_t> bytes = (*engine)->prepare(args);
-    REQUIRE_FALSE(bytes);
-    return bytes.status().message();
-  };
-  // A ring block whose queries all follow its keys: every query sees every
-  // key, which no prefix with a causal diagonal says.
-  AttentionArgs after = test::shaped(none, {32, 2, 4, 2, 64}, 32,
-                                     RowPositions{64}, RowPositions{0});
-  CHECK(refusal(after).find("prefix of the keys") != std::string::npos);
-  // Keys in two runs (ring attention's balanced K/V block).
-  AttentionArgs twoRuns = test::shaped(
-      none, {32, 2, 4, 2, 64}, 32, RowPositions{64}, RowPositions{0, 16, 96});
-  CHECK(refusal(twoRuns).find("keys in one run") != std::string::npos);
-  // A backward that takes dlse (ring attention's blocks).
+  // A ring block that reads its own partial output takes dlse (plans
+  // compiled before passes/MergedBlockGrads.cpp).
   std::vector<float> dlse(1);
   AttentionGradArgs grad =
       test::shaped(AttentionGradArgs{.q = {nullptr, DType::BF16},

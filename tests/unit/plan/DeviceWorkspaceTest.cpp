@@ -100,11 +100,11 @@ instructions:
     REQUIRE(plan);
     return predictDeviceWorkspace(*plan);
   };
-  CHECK(cudnnGqaKeyNumel({64, 1, 32}, {64, 1, 16}) == 2048);
-  CHECK(cudnnAttentionGradBytes(2048, 128, 2048) == 17152);
+  CHECK(cudnnAttentionGradBytes(
+            {.q = {64, 1, 32}, .k = {64, 1, 16}, .headDim = 16}) == 17152);
   // Without GQA cuDNN keeps no per-head dk and dv.
-  CHECK(cudnnGqaKeyNumel({64, 1, 32}, {64, 1, 32}) == 0);
-  CHECK(cudnnAttentionGradBytes(2048, 128, 0) == 8960);
+  CHECK(cudnnAttentionGradBytes(
+            {.q = {64, 1, 32}, .k = {64, 1, 32}, .headDim = 16}) == 8960);
   // Without a workspace result the stream's scratch holds cuDNN's.
   CHECK(planWith("[0, 3, 3]", 4288).scratchBytes == 17152);
   // With one of cuDNN's size, the stream needs none.
@@ -114,17 +114,25 @@ instructions:
 }
 
 TEST_CASE("a context-parallel attention_grad counts every key; a balanced "
-          "one also stages the first query run's dk and dv",
+          "one also stages a call's dk and dv",
           "[plan]") {
   // q [32, 1, 32] (a rank's half of 64 rows, 2 heads of 16) against k
-  // [64, 1, 16], lse [1, 2, 32]. Contiguous, one call: 1024 x 4 for dq,
-  // 64 keys x 32 x 4 for dk and dv per query head, 64 x 4 and 256: 12800.
-  CHECK(cudnnAttentionGradBytes(1024, 64, 2048) == 12800);
-  // Balanced, two calls of 16 rows: k's 1024 elements x 2 bytes (half the
-  // rows of dk and dv, bf16) staged, 16 rows of the lse (128 bytes, to 256)
-  // packed, then 512 x 4 + 2048 x 4 + 32 x 4 + 256.
-  CHECK(cudnnAttentionGradBytes(1024, 64, 2048, 1024) ==
-        2048 + 256 + 2048 + 8192 + 128 + 256);
+  // [64, 1, 16], lse [1, 2, 32]. Contiguous, rank 1's one call sees every
+  // key: 1024 x 4 for dq, 64 keys x 32 x 4 for dk and dv per query head,
+  // 64 x 4 and 256: 12800.
+  AttentionGradShape cp{
+      .q = {32, 1, 32}, .k = {64, 1, 16}, .headDim = 16, .axisSize = 2};
+  CHECK(cudnnAttentionGradBytes(cp) == 12800);
+  // Balanced, rank 0's chunks 0 and 3 are two calls of 16 rows: the first
+  // call's dk and dv staged (16 keys x 16 x 2 bytes each), its 16 lse rows
+  // packed (128 bytes, to 256), then the second call's 512 x 4 for dq,
+  // 2048 x 4 for dk and dv per query head, 32 x 4 and 256. Rank 1's chunks
+  // 1 and 2 are one call of 32 rows over 48 keys: 10752.
+  cp.balanced = true;
+  CHECK(cudnnAttentionGradBytes(cp) ==
+        2 * 512 + 256 + 512 * 4 + 2048 * 4 + 32 * 4 + 256);
+  cp.axisSize = 1; // one rank: plain causal attention over 32 of the keys
+  CHECK(cudnnAttentionGradBytes(cp) == 1024 * 4 + 32 * 32 * 4 + 64 * 4 + 256);
   auto scratch = [](const std::string &split) {
     std::string text = R"(sharc_plan: 1
 mesh: [{name: cp, size: 2}]
@@ -144,8 +152,46 @@ instructions:
     REQUIRE(plan);
     return predictDeviceWorkspace(*plan).scratchBytes;
   };
-  CHECK(scratch(", position_split: \"balanced\"") == 12928);
+  CHECK(scratch(", position_split: \"balanced\"") == 11904);
   CHECK(scratch("") == 12800);
+}
+
+TEST_CASE("a ring attention block's backward without dlse takes cuDNN's "
+          "workspace on its stream",
+          "[plan]") {
+  // q [32, 1, 32] (2 heads of 16), the key block k [32, 1, 16], cp 2, the
+  // block one step round the ring (kv_shift 1).
+  auto scratch = [](const std::string &in, const std::string &split) {
+    std::string text = R"(sharc_plan: 1
+mesh: [{name: cp, size: 2}]
+num_streams: 1
+num_events: 0
+regions: {activation: 16384}
+buffers:
+  - {id: 0, name: "q", region: activation, offset: 0, bytes: 2048, dtype: bf16, shape: [32, 1, 32]}
+  - {id: 1, name: "k", region: activation, offset: 2048, bytes: 1024, dtype: bf16, shape: [32, 1, 16]}
+  - {id: 2, name: "lse", region: activation, offset: 4096, bytes: 256, dtype: f32, shape: [1, 2, 32]}
+instructions:
+  - {op: attention_block_grad, in: IN, out: [0, 1, 1], attrs: {head_dim: 16, position_axis: "cp", kv_shift: 1SPLIT}}
+)";
+    text.replace(text.find("IN"), 2, in);
+    text.replace(text.find("SPLIT"), 5, split);
+    Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
+    INFO(plan.status().message());
+    REQUIRE(plan);
+    return predictDeviceWorkspace(*plan).scratchBytes;
+  };
+  // Contiguous: rank 1's queries see all of rank 0's keys, one unmasked
+  // call: 1024 x 4 for dq, 32 keys x 32 x 4 per query head, 64 x 4, 256.
+  CHECK(scratch("[0, 1, 1, 0, 2, 0]", "") == 4096 + 4096 + 256 + 256);
+  // Balanced: rank 0's chunk 0 sees none of chunks 1 and 2, its chunk 3
+  // all of them: one call of 16 rows, whose lse rows are packed (128
+  // bytes, to 256): 256 + 2048 + 4096 + 128 + 256 (rank 1's one call of
+  // 32 rows over chunk 0's 16 keys takes 6656).
+  CHECK(scratch("[0, 1, 1, 0, 2, 0]", ", position_split: \"balanced\"") ==
+        256 + 2048 + 4096 + 128 + 256);
+  // With dlse the block runs on sharc's kernel, which needs none.
+  CHECK(scratch("[0, 1, 1, 0, 2, 0, 2]", "") == 0);
 }
 
 TEST_CASE("decode_attention's runs of chunks take scratch by the cache's "
