@@ -207,7 +207,8 @@ Result<Launch> bindAttentionBlockGrad(const OpCall &c, const OpEnv &env) {
     args->dlse = static_cast<const float *>(dlse.data);
     return launchKernel(env, *args, SHARC_KERNELS(attentionGrad));
   }
-  return launchAttention(c, env, *args, /*workspace=*/nullptr,
+  const TensorRef *workspace = c.results.size() > 3 ? &c.results[3] : nullptr;
+  return launchAttention(c, env, *args, workspace,
                          SHARC_KERNELS(attentionGrad));
 }
 
@@ -295,8 +296,10 @@ void addRingAttentionOps(std::unordered_map<std::string, OpDef> &table) {
   table["attention_block"] = {bindAttentionBlock, 3, 2};
   // dlse is left out where the block reads the merged output
   // (passes/MergedBlockGrads.cpp).
-  table["attention_block_grad"] = {bindAttentionBlockGrad, 7, 3, 0,
+  table["attention_block_grad"] = {bindAttentionBlockGrad, 7, 4, 0,
                                    /*optionalOperands=*/1};
+  // dq, dk, dv and, where the planner placed one, cuDNN's workspace.
+  table["attention_block_grad"].workspaceResults = 1;
   table["lse_merge"] = {bindLseMerge, 4, 2};
   table["lse_merge_grad"] = {bindLseMergeGrad, 6, 2};
 }

@@ -348,29 +348,54 @@ LogicalResult Emitter::createActivationBuffers() {
   return createColumnViews();
 }
 
-/// cuDNN's bf16 attention backward works in two fp32 tensors of q's size
-/// (planner/plan/DeviceWorkspace.h), 50 MiB at MiniMind's batch 4. Held
-/// beside the plan for the whole run, that is memory no tensor uses most
-/// of the step; as an activation buffer that lives for its instruction
-/// alone, it takes bytes whose activations are dead by then.
+/// cuDNN's bf16 attention backward works in fp32 accumulators of dq and,
+/// under GQA, of dk and dv per query head (planner/plan/DeviceWorkspace.h),
+/// 50 MiB at MiniMind's batch 4. Held beside the plan for the whole run,
+/// that is memory no tensor uses most of the step; as an activation buffer
+/// that lives for its instruction alone, it takes bytes whose activations
+/// are dead by then. Every bf16 attention_grad gets one, and every bf16
+/// ring block gradient without dlse (which runs on cuDNN too).
 LogicalResult Emitter::createWorkspaces() {
   for (Operation *op : ops) {
-    auto grad = dyn_cast<AttentionGradOp>(op);
-    if (!grad || !grad.getQ().getType().getElementType().isBF16())
+    plan::AttentionGradShape shape;
+    StringAttr split;
+    StringRef axis;
+    Value q, k;
+    std::string name;
+    if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+      q = grad.getQ();
+      k = grad.getK();
+      split = grad.getPositionSplitAttr();
+      axis = grad.getPositionAxis().value_or("");
+      shape.headDim = static_cast<int64_t>(grad.getHeadDim());
+      name = "attention_grad.workspace#";
+    } else if (auto block = dyn_cast<AttentionBlockGradOp>(op);
+               block && !block.getDlse()) {
+      q = block.getQ();
+      k = block.getK();
+      split = block.getPositionSplitAttr();
+      axis = block.getPositionAxis();
+      shape.headDim = static_cast<int64_t>(block.getHeadDim());
+      shape.kvShift = static_cast<int64_t>(block.getKvShift());
+      shape.ringBlock = true;
+      name = "attention_block_grad.workspace#";
+    } else {
       continue;
-    StringAttr split = grad.getPositionSplitAttr();
-    StringRef axis = grad.getPositionAxis().value_or("");
-    auto q = grad.getQ().getType(), k = grad.getK().getType();
-    int64_t bytes = plan::cudnnAttentionGradBytes(
-        {.q = {q.getShape().begin(), q.getShape().end()},
-         .k = {k.getShape().begin(), k.getShape().end()},
-         .headDim = static_cast<int64_t>(grad.getHeadDim()),
-         .axisSize = axis.empty() || !mesh ? 1 : mesh.getSize(axis),
-         .balanced = split && split.getValue() == "balanced"});
+    }
+    auto qType = cast<RankedTensorType>(q.getType());
+    auto kType = cast<RankedTensorType>(k.getType());
+    if (!qType.getElementType().isBF16())
+      continue;
+    shape.q.assign(qType.getShape().begin(), qType.getShape().end());
+    shape.k.assign(kType.getShape().begin(), kType.getShape().end());
+    shape.axisSize = axis.empty() || !mesh ? 1 : mesh.getSize(axis);
+    shape.balanced = split && split.getValue() == "balanced";
+    int64_t bytes = plan::cudnnAttentionGradBytes(shape);
+    if (bytes == 0) // no rank's queries see a key of this block
+      continue;
     plan::Buffer buffer;
     buffer.id = static_cast<int64_t>(result.buffers.size());
-    buffer.name =
-        "attention_grad.workspace#" + std::to_string(workspaceOf.size());
+    buffer.name = name + std::to_string(workspaceOf.size());
     buffer.region = plan::Region::Activation;
     buffer.dtype = DType::F32;
     buffer.shape = {(bytes + 3) / 4};
