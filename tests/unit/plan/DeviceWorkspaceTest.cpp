@@ -17,6 +17,33 @@ using namespace sharc::plan;
 
 namespace {
 
+/// What predictDeviceWorkspace says of the plan `text` (format checks only).
+DeviceWorkspace predictedFor(const std::string &text) {
+  Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
+  INFO(plan.status().message());
+  REQUIRE(plan);
+  return predictDeviceWorkspace(*plan);
+}
+
+/// A cp 2 plan of q [32, 1, 32] bf16 (2 heads of 16), k [`keys`, 1, 16]
+/// and lse [1, 2, 32] (buffers 0, 1, 2) running `instruction`.
+std::string cpPlan(int64_t keys, const std::string &instruction) {
+  return R"(sharc_plan: 1
+mesh: [{name: cp, size: 2}]
+num_streams: 1
+num_events: 0
+regions: {activation: 16384}
+buffers:
+  - {id: 0, name: "q", region: activation, offset: 0, bytes: 2048, dtype: bf16, shape: [32, 1, 32]}
+  - {id: 1, name: "k", region: activation, offset: 2048, bytes: )" +
+         std::to_string(keys * 32) + ", dtype: bf16, shape: [" +
+         std::to_string(keys) + R"(, 1, 16]}
+  - {id: 2, name: "lse", region: activation, offset: 4096, bytes: 256, dtype: f32, shape: [1, 2, 32]}
+instructions:
+  - )" + instruction +
+         "\n";
+}
+
 /// Two streams: an rms_norm_grad (group 4), an attention_grad in bf16 and
 /// a matmul on stream 0; a cross_entropy over 8 tokens and an all_gather
 /// along the inner dimension of a [2, 4] tensor on stream 1.
@@ -95,10 +122,7 @@ instructions:
     text.replace(text.find("BYTES"), 5, std::to_string(workspaceFloats * 4));
     text.replace(text.find("FLOATS"), 6, std::to_string(workspaceFloats));
     text.replace(text.find("RESULTS"), 7, results);
-    Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
-    INFO(plan.status().message());
-    REQUIRE(plan);
-    return predictDeviceWorkspace(*plan);
+    return predictedFor(text);
   };
   CHECK(cudnnAttentionGradBytes(
             {.q = {64, 1, 32}, .k = {64, 1, 16}, .headDim = 16}) == 17152);
@@ -134,23 +158,12 @@ TEST_CASE("a context-parallel attention_grad counts every key; a balanced "
   cp.axisSize = 1; // one rank: plain causal attention over 32 of the keys
   CHECK(cudnnAttentionGradBytes(cp) == 1024 * 4 + 32 * 32 * 4 + 64 * 4 + 256);
   auto scratch = [](const std::string &split) {
-    std::string text = R"(sharc_plan: 1
-mesh: [{name: cp, size: 2}]
-num_streams: 1
-num_events: 0
-regions: {activation: 16384}
-buffers:
-  - {id: 0, name: "q", region: activation, offset: 0, bytes: 2048, dtype: bf16, shape: [32, 1, 32]}
-  - {id: 1, name: "k", region: activation, offset: 2048, bytes: 2048, dtype: bf16, shape: [64, 1, 16]}
-  - {id: 2, name: "lse", region: activation, offset: 4096, bytes: 256, dtype: f32, shape: [1, 2, 32]}
-instructions:
-  - {op: attention_grad, in: [0, 1, 1, 0, 2, 0], out: [0, 1, 1], attrs: {head_dim: 16, position_axis: "cp"SPLIT}}
-)";
-    text.replace(text.find("SPLIT"), 5, split);
-    Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
-    INFO(plan.status().message());
-    REQUIRE(plan);
-    return predictDeviceWorkspace(*plan).scratchBytes;
+    return predictedFor(
+               cpPlan(64, "{op: attention_grad, in: [0, 1, 1, 0, 2, 0], out: "
+                          "[0, 1, 1], attrs: {head_dim: 16, position_axis: "
+                          "\"cp\"" +
+                              split + "}}"))
+        .scratchBytes;
   };
   CHECK(scratch(", position_split: \"balanced\"") == 11904);
   CHECK(scratch("") == 12800);
@@ -162,24 +175,12 @@ TEST_CASE("a ring attention block's backward without dlse takes cuDNN's "
   // q [32, 1, 32] (2 heads of 16), the key block k [32, 1, 16], cp 2, the
   // block one step round the ring (kv_shift 1).
   auto scratch = [](const std::string &in, const std::string &split) {
-    std::string text = R"(sharc_plan: 1
-mesh: [{name: cp, size: 2}]
-num_streams: 1
-num_events: 0
-regions: {activation: 16384}
-buffers:
-  - {id: 0, name: "q", region: activation, offset: 0, bytes: 2048, dtype: bf16, shape: [32, 1, 32]}
-  - {id: 1, name: "k", region: activation, offset: 2048, bytes: 1024, dtype: bf16, shape: [32, 1, 16]}
-  - {id: 2, name: "lse", region: activation, offset: 4096, bytes: 256, dtype: f32, shape: [1, 2, 32]}
-instructions:
-  - {op: attention_block_grad, in: IN, out: [0, 1, 1], attrs: {head_dim: 16, position_axis: "cp", kv_shift: 1SPLIT}}
-)";
-    text.replace(text.find("IN"), 2, in);
-    text.replace(text.find("SPLIT"), 5, split);
-    Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
-    INFO(plan.status().message());
-    REQUIRE(plan);
-    return predictDeviceWorkspace(*plan).scratchBytes;
+    return predictedFor(
+               cpPlan(32, "{op: attention_block_grad, in: " + in +
+                              ", out: [0, 1, 1], attrs: {head_dim: "
+                              "16, position_axis: \"cp\", kv_shift: 1" +
+                              split + "}}"))
+        .scratchBytes;
   };
   // Contiguous: rank 1's queries see all of rank 0's keys, one unmasked
   // call: 1024 x 4 for dq, 32 keys x 32 x 4 per query head, 64 x 4, 256.
@@ -213,11 +214,7 @@ buffers:
 instructions:
   - {op: decode_attention, in: [0, 1, 1, 2, 2, 3], out: [0], attrs: {head_dim: 8, theta: 10000.0}}
 )";
-  Result<Plan> plan = parsePlan(text, "plan.yaml", PlanChecks::FormatOnly);
-  INFO(plan.status().message());
-  REQUIRE(plan);
-  CHECK(predictDeviceWorkspace(*plan).scratchBytes ==
-        2 * 3 * 4 * 3 * (8 + 2) * 4);
+  CHECK(predictedFor(text).scratchBytes == 2 * 3 * 4 * 3 * (8 + 2) * 4);
   // A cache of one chunk: one run, finished without a merge.
   CHECK(kernels::decodeAttentionScratchBytes(1, 1, 8, 4, 96, 64) == 0);
   // In bf16 the prefill goes through cuDNN: the rotated queries (384
@@ -234,10 +231,7 @@ instructions:
     REQUIRE(bf16.find(from) != std::string::npos);
     bf16.replace(bf16.find(from), from.size(), to);
   }
-  Result<Plan> prefill = parsePlan(bf16, "plan.yaml", PlanChecks::FormatOnly);
-  INFO(prefill.status().message());
-  REQUIRE(prefill);
-  CHECK(predictDeviceWorkspace(*prefill).scratchBytes == 512 + 2 * 256 + 256);
+  CHECK(predictedFor(bf16).scratchBytes == 512 + 2 * 256 + 256);
   CHECK(kernels::decodePrefillStagingBytes(2, 3, 4, 8, 2) == 1024);
 }
 
