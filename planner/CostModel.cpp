@@ -21,6 +21,8 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
@@ -180,15 +182,29 @@ double peakRate(const Machine &machine, const std::string &dtype) {
   return slowest > 0.0 ? slowest : 1.0;
 }
 
+/// `op`'s figure in `figures`, or that of the op whose kernels it runs:
+/// ring attention's blocks are the attention library's calls
+/// (kernels/AttentionRuns.h) with attention's flop count, so without
+/// figures of their own they take attention's and attention_grad's.
+std::optional<double> figureOf(const std::map<std::string, double> &figures,
+                               const std::string &op) {
+  if (auto it = figures.find(op); it != figures.end())
+    return it->second;
+  static const std::map<std::string, std::string> kRunsAs = {
+      {"attention_block", "attention"},
+      {"attention_block_grad", "attention_grad"}};
+  if (auto as = kRunsAs.find(op); as != kRunsAs.end())
+    if (auto it = figures.find(as->second); it != figures.end())
+      return it->second;
+  return std::nullopt;
+}
+
 double computeSeconds(const Machine &machine, const ScheduleNode &node) {
   double mathSeconds =
       static_cast<double>(node.flops) / peakRate(machine, node.dtype);
   double memorySeconds =
       static_cast<double>(node.memBytes) / machine.memoryBandwidth;
-  double efficiency = 1.0;
-  if (auto it = machine.opEfficiency.find(node.op);
-      it != machine.opEfficiency.end())
-    efficiency = it->second;
+  double efficiency = figureOf(machine.opEfficiency, node.op).value_or(1.0);
   return launchSeconds(machine, node.op) +
          std::max(mathSeconds, memorySeconds) / efficiency;
 }
@@ -196,9 +212,8 @@ double computeSeconds(const Machine &machine, const ScheduleNode &node) {
 } // namespace
 
 double launchSeconds(const Machine &machine, const std::string &op) {
-  auto it = machine.opOverhead.find(op);
   return machine.launchOverhead +
-         (it == machine.opOverhead.end() ? 0.0 : it->second);
+         figureOf(machine.opOverhead, op).value_or(0.0);
 }
 
 Result<Machine> parseMachine(const std::string &text,

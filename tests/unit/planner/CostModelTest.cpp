@@ -132,6 +132,23 @@ TEST_CASE("an op's overhead comes once a launch, beside its roofline",
   REQUIRE(parsed->opOverhead.at("add") == 0.0);
 }
 
+TEST_CASE("ring attention's blocks take attention's figures unless they "
+          "have their own",
+          "[planner]") {
+  Machine machine = roundMachine();
+  machine.opEfficiency = {{"attention", 0.5}, {"attention_grad", 0.25}};
+  machine.opOverhead = {{"attention_grad", 3e-6}};
+  ScheduleNode block = computeNode(2'000'000'000, 1'000);
+  block.op = "attention_block";
+  // 2 ms of math at half the peak, the launch alone.
+  REQUIRE(nodeSeconds(machine, block) == Approx(1e-6 + 4e-3));
+  block.op = "attention_block_grad";
+  REQUIRE(nodeSeconds(machine, block) == Approx(1e-6 + 3e-6 + 8e-3));
+  // A figure of the block's own wins.
+  machine.opEfficiency["attention_block_grad"] = 1.0;
+  REQUIRE(nodeSeconds(machine, block) == Approx(1e-6 + 3e-6 + 2e-3));
+}
+
 TEST_CASE("collective time is alpha plus bytes over beta", "[planner]") {
   Machine machine = roundMachine();
   REQUIRE(nodeSeconds(machine, collectiveNode("all_reduce", "tp", 4'000'000)) ==
