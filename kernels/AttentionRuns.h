@@ -1,5 +1,5 @@
 //===- AttentionRuns.h - a query block as prefix-masked calls ---*- C++ -*-===//
-// defines: QueryRun, queryRuns, RunStaging, runStaging,
+// defines: QueryRun, queryRuns, lastCall, RunStaging, runStaging,
 //          cudnnAttentionGradRunBytes
 //
 // A fused attention library (cuDNN's SDPA) takes one mask a call: none, or
@@ -151,6 +151,16 @@ Result<std::vector<QueryRun>> queryRuns(const Args &args) {
                    args.keys());
 }
 
+/// The index of the last call (the last run that sees a key), whose
+/// prefix is the longest and which writes dk and dv in place; runs.size()
+/// when no run sees a key.
+inline size_t lastCall(const std::vector<QueryRun> &runs) {
+  for (size_t i = runs.size(); i-- > 0;)
+    if (runs[i].keys > 0)
+      return i;
+  return runs.size();
+}
+
 /// Where a backward's staging sits in its workspace (byte offsets; the
 /// staged dk at 0, then dv, then the packed lse rows, each 256-byte
 /// aligned); the library's own workspace from `library` on.
@@ -164,17 +174,16 @@ inline RunStaging runStaging(const std::vector<QueryRun> &runs, int64_t seqLen,
                              int64_t batch, int64_t numHeads,
                              int64_t numKvHeads, int64_t headDim) {
   auto align = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
-  int64_t stagedKeys = 0, packedRows = 0, calls = 0;
-  for (const QueryRun &run : runs) {
-    if (run.keys == 0)
+  int64_t stagedKeys = 0, packedRows = 0;
+  size_t last = lastCall(runs);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].keys == 0)
       continue;
-    ++calls;
-    if (run.rows != seqLen)
-      packedRows = std::max(packedRows, run.rows);
+    if (runs[i].rows != seqLen)
+      packedRows = std::max(packedRows, runs[i].rows);
+    if (i != last)
+      stagedKeys = std::max(stagedKeys, runs[i].keys);
   }
-  for (const QueryRun &run : runs)
-    if (run.keys > 0 && --calls > 0) // not the last call
-      stagedKeys = std::max(stagedKeys, run.keys);
   RunStaging staging;
   staging.dv = align(stagedKeys * batch * numKvHeads * headDim * 2);
   staging.stats = 2 * staging.dv;

@@ -116,10 +116,7 @@ std::pair<int64_t, int64_t> runLayout(const AttentionArgs &args,
 std::pair<int64_t, int64_t> runLayout(const AttentionGradArgs &args,
                                       const std::vector<QueryRun> &runs,
                                       size_t i) {
-  bool last = true;
-  for (size_t j = i + 1; j < runs.size(); ++j)
-    last = last && runs[j].keys == 0;
-  return {last ? args.dvPitch : 0,
+  return {i == lastCall(runs) ? args.dvPitch : 0,
           runs[i].rows == args.seqLen ? args.seqLen : runs[i].rows};
 }
 
@@ -428,7 +425,7 @@ Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
   auto *stats = reinterpret_cast<float *>(stagedK + staging.stats);
   char *library = stagedK + staging.library;
   auto stream = static_cast<cudaStream_t>(stream_);
-  bool written = false; // the last call, which writes dk and dv in place
+  size_t lastRun = lastCall(*runs);
   for (size_t i = runs->size(); i-- > 0;) {
     const QueryRun &run = (*runs)[i];
     if (run.keys == 0) {
@@ -437,8 +434,7 @@ Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
                           run.rows * args.batch * qWidth * 2, stream));
       continue;
     }
-    bool last = !written;
-    written = true;
+    bool last = i == lastRun;
     auto [graphDvPitch, lseRows] = runLayout(args, *runs, i);
     auto graph = graphFor(args, run, graphDvPitch, lseRows);
     if (!graph)
@@ -479,7 +475,7 @@ Status CudnnAttention::run(const AttentionGradArgs &args, void *workspace) {
     SHARC_TRY(addBf16Rows(args.dv.data, dvPitch, stagedV, run.keys * args.batch,
                           kvWidth, stream_));
   }
-  if (!written) { // no query sees a key of the block
+  if (lastRun == runs->size()) { // no query sees a key of the block
     int64_t keyRows = args.keys() * args.batch;
     SHARC_CUDA(cudaMemsetAsync(args.dk.data, 0, keyRows * kvWidth * 2, stream));
     SHARC_CUDA(cudaMemset2DAsync(args.dv.data, dvPitch * 2, 0, kvWidth * 2,

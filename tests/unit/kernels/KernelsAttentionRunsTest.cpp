@@ -233,7 +233,15 @@ TEST_CASE("prefix-masked calls refuse a backward with dlse", "[kernels]") {
   // Queries that all follow the keys see every key: one unmasked call.
   CHECK(queryRuns(RowPositions{16}, 8, RowPositions{0}, 8) ==
         std::vector<QueryRun>{{0, 8, 8, false}});
-  // Queries before the first key see none at first.
-  CHECK(queryRuns(RowPositions{0}, 8, RowPositions{4}, 8) ==
-        std::vector<QueryRun>{{0, 4, 0, false}, {4, 4, 4, true}});
+  // Queries before the first key see none at first; the last call is the
+  // second run.
+  std::vector<QueryRun> late =
+      queryRuns(RowPositions{0}, 8, RowPositions{4}, 8);
+  CHECK(late == std::vector<QueryRun>{{0, 4, 0, false}, {4, 4, 4, true}});
+  CHECK(lastCall(late) == 1);
+  // Queries that all precede the keys: no call at all.
+  std::vector<QueryRun> none =
+      queryRuns(RowPositions{0}, 8, RowPositions{8}, 8);
+  CHECK(none == std::vector<QueryRun>{{0, 8, 0, false}});
+  CHECK(lastCall(none) == none.size());
 }
