@@ -51,8 +51,10 @@ struct BackendOptions {
   /// The run's processes, which agree on NCCL's unique ids (cuda) or carry
   /// the collectives' messages (cpu); null: one.
   Processes *processes = nullptr;
-  /// cuda: more ranks than GPUs, rank r on GPU r % GPUs, collectives
-  /// through the host (executor/cuda/SharedGpuCommunicator.h).
+  /// cuda: more ranks than GPUs, rank r on GPU r % GPUs, collectives by
+  /// copies between the ranks' memory (executor/cuda/
+  /// PeerMemoryCommunicator.h; through the host where GPUs cannot reach
+  /// each other, SharedGpuCommunicator.h).
   bool shareGpus = false;
 };
 

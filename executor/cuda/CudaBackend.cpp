@@ -5,6 +5,7 @@
 #include "executor/TransferOrder.h"
 #include "executor/cuda/CudaRank.h"
 #include "executor/cuda/NcclCommunicator.h"
+#include "executor/cuda/PeerMemoryCommunicator.h"
 #include "executor/cuda/SharedGpuCommunicator.h"
 
 #include <cuda_runtime.h>
@@ -52,7 +53,9 @@ public:
   }
 
   /// Ranks round-robin on this process's GPUs, one host rendezvous per
-  /// stream as on the cpu backend.
+  /// stream as on the cpu backend. Where every GPU in use reads every
+  /// other's memory, collectives run on the GPUs (PeerMemoryCommunicator),
+  /// else on the host over managed memory (SharedGpuCommunicator).
   Status setUpShared() {
     if (options_.processes && options_.processes->count() > 1)
       return Status::invalidInput(
@@ -60,20 +63,56 @@ public:
     numDevices_ = static_cast<int>(cudaDevicesVisible());
     if (numDevices_ == 0)
       return Status::invalidInput("--share-gpus: no CUDA device is visible");
-    for (int device = 0; device < numDevices_; ++device) {
+    int64_t ranks = 1;
+    for (const plan::MeshAxis &axis : plan_.mesh)
+      ranks *= axis.size;
+    numDevices_ = static_cast<int>(std::min<int64_t>(numDevices_, ranks));
+    auto peers = enablePeerAccess(numDevices_);
+    if (!peers)
+      return peers.status();
+    peerMemory_ = *peers;
+    for (int device = 0; device < numDevices_ && !peerMemory_; ++device) {
       int concurrent = 0;
       SHARC_CUDA(cudaDeviceGetAttribute(
           &concurrent, cudaDevAttrConcurrentManagedAccess, device));
       if (!concurrent)
         return Status::invalidInput(
-            "--share-gpus needs managed memory the host and the GPU may use "
-            "at once (concurrentManagedAccess), which GPU " +
+            "--share-gpus needs GPUs that read each other's memory, or "
+            "managed memory the host and the GPU may use at once "
+            "(concurrentManagedAccess), which GPU " +
             std::to_string(device) + " lacks");
     }
-    for (int64_t s = 0; s < plan_.numStreams; ++s)
+    for (int64_t s = 0; s < plan_.numStreams; ++s) {
       worlds_.push_back(
           std::make_unique<CommWorld>(plan_.mesh, options_.timeoutSeconds));
+      peerWorlds_.push_back(std::make_unique<PeerMemoryWorld>(
+          plan_.mesh, options_.timeoutSeconds));
+    }
     return Status::ok();
+  }
+
+  /// Whether each of GPUs [0, numDevices) may read every other's memory,
+  /// enabling it where so.
+  static Result<bool> enablePeerAccess(int numDevices) {
+    for (int a = 0; a < numDevices; ++a)
+      for (int b = 0; b < numDevices; ++b) {
+        int can = 0;
+        SHARC_CUDA(cudaDeviceCanAccessPeer(&can, a, b));
+        if (a != b && !can)
+          return false;
+      }
+    for (int a = 0; a < numDevices; ++a)
+      for (int b = 0; b < numDevices; ++b) {
+        if (a == b)
+          continue;
+        SHARC_CUDA(cudaSetDevice(a));
+        cudaError_t error = cudaDeviceEnablePeerAccess(b, 0);
+        if (error == cudaErrorPeerAccessAlreadyEnabled)
+          (void)cudaGetLastError();
+        else
+          SHARC_CUDA(error);
+      }
+    return true;
   }
 
   const char *name() const override { return "cuda"; }
@@ -91,6 +130,8 @@ public:
     aborted_.store(true);
     for (auto &world : worlds_)
       world->abort();
+    for (auto &world : peerWorlds_)
+      world->wakeAll();
   }
   void reset() override {
     aborted_.store(false);
@@ -105,10 +146,17 @@ public:
   bool aborted() const override { return aborted_.load(); }
   double timeoutSeconds() const override { return options_.timeoutSeconds; }
   bool shared() const override { return options_.shareGpus; }
+  bool hostCollectives() const override {
+    return options_.shareGpus && !peerMemory_;
+  }
   std::unique_ptr<Communicator> communicator(int64_t rank, int64_t stream,
                                              cudaStream_t cudaStream,
                                              void *staging,
                                              int64_t stagingBytes) override {
+    if (shared() && peerMemory_)
+      return std::make_unique<PeerMemoryCommunicator>(
+          worlds_[stream]->communicator(rank), *peerWorlds_[stream],
+          *worlds_[stream], static_cast<int>(rank % numDevices_), cudaStream);
     if (shared())
       return std::make_unique<SharedGpuCommunicator>(
           worlds_[stream]->communicator(rank), cudaStream);
@@ -131,6 +179,9 @@ private:
   std::unique_ptr<NcclGroups> groups_;
   /// Shared GPUs: one rendezvous per stream, and the GPUs to go round.
   std::vector<std::unique_ptr<CommWorld>> worlds_;
+  /// Shared GPUs that read each other's memory: the transfers' channels.
+  std::vector<std::unique_ptr<PeerMemoryWorld>> peerWorlds_;
+  bool peerMemory_ = false;
   int numDevices_ = 0;
   int64_t firstDevice_ = 0; ///< the GPU of options_.span.first
   std::atomic<bool> aborted_{false};

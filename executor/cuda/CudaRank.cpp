@@ -66,9 +66,9 @@ Status CudaRank::setUp(const plan::Plan &plan, bool poison, bool profile) {
     if (numBytes == 0)
       continue;
     void *base = nullptr;
-    // Shared GPUs: the host runs the collectives on the regions.
+    // Shared GPUs the host runs the collectives for: managed regions.
     cudaError_t error =
-        backend_.shared()
+        backend_.hostCollectives()
             ? cudaMallocManaged(&base, static_cast<size_t>(numBytes))
             : cudaMalloc(&base, static_cast<size_t>(numBytes));
     if (error == cudaErrorMemoryAllocation) {

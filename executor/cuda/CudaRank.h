@@ -27,9 +27,12 @@ namespace sharc::exec {
 class CudaRankOwner {
 public:
   virtual ~CudaRankOwner() = default;
-  /// Ranks share GPUs: regions are managed memory, collectives run on the
-  /// host, and a step cannot be captured.
+  /// Ranks share GPUs: a step cannot be captured (each rank's capture
+  /// would wait on events of the others').
   virtual bool shared() const = 0;
+  /// Shared GPUs that cannot read each other's memory: regions are managed
+  /// memory and collectives run on the host.
+  virtual bool hostCollectives() const = 0;
   virtual bool aborted() const = 0;
   virtual double timeoutSeconds() const = 0;
   /// Rank `rank`'s communicator for plan stream `stream`.

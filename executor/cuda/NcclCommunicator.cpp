@@ -43,26 +43,6 @@ Result<ncclDataType_t> ncclType(DType dtype) {
   return Status::invalidInput("no NCCL type for this dtype");
 }
 
-/// [outer, extent, inner] around `dim`, inner in bytes.
-struct Split {
-  int64_t outer = 1, extent = 1, innerBytes = 1;
-};
-
-Split splitAt(const std::vector<int64_t> &shape, int64_t dim,
-              int64_t elementBytes) {
-  Split split;
-  split.innerBytes = elementBytes;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim)
-      split.outer *= shape[d];
-    else if (d == dim)
-      split.extent = shape[d];
-    else
-      split.innerBytes *= shape[d];
-  }
-  return split;
-}
-
 cudaStream_t asStream(void *stream) {
   return static_cast<cudaStream_t>(stream);
 }
@@ -325,7 +305,7 @@ Status NcclCommunicator::allGather(const void *send, void *recv, DType dtype,
   auto type = ncclType(dtype);
   if (!type)
     return type.status();
-  Split split = splitAt(sendShape, dim, elementBytes);
+  DimSplit split = splitAt(sendShape, dim, elementBytes);
   cudaStream_t stream = asStream(cudaStream_);
   if (split.outer == 1) {
     SHARC_NCCL(ncclAllGather(send, recv,
@@ -372,7 +352,7 @@ Status NcclCommunicator::reduceScatter(const void *send, void *recv,
   if (!type)
     return type.status();
   size_t recvCount = static_cast<size_t>(numElements(sendShape) / members);
-  Split split = splitAt(sendShape, dim, elementBytes);
+  DimSplit split = splitAt(sendShape, dim, elementBytes);
   cudaStream_t stream = asStream(cudaStream_);
   if (split.outer == 1) {
     SHARC_NCCL(
@@ -428,8 +408,8 @@ Status NcclCommunicator::allToAll(const void *send, void *recv, DType dtype,
   std::vector<int64_t> pieceShape = sendShape;
   pieceShape[splitDim] /= members;
   int64_t pieceBytes = sendBytes / members;
-  Split in = splitAt(sendShape, splitDim, elementBytes);
-  Split out = splitAt(pieceShape, concatDim, elementBytes);
+  DimSplit in = splitAt(sendShape, splitDim, elementBytes);
+  DimSplit out = splitAt(pieceShape, concatDim, elementBytes);
   // Pieces go out and come in whole: packed from strided rows unless the
   // split dimension is the outermost, unpacked into strided rows unless
   // the concatenated one is.

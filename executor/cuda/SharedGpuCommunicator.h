@@ -3,7 +3,9 @@
 //
 // When a plan has more ranks than the node has GPUs (sharc-run
 // --share-gpus), ranks share GPUs round-robin. NCCL refuses two ranks on
-// one device, so their collectives go through the host instead: each rank's
+// one device; where the GPUs in use can read each other's memory,
+// PeerMemoryCommunicator.h runs the collectives on them. Where they cannot,
+// the collectives go through the host instead (this class): each rank's
 // regions are CUDA managed memory, and a collective first waits for its
 // stream (which orders it after everything the plan made it wait for),
 // then runs the cpu backend's in-process LocalCommunicator on the managed

@@ -2,7 +2,7 @@
 # Runs each plan on the GPUs and on the cpu from the same weights and tokens
 # (sharc-run --compare-cpu) and prints one line per plan; exit 1 if any
 # differs, 77 (ctest's skip) when the node has no GPU. A plan with more
-# ranks than GPUs runs with --share-gpus (collectives through the host).
+# ranks than GPUs runs with --share-gpus (sharc's collectives, not NCCL's).
 # usage: parity.sh SHARC_RUN PLAN...
 set -uo pipefail
 sharc_run=$1
@@ -15,7 +15,8 @@ for plan in "$@"; do
   # ranks: the product of the mesh's axis sizes
   ranks=$("$(dirname "$0")/plan-ranks.sh" "$plan")
   # With fewer GPUs than ranks (but one at least), the ranks share them:
-  # real kernels, streams and events, collectives through the host.
+  # real kernels, streams and events, collectives as copies between
+  # the ranks' memory (executor/cuda/PeerMemoryCommunicator.h).
   share=()
   if [ "$gpus" -eq 0 ]; then
     echo "skip  $(basename "$plan"): the node has no GPU"

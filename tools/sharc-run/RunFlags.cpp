@@ -129,9 +129,10 @@ const char *kUsage =
     "                  be given more than once); the run ends when all have\n"
     "  --share-gpus    on cuda, run a plan with more ranks than the node has\n"
     "                  GPUs: rank r on GPU r mod GPUs, collectives and\n"
-    "                  transfers through the host on managed memory. Slow;\n"
-    "                  for checking multi-rank plans (with --validate or\n"
-    "                  --compare-cpu) on a small machine\n";
+    "                  transfers as copies between the ranks' memory on\n"
+    "                  the GPUs (through the host where the GPUs cannot\n"
+    "                  reach each other); for checking multi-rank plans\n"
+    "                  (with --validate or --compare-cpu) on a small machine\n";
 
 /// Whether two paths, existing or not, name the same file: compared as
 /// absolute paths with symbolic links resolved where they exist.
