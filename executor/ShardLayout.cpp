@@ -30,21 +30,6 @@ int64_t numElements(const std::vector<int64_t> &shape) {
   return count;
 }
 
-DimSplit splitAt(const std::vector<int64_t> &shape, int64_t dim,
-                 int64_t elementBytes) {
-  DimSplit split;
-  split.innerBytes = elementBytes;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
-    if (d < dim)
-      split.outer *= shape[d];
-    else if (d == dim)
-      split.extent = shape[d];
-    else
-      split.innerBytes *= shape[d];
-  }
-  return split;
-}
-
 int64_t ShardSlice::globalOf(size_t dim, int64_t local) const {
   if (dim >= runs.size())
     return start[dim] + local;

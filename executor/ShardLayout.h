@@ -1,6 +1,6 @@
 //===- ShardLayout.h - the part of a tensor a rank holds --------*- C++ -*-===//
 // defines: meshCoords, ShardSlice, shardSlice, stageOfRank, isShardOwner,
-// numElements, DimSplit, splitAt,
+// numElements,
 //          convertElements, convertElementsInParallel, sameElements,
 //          copyGlobalToLocal, copyLocalToGlobal,
 //          localSpanOf, copyLocalRangeToGlobal
@@ -72,15 +72,6 @@ bool isShardOwner(const std::vector<plan::MeshAxis> &mesh,
                   const std::vector<int64_t> &coords);
 
 int64_t numElements(const std::vector<int64_t> &shape);
-
-/// A row-major shape seen as [outer, extent, inner] around `dim`, inner in
-/// bytes: the rows a block along `dim` is cut into (the layouts of
-/// collectives along an inner dimension).
-struct DimSplit {
-  int64_t outer = 1, extent = 1, innerBytes = 1;
-};
-DimSplit splitAt(const std::vector<int64_t> &shape, int64_t dim,
-                 int64_t elementBytes);
 
 /// Converts `count` elements between storage types (float types round to
 /// nearest even on the way down; a plain copy when the types agree).

@@ -2,6 +2,7 @@
 
 #include "executor/cuda/NcclCommunicator.h"
 
+#include "executor/CollectiveLayout.h"
 #include "executor/ShardLayout.h"
 #include "kernels/Copy.h"
 #include "kernels/cuda/Launch.h"
@@ -387,56 +388,41 @@ Status NcclCommunicator::allToAll(const void *send, void *recv, DType dtype,
                                   const std::string &axis) {
   if (groups_.aborted())
     return Status::runtimeError("NCCL was aborted after an earlier failure");
-  int64_t rank = static_cast<int64_t>(sendShape.size());
   int64_t members = groupSize(axis);
-  if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank ||
-      splitDim == concatDim || sendShape[splitDim] % members != 0)
-    return Status::runtimeError(
-        "all_to_all over " + axis + ": dims " + std::to_string(splitDim) +
-        " and " + std::to_string(concatDim) + " of a rank-" +
-        std::to_string(rank) + " input do not split over " +
-        std::to_string(members) + " ranks");
   int64_t elementBytes = dtypeSize(dtype);
+  auto layout = allToAllLayout(sendShape, splitDim, concatDim, members,
+                               elementBytes, axis);
+  if (!layout)
+    return layout.status();
   int64_t numel = numElements(sendShape);
-  int64_t sendBytes = numel * elementBytes;
+  int64_t sendBytes = layout->sendBytes, pieceBytes = layout->pieceBytes;
   ncclComm_t comm = groups_.comm(rank_, stream_, axis);
   if (!comm) // a group of one: its only piece is the whole input
     return allReduce(send, recv, dtype, numel, ReduceOp::Sum, axis);
   auto type = ncclType(dtype);
   if (!type)
     return type.status();
-  std::vector<int64_t> pieceShape = sendShape;
-  pieceShape[splitDim] /= members;
-  int64_t pieceBytes = sendBytes / members;
-  DimSplit in = splitAt(sendShape, splitDim, elementBytes);
-  DimSplit out = splitAt(pieceShape, concatDim, elementBytes);
   // Pieces go out and come in whole: packed from strided rows unless the
   // split dimension is the outermost, unpacked into strided rows unless
   // the concatenated one is.
-  int64_t needed =
-      (in.outer > 1 ? sendBytes : 0) + (out.outer > 1 ? sendBytes : 0);
+  int64_t needed = (layout->piecesStrided() ? sendBytes : 0) +
+                   (layout->blocksStrided() ? sendBytes : 0);
   if (needed > stagingBytes_)
     return Status::runtimeError("all_to_all staging of " +
                                 std::to_string(stagingBytes_) +
                                 " bytes is short of " + std::to_string(needed));
   cudaStream_t stream = asStream(cudaStream_);
   auto *sendStage = static_cast<std::byte *>(staging_);
-  std::byte *recvStage = sendStage + (in.outer > 1 ? sendBytes : 0);
+  std::byte *recvStage = sendStage + (layout->piecesStrided() ? sendBytes : 0);
   const auto *sendFrom = static_cast<const std::byte *>(send);
   auto *recvInto = static_cast<std::byte *>(recv);
-  if (in.outer > 1) {
-    int64_t chunkBytes = in.extent / members * in.innerBytes;
+  if (layout->piecesStrided()) {
     for (int64_t j = 0; j < members; ++j)
-      SHARC_TRY(kernels::cuda::copy2d({.src = sendFrom + j * chunkBytes,
-                                       .dst = sendStage + j * pieceBytes,
-                                       .rows = in.outer,
-                                       .rowBytes = chunkBytes,
-                                       .srcPitch = in.extent * in.innerBytes,
-                                       .dstPitch = chunkBytes},
-                                      stream));
+      SHARC_TRY(kernels::cuda::copy2d(
+          layout->packPiece(send, j, sendStage + j * pieceBytes), stream));
     sendFrom = sendStage;
   }
-  if (out.outer > 1)
+  if (layout->blocksStrided())
     recvInto = recvStage;
   auto count = static_cast<size_t>(numel / members);
   SHARC_NCCL(ncclGroupStart());
@@ -452,18 +438,10 @@ Status NcclCommunicator::allToAll(const void *send, void *recv, DType dtype,
   }
   SHARC_NCCL(ncclGroupEnd());
   SHARC_TRY(status);
-  if (out.outer > 1) {
-    int64_t blockRowBytes = out.extent * out.innerBytes;
+  if (layout->blocksStrided())
     for (int64_t m = 0; m < members; ++m)
       SHARC_TRY(kernels::cuda::copy2d(
-          {.src = recvStage + m * pieceBytes,
-           .dst = static_cast<std::byte *>(recv) + m * blockRowBytes,
-           .rows = out.outer,
-           .rowBytes = blockRowBytes,
-           .srcPitch = blockRowBytes,
-           .dstPitch = blockRowBytes * members},
-          stream));
-  }
+          layout->placeBlock(recvStage + m * pieceBytes, m, recv), stream));
   return Status::ok();
 }
 

@@ -2,8 +2,8 @@
 
 #include "executor/cuda/PeerMemoryCommunicator.h"
 
+#include "executor/CollectiveLayout.h"
 #include "executor/Deadline.h"
-#include "executor/ShardLayout.h"
 #include "kernels/Copy.h"
 #include "kernels/cuda/Launch.h"
 #include "kernels/cuda/MemberReduce.h"
@@ -274,26 +274,12 @@ Status PeerMemoryCommunicator::allToAll(const void *send, void *recv,
                                         const std::vector<int64_t> &sendShape,
                                         int64_t splitDim, int64_t concatDim,
                                         const std::string &axis) {
-  int64_t rank = static_cast<int64_t>(sendShape.size());
   int64_t members = groupSize(axis);
-  if (splitDim < 0 || splitDim >= rank || concatDim < 0 || concatDim >= rank ||
-      splitDim == concatDim || sendShape[splitDim] % members != 0)
-    return Status::runtimeError(
-        "all_to_all over " + axis + ": dims " + std::to_string(splitDim) +
-        " and " + std::to_string(concatDim) + " of a rank-" +
-        std::to_string(rank) + " input do not split over " +
-        std::to_string(members) + " ranks");
-  int64_t elementBytes = dtypeSize(dtype);
-  int64_t sendBytes = numElements(sendShape) * elementBytes;
-  int64_t pieceBytes = sendBytes / members;
-  std::vector<int64_t> pieceShape = sendShape;
-  pieceShape[splitDim] /= members;
-  DimSplit in = splitAt(sendShape, splitDim, elementBytes);
-  DimSplit block = splitAt(pieceShape, concatDim, elementBytes);
-  // This rank's piece of a member's input is chunkBytes of each of its
-  // in.outer rows; it lands as block m of each of the output's rows.
-  int64_t chunkBytes = in.extent / members * in.innerBytes;
-  int64_t blockRowBytes = block.extent * block.innerBytes;
+  auto layout = allToAllLayout(sendShape, splitDim, concatDim, members,
+                               dtypeSize(dtype), axis);
+  if (!layout)
+    return layout.status();
+  int64_t sendBytes = layout->sendBytes, pieceBytes = layout->pieceBytes;
   Call call{
       .signature = "all_to_all split " + std::to_string(splitDim) + " concat " +
                    std::to_string(concatDim) + " " +
@@ -303,29 +289,20 @@ Status PeerMemoryCommunicator::allToAll(const void *send, void *recv,
       .recv = recv,
       .recvBytes = sendBytes,
       // A piece of strided rows is packed first.
-      .extraScratchBytes = in.outer > 1 ? sendBytes : 0,
+      .extraScratchBytes = layout->piecesStrided() ? sendBytes : 0,
       .compute = [&](const std::vector<const void *> &sends, int64_t index,
                      std::byte *out, std::byte *packed) {
         for (int64_t m = 0; m < members; ++m) {
-          const auto *piece =
-              static_cast<const std::byte *>(sends[m]) + index * chunkBytes;
-          if (in.outer > 1) {
-            SHARC_TRY(
-                kernels::cuda::copy2d({.src = piece,
-                                       .dst = packed + m * pieceBytes,
-                                       .rows = in.outer,
-                                       .rowBytes = chunkBytes,
-                                       .srcPitch = in.extent * in.innerBytes,
-                                       .dstPitch = chunkBytes},
-                                      stream_));
+          // This rank's piece of member m's input.
+          const void *piece =
+              static_cast<const std::byte *>(sends[m]) + index * pieceBytes;
+          if (layout->piecesStrided()) {
             piece = packed + m * pieceBytes;
+            SHARC_TRY(kernels::cuda::copy2d(
+                layout->packPiece(sends[m], index, packed + m * pieceBytes),
+                stream_));
           }
-          SHARC_TRY(kernels::cuda::copy2d({.src = piece,
-                                           .dst = out + m * blockRowBytes,
-                                           .rows = block.outer,
-                                           .rowBytes = blockRowBytes,
-                                           .srcPitch = blockRowBytes,
-                                           .dstPitch = blockRowBytes * members},
+          SHARC_TRY(kernels::cuda::copy2d(layout->placeBlock(piece, m, out),
                                           stream_));
         }
         return Status::ok();
