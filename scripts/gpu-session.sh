@@ -65,8 +65,11 @@ for step in $steps; do
   kernels)
     "$stage/bin/KernelsCudaTest" 2>&1 | tee "$out/kernels.log" | tail -n 40 ;;
   comm)
-    # NCCL's collectives against the cpu's (all_to_all, axis sets).
-    "$stage/bin/CommunicatorCudaTest" 2>&1 | tee "$out/comm.log" | tail -n 20 ;;
+    # NCCL's collectives against the cpu's (all_to_all, axis sets), and
+    # those of ranks sharing GPUs (on two GPUs, across them over NVLink).
+    "$stage/bin/CommunicatorCudaTest" 2>&1 | tee "$out/comm.log" | tail -n 20
+    "$stage/bin/PeerMemoryCommunicatorTest" 2>&1 | tee "$out/peer.log" |
+      tail -n 20 ;;
   parity)
     # Every mode of the small model; minimind (head_dim 96) where its cpu
     # reference stays short.

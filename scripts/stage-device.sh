@@ -13,7 +13,8 @@ rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/lib" "$stage/plans" "$stage/bench"
 cp "$build/bin/sharc-run" "$stage/bin/"
 cp "$build/tests/unit/kernels/KernelsCudaTest" "$stage/bin/"
-cp "$build/tests/gpu/CommunicatorCudaTest" "$stage/bin/"
+cp "$build/tests/gpu/CommunicatorCudaTest" \
+  "$build/tests/gpu/PeerMemoryCommunicatorTest" "$stage/bin/"
 cp "$build/bin/sharc-attention-bench" "$stage/bin/"
 cp "$root/tests/gpu/attention-peer.py" "$stage/"
 for lib in $(ldd "$build/bin/sharc-run" | awk '/yaml-cpp/ {print $3}'); do
