@@ -108,6 +108,23 @@ bool isCheap(Operation *op) {
              SplitOp, ReplicateOp>(op);
 }
 
+/// Context parallelism's K/V exchange: the ring's shifts, and the K/V
+/// all-gather (with the balanced split's reordering) that only attention
+/// reads. Selective recompute exchanges them again in the backward, as it
+/// gathers sequence-parallel inputs again: the communication stream does
+/// it beside the backward's compute, and each layer's keys and values from
+/// the other ranks need not live from the forward to the backward.
+bool isKeyValueExchange(Operation *op) {
+  if (isa<RingShiftOp>(op))
+    return true;
+  if (!isa<AllGatherOp, PermuteBlocksOp>(op) || op->use_empty())
+    return false;
+  return llvm::all_of(op->getUsers(), [](Operation *user) {
+    return isa<AttentionOp, AttentionGradOp>(user) ||
+           (isa<PermuteBlocksOp>(user) && isKeyValueExchange(user));
+  });
+}
+
 /// Full recompute (Megatron's "full" policy, every layer): of a layer's
 /// forward only its input lives on into the backward. Right before the
 /// first backward op that reads anything else the layer computed, the
@@ -153,7 +170,8 @@ void recomputeLayers(func::FuncOp func, int64_t numLayers, int64_t firstLayer,
   auto recomputable = [&](Operation *op) {
     int64_t unit = unitOf.lookup(op);
     if (!variant.contains(op) || unit < firstLayer || unit >= endLayer ||
-        isa<TransferOp>(op) || (selective && !isCheap(op)))
+        isa<TransferOp>(op) ||
+        (selective && !isCheap(op) && !isKeyValueExchange(op)))
       return false;
     for (Operation *user : op->getUsers())
       if (user == returnOp ||
