@@ -123,6 +123,13 @@ for dtype in f32 bf16; do
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 4 \
     --cp-comm ring --cp-split balanced \
     -o "$out/small-$dtype-cp4-ring-balanced.plan"
+  # Selective recompute exchanges k and v again in the backward.
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 4 \
+    --cp-comm ring --cp-split balanced --recompute selective \
+    -o "$out/small-$dtype-cp4-ring-selective.plan"
+  "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode cp --cp 2 \
+    --cp-comm all_gather --recompute selective \
+    -o "$out/small-$dtype-cp-all_gather-selective.plan"
   # One microbatch over two stages, with its logits (the last stage's):
   # generation on a pipeline (eval-parity.sh).
   "$sharc" compile "$here/small.yaml" "${run[@]}" $flags --mode pp --pp 2 \
