@@ -196,6 +196,13 @@ public:
 /// else cpu); any other name is returned as it is.
 std::string resolveBackend(const std::string &name, int64_t localRanks);
 
+/// The GPUs of ranks that share them when "auto" runs a plan of
+/// `worldSize` ranks in one process: this build has CUDA, the node has at
+/// least one GPU but fewer than `worldSize`, and each of them can read the
+/// others' memory (so the collectives run on the GPUs, not the host);
+/// else 0.
+int64_t gpusToShare(int64_t worldSize);
+
 /// The device memory each of `worldSize` ranks can still allocate on the
 /// resolved backend `name` (the least over its GPUs); -1 for the cpu, whose
 /// ranks share the host, or where no device answers.

@@ -23,6 +23,15 @@ std::string resolveBackend(const std::string &name, int64_t localRanks) {
   return "cpu";
 }
 
+int64_t gpusToShare(int64_t worldSize) {
+#if SHARC_WITH_CUDA
+  int64_t devices = cudaDevicesVisible();
+  if (devices > 0 && devices < worldSize && cudaDevicesReachEachOther(devices))
+    return devices;
+#endif
+  return 0;
+}
+
 int64_t deviceFreeBytes(const std::string &name, int64_t worldSize) {
 #if SHARC_WITH_CUDA
   if (name == "cuda")
@@ -62,8 +71,7 @@ Result<std::unique_ptr<Backend>> createBackend(const std::string &name,
   return Status::invalidInput(
       "the plan has " + std::to_string(plan.worldSize()) +
       " ranks but this node has " + std::to_string(devices) +
-      " CUDA devices (--share-gpus runs several ranks on one GPU, slowly, "
-      "to check a plan)");
+      " CUDA devices (--share-gpus runs several ranks on one GPU)");
 #else
   if (name == "auto")
     return createCpuBackend(plan, options);

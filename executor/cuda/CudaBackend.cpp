@@ -94,13 +94,8 @@ public:
   /// Whether each of GPUs [0, numDevices) may read every other's memory,
   /// enabling it where so.
   static Result<bool> enablePeerAccess(int numDevices) {
-    for (int a = 0; a < numDevices; ++a)
-      for (int b = 0; b < numDevices; ++b) {
-        int can = 0;
-        SHARC_CUDA(cudaDeviceCanAccessPeer(&can, a, b));
-        if (a != b && !can)
-          return false;
-      }
+    if (!cudaDevicesReachEachOther(numDevices))
+      return false;
     for (int a = 0; a < numDevices; ++a)
       for (int b = 0; b < numDevices; ++b) {
         if (a == b)
@@ -202,6 +197,19 @@ int64_t cudaLeastFreeBytes(int64_t numDevices) {
     least = least < 0 ? freeNow : std::min(least, freeNow);
   }
   return least;
+}
+
+bool cudaDevicesReachEachOther(int64_t numDevices) {
+  for (int a = 0; a < numDevices; ++a)
+    for (int b = 0; b < numDevices; ++b) {
+      int can = 0;
+      if (a != b &&
+          (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can)) {
+        (void)cudaGetLastError();
+        return false;
+      }
+    }
+  return true;
 }
 
 int64_t cudaDevicesVisible() {

@@ -1,5 +1,6 @@
 //===- CudaBackend.h - plans on NVIDIA GPUs ---------------------*- C++ -*-===//
-// defines: cudaDevicesVisible, cudaLeastFreeBytes, createCudaBackend
+// defines: cudaDevicesVisible, cudaDevicesReachEachOther,
+//          cudaLeastFreeBytes, createCudaBackend
 //
 // A process drives the ranks of its span (Backend.h's BackendOptions),
 // the first on GPU localIndex x span.count of its node (rank r on GPU r
@@ -19,6 +20,9 @@ namespace sharc::exec {
 
 /// CUDA devices this process can use; 0 without a driver or a device.
 int64_t cudaDevicesVisible();
+/// Whether each of devices 0 .. numDevices-1 can read every other's memory
+/// (peer access; true for one device).
+bool cudaDevicesReachEachOther(int64_t numDevices);
 /// The least free memory among devices 0 .. numDevices-1; -1 if none.
 int64_t cudaLeastFreeBytes(int64_t numDevices);
 

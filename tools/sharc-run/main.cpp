@@ -206,7 +206,13 @@ int run(RunFlags options, bool stepsGiven,
   // Generation's passes are captured unasked: each token is one short
   // forward whose time on a GPU is its launches (docs/training.md).
   runOptions.captureSteps = options.cudaGraph || !options.prompts.empty();
-  runOptions.shareGpus = options.shareGpus;
+  // "auto" with fewer GPUs than ranks: the ranks share them where the
+  // collectives can run on the GPUs (far faster than the cpu backend).
+  int64_t sharedGpus = 0;
+  if (options.backend == "auto" && !options.shareGpus &&
+      processes->count() == 1)
+    sharedGpus = exec::gpusToShare(plan->worldSize());
+  runOptions.shareGpus = options.shareGpus || sharedGpus > 0;
   runOptions.processes = processes;
   auto setUpStart = std::chrono::steady_clock::now();
   auto runtime = exec::Runtime::create(*plan, runOptions);
@@ -228,6 +234,11 @@ int run(RunFlags options, bool stepsGiven,
   exec::Runtime &rt = **runtime;
   if (!options.quiet) {
     std::printf("backend %s", rt.backendName());
+    if (sharedGpus > 0)
+      std::printf(", %lld ranks sharing %lld GPU%s",
+                  static_cast<long long>(plan->worldSize()),
+                  static_cast<long long>(sharedGpus),
+                  sharedGpus == 1 ? "" : "s");
     if (processes->count() > 1)
       std::printf(", %lld processes (%s), %lld ranks each",
                   static_cast<long long>(processes->count()),
