@@ -63,10 +63,9 @@ public:
     numDevices_ = static_cast<int>(cudaDevicesVisible());
     if (numDevices_ == 0)
       return Status::invalidInput("--share-gpus: no CUDA device is visible");
-    int64_t ranks = 1;
-    for (const plan::MeshAxis &axis : plan_.mesh)
-      ranks *= axis.size;
-    numDevices_ = static_cast<int>(std::min<int64_t>(numDevices_, ranks));
+    // No more GPUs than ranks: rank r is on GPU r % numDevices_.
+    numDevices_ =
+        static_cast<int>(std::min<int64_t>(numDevices_, plan_.worldSize()));
     auto peers = enablePeerAccess(numDevices_);
     if (!peers)
       return peers.status();
