@@ -108,20 +108,22 @@ bool isCheap(Operation *op) {
              SplitOp, ReplicateOp>(op);
 }
 
-/// Context parallelism's K/V exchange: the ring's shifts, and the K/V
-/// all-gather (with the balanced split's reordering) that only attention
-/// reads. Selective recompute exchanges them again in the backward, as it
-/// gathers sequence-parallel inputs again: the communication stream does
-/// it beside the backward's compute, and each layer's keys and values from
-/// the other ranks need not live from the forward to the backward.
-bool isKeyValueExchange(Operation *op) {
+/// Context parallelism's exchange of attention's inputs: the ring's
+/// shifts of k and v, the K/V all-gather (with the balanced split's
+/// reordering) and Ulysses' all-to-alls of q, k and v, where only
+/// attention reads what they made. Selective recompute exchanges them
+/// again in the backward, as it gathers sequence-parallel inputs again:
+/// the communication stream does it beside the backward's compute, and
+/// each layer's exchanged inputs need not live from the forward to the
+/// backward.
+bool isAttentionExchange(Operation *op) {
   if (isa<RingShiftOp>(op))
     return true;
-  if (!isa<AllGatherOp, PermuteBlocksOp>(op) || op->use_empty())
+  if (!isa<AllGatherOp, AllToAllOp, PermuteBlocksOp>(op) || op->use_empty())
     return false;
   return llvm::all_of(op->getUsers(), [](Operation *user) {
     return isa<AttentionOp, AttentionGradOp>(user) ||
-           (isa<PermuteBlocksOp>(user) && isKeyValueExchange(user));
+           (isa<PermuteBlocksOp>(user) && isAttentionExchange(user));
   });
 }
 
@@ -171,7 +173,7 @@ void recomputeLayers(func::FuncOp func, int64_t numLayers, int64_t firstLayer,
     int64_t unit = unitOf.lookup(op);
     if (!variant.contains(op) || unit < firstLayer || unit >= endLayer ||
         isa<TransferOp>(op) ||
-        (selective && !isCheap(op) && !isKeyValueExchange(op)))
+        (selective && !isCheap(op) && !isAttentionExchange(op)))
       return false;
     for (Operation *user : op->getUsers())
       if (user == returnOp ||

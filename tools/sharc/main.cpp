@@ -86,7 +86,7 @@ void printUsage(FILE *out) {
       "[--recompute none|sp-allgather|selective|full|auto]\n"
       "         (full: each layer's forward runs again in the "
       "backward; only layer inputs are kept; selective: its norms, "
-      "rope and SwiGLU alone, and context parallelism's K/V exchange)\n"
+      "rope and SwiGLU alone, and context parallelism's exchange)\n"
       "         [--recompute-layers N (full, selective: the first N layers "
       "alone)]\n         [--recompute-rest selective (with full and N: the "
       "other layers selectively)]\n"
