@@ -25,9 +25,10 @@
 // Where the GPUs cannot reach each other, SharedGpuCommunicator's host
 // path runs instead (executor/cuda/CudaBackend.cpp).
 //
-//   PeerMemoryWorld world(plan.mesh, timeoutSeconds); // one per stream
-//   PeerMemoryCommunicator comm(commWorld.communicator(rank), world, rank,
-//                               stream);             // on rank's thread
+//   CommWorld meetings(plan.mesh, timeoutSeconds);     // one per stream
+//   PeerMemoryWorld world(plan.mesh, timeoutSeconds);  // one per stream
+//   PeerMemoryCommunicator comm(meetings.communicator(rank), world,
+//                               meetings, gpu, stream); // rank's GPU
 //   SHARC_TRY(comm.allReduce(x, x, DType::BF16, n, ReduceOp::Sum, "tp"));
 #pragma once
 
