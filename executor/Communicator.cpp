@@ -3,6 +3,7 @@
 #include "executor/Communicator.h"
 
 #include "executor/Deadline.h"
+#include "executor/OpTable.h"
 #include "executor/ShardLayout.h"
 #include "kernels/TensorView.h"
 
@@ -164,13 +165,6 @@ Status arriveAndWait(CommWorld::Group &group,
   return Status::ok();
 }
 
-std::string shapeText(DType dtype, const std::vector<int64_t> &shape) {
-  std::string text = std::string(dtypeName(dtype)) + "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? "," : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 /// out[i] = op over members m (in order) of sends[m][offset + i]. Float
 /// types round every partial sum to fp32, as a ring of fp32 adds would.
 void reduceRun(const std::vector<const void *> &sends, DType dtype,
@@ -198,6 +192,11 @@ Status checkDim(const char *name, const std::vector<int64_t> &shape,
   return Status::ok();
 }
 } // namespace
+
+std::string collectiveShapeText(DType dtype,
+                                const std::vector<int64_t> &shape) {
+  return dtypeName(dtype) + opcheck::shapeText(shape);
+}
 
 Status HostCommunicator::run(const std::string &axis, const Call &call) {
   if (groupSize(axis) > 1)
@@ -251,7 +250,7 @@ Status HostCommunicator::allReduce(const void *send, void *recv, DType dtype,
   Call call{"all_reduce",
             std::string("all_reduce ") +
                 (op == ReduceOp::Sum ? "sum " : "max ") +
-                shapeText(dtype, {numel}),
+                collectiveShapeText(dtype, {numel}),
             send,
             numel * dtypeSize(dtype),
             recv,
@@ -273,7 +272,7 @@ Status HostCommunicator::allGather(const void *send, void *recv, DType dtype,
   Call call{
       "all_gather",
       "all_gather dim " + std::to_string(dim) + " " +
-          shapeText(dtype, sendShape),
+          collectiveShapeText(dtype, sendShape),
       send,
       outer * chunkBytes,
       recv,
@@ -307,7 +306,7 @@ Status HostCommunicator::reduceScatter(const void *send, void *recv,
   int64_t chunk = inner / members, elementBytes = dtypeSize(dtype);
   Call call{"reduce_scatter",
             "reduce_scatter dim " + std::to_string(dim) + " " +
-                shapeText(dtype, sendShape),
+                collectiveShapeText(dtype, sendShape),
             send,
             outer * inner * elementBytes,
             recv,
@@ -353,7 +352,8 @@ Status HostCommunicator::allToAll(const void *send, void *recv, DType dtype,
   Call call{
       "all_to_all",
       "all_to_all split " + std::to_string(splitDim) + " concat " +
-          std::to_string(concatDim) + " " + shapeText(dtype, sendShape),
+          std::to_string(concatDim) + " " +
+          collectiveShapeText(dtype, sendShape),
       send,
       numel * elementBytes,
       recv,

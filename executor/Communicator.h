@@ -114,6 +114,9 @@ public:
   virtual Status endTransfers() { return Status::ok(); }
 };
 
+/// "f32[2,3]": a collective's operand in its signature and messages.
+std::string collectiveShapeText(DType dtype, const std::vector<int64_t> &shape);
+
 /// The ranks of one group: `axes` is "world", one axis or a comma-joined
 /// set in mesh order; `ranks` in rank order (for one axis, its coordinate
 /// order).

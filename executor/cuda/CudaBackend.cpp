@@ -131,6 +131,8 @@ public:
     aborted_.store(false);
     for (auto &world : worlds_)
       world->reset();
+    for (auto &world : peerWorlds_)
+      world->reset();
   }
   void cancelEnqueued() override {
     if (groups_)

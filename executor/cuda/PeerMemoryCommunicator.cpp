@@ -29,13 +29,6 @@ bool overlaps(int64_t a, int64_t aBytes, int64_t b, int64_t bBytes) {
   return aBytes > 0 && bBytes > 0 && a < b + bBytes && b < a + aBytes;
 }
 
-std::string shapeText(DType dtype, const std::vector<int64_t> &shape) {
-  std::string text = std::string(dtypeName(dtype)) + "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    text += (i ? "," : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 template <typename T> int64_t word(T *pointer) {
   return static_cast<int64_t>(reinterpret_cast<intptr_t>(pointer));
 }
@@ -70,6 +63,14 @@ PeerMemoryWorld::~PeerMemoryWorld() {
     if (slot->drained)
       cudaEventDestroy(slot->drained);
   }
+}
+
+void PeerMemoryWorld::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // A message no recv took never had its slot drained: the slot stays
+  // owned (slots_) but is not reused.
+  for (auto &[link, channel] : channels_)
+    channel.queue.clear();
 }
 
 void PeerMemoryWorld::wakeAll() {
@@ -187,7 +188,7 @@ Status PeerMemoryCommunicator::allReduce(const void *send, void *recv,
   int64_t bytes = numel * dtypeSize(dtype);
   Call call{.signature = std::string("all_reduce ") +
                          (op == ReduceOp::Sum ? "sum " : "max ") +
-                         shapeText(dtype, {numel}),
+                         collectiveShapeText(dtype, {numel}),
             .send = send,
             .sendBytes = bytes,
             .recv = recv,
@@ -214,7 +215,7 @@ Status PeerMemoryCommunicator::allGather(const void *send, void *recv,
   DimSplit split = splitAt(sendShape, dim, dtypeSize(dtype));
   int64_t chunkBytes = split.extent * split.innerBytes;
   Call call{.signature = "all_gather dim " + std::to_string(dim) + " " +
-                         shapeText(dtype, sendShape),
+                         collectiveShapeText(dtype, sendShape),
             .send = send,
             .sendBytes = split.outer * chunkBytes,
             .recv = recv,
@@ -251,7 +252,7 @@ PeerMemoryCommunicator::reduceScatter(const void *send, void *recv, DType dtype,
   int64_t inner = split.extent * split.innerBytes / elementBytes;
   int64_t chunk = inner / members;
   Call call{.signature = "reduce_scatter dim " + std::to_string(dim) + " " +
-                         shapeText(dtype, sendShape),
+                         collectiveShapeText(dtype, sendShape),
             .send = send,
             .sendBytes = split.outer * inner * elementBytes,
             .recv = recv,
@@ -283,7 +284,7 @@ Status PeerMemoryCommunicator::allToAll(const void *send, void *recv,
   Call call{
       .signature = "all_to_all split " + std::to_string(splitDim) + " concat " +
                    std::to_string(concatDim) + " " +
-                   shapeText(dtype, sendShape),
+                   collectiveShapeText(dtype, sendShape),
       .send = send,
       .sendBytes = sendBytes,
       .recv = recv,

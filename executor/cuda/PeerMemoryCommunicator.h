@@ -80,6 +80,9 @@ public:
   double timeoutSeconds() const { return timeoutSeconds_; }
   /// Wakes receivers so they see an abort; clears nothing.
   void wakeAll();
+  /// After an aborted step (no rank inside a transfer): drops the messages
+  /// no recv took, as CommWorld::reset drops the cpu's.
+  void reset();
 
 private:
   friend class PeerMemoryCommunicator;

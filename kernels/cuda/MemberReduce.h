@@ -2,7 +2,7 @@
 // defines: kMaxReduceMembers, MemberReduceArgs, reduceMembers (cuda::)
 //
 // The reduction of the collectives of ranks that share a GPU
-// (executor/cuda/DeviceSharedCommunicator.h): every member's input is
+// (executor/cuda/PeerMemoryCommunicator.h): every member's input is
 // device memory this GPU can read, and each member computes its own result
 // from all of them. dst[r * dstPitch + c] = op over members m, in member
 // order, of srcs[m][srcOffset + r * srcPitch + c], for rows x cols
